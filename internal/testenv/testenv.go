@@ -1,0 +1,52 @@
+// Package testenv locates the real tools that tests drive: the tofu binary
+// and the provider mirror that `make build` fills. A test that needs one of
+// them fails, with a message that says how to get it, rather than skipping:
+// `make test` always provides both.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// Root returns the repository's top directory, found from this file's path.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Tofu returns the path of an OpenTofu binary: $TOFU, or the build that
+// scripts/tools.sh caches.
+func Tofu(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("TOFU"); p != "" {
+		return p
+	}
+	out, err := exec.Command("bash", filepath.Join(Root(), "scripts", "tools.sh")).Output()
+	if err != nil {
+		t.Fatalf("no tofu binary: set TOFU or run `make tools` (%v)", err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) == 0 {
+		t.Fatal("no tofu binary: scripts/tools.sh printed nothing")
+	}
+	return lines[len(lines)-1]
+}
+
+// ProviderMirror returns the filesystem mirror that `make build` fills with
+// the simulated provider: $REZUSCLOUD_PROVIDER_MIRROR or bin/providers.
+func ProviderMirror(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("REZUSCLOUD_PROVIDER_MIRROR")
+	if dir == "" {
+		dir = filepath.Join(Root(), "bin", "providers")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("no provider mirror at %s: run `make build`", dir)
+	}
+	return dir
+}
