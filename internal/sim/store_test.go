@@ -172,8 +172,8 @@ func TestListSkipsForeignFilesAndReportsBrokenOnes(t *testing.T) {
 	}
 	for name, body := range map[string]string{
 		".tmp-sim-0000000000000000-123": "{",
-		"README.json":                    "{}",
-		"notes.txt":                      "hello",
+		"README.json":                   "{}",
+		"notes.txt":                     "hello",
 	} {
 		if err := os.WriteFile(filepath.Join(s.Dir(), name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
