@@ -1,0 +1,274 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend/api"
+)
+
+// Config configures a Server. Zero values select the defaults.
+type Config struct {
+	// DataDir holds the store; see Open. Required.
+	DataDir string
+	// Listen is the TCP address to serve on. Default 127.0.0.1:8080.
+	Listen string
+	// TokensFile is the tokens file (see LoadTokens). Without one every
+	// request is allowed as an admin, and the server refuses to listen on
+	// anything but loopback.
+	TokensFile string
+	// MaxStateBytes, StateHistory and StaleLockAge are the state
+	// backend's StateOptions MaxBytes, History and StaleLockAge.
+	MaxStateBytes int64
+	StateHistory  int
+	StaleLockAge  time.Duration
+	// ShutdownTimeout bounds how long Run waits for requests in flight
+	// after its context ends. Default 30s.
+	ShutdownTimeout time.Duration
+	// Version is what /version reports. Default "dev".
+	Version string
+	// Logger receives the request log and server events. Default: none.
+	Logger *slog.Logger
+
+	// FailStatePost is a test hook passed to StateOptions.FailPost. Leave
+	// it nil.
+	FailStatePost func(name string) bool
+}
+
+// Server is the rezuscloud HTTP server: the state backend, health and
+// version endpoints, and whatever else is mounted with Handle, behind
+// token authentication and a request log. NewServer opens the store; Run
+// serves until its context ends and then closes it.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *Store
+	tokens *Tokens
+	state  *StateHandler
+	mux    *http.ServeMux
+	http   *http.Server
+
+	ln       net.Listener
+	stopping atomic.Bool
+
+	readyMu sync.Mutex
+	ready   []readyCheck
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type readyCheck struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// NewServer opens the store in cfg.DataDir and the tokens file, and builds
+// the routes. It does not listen yet.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tokens := NewTokens()
+	if cfg.TokensFile != "" {
+		var err error
+		if tokens, err = LoadTokens(cfg.TokensFile); err != nil {
+			return nil, err
+		}
+	}
+	store, err := Open(cfg.DataDir, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:    cfg,
+		log:    log,
+		store:  store,
+		tokens: tokens,
+		mux:    http.NewServeMux(),
+		state: NewStateHandler(store, StateOptions{
+			MaxBytes:     cfg.MaxStateBytes,
+			History:      cfg.StateHistory,
+			StaleLockAge: cfg.StaleLockAge,
+			Logger:       log,
+			FailPost:     cfg.FailStatePost,
+		}),
+	}
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("GET /version", s.version)
+	s.Handle(StatePrefix, s.state)
+	s.Handle(VersionsPrefix, s.state)
+	s.http = &http.Server{
+		Handler:           LogRequests(log, s.mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Handle mounts h at pattern (http.ServeMux syntax) behind authentication:
+// h finds the caller with IdentityFrom.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, Authenticate(s.tokens, s.log, h))
+}
+
+// HandleUnauthenticated mounts h at pattern without token authentication,
+// for endpoints that check their own credentials, such as signed webhooks.
+func (s *Server) HandleUnauthenticated(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+}
+
+// AddReadyCheck adds a check that /readyz runs; the server is ready when
+// every check returns nil.
+func (s *Server) AddReadyCheck(name string, fn func(context.Context) error) {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	s.ready = append(s.ready, readyCheck{name, fn})
+}
+
+// Handler returns the server's whole handler, request log included, for
+// tests and for embedding.
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Store returns the server's store.
+func (s *Server) Store() *Store { return s.store }
+
+// Tokens returns the server's tokens, for minting ephemeral ones.
+func (s *Server) Tokens() *Tokens { return s.tokens }
+
+// StateHandler returns the state backend handler, without authentication.
+func (s *Server) StateHandler() *StateHandler { return s.state }
+
+// Listen binds the configured address. Without a tokens file it refuses
+// any address that is not loopback.
+func (s *Server) Listen() error {
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if s.tokens.Open() {
+		if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+			ln.Close()
+			return fmt.Errorf("no tokens file: refusing to listen on %s, which is not a loopback address; give a tokens file (--tokens-file, REZUSCLOUD_TOKENS_FILE) or listen on 127.0.0.1", s.cfg.Listen)
+		}
+		s.log.Warn("no tokens file: every request is allowed as admin; listening on loopback only", "addr", ln.Addr().String())
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr returns the address the server listens on, after Listen.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// URL returns the server's base URL, after Listen.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Run serves (listening first if Listen was not called) until ctx ends,
+// then shuts down gracefully: it stops accepting, lets requests in flight
+// finish (up to ShutdownTimeout) and closes the store.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		s.Close()
+		return err
+	}
+	s.log.Info("serving", "addr", s.Addr(), "data", s.cfg.DataDir, "version", s.cfg.Version)
+	served := make(chan error, 1)
+	go func() { served <- s.http.Serve(s.ln) }()
+	var serveErr error
+	select {
+	case err := <-served:
+		serveErr = fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+		s.stopping.Store(true)
+		s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		err := s.http.Shutdown(sctx)
+		cancel()
+		if err != nil {
+			serveErr = fmt.Errorf("shutdown: %w", err)
+			s.http.Close()
+		}
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) && serveErr == nil {
+			serveErr = fmt.Errorf("serve: %w", err)
+		}
+	}
+	if err := s.Close(); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	s.log.Info("stopped")
+	return serveErr
+}
+
+// Close closes the store. Run calls it; call it yourself only when Run
+// never ran.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.store.Close()
+	})
+	return s.closeErr
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.stopping.Load() {
+		api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, "shutting down"))
+		return
+	}
+	s.readyMu.Lock()
+	checks := s.ready
+	s.readyMu.Unlock()
+	for _, c := range checks {
+		if err := c.fn(r.Context()); err != nil {
+			api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, "%s: %v", c.name, err))
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
+
+// VersionInfo is the body of /version.
+type VersionInfo struct {
+	Version   string `json:"version"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	api.WriteJSON(w, http.StatusOK, VersionInfo{
+		Version:   s.cfg.Version,
+		GoVersion: runtime.Version(),
+		Platform:  runtime.GOOS + "/" + runtime.GOARCH,
+	})
+}

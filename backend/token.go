@@ -1,0 +1,256 @@
+package backend
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+)
+
+// Role is what a token may do. Roles are ordered: each includes the ones
+// before it.
+type Role int
+
+// The roles. Reading state needs RoleView; writing and locking need
+// RoleEdit; state history and force-unlock need RoleAdmin.
+const (
+	RoleView Role = iota + 1
+	RoleEdit
+	RoleAdmin
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleView:
+		return "view"
+	case RoleEdit:
+		return "edit"
+	case RoleAdmin:
+		return "admin"
+	}
+	return fmt.Sprintf("Role(%d)", int(r))
+}
+
+// ParseRole parses "view", "edit" or "admin".
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "view":
+		return RoleView, nil
+	case "edit":
+		return RoleEdit, nil
+	case "admin":
+		return RoleAdmin, nil
+	}
+	return 0, fmt.Errorf("unknown role %q: want view, edit or admin", s)
+}
+
+// Identity is who made a request: the token's name and role. Names are not
+// secret and appear in logs and lock records.
+type Identity struct {
+	Name string
+	Role Role
+}
+
+// Anonymous is the identity of every request to a server that runs
+// without a tokens file (which it only does on loopback).
+var Anonymous = Identity{Name: "anonymous", Role: RoleAdmin}
+
+// Tokens checks credentials. It holds the tokens of a tokens file, which
+// stores only SHA-256 digests, and ephemeral tokens that exist only in
+// memory. A nil *Tokens (no tokens file) authenticates every request as
+// Anonymous. Tokens is safe for concurrent use.
+type Tokens struct {
+	mu        sync.RWMutex
+	path      string
+	file      []tokenEntry
+	ephemeral map[*tokenEntry]struct{}
+}
+
+type tokenEntry struct {
+	name   string
+	role   Role
+	digest [sha256.Size]byte
+}
+
+// LoadTokens reads a tokens file: one token per line, `NAME ROLE
+// SHA256-HEX-OF-TOKEN`, blank lines and `#` comments ignored. Errors name
+// the file and line.
+func LoadTokens(path string) (*Tokens, error) {
+	t := &Tokens{path: path, ephemeral: map[*tokenEntry]struct{}{}}
+	if err := t.Reload(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// NewTokens returns a Tokens without a file, for ephemeral tokens only.
+func NewTokens() *Tokens {
+	return &Tokens{ephemeral: map[*tokenEntry]struct{}{}}
+}
+
+// Reload reads the tokens file again and replaces the file's tokens when it
+// parses. On an error the tokens in use stay as they were. Ephemeral
+// tokens are kept.
+func (t *Tokens) Reload() error {
+	if t.path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(t.path)
+	if err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	entries, err := parseTokens(t.path, data)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.file = entries
+	t.mu.Unlock()
+	return nil
+}
+
+// Len returns the number of tokens from the file.
+func (t *Tokens) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.file)
+}
+
+func parseTokens(path string, data []byte) ([]tokenEntry, error) {
+	var entries []tokenEntry
+	seen := map[string]int{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("%s:%d: want `NAME ROLE SHA256-HEX`, got %d fields", path, n, len(fields))
+		}
+		name, roleText, digestText := fields[0], fields[1], fields[2]
+		if err := checkTokenName(name); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if first, dup := seen[name]; dup {
+			return nil, fmt.Errorf("%s:%d: token name %q already used on line %d", path, n, name, first)
+		}
+		seen[name] = n
+		role, err := ParseRole(roleText)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		raw, err := hex.DecodeString(digestText)
+		if err != nil || len(raw) != sha256.Size {
+			return nil, fmt.Errorf("%s:%d: third field must be the 64 hex digits of the token's SHA-256, not the token itself", path, n)
+		}
+		e := tokenEntry{name: name, role: role}
+		copy(e.digest[:], raw)
+		entries = append(entries, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return entries, nil
+}
+
+// checkTokenName accepts names that work as an HTTP basic-auth username and
+// read well in logs: printable ASCII without spaces, colons or '#'.
+func checkTokenName(name string) error {
+	if name == "" || len(name) > 128 {
+		return fmt.Errorf("token name must be 1 to 128 characters")
+	}
+	for _, c := range []byte(name) {
+		if c <= ' ' || c >= 0x7f || c == ':' || c == '#' {
+			return fmt.Errorf("token name %q: only printable ASCII without spaces, ':' or '#'", name)
+		}
+	}
+	return nil
+}
+
+// NewToken returns a fresh random token (256 bits) and the tokens-file
+// line for it.
+func NewToken(name string, role Role) (token, line string, err error) {
+	if err := checkTokenName(name); err != nil {
+		return "", "", err
+	}
+	if role < RoleView || role > RoleAdmin {
+		return "", "", fmt.Errorf("unknown role %v", role)
+	}
+	token = newSecret()
+	sum := sha256.Sum256([]byte(token))
+	return token, fmt.Sprintf("%s %s %s", name, role, hex.EncodeToString(sum[:])), nil
+}
+
+func newSecret() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return "rzc_" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Ephemeral mints a token that lives only in this process's memory, for
+// credentials the server hands to its own tofu runs. It returns the
+// secret and a func that revokes it. The name is what logs and lock
+// records show; pick one that no file token uses.
+func (t *Tokens) Ephemeral(name string, role Role) (secret string, revoke func()) {
+	secret = newSecret()
+	e := &tokenEntry{name: name, role: role, digest: sha256.Sum256([]byte(secret))}
+	t.mu.Lock()
+	t.ephemeral[e] = struct{}{}
+	t.mu.Unlock()
+	return secret, func() {
+		t.mu.Lock()
+		delete(t.ephemeral, e)
+		t.mu.Unlock()
+	}
+}
+
+// errBadCredentials is the one error a failed check returns, whatever was
+// wrong, so that answers do not tell which part of a credential matched.
+var (
+	errBadCredentials = errors.New("invalid credentials")
+	errNoCredentials  = errors.New("no credentials")
+)
+
+// check finds the token whose secret is secret and, when name is not
+// empty, whose name is name. It compares the digest of secret with every
+// token's digest in constant time and never stops early.
+func (t *Tokens) check(name, secret string) (Identity, error) {
+	sum := sha256.Sum256([]byte(secret))
+	var found Identity
+	match := 0
+	try := func(e *tokenEntry) {
+		ok := subtle.ConstantTimeCompare(sum[:], e.digest[:])
+		if name != "" && subtle.ConstantTimeCompare([]byte(name), []byte(e.name)) == 0 {
+			ok = 0
+		}
+		if ok == 1 && match == 0 {
+			found = Identity{Name: e.name, Role: e.role}
+			match = 1
+		}
+	}
+	t.mu.RLock()
+	for i := range t.file {
+		try(&t.file[i])
+	}
+	for e := range t.ephemeral {
+		try(e)
+	}
+	t.mu.RUnlock()
+	if match == 0 {
+		return Identity{}, errBadCredentials
+	}
+	return found, nil
+}
