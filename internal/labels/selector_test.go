@@ -46,7 +46,8 @@ func TestParseErrors(t *testing.T) {
 	cases := map[string]string{
 		"a=b=c":          `"b=c" is not a valid label value`,
 		"role in worker": "parenthesised list",
-		"bad key=x":      "is not a requirement",
+		"bad key=x":      `"bad key" is not a valid label key`,
+		"a b c":          "is not a requirement",
 		",":              "empty requirement",
 		"-x":             `"-x" is not a valid label key`,
 		"a in (b c)":     `"b c" is not a valid label value`,
