@@ -1,0 +1,96 @@
+package schema
+
+import (
+	"strconv"
+	"time"
+)
+
+// Commit is one reconciled revision of the manifest repository and its
+// outcome. The API serves it; it cannot be declared in git.
+type Commit struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Metadata   ObjectMeta   `json:"metadata"`
+	Spec       CommitSpec   `json:"spec"`
+	Status     CommitStatus `json:"status,omitzero"`
+}
+
+// CommitSpec identifies the revision.
+type CommitSpec struct {
+	SHA     string `json:"sha"`
+	Ref     string `json:"ref"`
+	Author  string `json:"author,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Preview is true for a plan-only run (a pull request): nothing is applied.
+	Preview bool `json:"preview"`
+}
+
+// CommitPhase is where the handling of a commit, or of one tenant in it, is.
+type CommitPhase string
+
+// Commit phases. A tenant result uses Pending, Planning, Applying, Succeeded
+// and Failed.
+const (
+	CommitPending         CommitPhase = "Pending"
+	CommitValidating      CommitPhase = "Validating"
+	CommitInvalid         CommitPhase = "Invalid"
+	CommitPlanning        CommitPhase = "Planning"
+	CommitApplying        CommitPhase = "Applying"
+	CommitSucceeded       CommitPhase = "Succeeded"
+	CommitFailed          CommitPhase = "Failed"
+	CommitPartiallyFailed CommitPhase = "PartiallyFailed"
+)
+
+// Done reports whether the phase is final.
+func (p CommitPhase) Done() bool {
+	switch p {
+	case CommitInvalid, CommitSucceeded, CommitFailed, CommitPartiallyFailed:
+		return true
+	}
+	return false
+}
+
+// CommitStatus is the outcome of a commit.
+type CommitStatus struct {
+	Phase   CommitPhase    `json:"phase,omitempty"`
+	Tenants []TenantResult `json:"tenants,omitempty"`
+	// Problems are the validation problems of an Invalid commit.
+	Problems []Problem `json:"problems,omitempty"`
+	Timings  Timings   `json:"timings,omitzero"`
+	// NonFastForward is true when the ref moved to a commit that does not
+	// descend from the previous one (a force push).
+	NonFastForward bool   `json:"nonFastForward"`
+	Message        string `json:"message,omitempty"`
+}
+
+// TenantResult is the outcome of one tenant's tofu run within a commit.
+type TenantResult struct {
+	Tenant string      `json:"tenant"`
+	Phase  CommitPhase `json:"phase"`
+	Plan   PlanSummary `json:"plan"`
+	Error  string      `json:"error,omitempty"`
+	// OutputTail is the last lines of tofu's output, for a failure.
+	OutputTail string    `json:"outputTail,omitempty"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+}
+
+// PlanSummary counts the resource changes of a plan.
+type PlanSummary struct {
+	Add     int `json:"add"`
+	Change  int `json:"change"`
+	Destroy int `json:"destroy"`
+}
+
+// String formats the summary as "+add ~change -destroy".
+func (s PlanSummary) String() string {
+	return "+" + strconv.Itoa(s.Add) + " ~" + strconv.Itoa(s.Change) + " -" + strconv.Itoa(s.Destroy)
+}
+
+// Timings record when each step of a commit's handling happened.
+type Timings struct {
+	ReceivedAt  time.Time `json:"receivedAt,omitzero"`
+	ValidatedAt time.Time `json:"validatedAt,omitzero"`
+	PlannedAt   time.Time `json:"plannedAt,omitzero"`
+	FinishedAt  time.Time `json:"finishedAt,omitzero"`
+}

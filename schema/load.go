@@ -1,0 +1,396 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxFileSize = 1 << 20  // 1 MiB
+	DefaultMaxTreeSize = 64 << 20 // 64 MiB
+	DefaultMaxDepth    = 100
+)
+
+// Options bound what Load reads. A zero field takes its default.
+type Options struct {
+	MaxFileSize int64 // largest manifest file, in bytes; default 1 MiB
+	MaxTreeSize int64 // all manifest files together, in bytes; default 64 MiB
+	MaxDepth    int   // deepest nesting of mappings and lists in a document; default 100
+}
+
+func (o *Options) withDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.MaxFileSize <= 0 {
+		r.MaxFileSize = DefaultMaxFileSize
+	}
+	if r.MaxTreeSize <= 0 {
+		r.MaxTreeSize = DefaultMaxTreeSize
+	}
+	if r.MaxDepth <= 0 {
+		r.MaxDepth = DefaultMaxDepth
+	}
+	return r
+}
+
+// Desired is the desired state that a tree of manifests declares.
+type Desired struct {
+	Tenants []*TenantDesired `json:"tenants"` // sorted by name
+	Skipped int              `json:"skipped"` // documents of other apiVersions, skipped
+	Files   int              `json:"files"`   // manifest files read
+}
+
+// Tenant returns the tenant named name, or nil.
+func (d *Desired) Tenant(name string) *TenantDesired {
+	i, ok := slices.BinarySearchFunc(d.Tenants, name, func(t *TenantDesired, name string) int {
+		return strings.Compare(t.Tenant.Metadata.Name, name)
+	})
+	if !ok {
+		return nil
+	}
+	return d.Tenants[i]
+}
+
+// TenantDesired is one tenant with the node groups and config patches that
+// name it.
+type TenantDesired struct {
+	Tenant     *Tenant        `json:"tenant"`
+	NodeGroups []*NodeGroup   `json:"nodeGroups"` // sorted by name
+	Patches    []*ConfigPatch `json:"patches"`    // sorted by name
+}
+
+// Load reads every manifest under root in fsys and returns the desired state
+// they declare.
+//
+// Manifests are the files named *.yaml or *.yml under root, read in sorted
+// path order; a file may hold several documents separated by "---". Files and
+// directories whose names start with "." are skipped, and symbolic links are
+// never followed. Documents of other apiVersions are skipped and counted.
+//
+// When anything is wrong, Load returns a nil desired state and a
+// *ProblemList holding every problem it found, sorted by file, line and
+// column. Any other error means the schemas themselves could not be compiled.
+// A tree without manifests is not a problem: it declares no tenants.
+func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) {
+	o := opts.withDefaults()
+	defer func() {
+		if r := recover(); r != nil {
+			desired = nil
+			err = &ProblemList{Problems: []Problem{{File: root, Message: fmt.Sprintf("internal error while loading manifests: %v", r)}}}
+		}
+	}()
+	kinds, err := compiledSchemas()
+	if err != nil {
+		return nil, fmt.Errorf("compile manifest schemas: %w", err)
+	}
+	l := &loader{fsys: fsys, opts: o, kinds: kinds}
+	files := l.collect(root)
+	results := l.process(files)
+	for _, r := range results {
+		l.problems = append(l.problems, r.problems...)
+		l.skipped += r.skipped
+	}
+	d := l.assemble(results)
+	if len(l.problems) > 0 {
+		return nil, &ProblemList{Problems: sortProblems(l.problems)}
+	}
+	d.Files = len(files)
+	d.Skipped = l.skipped
+	return d, nil
+}
+
+type loader struct {
+	fsys     fs.FS
+	opts     Options
+	kinds    map[string]*kindSchema
+	problems []Problem
+	skipped  int
+}
+
+// manifestFile is a file read from the tree, not yet parsed.
+type manifestFile struct {
+	name string
+	data []byte
+}
+
+func (l *loader) problem(file string, format string, args ...any) {
+	l.problems = append(l.problems, Problem{File: file, Message: fmt.Sprintf(format, args...)})
+}
+
+func isManifestName(name string) bool {
+	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
+}
+
+// collect walks the tree under root and reads every manifest file, within
+// the size limits.
+func (l *loader) collect(root string) []manifestFile {
+	if root == "" {
+		root = "."
+	}
+	if !fs.ValidPath(root) {
+		l.problem(root, "manifest path %q is not a valid path inside the repository (it must be relative, slash-separated, without \"..\")", root)
+		return nil
+	}
+	var names []string
+	sizes := make(map[string]int64)
+	walkErr := fs.WalkDir(l.fsys, root, func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if name == root {
+				if errors.Is(err, fs.ErrNotExist) {
+					l.problem(root, "manifest path %s does not exist", root)
+				} else {
+					l.problem(root, "cannot read manifest path: %v", err)
+				}
+				return fs.SkipAll
+			}
+			l.problem(name, "cannot read: %v", err)
+			return nil
+		}
+		base := d.Name()
+		if name != root && strings.HasPrefix(base, ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		t := d.Type()
+		switch {
+		case d.IsDir():
+			return nil
+		case t&fs.ModeSymlink != 0:
+			l.symlink(root, name, base)
+			return nil
+		case !isManifestName(base):
+			return nil
+		case !t.IsRegular():
+			l.problem(name, "is not a regular file but a %s; manifests must be regular files", fileTypeName(t))
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			l.problem(name, "cannot read: %v", err)
+			return nil
+		}
+		if !info.Mode().IsRegular() {
+			l.problem(name, "is not a regular file but a %s; manifests must be regular files", fileTypeName(info.Mode().Type()))
+			return nil
+		}
+		names = append(names, name)
+		sizes[name] = info.Size()
+		return nil
+	})
+	if walkErr != nil {
+		l.problem(root, "cannot walk manifest path: %v", walkErr)
+	}
+	slices.Sort(names)
+
+	var (
+		files []manifestFile
+		total int64
+	)
+	for _, name := range names {
+		size := sizes[name]
+		if size > l.opts.MaxFileSize {
+			l.problem(name, "file is %d bytes, more than the limit of %d bytes for one manifest file", size, l.opts.MaxFileSize)
+			continue
+		}
+		total += size
+		if total > l.opts.MaxTreeSize {
+			l.problem(name, "the manifest files add up to more than the limit of %d bytes for the whole tree; this file and the ones after it were not read", l.opts.MaxTreeSize)
+			break
+		}
+		data, err := l.read(name)
+		if err != nil {
+			l.problem(name, "%v", err)
+			continue
+		}
+		// The size a file system reports may be wrong; count what was read.
+		total += int64(len(data)) - size
+		files = append(files, manifestFile{name: name, data: data})
+	}
+	return files
+}
+
+// read reads one file, refusing more than the per-file limit whatever size
+// the file system reported.
+func (l *loader) read(name string) ([]byte, error) {
+	f, err := l.fsys.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, l.opts.MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", err)
+	}
+	if int64(len(data)) > l.opts.MaxFileSize {
+		return nil, fmt.Errorf("file is more than the limit of %d bytes for one manifest file", l.opts.MaxFileSize)
+	}
+	return data, nil
+}
+
+// symlink reports a symbolic link that a manifest might be behind. Links are
+// never followed: one that leaves the tree could expose files outside the
+// repository, and one inside it would declare its target twice. Links to
+// other kinds of files are ignored.
+func (l *loader) symlink(root, name, base string) {
+	target, err := fs.ReadLink(l.fsys, name)
+	if err != nil {
+		if isManifestName(base) {
+			l.problem(name, "is a symbolic link; manifests must be regular files, and links are not followed")
+		}
+		return
+	}
+	resolved := target
+	if !path.IsAbs(target) {
+		resolved = path.Join(path.Dir(name), target)
+	}
+	leaves := path.IsAbs(target) || !within(root, resolved)
+	isDir := false
+	if st, err := fs.Stat(l.fsys, name); err == nil && st.IsDir() {
+		isDir = true
+	}
+	switch {
+	case !isManifestName(base) && !isDir:
+		return
+	case leaves && isDir:
+		l.problem(name, "is a symbolic link to %s, a directory outside the manifest tree; links are not followed, so manifests there would be ignored", target)
+	case leaves:
+		l.problem(name, "is a symbolic link to %s, which leaves the manifest tree; manifests must be regular files inside it", target)
+	case isDir:
+		l.problem(name, "is a symbolic link to the directory %s; links are not followed, so move the manifests here or remove the link", target)
+	default:
+		l.problem(name, "is a symbolic link to %s; links are not followed, so replace it with the file itself or remove it", target)
+	}
+}
+
+// within reports whether the clean slash path p is root or below it.
+func within(root, p string) bool {
+	p = path.Clean(p)
+	if p == ".." || strings.HasPrefix(p, "../") {
+		return false
+	}
+	if root == "." {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root+"/")
+}
+
+func fileTypeName(t fs.FileMode) string {
+	switch {
+	case t&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeCharDevice != 0:
+		return "character device"
+	case t&fs.ModeDevice != 0:
+		return "device"
+	case t&fs.ModeIrregular != 0:
+		return "irregular file"
+	}
+	return "special file"
+}
+
+// process parses and validates the files, in parallel; results keep the
+// order of files.
+func (l *loader) process(files []manifestFile) []*fileResult {
+	results := make([]*fileResult, len(files))
+	workers := min(runtime.GOMAXPROCS(0), len(files))
+	if workers <= 1 {
+		for i, f := range files {
+			results[i] = l.loadFile(f)
+		}
+		return results
+	}
+	var (
+		wg   sync.WaitGroup
+		next = make(chan int)
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = l.loadFile(files[i])
+			}
+		})
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+// fileResult is what one file holds: its problems, the documents of our
+// kinds, and how many documents of other apiVersions it skipped.
+type fileResult struct {
+	problems []Problem
+	docs     []*document
+	skipped  int
+}
+
+// loadFile parses one file and checks each of its documents on its own.
+// Checks across documents come later, in assemble.
+func (l *loader) loadFile(f manifestFile) (r *fileResult) {
+	r = &fileResult{}
+	defer func() {
+		if p := recover(); p != nil {
+			r.problems = append(r.problems, Problem{File: f.name, Message: fmt.Sprintf("internal error while reading this file: %v", p)})
+		}
+	}()
+	if !utf8.Valid(f.data) {
+		line, col := invalidUTF8At(f.data)
+		r.problems = append(r.problems, Problem{File: f.name, Line: line, Column: col, Message: "file is not UTF-8 text: invalid byte sequence"})
+		return r
+	}
+	docs, err := parseDocuments(f.data)
+	if err != nil {
+		r.problems = append(r.problems, syntaxProblem(f.name, f.data, err))
+	}
+	if err == nil && len(docs) == 0 {
+		r.problems = append(r.problems, Problem{File: f.name, Line: 1, Column: 1, Message: "file holds no YAML document; an empty manifest file is most likely a mistake (remove the file to declare nothing)"})
+		return r
+	}
+	for _, n := range docs {
+		doc, problems, skipped := l.loadDocument(f.name, n)
+		r.problems = append(r.problems, problems...)
+		if skipped {
+			r.skipped++
+		}
+		if doc != nil {
+			r.docs = append(r.docs, doc)
+		}
+	}
+	return r
+}
+
+// invalidUTF8At returns the line and column (in bytes) of the first byte
+// that is not valid UTF-8.
+func invalidUTF8At(data []byte) (int, int) {
+	line, col := 1, 1
+	for len(data) > 0 {
+		r, size := utf8.DecodeRune(data)
+		if r == utf8.RuneError && size <= 1 {
+			return line, col
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		data = data[size:]
+	}
+	return line, col
+}

@@ -1,0 +1,133 @@
+package schema
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// APIVersion is the apiVersion of every RezusCloud kind.
+const APIVersion = "rezuscloud.io/v1"
+
+// Group is the API group of the RezusCloud kinds: the part of APIVersion before
+// the slash.
+const Group = "rezuscloud.io"
+
+// Kind names. Tenant, NodeGroup and ConfigPatch are declared in git; Machine,
+// Provider and Commit are served by the API only.
+const (
+	KindTenant      = "Tenant"
+	KindNodeGroup   = "NodeGroup"
+	KindConfigPatch = "ConfigPatch"
+	KindMachine     = "Machine"
+	KindProvider    = "Provider"
+	KindCommit      = "Commit"
+)
+
+// Labels that tie objects together, and the roles a machine can have.
+const (
+	LabelTenant      = "rezuscloud.io/tenant"
+	LabelRole        = "rezuscloud.io/role"
+	RoleControlPlane = "controlplane"
+	RoleWorker       = "worker"
+)
+
+// Roles lists the known machine roles in a fixed order.
+var Roles = []string{RoleControlPlane, RoleWorker}
+
+// Provider classes a NodeGroup can name in spec.providerClass.
+const (
+	ProviderSim       = "sim"
+	ProviderOCI       = "oci"
+	ProviderOpenStack = "openstack"
+	ProviderMetal     = "metal"
+)
+
+// ProviderClasses lists the known provider classes in a fixed order.
+var ProviderClasses = []string{ProviderSim, ProviderOCI, ProviderOpenStack, ProviderMetal}
+
+// Finalizers the server puts on a tenant that has been removed from git, and
+// clears once the tenant's machines and secrets are gone.
+const (
+	FinalizerMachines = "rezuscloud.io/machines"
+	FinalizerSecrets  = "rezuscloud.io/secrets"
+)
+
+// ObjectMeta is the metadata every resource carries. In manifests only name,
+// labels and annotations may be set; the server fills in the rest.
+type ObjectMeta struct {
+	Name              string            `json:"name"`
+	UID               string            `json:"uid,omitempty"`
+	ResourceVersion   string            `json:"resourceVersion,omitempty"`
+	CreatedAt         time.Time         `json:"createdAt,omitzero"`
+	UpdatedAt         time.Time         `json:"updatedAt,omitzero"`
+	DeletionTimestamp *time.Time        `json:"deletionTimestamp,omitempty"`
+	Finalizers        []string          `json:"finalizers,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	Annotations       map[string]string `json:"annotations,omitempty"`
+}
+
+// Source tells where a loaded manifest object came from. It is not part of
+// the object's JSON form.
+type Source struct {
+	// File is the manifest's path relative to the root of the loaded fs.FS,
+	// slash-separated.
+	File string `json:"file"`
+	// Line is the line of the document's top-level mapping (its first key).
+	Line int `json:"line"`
+	// Lines maps the JSON pointer of every key and list item of the document
+	// (for example "/spec/providerConfig/shape" or "/spec/podNetwork/0") to
+	// its line, so that later validators can point at what they reject.
+	// Keys are escaped as RFC 6901 says: "/" as "~1", "~" as "~0".
+	Lines map[string]int `json:"lines,omitempty"`
+}
+
+// LineOf returns the line of the key at the JSON pointer path; when that key
+// is absent, the line of its nearest ancestor that is present; and s.Line when
+// none is.
+func (s Source) LineOf(path string) int {
+	for {
+		if line, ok := s.Lines[path]; ok && line > 0 {
+			return line
+		}
+		i := strings.LastIndexByte(path, '/')
+		if i < 0 {
+			return s.Line
+		}
+		path = path[:i]
+	}
+}
+
+// Position returns "file:line" for the key at path, as LineOf finds it.
+func (s Source) Position(path string) string {
+	return s.File + ":" + strconv.Itoa(s.LineOf(path))
+}
+
+// NamedPatch is a Talos machine config patch with a name, carried inside a
+// Tenant or NodeGroup spec.
+type NamedPatch struct {
+	Name string `json:"name"`
+	// Patch is YAML text: a strategic merge patch (a mapping, possibly several
+	// documents) or a JSON 6902 patch (a list of operations). A manifest may
+	// write it as a YAML string or as a plain mapping; Load turns a mapping
+	// into YAML text with sorted keys.
+	Patch string `json:"patch"`
+}
+
+// JSONPointer joins tokens into an RFC 6901 JSON pointer, escaping each.
+func JSONPointer(tokens ...string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(escapeToken(t))
+	}
+	return b.String()
+}
+
+func escapeToken(t string) string {
+	if !strings.ContainsAny(t, "~/") {
+		return t
+	}
+	t = strings.ReplaceAll(t, "~", "~0")
+	return strings.ReplaceAll(t, "/", "~1")
+}

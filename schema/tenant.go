@@ -1,0 +1,81 @@
+package schema
+
+// Tenant is one Talos Kubernetes cluster.
+type Tenant struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Metadata   ObjectMeta   `json:"metadata"`
+	Spec       TenantSpec   `json:"spec"`
+	Status     TenantStatus `json:"status,omitzero"`
+	Source     Source       `json:"-"`
+}
+
+// TenantSpec is what an operator declares about a cluster.
+type TenantSpec struct {
+	// KubernetesVersion and TalosVersion are x.y.z; Load drops a leading "v".
+	KubernetesVersion string `json:"kubernetesVersion"`
+	TalosVersion      string `json:"talosVersion"`
+	// ControlPlaneEndpoint is the https URL, with a port, of the cluster's
+	// Kubernetes API.
+	ControlPlaneEndpoint string `json:"controlPlaneEndpoint"`
+	// PodNetwork and ServiceNetwork are CIDRs in canonical form; none of them
+	// overlaps another. Empty means the Talos defaults.
+	PodNetwork     []string     `json:"podNetwork,omitempty"`
+	ServiceNetwork []string     `json:"serviceNetwork,omitempty"`
+	Plugins        Plugins      `json:"plugins,omitzero"`
+	ConfigPatches  []NamedPatch `json:"configPatches,omitempty"`
+}
+
+// Plugins selects the cluster's network and storage plugins.
+type Plugins struct {
+	CNI *CNIPlugin `json:"cni,omitempty"`
+	CSI *CSIPlugin `json:"csi,omitempty"`
+}
+
+// CNIPlugin selects the container network plugin, for example flannel (the
+// Talos default), cilium, or none to bring one's own.
+type CNIPlugin struct {
+	Type    string         `json:"type"`
+	Version string         `json:"version,omitempty"`
+	Values  map[string]any `json:"values,omitempty"`
+}
+
+// CSIPlugin selects the storage plugin.
+type CSIPlugin struct {
+	Type string `json:"type"`
+}
+
+// TenantPhase is where a tenant is in its life.
+type TenantPhase string
+
+// Tenant phases.
+const (
+	TenantForming   TenantPhase = "forming"   // machines are being created, the cluster is not up yet
+	TenantActive    TenantPhase = "active"    // the cluster runs as declared
+	TenantShrinking TenantPhase = "shrinking" // machines are being removed
+	TenantRemoving  TenantPhase = "removing"  // the tenant was removed from git and is being destroyed
+)
+
+// TenantStatus is what the server observes about a cluster.
+type TenantStatus struct {
+	Phase TenantPhase `json:"phase,omitempty"`
+	// Available: the Kubernetes API answers. Ready: every machine is ready.
+	Available         bool          `json:"available"`
+	Ready             bool          `json:"ready"`
+	APIReady          bool          `json:"apiReady"`
+	ControlPlaneReady bool          `json:"controlPlaneReady"`
+	Machines          MachineCounts `json:"machines"`
+	// ObservedCommit is the commit whose manifests were last applied.
+	ObservedCommit string `json:"observedCommit,omitempty"`
+	Message        string `json:"message,omitempty"`
+}
+
+// MachineCounts counts a tenant's or node group's machines.
+type MachineCounts struct {
+	Desired           int `json:"desired"`           // the sum of the node groups' counts
+	Total             int `json:"total"`             // machines that exist
+	Ready             int `json:"ready"`             // machines in stage ready
+	ControlPlane      int `json:"controlPlane"`      // control-plane machines that exist
+	ControlPlaneReady int `json:"controlPlaneReady"` // control-plane machines in stage ready
+	Workers           int `json:"workers"`           // worker machines that exist
+}
