@@ -2,6 +2,15 @@
 // immutable snapshots of it: a revision, the ref it came from and a read-only
 // file system of the commit's tree.
 //
+// Two sources implement Source: Git polls a remote repository through
+// go-git and keeps its clone in the data directory; Dir watches a local
+// directory with fsnotify. OpenRevision reads one commit of a local
+// repository, for the CLI.
+//
+// A source reports an unreachable repository as an error for that poll and
+// keeps going; it never turns a failure into an empty snapshot. Credentials
+// stay out of URLs, errors and logs.
+//
 // It knows nothing of what happens to a snapshot afterwards: it must not
 // import schema, render, reconciler or backend.
 package sources

@@ -1,0 +1,17 @@
+package sources
+
+import "errors"
+
+// Errors a source wraps, for callers that decide what to do with errors.Is.
+var (
+	// ErrAuth means the repository refused the credentials, or needs some.
+	ErrAuth = errors.New("authentication failed")
+	// ErrRefNotFound means the branch, tag or commit does not exist in the
+	// repository.
+	ErrRefNotFound = errors.New("ref not found")
+	// ErrPathNotFound means the configured path is not a directory in the
+	// commit. It needs a new commit (or new options), not a retry.
+	ErrPathNotFound = errors.New("path not found")
+	// ErrTooLarge means a directory or a file exceeds a size limit.
+	ErrTooLarge = errors.New("too large")
+)

@@ -1,0 +1,578 @@
+package sources
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// Defaults of GitOptions.
+const (
+	DefaultBranch       = "main"
+	DefaultPollInterval = 30 * time.Second
+	DefaultTimeout      = 2 * time.Minute
+	maxDefaultBackoff   = 5 * time.Minute
+)
+
+// GitOptions configures a Git source.
+type GitOptions struct {
+	// URL of the repository: https://, ssh://, scp-like git@host:path,
+	// git:// or a local path. A password in an HTTPS URL is used as the
+	// credentials and kept out of logs and the clone's config.
+	URL string
+	// Branch to follow; DefaultBranch when Tag and Commit are empty too.
+	Branch string
+	// Tag to follow instead of a branch. A moved tag is followed.
+	Tag string
+	// Commit pins a full commit sha instead of following a ref.
+	Commit string
+	// Path is the directory inside the repository to load; the whole tree
+	// when empty.
+	Path string
+	// Dir is the data directory. The clone lives in Dir/git/<hash of URL>,
+	// a bare repository; it is created with mode 0700.
+	Dir string
+	// PollInterval between two polls of the remote head; DefaultPollInterval
+	// when zero.
+	PollInterval time.Duration
+	// MaxBackoff caps the wait between polls after failures; when zero, ten
+	// poll intervals but at most 5 minutes.
+	MaxBackoff time.Duration
+	// Timeout bounds one poll, ls-remote and fetch together;
+	// DefaultTimeout when zero.
+	Timeout time.Duration
+	// LastObserved is the revision yielded before a restart, if any. The
+	// first snapshot is marked NonFastForward when it does not descend
+	// from it.
+	LastObserved string
+	// Auth holds the credentials; zero for anonymous access.
+	Auth Auth
+	// Logger receives one line per new revision and per failed poll;
+	// slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Git is a Source that polls a remote repository. Each poll asks the
+// remote for the head of the ref (an ls-remote) and fetches only when it
+// has moved to a commit the clone does not hold. Snapshots read files
+// straight from the clone's object storage.
+type Git struct {
+	remote     *remote
+	ref        plumbing.ReferenceName // empty when pinned
+	pinned     plumbing.Hash
+	refLabel   string
+	root       string
+	dir        string
+	clone      *cloneDir
+	interval   time.Duration
+	maxBackoff time.Duration
+	timeout    time.Duration
+	log        *slog.Logger
+	trigger    chan struct{}
+	running    atomic.Bool
+
+	// Guarded by clone.mu.
+	st   *filesystem.Storage
+	gen  uint64
+	prev plumbing.Hash // the commit the last snapshot came from, or LastObserved
+
+	mu     sync.Mutex
+	status Status
+	last   Snapshot
+	seen   bool
+}
+
+// cloneDir serializes the Git sources of one process that share a clone.
+// gen counts the fetches into it, so that a source whose storage indexed
+// the packs before another source's fetch knows to index them again.
+type cloneDir struct {
+	mu  sync.Mutex
+	gen uint64
+}
+
+var cloneDirs sync.Map // clone path → *cloneDir
+
+var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// NewGit checks the options and returns a source. It does not touch the
+// network or the disk: the first Fetch does.
+func NewGit(opts GitOptions) (*Git, error) {
+	r, err := newRemote(opts.URL, opts.Auth)
+	if err != nil {
+		return nil, err
+	}
+	g := &Git{
+		remote:     r,
+		interval:   opts.PollInterval,
+		maxBackoff: opts.MaxBackoff,
+		timeout:    opts.Timeout,
+		log:        opts.Logger,
+		trigger:    make(chan struct{}, 1),
+	}
+	set := 0
+	for _, s := range []string{opts.Branch, opts.Tag, opts.Commit} {
+		if s != "" {
+			set++
+		}
+	}
+	if set > 1 {
+		return nil, fmt.Errorf("repository %s: set only one of branch (%q), tag (%q) and commit (%q)",
+			r.url, opts.Branch, opts.Tag, opts.Commit)
+	}
+	switch {
+	case opts.Commit != "":
+		c := strings.ToLower(opts.Commit)
+		if !shaPattern.MatchString(c) {
+			return nil, fmt.Errorf("repository %s: commit %q is not a full 40-character sha", r.url, opts.Commit)
+		}
+		g.pinned = plumbing.NewHash(c)
+		g.refLabel = c
+	case opts.Tag != "":
+		g.ref = plumbing.NewTagReferenceName(opts.Tag)
+	default:
+		b := opts.Branch
+		if b == "" {
+			b = DefaultBranch
+		}
+		g.ref = plumbing.NewBranchReferenceName(b)
+	}
+	if g.ref != "" {
+		if err := g.ref.Validate(); err != nil {
+			return nil, fmt.Errorf("repository %s: %s: %w", r.url, g.ref, err)
+		}
+		g.refLabel = g.ref.String()
+	}
+	if g.root, err = cleanPath(opts.Path); err != nil {
+		return nil, fmt.Errorf("repository %s: %w", r.url, err)
+	}
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("repository %s: no data directory to keep the clone in", r.url)
+	}
+	sum := sha256.Sum256([]byte(r.url))
+	g.dir = filepath.Join(opts.Dir, "git", hex.EncodeToString(sum[:8]))
+	if abs, err := filepath.Abs(g.dir); err == nil {
+		g.dir = abs
+	}
+	v, _ := cloneDirs.LoadOrStore(g.dir, &cloneDir{})
+	g.clone = v.(*cloneDir)
+
+	if g.interval < 0 || g.maxBackoff < 0 || g.timeout < 0 {
+		return nil, fmt.Errorf("repository %s: negative poll interval, backoff or timeout", r.url)
+	}
+	if g.interval == 0 {
+		g.interval = DefaultPollInterval
+	}
+	if g.maxBackoff == 0 {
+		g.maxBackoff = min(10*g.interval, max(maxDefaultBackoff, g.interval))
+	}
+	g.maxBackoff = max(g.maxBackoff, g.interval)
+	if g.timeout == 0 {
+		g.timeout = DefaultTimeout
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	g.log = g.log.With("source", r.url, "ref", g.refLabel)
+	if opts.LastObserved != "" {
+		if !shaPattern.MatchString(opts.LastObserved) {
+			return nil, fmt.Errorf("repository %s: last observed revision %q is not a full sha", r.url, opts.LastObserved)
+		}
+		g.prev = plumbing.NewHash(opts.LastObserved)
+	}
+	g.status = Status{URL: r.url, Ref: g.refLabel}
+	return g, nil
+}
+
+// cleanPath turns the path option, relative to the repository's top with
+// or without a leading slash, into a Snapshot.Root.
+func cleanPath(p string) (string, error) {
+	if p == "" {
+		return ".", nil
+	}
+	c := path.Clean(strings.Trim(filepath.ToSlash(p), "/"))
+	if !fs.ValidPath(c) {
+		return "", fmt.Errorf("path %q must stay inside the repository", p)
+	}
+	return c, nil
+}
+
+// CloneDir returns where the clone is kept.
+func (g *Git) CloneDir() string { return g.dir }
+
+// Trigger asks Run to poll now. Triggers that arrive before that poll
+// starts coalesce into it.
+func (g *Git) Trigger() {
+	select {
+	case g.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Status reports the last poll.
+func (g *Git) Status() Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.status
+}
+
+// Run polls until ctx is done; see Source. It waits PollInterval between
+// polls, and after failures twice as long each time up to MaxBackoff; a
+// Trigger cuts a wait short.
+func (g *Git) Run(ctx context.Context, out chan<- Snapshot) error {
+	if !g.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("repository %s: Run is already running", g.remote.url)
+	}
+	defer g.running.Store(false)
+	for {
+		snap, changed, err := g.Fetch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil && changed {
+			select {
+			case out <- snap:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		delay := g.delay(err)
+		g.mu.Lock()
+		g.status.NextPoll = time.Now().Add(delay)
+		g.mu.Unlock()
+		if err != nil {
+			g.log.Warn("poll failed", "err", err, "failures", g.Status().Failures, "retry_in", delay)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		case <-g.trigger:
+			t.Stop()
+		}
+	}
+}
+
+// delay is the wait before the next poll after a poll that returned err.
+func (g *Git) delay(err error) time.Duration {
+	if err == nil || errors.Is(err, ErrPathNotFound) {
+		return g.interval
+	}
+	d := g.interval
+	for range g.Status().Failures {
+		d *= 2
+		if d >= g.maxBackoff {
+			return g.maxBackoff
+		}
+	}
+	return d
+}
+
+// Fetch polls once: it compares the remote head with what the clone holds,
+// fetches when it moved, and returns the snapshot of the ref's commit and
+// whether it differs from the one returned before (the first is always
+// new). A pinned commit is fetched once and never polled again. Errors are
+// recorded in Status as well as returned.
+//
+// Fetch is safe to call concurrently with Run, but then one of them sees a
+// change first and the other does not.
+func (g *Git) Fetch(ctx context.Context) (Snapshot, bool, error) {
+	g.clone.mu.Lock()
+	defer g.clone.mu.Unlock()
+	start := time.Now()
+	snap, changed, err := g.poll(ctx)
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.status.Polls++
+	g.status.LastFetch = start
+	if err != nil {
+		g.status.Failures++
+		g.status.LastError = err.Error()
+		return Snapshot{}, false, err
+	}
+	g.status.Failures = 0
+	g.status.LastError = ""
+	g.status.LastSuccess = start
+	if changed {
+		g.last, g.seen = snap, true
+		g.status.Revision = snap.Revision
+		g.log.Info("new revision", "revision", snap.Revision, "non_fast_forward", snap.NonFastForward,
+			"took", time.Since(start).Round(time.Millisecond))
+	}
+	return g.last, changed, nil
+}
+
+func (g *Git) poll(ctx context.Context) (Snapshot, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	st, err := g.storage()
+	if err != nil {
+		return Snapshot{}, false, err
+	}
+	g.mu.Lock()
+	seen, last := g.seen, g.last
+	g.mu.Unlock()
+
+	var target plumbing.Hash
+	if g.ref == "" {
+		if seen {
+			return last, false, nil
+		}
+		target = g.pinned
+		if !hasObject(st, target) {
+			if err := g.fetch(ctx, st, allRefSpecs); err != nil {
+				return Snapshot{}, false, err
+			}
+			if !hasObject(st, target) {
+				return Snapshot{}, false, fmt.Errorf("%w: commit %s is not in any branch or tag of %s",
+					ErrRefNotFound, target, g.remote.url)
+			}
+		}
+	} else {
+		if target, err = g.lsRemote(ctx); err != nil {
+			return Snapshot{}, false, err
+		}
+		if !hasObject(st, target) {
+			spec := config.RefSpec("+" + g.ref.String() + ":" + g.localRef().String())
+			if err := g.fetch(ctx, st, []config.RefSpec{spec}); err != nil {
+				return Snapshot{}, false, err
+			}
+			if !hasObject(st, target) {
+				// The ref moved again between ls-remote and fetch: take
+				// what the fetch brought.
+				ref, err := st.Reference(g.localRef())
+				if err != nil {
+					return Snapshot{}, false, fmt.Errorf("fetch %s %s: %w", g.remote.url, g.ref, err)
+				}
+				target = ref.Hash()
+			}
+		}
+	}
+
+	commit, err := peel(st, target)
+	if err != nil {
+		return Snapshot{}, false, fmt.Errorf("%s %s at %s: %w", g.remote.url, g.refLabel, target, err)
+	}
+	if seen && commit.Hash.String() == last.Revision {
+		return last, false, nil
+	}
+	snap, err := g.snapshot(commit)
+	if err != nil {
+		return Snapshot{}, false, err
+	}
+	if !g.prev.IsZero() && g.prev != commit.Hash {
+		snap.NonFastForward = !descends(st, commit, g.prev)
+	}
+	g.prev = commit.Hash
+	return snap, true, nil
+}
+
+var allRefSpecs = []config.RefSpec{
+	"+refs/heads/*:refs/remotes/origin/*",
+	"+refs/tags/*:refs/tags/*",
+}
+
+// localRef is where the clone keeps the followed ref.
+func (g *Git) localRef() plumbing.ReferenceName {
+	if g.ref.IsBranch() {
+		return plumbing.NewRemoteReferenceName("origin", g.ref.Short())
+	}
+	return g.ref
+}
+
+// storage opens the clone, creating it on first use. The caller holds
+// clone.mu.
+func (g *Git) storage() (*filesystem.Storage, error) {
+	if g.st == nil {
+		if err := os.MkdirAll(g.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("clone of %s: %w", g.remote.url, err)
+		}
+		st := filesystem.NewStorage(osfs.New(g.dir), cache.NewObjectLRU(16*cache.MiByte))
+		repo, err := git.Open(st, nil)
+		if errors.Is(err, git.ErrRepositoryNotExists) {
+			repo, err = git.Init(st, nil)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("clone of %s in %s: %w", g.remote.url, g.dir, err)
+		}
+		cfg, err := repo.Config()
+		if err != nil {
+			return nil, fmt.Errorf("clone of %s in %s: %w", g.remote.url, g.dir, err)
+		}
+		if rc := cfg.Remotes["origin"]; rc == nil || len(rc.URLs) != 1 || rc.URLs[0] != g.remote.url {
+			cfg.Remotes["origin"] = &config.RemoteConfig{
+				Name:  "origin",
+				URLs:  []string{g.remote.url},
+				Fetch: []config.RefSpec{allRefSpecs[0]},
+			}
+			if err := st.SetConfig(cfg); err != nil {
+				return nil, fmt.Errorf("clone of %s in %s: %w", g.remote.url, g.dir, err)
+			}
+		}
+		g.st, g.gen = st, g.clone.gen
+	}
+	if g.gen != g.clone.gen {
+		g.st.Reindex()
+		g.gen = g.clone.gen
+	}
+	return g.st, nil
+}
+
+func (g *Git) newRemote(st *filesystem.Storage) *git.Remote {
+	return git.NewRemote(st, &config.RemoteConfig{Name: "origin", URLs: []string{g.remote.url}})
+}
+
+// lsRemote returns what the followed ref points at on the remote.
+func (g *Git) lsRemote(ctx context.Context) (plumbing.Hash, error) {
+	refs, err := listRefs(ctx, g.remote)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	h, ok := refs[g.ref.String()]
+	if !ok {
+		what := "branch"
+		if g.ref.IsTag() {
+			what = "tag"
+		}
+		return plumbing.ZeroHash, fmt.Errorf("%w: %s %s does not exist in %s", ErrRefNotFound, what, g.ref.Short(), g.remote.url)
+	}
+	return plumbing.NewHash(h), nil
+}
+
+func (g *Git) fetch(ctx context.Context, st *filesystem.Storage, specs []config.RefSpec) error {
+	err := g.newRemote(st).FetchContext(ctx, &git.FetchOptions{
+		RemoteName: "origin",
+		RefSpecs:   specs,
+		Auth:       g.remote.auth,
+		Tags:       git.NoTags,
+		Force:      true,
+	})
+	g.clone.gen++
+	g.gen = g.clone.gen
+	g.mu.Lock()
+	g.status.Fetches++
+	g.mu.Unlock()
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return fmt.Errorf("fetch %s %s: %w", g.remote.url, g.refLabel, remoteError(err, g.remote))
+	}
+	return nil
+}
+
+// snapshot builds the snapshot of commit. Its file system has a storage
+// of its own over the clone, so that reading it never races with a later
+// fetch; the root tree is read here, under the clone's lock, which makes
+// that storage index the packs as they are now.
+func (g *Git) snapshot(commit *object.Commit) (Snapshot, error) {
+	st := filesystem.NewStorage(osfs.New(g.dir), cache.NewObjectLRU(2*cache.MiByte))
+	fsys, err := newTreeFS(st, commit.TreeHash, commit.Committer.When)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%s commit %s: %w", g.remote.url, commit.Hash, err)
+	}
+	if err := checkRoot(fsys, g.root); err != nil {
+		return Snapshot{}, fmt.Errorf("%s commit %s: %w", g.remote.url, commit.Hash, err)
+	}
+	return Snapshot{
+		Source:   g.remote.url,
+		Ref:      g.refLabel,
+		Revision: commit.Hash.String(),
+		Author:   commit.Author.Name + " <" + commit.Author.Email + ">",
+		Message:  commit.Message,
+		Time:     commit.Committer.When,
+		FS:       fsys,
+		Root:     g.root,
+	}, nil
+}
+
+func checkRoot(fsys fs.FS, root string) error {
+	if root == "." {
+		return nil
+	}
+	info, err := fs.Stat(fsys, root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s does not exist", ErrPathNotFound, root)
+	}
+	if err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrPathNotFound, root)
+	}
+	return nil
+}
+
+func hasObject(st storer.EncodedObjectStorer, h plumbing.Hash) bool {
+	return st.HasEncodedObject(h) == nil
+}
+
+// peel follows annotated tags to the commit they name.
+func peel(s storer.EncodedObjectStorer, h plumbing.Hash) (*object.Commit, error) {
+	for range 16 {
+		obj, err := s.EncodedObject(plumbing.AnyObject, h)
+		if err != nil {
+			return nil, err
+		}
+		switch obj.Type() {
+		case plumbing.CommitObject:
+			return object.DecodeCommit(s, obj)
+		case plumbing.TagObject:
+			tag, err := object.DecodeTag(s, obj)
+			if err != nil {
+				return nil, err
+			}
+			h = tag.Target
+		default:
+			return nil, fmt.Errorf("%s is a %s, not a commit", h, obj.Type())
+		}
+	}
+	return nil, fmt.Errorf("%s: too many nested tags", h)
+}
+
+// descends reports whether commit has prev among its ancestors. A prev the
+// clone does not hold counts as not an ancestor.
+func descends(s storer.EncodedObjectStorer, commit *object.Commit, prev plumbing.Hash) bool {
+	p, err := object.GetCommit(s, prev)
+	if err != nil {
+		return false
+	}
+	ok, err := p.IsAncestor(commit)
+	return err == nil && ok
+}
+
+// remoteError makes transport errors say what the operator must fix.
+func remoteError(err error, r *remote) error {
+	if errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed) {
+		who := "anonymously"
+		if r.user != "" {
+			who = fmt.Sprintf("as %q", r.user)
+		}
+		return fmt.Errorf("%w %s: %w", ErrAuth, who, err)
+	}
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return fmt.Errorf("%w: the repository is empty", ErrRefNotFound)
+	}
+	return err
+}

@@ -1,0 +1,78 @@
+package sources
+
+import (
+	"context"
+	"io/fs"
+	"time"
+)
+
+// Snapshot is one immutable revision of the manifests.
+type Snapshot struct {
+	// Source is the repository URL, without credentials, or the directory.
+	Source string
+	// Ref is what was asked for: refs/heads/main, refs/tags/v1 or a pinned
+	// sha. It is "" for a directory.
+	Ref string
+	// Revision is the commit sha, or "sha256:<hex>" of a directory's content.
+	Revision string
+	// Author is "Name <email>" of the commit's author; "" for a directory.
+	Author string
+	// Message is the full commit message, trailers included.
+	Message string
+	// Time is the commit (committer) time, or when a directory was read.
+	Time time.Time
+	// NonFastForward is true when Revision does not descend from the
+	// revision the source yielded before: a force push or a rewrite.
+	NonFastForward bool
+	// FS is the read-only tree of the commit (or a copy of the directory).
+	// Symbolic links appear with fs.ModeSymlink and submodules with
+	// fs.ModeIrregular; neither is ever followed.
+	FS fs.FS
+	// Root is the path inside FS to load, "." for the whole tree.
+	Root string
+}
+
+// Status is what a source last observed, for the API and for operators.
+type Status struct {
+	// URL is the repository URL without credentials, or the directory.
+	URL string
+	// Ref is the ref the source follows ("" for a directory).
+	Ref string
+	// Revision is the last revision the source yielded.
+	Revision string
+	// LastFetch is when the source last polled (or read the directory),
+	// successfully or not.
+	LastFetch time.Time
+	// LastSuccess is when a poll last succeeded.
+	LastSuccess time.Time
+	// LastError is the error of the last poll, "" after a success.
+	LastError string
+	// Failures counts the polls that failed in a row.
+	Failures int
+	// NextPoll is when Run polls next, unless triggered earlier.
+	NextPoll time.Time
+	// Polls counts the polls so far, failed ones included.
+	Polls int
+	// Fetches counts the fetches (downloads of objects) so far. A poll
+	// whose remote head has not moved does not fetch.
+	Fetches int
+}
+
+// Source yields snapshots of the manifests.
+type Source interface {
+	// Run polls or watches until ctx is done, sending each new snapshot to
+	// out: the first one always, later ones only when the revision changed.
+	// A failed poll is recorded in Status and retried; it sends nothing.
+	// Run returns nil when ctx is done.
+	Run(ctx context.Context, out chan<- Snapshot) error
+	// Trigger asks for a poll now. It never blocks; many triggers in a row
+	// coalesce into one poll.
+	Trigger()
+	// Status reports what the source last observed.
+	Status() Status
+}
+
+var (
+	_ Source = (*Git)(nil)
+	_ Source = (*Dir)(nil)
+)
