@@ -152,7 +152,9 @@ func preparePatches(d *document, obj map[string]any, maxDepth int) []Problem {
 	do := func(holder map[string]any, path string) {
 		switch v := holder["patch"].(type) {
 		case string:
-			problems = append(problems, checkPatchText(d, path, v, maxDepth)...)
+			if v != "" { // an empty string is the schema's problem
+				problems = append(problems, checkPatchText(d, path, v, maxDepth)...)
+			}
 		case map[string]any:
 			text, err := yaml.Marshal(v)
 			if err != nil {

@@ -130,7 +130,17 @@ func (l *loader) loadDocument(file string, n *yaml.Node) (*document, []Problem, 
 
 	ks := l.kinds[kind]
 	if err := ks.compiled.Validate(obj); err != nil {
-		problems = append(problems, schemaProblems(d, ks, obj, err)...)
+		// A value the converter already rejected (say, .inf) reaches the
+		// schema as null; report it once.
+		rejected := make(map[string]bool, len(problems))
+		for _, p := range problems {
+			rejected[p.Path] = true
+		}
+		for _, p := range schemaProblems(d, ks, obj, err) {
+			if !rejected[p.Path] {
+				problems = append(problems, p)
+			}
+		}
 	}
 	problems = append(problems, checkDocument(d, obj, l.opts.MaxDepth)...)
 	if len(problems) > 0 {

@@ -60,7 +60,32 @@ func emptyDocument(n *yaml.Node) bool {
 	return c.Kind == yaml.ScalarNode && c.ShortTag() == "!!null" && c.Value == "" && c.Anchor == ""
 }
 
-var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var (
+	yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	unknownAnchor = regexp.MustCompile(`unknown anchor '(.*)' referenced`)
+)
+
+// lastLine returns the number of the last line of data that holds text.
+func lastLine(data []byte) int {
+	n := bytes.Count(data, []byte("\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		n++
+	}
+	return max(n, 1)
+}
+
+// find returns the line and column of the first occurrence of s in data, or
+// zeros.
+func find(data []byte, s string) (int, int) {
+	i := bytes.Index(data, []byte(s))
+	if i < 0 {
+		return 0, 0
+	}
+	before := data[:i]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := i - bytes.LastIndexByte(before, '\n')
+	return line, col
+}
 
 // syntaxProblem turns an error of the YAML parser into a problem, naming tabs
 // used for indentation plainly, since the parser's words for them do not.
@@ -72,6 +97,19 @@ func syntaxProblem(file string, data []byte, err error) Problem {
 		msg = m[2]
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	// The parser's own errors ("did not find expected ...", as opposed to
+	// the scanner's) count lines from 0.
+	if line > 0 && (strings.HasPrefix(msg, "did not find expected") || strings.HasPrefix(msg, "found incompatible") || strings.HasPrefix(msg, "found duplicate")) {
+		line++
+	}
+	// Errors at the end of the input can name the line after the last.
+	if last := lastLine(data); line > last {
+		line = last
+	}
+	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
+		l, c := find(data, "*"+m[1])
+		return Problem{File: file, Line: l, Column: c, Message: fmt.Sprintf("alias *%s refers to no anchor (&%s) defined before it", m[1], m[1])}
 	}
 	if strings.Contains(msg, "exceeded max depth") {
 		return Problem{File: file, Line: line, Message: "YAML nesting is too deep: " + msg}
