@@ -1,0 +1,484 @@
+package reconciler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/sources"
+)
+
+// Annotations and trailers the reconciler reads.
+const (
+	// AnnotationDeletionProtection on a Tenant keeps it from ever being
+	// destroyed while its last applied manifest carries "true".
+	AnnotationDeletionProtection = "rezuscloud.io/deletion-protection"
+	// TrailerAllowDeletions in a commit message allows that commit to
+	// destroy up to N tenants at once.
+	TrailerAllowDeletions = "Rezuscloud-Allow-Deletions"
+)
+
+// kindApplied is the store kind of the reconciler's own record of what it
+// applied to each tenant. The API does not serve it.
+const kindApplied = "AppliedTenant"
+
+// Labels the projection puts on machines, besides the tenant and role.
+const (
+	LabelNodeGroup = "rezuscloud.io/node-group"
+	LabelProvider  = "rezuscloud.io/provider"
+)
+
+// Options configure a Reconciler. DataDir and StateURL are required.
+type Options struct {
+	// DataDir holds the per-tenant work directories under work/.
+	DataDir string
+	// StateURL is the base URL of the server's own state backend; a
+	// tenant's state lives at StateURL/tfstate/TENANT.
+	StateURL string
+	// Credentials returns the credentials for one run against the state
+	// backend and a function that revokes them afterwards. Nil means the
+	// backend needs none.
+	Credentials func(tenant string) (username, password string, revoke func())
+	// MaxDeletions is how many tenants one commit may destroy without the
+	// Rezuscloud-Allow-Deletions trailer. Default 1.
+	MaxDeletions int
+	// Workers is how many tenants run tofu at once. Default 2.
+	Workers int
+	Logger  *slog.Logger
+	// Now returns the current time; tests may fix it.
+	Now func() time.Time
+}
+
+// Reconciler turns snapshots of the repository into applied state.
+type Reconciler struct {
+	store   *backend.Store
+	runner  *Runner
+	modules render.Modules
+	opts    Options
+	log     *slog.Logger
+
+	mu          sync.Mutex
+	lastApplied string // the revision of the last commit that finished without failures
+	lastCommit  string
+}
+
+// New returns a Reconciler. It records the built-in provider modules as
+// Provider resources.
+func New(store *backend.Store, runner *Runner, modules render.Modules, opts Options) (*Reconciler, error) {
+	if opts.DataDir == "" || opts.StateURL == "" {
+		return nil, errors.New("reconciler: DataDir and StateURL are required")
+	}
+	if opts.MaxDeletions <= 0 {
+		opts.MaxDeletions = 1
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger}
+	if err := r.putProviders(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Runner returns the tofu runner, whose counter tells how many tofu
+// processes ran.
+func (r *Reconciler) Runner() *Runner { return r.runner }
+
+// Status is the reconciler's part of /api/v1/status.
+type Status struct {
+	LastCommit        string `json:"lastCommit,omitempty"`
+	LastAppliedCommit string `json:"lastAppliedCommit,omitempty"`
+	TofuRuns          int64  `json:"tofuRuns"`
+}
+
+// Status reports the last commits seen and applied, and the tofu run count.
+func (r *Reconciler) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Status{LastCommit: r.lastCommit, LastAppliedCommit: r.lastApplied, TofuRuns: r.runner.Runs()}
+}
+
+// Run reconciles every snapshot it receives until ctx is done.
+func (r *Reconciler) Run(ctx context.Context, in <-chan sources.Snapshot) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case snap := <-in:
+			if _, err := r.Reconcile(ctx, snap); err != nil && ctx.Err() == nil {
+				r.log.Error("reconcile", "revision", snap.Revision, "err", err)
+			}
+		}
+	}
+}
+
+// appliedRecord is what the reconciler remembers of a tenant after a run.
+type appliedRecord struct {
+	Tenant       string            `json:"tenant"`
+	Revision     string            `json:"revision"`
+	RenderedHash string            `json:"renderedHash"`
+	InitInputs   []byte            `json:"initInputs"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	Model        Model             `json:"model"`
+}
+
+// Reconcile runs one revision through the ordered steps: load, validate,
+// render, diff, apply, project. The Commit resource records every step; it
+// is written even when a step fails.
+func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*schema.Commit, error) {
+	c := &schema.Commit{
+		APIVersion: schema.APIVersion, Kind: schema.KindCommit,
+		Metadata: schema.ObjectMeta{Name: commitName(snap.Revision)},
+		Spec: schema.CommitSpec{
+			SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author, Message: snap.Message,
+		},
+	}
+	c.Status.NonFastForward = snap.NonFastForward
+	c.Status.Timings.ReceivedAt = r.opts.Now()
+	r.mu.Lock()
+	r.lastCommit = snap.Revision
+	r.mu.Unlock()
+
+	c.Status.Phase = schema.CommitValidating
+	r.putCommit(c)
+
+	desired, probs := r.load(snap)
+	c.Status.Timings.ValidatedAt = r.opts.Now()
+	if len(probs) > 0 {
+		c.Status.Phase = schema.CommitInvalid
+		c.Status.Problems = probs
+		c.Status.Message = fmt.Sprintf("%d problems: nothing was applied; the last good commit stays in effect", len(probs))
+		c.Status.Timings.FinishedAt = r.opts.Now()
+		r.putCommit(c)
+		return c, nil
+	}
+
+	applied, err := r.appliedRecords()
+	if err != nil {
+		return c, r.fail(c, err)
+	}
+	c.Status.Phase = schema.CommitPlanning
+	r.putCommit(c)
+
+	// Work out which tenants go, and whether this commit may remove them.
+	want := map[string]*schema.TenantDesired{}
+	for _, td := range desired.Tenants {
+		want[td.Tenant.Metadata.Name] = td
+	}
+	var gone []string
+	for name := range applied {
+		if want[name] == nil {
+			gone = append(gone, name)
+		}
+	}
+	sort.Strings(gone)
+	results := map[string]*schema.TenantResult{}
+	var deletions []string
+	var blockedMsg string
+	for _, name := range gone {
+		if applied[name].Annotations[AnnotationDeletionProtection] == "true" {
+			results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitFailed,
+				Error: fmt.Sprintf("tenant %s has deletion protection and was not destroyed: restore its manifest with annotation %s: \"false\", let that commit apply, then remove it", name, AnnotationDeletionProtection)}
+			continue
+		}
+		deletions = append(deletions, name)
+	}
+	if n := len(deletions); n > 0 {
+		allowed := allowedDeletions(snap.Message)
+		all := len(desired.Tenants) == 0 && len(applied) > 0
+		if (n > r.opts.MaxDeletions || all) && allowed < n {
+			why := fmt.Sprintf("this commit would destroy %d tenants (%s)", n, strings.Join(deletions, ", "))
+			if all {
+				why = fmt.Sprintf("this commit would destroy every tenant (%s)", strings.Join(deletions, ", "))
+			}
+			blockedMsg = fmt.Sprintf("%s, more than --max-deletions=%d allows: nothing was destroyed; add the trailer \"%s: %d\" to the commit message to allow it", why, r.opts.MaxDeletions, TrailerAllowDeletions, n)
+			for _, name := range deletions {
+				results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitFailed, Error: blockedMsg}
+			}
+			deletions = nil
+		}
+	}
+
+	c.Status.Phase = schema.CommitApplying
+	r.putCommit(c)
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.opts.Workers)
+	for _, td := range desired.Tenants {
+		g.Go(func() error {
+			res := r.applyTenant(gctx, snap, td, applied[td.Tenant.Metadata.Name])
+			mu.Lock()
+			results[res.Tenant] = res
+			mu.Unlock()
+			return nil
+		})
+	}
+	for _, name := range deletions {
+		g.Go(func() error {
+			res := r.destroyTenant(gctx, snap, applied[name])
+			mu.Lock()
+			results[res.Tenant] = res
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+
+	names := make([]string, 0, len(results))
+	for n := range results {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	failed, ok := 0, 0
+	for _, n := range names {
+		res := results[n]
+		c.Status.Tenants = append(c.Status.Tenants, *res)
+		if res.Phase == schema.CommitFailed {
+			failed++
+		} else {
+			ok++
+		}
+	}
+	c.Status.Timings.PlannedAt = c.Status.Timings.ValidatedAt
+	c.Status.Timings.FinishedAt = r.opts.Now()
+	switch {
+	case failed == 0:
+		c.Status.Phase = schema.CommitSucceeded
+		r.mu.Lock()
+		r.lastApplied = snap.Revision
+		r.mu.Unlock()
+	case ok == 0:
+		c.Status.Phase = schema.CommitFailed
+	default:
+		c.Status.Phase = schema.CommitPartiallyFailed
+	}
+	c.Status.Message = blockedMsg
+	r.putCommit(c)
+	return c, ctx.Err()
+}
+
+// load reads and validates the snapshot: schema checks, then the provider
+// modules' checks.
+func (r *Reconciler) load(snap sources.Snapshot) (*schema.Desired, []schema.Problem) {
+	root := snap.Root
+	if root == "" {
+		root = "."
+	}
+	desired, err := schema.Load(snap.FS, root, nil)
+	var list *schema.ProblemList
+	if errors.As(err, &list) {
+		return nil, list.Problems
+	}
+	if err != nil {
+		return nil, []schema.Problem{{File: root, Message: err.Error()}}
+	}
+	if probs := r.modules.Validate(desired); len(probs) > 0 {
+		return nil, probs
+	}
+	return desired, nil
+}
+
+func (r *Reconciler) fail(c *schema.Commit, err error) error {
+	c.Status.Phase = schema.CommitFailed
+	c.Status.Message = err.Error()
+	c.Status.Timings.FinishedAt = r.opts.Now()
+	r.putCommit(c)
+	return err
+}
+
+var trailerRE = regexp.MustCompile(`(?mi)^` + TrailerAllowDeletions + `:\s*(\d+)\s*$`)
+
+// allowedDeletions reads the Rezuscloud-Allow-Deletions trailer of a commit
+// message; 0 when absent.
+func allowedDeletions(message string) int {
+	m := trailerRE.FindAllStringSubmatch(message, -1)
+	if len(m) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(m[len(m)-1][1])
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// workDir returns (and creates, 0700) a tenant's work directory.
+func (r *Reconciler) workDir(tenant string) (string, error) {
+	dir := filepath.Join(r.opts.DataDir, "work", tenant)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("work dir %s: %w", tenant, err)
+	}
+	return dir, nil
+}
+
+func (r *Reconciler) creds(tenant string) (Creds, func()) {
+	c := Creds{Address: strings.TrimRight(r.opts.StateURL, "/") + "/tfstate/" + tenant}
+	if r.opts.Credentials == nil {
+		return c, func() {}
+	}
+	var revoke func()
+	c.Username, c.Password, revoke = r.opts.Credentials(tenant)
+	return c, revoke
+}
+
+// applyTenant renders, diffs and, when anything changed, applies one
+// tenant, then projects its state.
+func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td *schema.TenantDesired, prev *appliedRecord) *schema.TenantResult {
+	name := td.Tenant.Metadata.Name
+	res := &schema.TenantResult{Tenant: name, StartedAt: r.opts.Now()}
+	defer func() { res.FinishedAt = r.opts.Now() }()
+	failf := func(format string, args ...any) *schema.TenantResult {
+		res.Phase = schema.CommitFailed
+		res.Error = fmt.Sprintf(format, args...)
+		r.setTenantMessage(name, res.Error)
+		return res
+	}
+
+	ws, err := r.modules.Render(td)
+	if err != nil {
+		return failf("%v", err)
+	}
+	desired := DesiredModel(td)
+	if prev != nil && prev.RenderedHash == ws.Hash && len(Diff(prev.Model, desired)) == 0 {
+		res.Phase = schema.CommitSucceeded
+		return res
+	}
+	dir, err := r.workDir(name)
+	if err != nil {
+		return failf("%v", err)
+	}
+	for fname, b := range ws.Files {
+		if err := writeFileAtomic(filepath.Join(dir, fname), b); err != nil {
+			return failf("write workspace: %v", err)
+		}
+	}
+	if err := r.putManifests(td, prev == nil); err != nil {
+		return failf("%v", err)
+	}
+	creds, revoke := r.creds(name)
+	defer revoke()
+	out, err := r.runner.Apply(ctx, dir, ws.InitInputs, creds)
+	if out != nil {
+		res.Plan = schema.PlanSummary{Add: out.Plan.Add, Change: out.Plan.Change, Destroy: out.Plan.Destroy}
+		res.OutputTail = out.Output
+	}
+	if err != nil {
+		return failf("%v", err)
+	}
+	machines, err := r.project(name, td, out.State)
+	if err != nil {
+		return failf("project state: %v", err)
+	}
+	rec := &appliedRecord{
+		Tenant: name, Revision: snap.Revision, RenderedHash: ws.Hash, InitInputs: ws.InitInputs,
+		Annotations: td.Tenant.Metadata.Annotations, Model: appliedModel(td, machines),
+	}
+	if err := r.finishTenant(td, rec, machines); err != nil {
+		return failf("%v", err)
+	}
+	res.Phase = schema.CommitSucceeded
+	return res
+}
+
+// appliedModel is the desired model with the machine slots that exist.
+func appliedModel(td *schema.TenantDesired, machines []*schema.Machine) Model {
+	m := DesiredModel(td)
+	m.Machines = map[string]MachineSlot{}
+	for _, mc := range machines {
+		m.Machines[mc.Metadata.Annotations[annotationSlot]] = MachineSlot{Role: mc.Spec.Role, Shape: mc.Spec.Shape}
+	}
+	return m
+}
+
+// destroyTenant destroys a tenant removed from git: it gets a
+// deletionTimestamp and finalizers, tofu destroys its machines, and the
+// records and the current state go. The state's history stays.
+func (r *Reconciler) destroyTenant(ctx context.Context, snap sources.Snapshot, prev *appliedRecord) *schema.TenantResult {
+	name := prev.Tenant
+	res := &schema.TenantResult{Tenant: name, StartedAt: r.opts.Now()}
+	defer func() { res.FinishedAt = r.opts.Now() }()
+	if err := r.markDeleting(name); err != nil {
+		res.Phase, res.Error = schema.CommitFailed, err.Error()
+		return res
+	}
+	dir, err := r.workDir(name)
+	if err != nil {
+		res.Phase, res.Error = schema.CommitFailed, err.Error()
+		return res
+	}
+	creds, revoke := r.creds(name)
+	defer revoke()
+	out, err := r.runner.Destroy(ctx, dir, prev.InitInputs, creds)
+	if out != nil {
+		res.Plan = schema.PlanSummary{Add: out.Plan.Add, Change: out.Plan.Change, Destroy: out.Plan.Destroy}
+		res.OutputTail = out.Output
+	}
+	if err != nil {
+		res.Phase, res.Error = schema.CommitFailed, err.Error()
+		r.setTenantMessage(name, "destroy failed: "+err.Error())
+		return res
+	}
+	if err := r.removeTenant(ctx, name, creds); err != nil {
+		res.Phase, res.Error = schema.CommitFailed, err.Error()
+		return res
+	}
+	_ = os.RemoveAll(dir)
+	res.Phase = schema.CommitSucceeded
+	return res
+}
+
+func commitName(revision string) string {
+	return strings.ReplaceAll(revision, ":", "-")
+}
+
+func newUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = (b[6] & 0x0f) | 0x40
+	b[8] = (b[8] & 0x3f) | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	if old, err := os.ReadFile(path); err == nil && string(old) == string(b) {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("encode %T: %v", v, err))
+	}
+	return b
+}

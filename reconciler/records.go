@@ -1,0 +1,523 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"time"
+
+	tfjson "github.com/hashicorp/terraform-json"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// Store keys of the resources the reconciler writes. Tenant-scoped kinds
+// are keyed "TENANT/NAME" so that names need only be unique per tenant.
+//
+//	Tenant       TENANT
+//	NodeGroup    TENANT/NODEGROUP
+//	ConfigPatch  TENANT/PATCH
+//	Machine      PROVIDER-ID
+//	Commit       REVISION (":" replaced by "-")
+//	Provider     PROVIDER-CLASS
+func scopedKey(tenant, name string) string { return tenant + "/" + name }
+
+// annotationSlot records on a machine its node group and index, "ng/3".
+const annotationSlot = "rezuscloud.io/slot"
+
+func (r *Reconciler) putCommit(c *schema.Commit) {
+	err := r.store.Update(func(tx *backend.Tx) error {
+		now := r.opts.Now()
+		if old, err := tx.Get(schema.KindCommit, c.Metadata.Name); err == nil {
+			var prev schema.Commit
+			if json.Unmarshal(old.Object, &prev) == nil && c.Metadata.UID == "" {
+				c.Metadata.UID, c.Metadata.CreatedAt = prev.Metadata.UID, prev.Metadata.CreatedAt
+			}
+		}
+		if c.Metadata.UID == "" {
+			c.Metadata.UID, c.Metadata.CreatedAt = newUID(), now
+		}
+		c.Metadata.UpdatedAt = now
+		_, err := tx.Put(schema.KindCommit, c.Metadata.Name, mustJSON(c))
+		return err
+	})
+	if err != nil {
+		r.log.Error("record commit", "revision", c.Spec.SHA, "err", err)
+	}
+}
+
+// putProviders records the provider modules of this build.
+func (r *Reconciler) putProviders() error {
+	return r.store.Update(func(tx *backend.Tx) error {
+		for _, name := range r.modules.Names() {
+			m := r.modules[name]
+			p := m.Provider()
+			spec := schema.ProviderSpec{Class: name, Source: p.Source, Version: p.Version, Builtin: true}
+			for _, mp := range m.Mappings() {
+				spec.Mappings = append(spec.Mappings, schema.TypeMapping{TFType: mp.TFType, Kind: mp.Kind})
+			}
+			obj := &schema.Provider{APIVersion: schema.APIVersion, Kind: schema.KindProvider,
+				Metadata: schema.ObjectMeta{Name: name}, Spec: spec,
+				Status: schema.ProviderStatus{Available: true}}
+			keepMeta(tx, schema.KindProvider, name, &obj.Metadata, time.Time{})
+			if _, err := tx.Put(schema.KindProvider, name, mustJSON(obj)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// keepMeta carries the uid and creation time of a stored object over to its
+// new version, or mints them for a new one. updated is set as UpdatedAt
+// when not zero.
+func keepMeta(tx *backend.Tx, kind, key string, m *schema.ObjectMeta, updated time.Time) {
+	if old, err := tx.Get(kind, key); err == nil {
+		var prev struct {
+			Metadata schema.ObjectMeta `json:"metadata"`
+		}
+		if json.Unmarshal(old.Object, &prev) == nil && prev.Metadata.UID != "" {
+			m.UID, m.CreatedAt = prev.Metadata.UID, prev.Metadata.CreatedAt
+			if updated.IsZero() {
+				m.UpdatedAt = prev.Metadata.UpdatedAt
+			}
+		}
+	}
+	if m.UID == "" {
+		m.UID = newUID()
+		m.CreatedAt = updated
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = time.Now().UTC()
+		}
+	}
+	if !updated.IsZero() {
+		m.UpdatedAt = updated
+	}
+}
+
+func (r *Reconciler) appliedRecords() (map[string]*appliedRecord, error) {
+	out := map[string]*appliedRecord{}
+	err := r.store.View(func(tx *backend.Tx) error {
+		list, err := tx.List(kindApplied)
+		if err != nil {
+			return err
+		}
+		for _, res := range list {
+			var rec appliedRecord
+			if err := json.Unmarshal(res.Object, &rec); err != nil {
+				return fmt.Errorf("applied record %s: %w", res.Name, err)
+			}
+			out[rec.Tenant] = &rec
+		}
+		return nil
+	})
+	return out, err
+}
+
+func getJSON[T any](tx *backend.Tx, kind, key string) (*T, error) {
+	res, err := tx.Get(kind, key)
+	if err != nil {
+		return nil, err
+	}
+	v := new(T)
+	if err := json.Unmarshal(res.Object, v); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", kind, key, err)
+	}
+	return v, nil
+}
+
+// putManifests records a tenant as forming before its first apply, so that
+// the API shows it while tofu runs.
+func (r *Reconciler) putManifests(td *schema.TenantDesired, first bool) error {
+	if !first {
+		return nil
+	}
+	name := td.Tenant.Metadata.Name
+	return r.store.Update(func(tx *backend.Tx) error {
+		if _, err := tx.Get(schema.KindTenant, name); err == nil {
+			return nil
+		}
+		t := *td.Tenant
+		t.Metadata = cleanMeta(td.Tenant.Metadata)
+		t.Status = schema.TenantStatus{Phase: schema.TenantForming}
+		keepMeta(tx, schema.KindTenant, name, &t.Metadata, r.opts.Now())
+		_, err := tx.Put(schema.KindTenant, name, mustJSON(&t))
+		return err
+	})
+}
+
+// cleanMeta keeps what a manifest may set: name, labels, annotations.
+func cleanMeta(m schema.ObjectMeta) schema.ObjectMeta {
+	return schema.ObjectMeta{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}
+}
+
+func (r *Reconciler) setTenantMessage(name, msg string) {
+	_ = r.store.Update(func(tx *backend.Tx) error {
+		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
+		if err != nil {
+			return nil
+		}
+		if t.Status.Message == msg {
+			return nil
+		}
+		t.Status.Message = msg
+		t.Metadata.UpdatedAt = r.opts.Now()
+		_, err = tx.Put(schema.KindTenant, name, mustJSON(t))
+		return err
+	})
+}
+
+// project turns a tenant's TF state into Machines through the provider
+// modules' mappings.
+func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson.State) ([]*schema.Machine, error) {
+	if st == nil || st.Values == nil || st.Values.RootModule == nil {
+		return nil, nil
+	}
+	mappings := map[string]struct {
+		class string
+		m     render.Mapping
+	}{}
+	for _, class := range r.modules.Names() {
+		for _, mp := range r.modules[class].Mappings() {
+			mappings[mp.TFType] = struct {
+				class string
+				m     render.Mapping
+			}{class, mp}
+		}
+	}
+	var out []*schema.Machine
+	var walk func(m *tfjson.StateModule)
+	walk = func(m *tfjson.StateModule) {
+		for _, res := range m.Resources {
+			mp, ok := mappings[res.Type]
+			if !ok || mp.m.Kind != schema.KindMachine || res.Mode != tfjson.ManagedResourceMode {
+				continue
+			}
+			f := mp.m.Extract(res.AttributeValues)
+			if f.ProviderID == "" {
+				continue
+			}
+			ng := f.NodeGroup
+			if ng == "" {
+				ng = nodeGroupOf(res.Name)
+			}
+			idx := indexOf(res.Index)
+			mc := &schema.Machine{
+				APIVersion: schema.APIVersion, Kind: schema.KindMachine,
+				Metadata: schema.ObjectMeta{
+					Name: f.ProviderID,
+					Labels: map[string]string{
+						schema.LabelTenant: tenant,
+						schema.LabelRole:   f.Role,
+						LabelNodeGroup:     ng,
+						LabelProvider:      mp.class,
+					},
+					Annotations: map[string]string{annotationSlot: slotKey(ng, idx)},
+				},
+				Spec: schema.MachineSpec{
+					ManagementAddress: f.Address, ProviderID: f.ProviderID, ProviderClass: mp.class,
+					Shape: f.Shape, Hostname: f.Hostname, Role: f.Role, Tenant: tenant, NodeGroup: ng,
+					TFAddress: res.Address,
+				},
+			}
+			out = append(out, mc)
+		}
+		for _, c := range m.ChildModules {
+			walk(c)
+		}
+	}
+	walk(st.Values.RootModule)
+	sort.Slice(out, func(i, j int) bool { return out[i].Metadata.Name < out[j].Metadata.Name })
+	return out, nil
+}
+
+func nodeGroupOf(resourceName string) string {
+	if len(resourceName) > 3 && resourceName[:3] == "ng_" {
+		return resourceName[3:]
+	}
+	return resourceName
+}
+
+func indexOf(v any) int {
+	switch x := v.(type) {
+	case float64:
+		return int(x)
+	case int:
+		return x
+	case json.Number:
+		n, _ := x.Int64()
+		return int(n)
+	}
+	return 0
+}
+
+// finishTenant writes, in one transaction, everything a successful apply
+// changes: the tenant, its node groups and patches as applied, its machines
+// (keeping their observed status), and the applied record.
+func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, machines []*schema.Machine) error {
+	name := td.Tenant.Metadata.Name
+	now := r.opts.Now()
+	return r.store.Update(func(tx *backend.Tx) error {
+		// Machines: put the projected ones, drop the ones that are gone.
+		seen := map[string]bool{}
+		counts := map[string]*schema.MachineCounts{}
+		var total schema.MachineCounts
+		for _, mc := range machines {
+			seen[mc.Metadata.Name] = true
+			if old, err := getJSON[schema.Machine](tx, schema.KindMachine, mc.Metadata.Name); err == nil {
+				mc.Status = old.Status
+				mc.Metadata.UID, mc.Metadata.CreatedAt, mc.Metadata.UpdatedAt = old.Metadata.UID, old.Metadata.CreatedAt, old.Metadata.UpdatedAt
+				if string(mustJSON(old)) != string(mustJSON(mc)) {
+					mc.Metadata.UpdatedAt = now
+				}
+			} else {
+				mc.Metadata.UID, mc.Metadata.CreatedAt, mc.Metadata.UpdatedAt = newUID(), now, now
+			}
+			if _, err := tx.Put(schema.KindMachine, mc.Metadata.Name, mustJSON(mc)); err != nil {
+				return err
+			}
+			c := counts[mc.Spec.NodeGroup]
+			if c == nil {
+				c = &schema.MachineCounts{}
+				counts[mc.Spec.NodeGroup] = c
+			}
+			for _, mcnt := range []*schema.MachineCounts{c, &total} {
+				countMachine(mcnt, mc)
+			}
+		}
+		if err := deleteWhere(tx, schema.KindMachine, func(b []byte) bool {
+			var m schema.Machine
+			return json.Unmarshal(b, &m) == nil && m.Spec.Tenant == name
+		}, seen); err != nil {
+			return err
+		}
+
+		// Node groups and patches as applied.
+		keep := map[string]bool{}
+		for _, ng := range td.NodeGroups {
+			key := scopedKey(name, ng.Metadata.Name)
+			keep[key] = true
+			obj := *ng
+			obj.Metadata = cleanMeta(ng.Metadata)
+			c := counts[ng.Metadata.Name]
+			if c == nil {
+				c = &schema.MachineCounts{}
+			}
+			c.Desired = ng.Spec.Count
+			total.Desired += ng.Spec.Count
+			obj.Status = schema.NodeGroupStatus{Machines: *c}
+			if err := putKeepingMeta(tx, schema.KindNodeGroup, key, &obj, &obj.Metadata, now); err != nil {
+				return err
+			}
+		}
+		if err := deleteWhere(tx, schema.KindNodeGroup, tenantLabelIs(name), keep); err != nil {
+			return err
+		}
+		keep = map[string]bool{}
+		for _, p := range td.Patches {
+			key := scopedKey(name, p.Metadata.Name)
+			keep[key] = true
+			obj := *p
+			obj.Metadata = cleanMeta(p.Metadata)
+			obj.Status = schema.ConfigPatchStatus{Machines: patchMachines(td, p)}
+			if err := putKeepingMeta(tx, schema.KindConfigPatch, key, &obj, &obj.Metadata, now); err != nil {
+				return err
+			}
+		}
+		if err := deleteWhere(tx, schema.KindConfigPatch, tenantLabelIs(name), keep); err != nil {
+			return err
+		}
+
+		t := *td.Tenant
+		t.Metadata = cleanMeta(td.Tenant.Metadata)
+		t.Status = schema.TenantStatus{
+			Phase:          schema.TenantActive,
+			Machines:       total,
+			ObservedCommit: rec.Revision,
+		}
+		t.Status.Available = total.Total == total.Desired
+		t.Status.Ready = total.Desired > 0 && total.Ready == total.Desired
+		t.Status.ControlPlaneReady = total.ControlPlane > 0 && total.ControlPlaneReady == total.ControlPlane
+		t.Status.APIReady = t.Status.ControlPlaneReady
+		switch {
+		case total.Total < total.Desired:
+			t.Status.Phase = schema.TenantForming
+		case total.Total > total.Desired:
+			t.Status.Phase = schema.TenantShrinking
+		}
+		if err := putKeepingMeta(tx, schema.KindTenant, name, &t, &t.Metadata, now); err != nil {
+			return err
+		}
+		_, err := tx.Put(kindApplied, name, mustJSON(rec))
+		return err
+	})
+}
+
+func countMachine(c *schema.MachineCounts, m *schema.Machine) {
+	c.Total++
+	ready := m.Status.Stage == schema.StageReady
+	if ready {
+		c.Ready++
+	}
+	if m.Spec.Role == schema.RoleControlPlane {
+		c.ControlPlane++
+		if ready {
+			c.ControlPlaneReady++
+		}
+	} else {
+		c.Workers++
+	}
+}
+
+// patchMachines counts the machines a ConfigPatch applies to.
+func patchMachines(td *schema.TenantDesired, p *schema.ConfigPatch) int {
+	n := 0
+	for _, ng := range td.NodeGroups {
+		if p.Spec.TargetRole == "" || p.Spec.TargetRole == ng.Role() {
+			n += ng.Spec.Count
+		}
+	}
+	return n
+}
+
+// putKeepingMeta stores obj under kind/key, keeping the stored uid and
+// creation time, and bumping UpdatedAt only when something else changed.
+func putKeepingMeta(tx *backend.Tx, kind, key string, obj any, m *schema.ObjectMeta, now time.Time) error {
+	keepMeta(tx, kind, key, m, time.Time{})
+	if old, err := tx.Get(kind, key); err == nil {
+		if string(old.Object) == string(mustJSON(obj)) {
+			return nil
+		}
+	}
+	m.UpdatedAt = now
+	_, err := tx.Put(kind, key, mustJSON(obj))
+	return err
+}
+
+func tenantLabelIs(tenant string) func([]byte) bool {
+	return func(b []byte) bool {
+		var o struct {
+			Metadata schema.ObjectMeta `json:"metadata"`
+		}
+		return json.Unmarshal(b, &o) == nil && o.Metadata.Labels[schema.LabelTenant] == tenant
+	}
+}
+
+// deleteWhere deletes the resources of kind that match and are not kept.
+func deleteWhere(tx *backend.Tx, kind string, match func([]byte) bool, keep map[string]bool) error {
+	list, err := tx.List(kind)
+	if err != nil {
+		return err
+	}
+	for _, res := range list {
+		if keep[res.Name] || !match(res.Object) {
+			continue
+		}
+		if _, err := tx.Delete(kind, res.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markDeleting gives a tenant that left git its deletionTimestamp and
+// finalizers, and the phase removing.
+func (r *Reconciler) markDeleting(name string) error {
+	now := r.opts.Now()
+	return r.store.Update(func(tx *backend.Tx) error {
+		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
+		if errors.Is(err, backend.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if t.Metadata.DeletionTimestamp == nil {
+			t.Metadata.DeletionTimestamp = &now
+		}
+		t.Metadata.Finalizers = []string{schema.FinalizerMachines, schema.FinalizerSecrets}
+		t.Status.Phase = schema.TenantRemoving
+		t.Metadata.UpdatedAt = now
+		_, err = tx.Put(schema.KindTenant, name, mustJSON(t))
+		return err
+	})
+}
+
+// removeTenant runs after a successful destroy: the machines go and their
+// finalizer clears, the current state goes (its history stays) and the
+// secrets finalizer clears, then the tenant's records go.
+func (r *Reconciler) removeTenant(ctx context.Context, name string, creds Creds) error {
+	now := r.opts.Now()
+	err := r.store.Update(func(tx *backend.Tx) error {
+		if err := deleteWhere(tx, schema.KindMachine, func(b []byte) bool {
+			var m schema.Machine
+			return json.Unmarshal(b, &m) == nil && m.Spec.Tenant == name
+		}, nil); err != nil {
+			return err
+		}
+		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
+		if err != nil {
+			return nil
+		}
+		t.Metadata.Finalizers = []string{schema.FinalizerSecrets}
+		t.Metadata.UpdatedAt = now
+		_, err = tx.Put(schema.KindTenant, name, mustJSON(t))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := deleteState(ctx, creds); err != nil {
+		return err
+	}
+	return r.store.Update(func(tx *backend.Tx) error {
+		for _, kind := range []string{schema.KindNodeGroup, schema.KindConfigPatch} {
+			if err := deleteWhere(tx, kind, tenantLabelIs(name), nil); err != nil {
+				return err
+			}
+		}
+		if t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name); err == nil {
+			t.Metadata.Finalizers = nil
+			t.Metadata.UpdatedAt = now
+			if _, err := tx.Put(schema.KindTenant, name, mustJSON(t)); err != nil {
+				return err
+			}
+			if _, err := tx.Delete(schema.KindTenant, name); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Delete(kindApplied, name); err != nil && !errors.Is(err, backend.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+}
+
+// deleteState removes a tenant's current state through the state backend,
+// the way an operator would. The backend keeps its history.
+func deleteState(ctx context.Context, creds Creds) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, creds.Address, nil)
+	if err != nil {
+		return err
+	}
+	if creds.Username != "" || creds.Password != "" {
+		req.SetBasicAuth(creds.Username, creds.Password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("delete state: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusNoContent, http.StatusNotFound:
+		return nil
+	}
+	return fmt.Errorf("delete state: %s: %s", resp.Status, body)
+}

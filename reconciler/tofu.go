@@ -1,0 +1,343 @@
+package reconciler
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/terraform-exec/tfexec"
+	tfjson "github.com/hashicorp/terraform-json"
+)
+
+// TofuOptions configure how the server runs the tofu binary.
+type TofuOptions struct {
+	// Binary is the path of the tofu executable.
+	Binary string
+	// CLIConfigFile is the CLI configuration every run uses (provider
+	// installation from the filesystem mirror).
+	CLIConfigFile string
+	// Env holds further variables every run gets, such as REZUSSIM_DIR or
+	// TF_ENCRYPTION. They never appear in argv or on disk.
+	Env map[string]string
+	// InterruptDelay is how long a cancelled run has, after SIGINT, to save
+	// its state and release its lock. Default 10 minutes.
+	InterruptDelay time.Duration
+}
+
+// Creds are the credentials a run uses to reach the server's own state
+// backend. They travel to tofu in the environment only.
+type Creds struct {
+	Address  string // base URL of the state, e.g. http://127.0.0.1:8080/tfstate/production
+	Username string
+	Password string
+}
+
+// Runner drives tofu in per-tenant work directories and counts every
+// process it starts, so that callers can prove a reconcile ran none.
+type Runner struct {
+	opts TofuOptions
+	runs atomic.Int64
+	// mu serialises runs per work directory; tenants run in parallel.
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+// NewRunner checks the options and returns a Runner.
+func NewRunner(opts TofuOptions) (*Runner, error) {
+	if opts.Binary == "" {
+		return nil, errors.New("tofu runner: no tofu binary configured")
+	}
+	if _, err := os.Stat(opts.Binary); err != nil {
+		return nil, fmt.Errorf("tofu runner: %w", err)
+	}
+	if opts.InterruptDelay == 0 {
+		opts.InterruptDelay = 10 * time.Minute
+	}
+	return &Runner{opts: opts, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// Runs returns how many tofu processes the runner has started.
+func (r *Runner) Runs() int64 { return r.runs.Load() }
+
+// PlanSummary counts the resource changes of a plan, the way tofu prints
+// them: a replacement counts as one add and one destroy.
+type PlanSummary struct {
+	Add     int `json:"add"`
+	Change  int `json:"change"`
+	Destroy int `json:"destroy"`
+}
+
+func (s PlanSummary) String() string {
+	return fmt.Sprintf("+%d ~%d -%d", s.Add, s.Change, s.Destroy)
+}
+
+// Empty reports whether the plan changes nothing.
+func (s PlanSummary) Empty() bool { return s.Add == 0 && s.Change == 0 && s.Destroy == 0 }
+
+// Result is what one apply or destroy produced.
+type Result struct {
+	Plan   PlanSummary
+	Output string // the tail of tofu's output, with secrets redacted
+	State  *tfjson.State
+}
+
+// session is one sequence of tofu commands in a work directory.
+type session struct {
+	r      *Runner
+	tf     *tfexec.Terraform
+	dir    string
+	out    *tailBuffer
+	unlock func()
+}
+
+func (r *Runner) open(dir string, creds Creds) (*session, error) {
+	r.mu.Lock()
+	l, ok := r.locks[dir]
+	if !ok {
+		l = &sync.Mutex{}
+		r.locks[dir] = l
+	}
+	r.mu.Unlock()
+	l.Lock()
+
+	tf, err := tfexec.NewTerraform(dir, r.opts.Binary)
+	if err != nil {
+		l.Unlock()
+		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
+	}
+	env := map[string]string{
+		"PATH":                   os.Getenv("PATH"),
+		"HOME":                   os.Getenv("HOME"),
+		"TF_CLI_CONFIG_FILE":     r.opts.CLIConfigFile,
+		"CHECKPOINT_DISABLE":     "1",
+		"TF_HTTP_ADDRESS":        creds.Address,
+		"TF_HTTP_LOCK_ADDRESS":   creds.Address,
+		"TF_HTTP_UNLOCK_ADDRESS": creds.Address,
+		"TF_HTTP_USERNAME":       creds.Username,
+		"TF_HTTP_PASSWORD":       creds.Password,
+	}
+	for k, v := range r.opts.Env {
+		env[k] = v
+	}
+	if err := tf.SetEnv(env); err != nil {
+		l.Unlock()
+		return nil, fmt.Errorf("tofu environment: %w", err)
+	}
+	if err := tf.SetWaitDelay(r.opts.InterruptDelay); err != nil {
+		l.Unlock()
+		return nil, err
+	}
+	secrets := []string{creds.Password}
+	for k, v := range r.opts.Env {
+		if k == "TF_ENCRYPTION" || strings.Contains(k, "PASSWORD") || strings.Contains(k, "TOKEN") {
+			secrets = append(secrets, v)
+		}
+	}
+	out := newTailBuffer(16<<10, secrets)
+	tf.SetStdout(out)
+	tf.SetStderr(out)
+	return &session{r: r, tf: tf, dir: dir, out: out, unlock: l.Unlock}, nil
+}
+
+func (s *session) close() { s.unlock() }
+
+// initMarker names the file in a work directory that records the inputs of
+// the last successful init.
+const initMarker = ".rezuscloud-init"
+
+// init runs `tofu init` when its inputs changed since the last successful
+// init of this directory: the required providers and backend of the
+// configuration, the CLI configuration and the tofu binary.
+func (s *session) init(ctx context.Context, initInputs []byte) error {
+	h := sha256.New()
+	h.Write(initInputs)
+	fmt.Fprintf(h, "\x00%s\x00%s", s.r.opts.Binary, s.r.opts.CLIConfigFile)
+	if b, err := os.ReadFile(s.r.opts.CLIConfigFile); err == nil {
+		h.Write(b)
+	}
+	want := hex.EncodeToString(h.Sum(nil))
+	marker := filepath.Join(s.dir, initMarker)
+	if got, err := os.ReadFile(marker); err == nil && string(got) == want {
+		if _, err := os.Stat(filepath.Join(s.dir, ".terraform")); err == nil {
+			return nil
+		}
+	}
+	s.r.runs.Add(1)
+	if err := s.tf.Init(ctx, tfexec.Upgrade(false), tfexec.Reconfigure(true)); err != nil {
+		return fmt.Errorf("tofu init: %w", s.redact(err))
+	}
+	return os.WriteFile(marker, []byte(want), 0o600)
+}
+
+// redact strips known secrets from an error's text.
+func (s *session) redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.New(s.out.redact(err.Error()))
+}
+
+// planApply plans into a plan file and applies exactly that plan when it
+// has changes.
+func (s *session) planApply(ctx context.Context, destroy bool) (PlanSummary, error) {
+	planFile := filepath.Join(s.dir, "rezuscloud.tfplan")
+	defer os.Remove(planFile)
+	s.r.runs.Add(1)
+	changed, err := s.tf.Plan(ctx, tfexec.Out(planFile), tfexec.Destroy(destroy))
+	if err != nil {
+		return PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
+	}
+	if !changed {
+		return PlanSummary{}, nil
+	}
+	s.r.runs.Add(1)
+	plan, err := s.tf.ShowPlanFile(ctx, planFile)
+	if err != nil {
+		return PlanSummary{}, fmt.Errorf("tofu show plan: %w", s.redact(err))
+	}
+	sum := summarize(plan)
+	s.r.runs.Add(1)
+	if err := s.tf.Apply(ctx, tfexec.DirOrPlan(planFile)); err != nil {
+		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
+	}
+	return sum, nil
+}
+
+func (s *session) show(ctx context.Context) (*tfjson.State, error) {
+	s.r.runs.Add(1)
+	st, err := s.tf.Show(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tofu show: %w", s.redact(err))
+	}
+	return st, nil
+}
+
+// Apply brings the work directory's configuration into effect: init when
+// needed, plan, apply that plan when it changes anything, and show the
+// resulting state for projection.
+func (r *Runner) Apply(ctx context.Context, dir string, initInputs []byte, creds Creds) (*Result, error) {
+	return r.run(ctx, dir, initInputs, creds, false)
+}
+
+// Destroy removes everything the work directory's state holds.
+func (r *Runner) Destroy(ctx context.Context, dir string, initInputs []byte, creds Creds) (*Result, error) {
+	return r.run(ctx, dir, initInputs, creds, true)
+}
+
+func (r *Runner) run(ctx context.Context, dir string, initInputs []byte, creds Creds, destroy bool) (*Result, error) {
+	s, err := r.open(dir, creds)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	res := &Result{}
+	defer func() { res.Output = s.out.String() }()
+	if err := s.init(ctx, initInputs); err != nil {
+		return res, err
+	}
+	if res.Plan, err = s.planApply(ctx, destroy); err != nil {
+		return res, err
+	}
+	if res.State, err = s.show(ctx); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// State returns the current state of a work directory without changing it.
+func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds Creds) (*tfjson.State, error) {
+	s, err := r.open(dir, creds)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	if err := s.init(ctx, initInputs); err != nil {
+		return nil, err
+	}
+	return s.show(ctx)
+}
+
+func summarize(plan *tfjson.Plan) PlanSummary {
+	var sum PlanSummary
+	for _, rc := range plan.ResourceChanges {
+		if rc.Change == nil {
+			continue
+		}
+		a := rc.Change.Actions
+		switch {
+		case a.Replace():
+			sum.Add++
+			sum.Destroy++
+		case a.Create():
+			sum.Add++
+		case a.Update():
+			sum.Change++
+		case a.Delete():
+			sum.Destroy++
+		}
+	}
+	return sum
+}
+
+// tailBuffer keeps the last max bytes written to it and redacts secrets
+// when read.
+type tailBuffer struct {
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	secrets []string
+}
+
+func newTailBuffer(max int, secrets []string) *tailBuffer {
+	var keep []string
+	for _, s := range secrets {
+		if len(s) >= 4 {
+			keep = append(keep, s)
+		}
+	}
+	return &tailBuffer{max: max, secrets: keep}
+}
+
+var _ io.Writer = (*tailBuffer)(nil)
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - 2*t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// String returns the last max bytes, starting at a line boundary, redacted.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	b := t.buf
+	if len(b) > t.max {
+		b = b[len(b)-t.max:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	s := string(b)
+	t.mu.Unlock()
+	return t.redact(s)
+}
+
+func (t *tailBuffer) redact(s string) string {
+	for _, sec := range t.secrets {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
+}
