@@ -93,7 +93,11 @@ func (w *simWorkspace) write(mainTF string) {
 // failure to start it fails the test.
 func (w *simWorkspace) run(args ...string) (string, int) {
 	w.t.Helper()
-	cmd := exec.Command(w.tofu, append(args[:1:1], append([]string{"-no-color"}, args[1:]...)...)...)
+	n := 1 // options follow the (sub)command
+	if args[0] == "state" {
+		n = 2
+	}
+	cmd := exec.Command(w.tofu, append(args[:n:n], append([]string{"-no-color"}, args[n:]...)...)...)
 	cmd.Dir = w.dir
 	cmd.Env = w.env
 	out, err := cmd.CombinedOutput()
@@ -163,6 +167,7 @@ func (w *simWorkspace) records() map[int]sim.Record {
 		for attr, want := range map[string]string{
 			"address": r.Address, "hostname": r.Hostname, "name": r.Name, "tenant": r.Tenant,
 			"node_group": r.NodeGroup, "role": r.Role, "shape": r.Shape, "image": r.Image,
+			"user_data_hash": r.UserDataSHA256,
 		} {
 			if got := res.AttributeValues[attr]; got != want {
 				w.t.Errorf("%s: state %s = %v, machine file has %q", res.Address, attr, got, want)
@@ -230,7 +235,10 @@ func TestSimProviderMachines(t *testing.T) {
 	if strings.Contains(plan, "TOPSECRET") {
 		t.Fatalf("plan output shows user_data:\n%s", plan)
 	}
-	if !strings.Contains(plan, "user_data  = (sensitive value)") || !strings.Contains(plan, "3 to add, 0 to change, 0 to destroy") {
+	hash0 := sim.HashUserData([]byte("machine:\n  token: TOPSECRET-0\n"))
+	if !regexp.MustCompile(`user_data += \(sensitive value\)`).MatchString(plan) ||
+		!strings.Contains(plan, `user_data_hash = "`+hash0+`"`) ||
+		!strings.Contains(plan, "3 to add, 0 to change, 0 to destroy") {
 		t.Fatalf("plan output:\n%s", plan)
 	}
 
@@ -331,37 +339,83 @@ func TestSimProviderMachines(t *testing.T) {
 		}
 	}
 
+	// New user data replaces the machines; the plan shows only its hash.
+	w.write(strings.Replace(simMachinesTF, "TOPSECRET", "NEWSECRET", 1))
+	out, code := w.run("plan", "-input=false", "-detailed-exitcode", "-var=n=2", "-var=shape=large", "-var=image=talos-v1.13.0")
+	newHash := sim.HashUserData([]byte("machine:\n  token: NEWSECRET-0\n"))
+	if code != 2 || !strings.Contains(out, "rezussim_machine.w[0] must be replaced") ||
+		!strings.Contains(out, "2 to add, 0 to change, 2 to destroy") || !strings.Contains(out, newHash) ||
+		strings.Contains(out, "SECRET-") {
+		t.Fatalf("plan after changing user_data: exit %d\n%s", code, out)
+	}
+
 	w.must("destroy", "-auto-approve", "-input=false", "-var=n=2")
 	if files, _ := filepath.Glob(filepath.Join(w.machines, "*.json")); len(files) != 0 {
 		t.Fatalf("machine files after destroy: %v", files)
 	}
 }
 
-func TestSimProviderMachineDeletedBehindTofusBack(t *testing.T) {
+func TestSimProviderDriftBehindTofusBack(t *testing.T) {
 	mirror := t.TempDir()
 	installSimProvider(t, mirror, "")
 	w := newSimWorkspace(t, mirror, simMachinesTF)
 	w.must("init", "-input=false")
-	w.apply(2)
+	w.apply(3)
 	before := w.records()
 
+	// A machine file deleted behind tofu's back: refresh drops it, plan
+	// creates it again, with the lowest free address.
 	if err := os.Remove(filepath.Join(w.machines, before[1].ID+".json")); err != nil {
 		t.Fatal(err)
 	}
-	out, code := w.run("plan", "-input=false", "-detailed-exitcode", "-var=n=2")
+	out, code := w.run("plan", "-input=false", "-detailed-exitcode", "-var=n=3")
 	if code != 2 {
 		t.Fatalf("plan after deleting a machine file: exit %d, want 2 (changes)\n%s", code, out)
 	}
 	if !strings.Contains(out, "rezussim_machine.w[1] will be created") || !strings.Contains(out, "1 to add, 0 to change, 0 to destroy") {
 		t.Fatalf("plan does not recreate the deleted machine:\n%s", out)
 	}
-	w.apply(2)
+	w.apply(3)
 	after := w.records()
-	if after[0] != before[0] {
-		t.Fatalf("untouched machine changed: %+v -> %+v", before[0], after[0])
+	if after[0] != before[0] || after[2] != before[2] {
+		t.Fatalf("untouched machines changed: %+v -> %+v", before, after)
 	}
 	if after[1].ID == before[1].ID || after[1].Address != before[1].Address {
 		t.Fatalf("recreated machine: %+v; want a new id and the freed address %s", after[1], before[1].Address)
+	}
+
+	// A machine file that records other user data than configured: the
+	// machine is replaced.
+	p := filepath.Join(w.machines, after[2].ID+".json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(after[2].UserDataSHA256), []byte(sim.HashUserData([]byte("other"))), 1)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = w.run("plan", "-input=false", "-detailed-exitcode", "-var=n=3")
+	if code != 2 || !strings.Contains(out, "rezussim_machine.w[2] must be replaced") ||
+		!strings.Contains(out, "1 to add, 0 to change, 1 to destroy") {
+		t.Fatalf("plan after changing a machine's recorded user data hash: exit %d\n%s", code, out)
+	}
+
+	// Import adopts a machine file; its address and id come from the file.
+	// An id that is not of the store's form never reaches the file system.
+	w.must("state", "rm", "rezussim_machine.w[0]")
+	out, code = w.run("import", "-input=false", "-var=n=3", "rezussim_machine.w[0]", "sim-../../etc/passwd")
+	if code == 0 || !strings.Contains(out, `machine id "sim-../../etc/passwd" is not of the form`) {
+		t.Fatalf("import of a bad id: exit %d\n%s", code, out)
+	}
+	w.must("import", "-input=false", "-var=n=3", "rezussim_machine.w[0]", after[0].ID)
+	w.must("apply", "-refresh-only", "-auto-approve", "-input=false", "-var=n=3")
+	now := w.records()
+	if now[0] != after[0] {
+		t.Fatalf("imported machine %+v, want %+v", now[0], after[0])
+	}
+	if now[2].UserDataSHA256 != sim.HashUserData([]byte("other")) {
+		t.Fatalf("refresh did not take the changed hash from the machine file: %+v", now[2])
 	}
 }
 

@@ -23,6 +23,7 @@ type machineResource struct {
 var (
 	_ resource.ResourceWithConfigure   = (*machineResource)(nil)
 	_ resource.ResourceWithImportState = (*machineResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*machineResource)(nil)
 )
 
 func newMachineResource() resource.Resource { return &machineResource{} }
@@ -38,6 +39,7 @@ type machineModel struct {
 	UserData  types.String `tfsdk:"user_data"`
 	Address   types.String `tfsdk:"address"`
 	Hostname  types.String `tfsdk:"hostname"`
+	UserHash  types.String `tfsdk:"user_data_hash"`
 }
 
 func (r *machineResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -63,7 +65,8 @@ func (r *machineResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Description: `Machine id, "sim-" and 16 hex digits.`, Computed: true, PlanModifiers: keep,
 			},
 			"name": schema.StringAttribute{
-				Description: "Machine name (a DNS label).", Required: true, PlanModifiers: replace, Validators: label("name"),
+				Description: "Machine name (a DNS subdomain).", Required: true, PlanModifiers: replace,
+				Validators: []validator.String{check{"a DNS subdomain", func(s string) error { return sim.CheckName("name", s) }}},
 			},
 			"tenant": schema.StringAttribute{
 				Description: "Tenant (cluster) the machine belongs to.", Required: true, PlanModifiers: replace, Validators: label("tenant"),
@@ -90,6 +93,11 @@ func (r *machineResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"hostname": schema.StringAttribute{
 				Description: "Host name: <tenant>-<node_group>-<last 6 hex digits of id>.", Computed: true, PlanModifiers: keep,
+			},
+			"user_data_hash": schema.StringAttribute{
+				Description: "Hex SHA-256 of the user data the machine booted with, as its machine file records it. " +
+					"Known at plan time; a machine whose file records another hash than the configured user_data's is replaced.",
+				Computed: true,
 			},
 		},
 	}
@@ -178,6 +186,30 @@ func (r *machineResource) Delete(ctx context.Context, req resource.DeleteRequest
 	}
 }
 
+// ModifyPlan plans user_data_hash from the configured user_data, so that a
+// plan shows it, and replaces a machine whose file records a different hash
+// (its file was changed, or it was imported).
+func (r *machineResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return // destroy
+	}
+	var userData types.String
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("user_data"), &userData)...)
+	if resp.Diagnostics.HasError() || userData.IsUnknown() {
+		return
+	}
+	hash := types.StringValue(sim.HashUserData([]byte(userData.ValueString())))
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("user_data_hash"), hash)...)
+	if req.State.Raw.IsNull() {
+		return // create
+	}
+	var booted types.String
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("user_data_hash"), &booted)...)
+	if !booted.Equal(hash) {
+		resp.RequiresReplace = append(resp.RequiresReplace, path.Root("user_data_hash"))
+	}
+}
+
 // ImportState adopts an existing machine file by id. The user data is not
 // known from the file, so a configuration that sets user_data plans a
 // replacement of an imported machine.
@@ -197,6 +229,7 @@ func (m *machineModel) fromRecord(rec sim.Record) {
 	m.Image = types.StringValue(rec.Image)
 	m.Address = types.StringValue(rec.Address)
 	m.Hostname = types.StringValue(rec.Hostname)
+	m.UserHash = types.StringValue(rec.UserDataSHA256)
 }
 
 // check is a string validator built from a function that returns an error

@@ -49,6 +49,7 @@ const (
 var (
 	idPattern    = regexp.MustCompile(`^sim-[0-9a-f]{16}$`)
 	labelPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	namePattern  = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
 )
 
 // ValidID reports whether id has the form the store gives out: "sim-" and 16
@@ -64,6 +65,17 @@ func CheckLabel(what, s string) error {
 	return nil
 }
 
+// CheckName returns an error unless s is a DNS subdomain (RFC 1123): 1–253
+// lower-case letters, digits, '-' and '.', starting and ending with a letter
+// or digit. Machine names are checked this way; tenants and node groups,
+// which go into host names, must be labels.
+func CheckName(what, s string) error {
+	if len(s) == 0 || len(s) > 253 || !namePattern.MatchString(s) {
+		return fmt.Errorf("%s %q is not a DNS subdomain (1-253 of a-z, 0-9, '-', '.'; starting and ending with a letter or digit)", what, s)
+	}
+	return nil
+}
+
 // CheckRole returns an error unless role is controlplane or worker.
 func CheckRole(role string) error {
 	if role != RoleControlPlane && role != RoleWorker {
@@ -74,8 +86,11 @@ func CheckRole(role string) error {
 
 // Check validates a spec before anything is allocated for it.
 func (s Spec) Check() error {
+	if err := CheckName("name", s.Name); err != nil {
+		return err
+	}
 	for _, f := range []struct{ what, v string }{
-		{"name", s.Name}, {"tenant", s.Tenant}, {"node_group", s.NodeGroup},
+		{"tenant", s.Tenant}, {"node_group", s.NodeGroup},
 	} {
 		if err := CheckLabel(f.what, f.v); err != nil {
 			return err

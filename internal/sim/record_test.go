@@ -58,6 +58,7 @@ func TestUnmarshalRejects(t *testing.T) {
 	}{
 		"bad id":         {func(r *Record) { r.ID = "../etc/passwd" }, `id "../etc/passwd"`},
 		"bad tenant":     {func(r *Record) { r.Tenant = "Acme_1" }, `tenant "Acme_1" is not a DNS label`},
+		"bad name":       {func(r *Record) { r.Name = "w_0" }, `name "w_0" is not a DNS subdomain`},
 		"bad role":       {func(r *Record) { r.Role = "master" }, `role "master"`},
 		"no image":       {func(r *Record) { r.Image = "" }, "image is empty"},
 		"foreign addr":   {func(r *Record) { r.Address = "10.1.2.3" }, "address 10.1.2.3 is outside"},
