@@ -364,6 +364,17 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	}
 	desired := DesiredModel(td)
 	if prev != nil && prev.RenderedHash == ws.Hash && len(Diff(prev.Model, desired)) == 0 {
+		// Nothing for tofu to do; labels, annotations and the observed
+		// commit may still have changed.
+		machines, err := r.storedMachines(name)
+		if err != nil {
+			return failf("%v", err)
+		}
+		rec := *prev
+		rec.Revision, rec.Annotations = snap.Revision, td.Tenant.Metadata.Annotations
+		if err := r.finishTenant(td, &rec, machines); err != nil {
+			return failf("%v", err)
+		}
 		res.Phase = schema.CommitSucceeded
 		return res
 	}

@@ -237,6 +237,28 @@ func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson
 	return out, nil
 }
 
+// storedMachines returns the machines of a tenant as the store has them.
+func (r *Reconciler) storedMachines(tenant string) ([]*schema.Machine, error) {
+	var out []*schema.Machine
+	err := r.store.View(func(tx *backend.Tx) error {
+		list, err := tx.List(schema.KindMachine)
+		if err != nil {
+			return err
+		}
+		for _, res := range list {
+			m := new(schema.Machine)
+			if err := json.Unmarshal(res.Object, m); err != nil {
+				return fmt.Errorf("machine %s: %w", res.Name, err)
+			}
+			if m.Spec.Tenant == tenant {
+				out = append(out, m)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 func nodeGroupOf(resourceName string) string {
 	if len(resourceName) > 3 && resourceName[:3] == "ng_" {
 		return resourceName[3:]
