@@ -54,9 +54,10 @@ type Store struct {
 }
 
 // Open opens (creating if needed) the store in dir. The dir is created with
-// mode 0700; an existing dir must not be readable by group or others,
-// because the store and the tofu work dirs beside it hold cluster keys.
-// The file is created with mode 0600.
+// mode 0700, and an existing empty dir is set to 0700; a dir with contents
+// that group or others may read is refused, because the store and the tofu
+// work dirs beside it hold cluster keys. The file is created with mode
+// 0600.
 func Open(dir string, opts *StoreOptions) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("open store: no data dir given")
@@ -78,7 +79,11 @@ func Open(dir string, opts *StoreOptions) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("open store: data dir %s is not a directory", dir)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 && isEmptyDir(dir) {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	} else if perm&0o077 != 0 {
 		return nil, fmt.Errorf("open store: data dir %s has mode %04o, want 0700 (it holds cluster keys): run chmod 700 %s", dir, perm, dir)
 	}
 	path := filepath.Join(dir, DBFile)
@@ -94,7 +99,10 @@ func Open(dir string, opts *StoreOptions) (*Store, error) {
 		// Large states are written as one value each; a big initial
 		// mapping saves remapping the file while it grows.
 		InitialMmapSize: 256 << 20,
-		FreelistType:    bolt.FreelistMapType,
+		// As etcd does: the freelist is not written on every commit but
+		// rebuilt when the file is opened.
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: another process holds it open", path)
@@ -186,4 +194,14 @@ func (s *Store) OnCommit(fn func([]Change)) {
 	s.hooksMu.Lock()
 	defer s.hooksMu.Unlock()
 	s.hooks = append(s.hooks[:len(s.hooks):len(s.hooks)], fn)
+}
+
+func isEmptyDir(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
 }
