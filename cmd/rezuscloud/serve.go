@@ -30,7 +30,9 @@ type serveFlags struct {
 	logFormat       string
 }
 
-func newServeCmd(getenv func(string) string) *cobra.Command {
+// newServeCmd builds `serve`; run does the serving once the settings are
+// parsed (runServe; tests pass their own).
+func newServeCmd(getenv func(string) string, run func(context.Context, *serveFlags, io.Writer) error) *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -56,7 +58,7 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 			return applyConfig(cmd.Flags(), getenv)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd.Context(), &f, cmd.ErrOrStderr())
+			return run(cmd.Context(), &f, cmd.ErrOrStderr())
 		},
 	}
 	fs := cmd.Flags()
