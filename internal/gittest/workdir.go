@@ -14,13 +14,17 @@ type Workdir struct {
 	dir string
 }
 
-// NewWorkdir clones remoteURL (which may be empty) into a temporary
-// directory. With an empty remote the work tree starts on an unborn main.
+// NewWorkdir clones the repository at remoteURL into a temporary directory
+// and names it origin. When that repository is empty the work tree starts
+// on an unborn main; with remoteURL "" it is a repository of its own,
+// without a remote.
 func NewWorkdir(t testing.TB, remoteURL string) *Workdir {
 	t.Helper()
 	w := &Workdir{t: t, dir: t.TempDir()}
 	w.Run("init", "--quiet", "--initial-branch=main")
-	w.Run("config", "protocol.file.allow", "always")
+	if remoteURL == "" {
+		return w
+	}
 	w.Run("remote", "add", "origin", remoteURL)
 	w.Run("fetch", "--quiet", "origin")
 	if _, err := runGit(w.dir, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/main"); err == nil {
@@ -66,9 +70,13 @@ func (w *Workdir) Symlink(target, path string) {
 }
 
 // Gitlink stages a submodule entry at path that records commit sha, as
-// `git submodule add` would, without cloning anything.
+// `git submodule add` would, without cloning anything: the work tree holds
+// an empty directory there, like an uninitialized submodule.
 func (w *Workdir) Gitlink(path, sha string) {
 	w.t.Helper()
+	if err := os.MkdirAll(w.path(path), 0o755); err != nil {
+		w.t.Fatalf("gitlink %s: %v", path, err)
+	}
 	w.Run("update-index", "--add", "--cacheinfo", "160000,"+sha+","+path)
 }
 
