@@ -9,9 +9,6 @@ import (
 	"os"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	cmd := newRootCmd(os.Getenv)
 	if err := cmd.ExecuteContext(context.Background()); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rezuscloud/rezuscloud/internal/version"
 )
 
 // newRootCmd builds the command tree. getenv supplies REZUSCLOUD_*
@@ -20,7 +22,7 @@ func newRootCmd(getenv func(string) string) *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), version)
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), version.Version)
 			return err
 		},
 	})

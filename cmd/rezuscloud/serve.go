@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/version"
 )
 
 // serveFlags are the settings of `rezuscloud serve`. Each is a flag, an
@@ -107,7 +108,7 @@ func serverConfig(f *serveFlags, log *slog.Logger) (backend.Config, error) {
 		StateHistory:    history,
 		StaleLockAge:    stale,
 		ShutdownTimeout: f.shutdownTimeout,
-		Version:         version,
+		Version:         version.Version,
 		Logger:          log,
 	}, nil
 }
