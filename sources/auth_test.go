@@ -300,3 +300,49 @@ func newSSHKey(t *testing.T, passphrase string) []byte {
 	}
 	return pem.EncodeToMemory(block)
 }
+
+func TestSSHAuth(t *testing.T) {
+	s := gittest.NewSSH(t)
+	s.CreateBare("repo.git")
+	w := gittest.NewWorkdir(t, "")
+	w.Write("t.yaml", "kind: Tenant\n")
+	sha := w.Commit("first")
+	w.Run("push", "--quiet", s.Path("repo.git"), "HEAD:refs/heads/main")
+
+	good := Auth{SSHKey: s.ClientKey(), KnownHostsFile: s.KnownHostsFile()}
+	g := newTestGit(t, GitOptions{URL: s.URL("repo.git"), Auth: good})
+	snap, _ := mustFetch(t, g)
+	if snap.Revision != sha || readFile(t, snap.FS, "t.yaml") != "kind: Tenant\n" {
+		t.Fatalf("over SSH: %+v", snap)
+	}
+	if _, changed := mustFetch(t, g); changed || g.Status().Fetches != 1 {
+		t.Fatalf("second poll: changed = %v, Fetches = %d", changed, g.Status().Fetches)
+	}
+
+	// Another key is refused, and the error says so.
+	other := Auth{SSHKey: newSSHKey(t, ""), KnownHostsFile: s.KnownHostsFile()}
+	g = newTestGit(t, GitOptions{URL: s.URL("repo.git"), Auth: other})
+	if _, _, err := g.Fetch(context.Background()); !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), `as "git"`) {
+		t.Fatalf("wrong key: %v", err)
+	}
+
+	// A host key that known_hosts does not hold, or holds differently, is
+	// refused before any credentials are sent.
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o600)
+	g = newTestGit(t, GitOptions{URL: s.URL("repo.git"), Auth: Auth{SSHKey: s.ClientKey(), KnownHostsFile: empty}})
+	if _, _, err := g.Fetch(context.Background()); err == nil || !strings.Contains(err.Error(), "not in known_hosts") {
+		t.Fatalf("unknown host: %v", err)
+	}
+	other2 := gittest.NewSSH(t)
+	kh, _ := os.ReadFile(other2.KnownHostsFile())
+	host := strings.Fields(string(kh))[0]
+	mine, _ := os.ReadFile(s.KnownHostsFile())
+	wrong := filepath.Join(dir, "wrong")
+	os.WriteFile(wrong, []byte(strings.Replace(string(kh), host, strings.Fields(string(mine))[0], 1)), 0o600)
+	g = newTestGit(t, GitOptions{URL: s.URL("repo.git"), Auth: Auth{SSHKey: s.ClientKey(), KnownHostsFile: wrong}})
+	if _, _, err := g.Fetch(context.Background()); err == nil || !strings.Contains(err.Error(), "does not match known_hosts") {
+		t.Fatalf("changed host key: %v", err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 // Defaults of GitOptions.
@@ -309,6 +310,10 @@ func (g *Git) Fetch(ctx context.Context) (Snapshot, bool, error) {
 	defer g.mu.Unlock()
 	g.status.Polls++
 	g.status.LastFetch = start
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up (shutdown): not a failure of the repository.
+		return Snapshot{}, false, err
+	}
 	if err != nil {
 		g.status.Failures++
 		g.status.LastError = err.Error()
@@ -570,6 +575,16 @@ func remoteError(err error, r *remote) error {
 			who = fmt.Sprintf("as %q", r.user)
 		}
 		return fmt.Errorf("%w %s: %w", ErrAuth, who, err)
+	}
+	if strings.Contains(err.Error(), "ssh: unable to authenticate") {
+		return fmt.Errorf("%w as %q with the SSH key: %w", ErrAuth, r.user, err)
+	}
+	var keyErr *knownhosts.KeyError
+	if errors.As(err, &keyErr) {
+		if len(keyErr.Want) == 0 {
+			return fmt.Errorf("the SSH host key of %s is not in known_hosts: %w", r.ep.Host, err)
+		}
+		return fmt.Errorf("the SSH host key of %s does not match known_hosts: %w", r.ep.Host, err)
 	}
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return fmt.Errorf("%w: the repository is empty", ErrRefNotFound)

@@ -2,6 +2,7 @@ package gittest
 
 import (
 	"net"
+	"os"
 	"strings"
 	"testing"
 )
@@ -124,5 +125,41 @@ func TestWorkdirTagsAndForcePush(t *testing.T) {
 	}
 	if second == first {
 		t.Fatal("empty commits got the same sha")
+	}
+}
+
+func TestSSHCloneAndPush(t *testing.T) {
+	s := NewSSH(t)
+	s.CreateBare("repo.git")
+	home := t.TempDir()
+	key := home + "/id"
+	if err := os.WriteFile(key, s.ClientKey(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sshCmd := "ssh -i " + key + " -o IdentitiesOnly=yes -o UserKnownHostsFile=" + s.KnownHostsFile() + " -o StrictHostKeyChecking=yes -o BatchMode=yes"
+	w := NewWorkdir(t, "")
+	w.Run("config", "core.sshCommand", sshCmd)
+	w.Run("remote", "add", "origin", s.URL("repo.git"))
+	w.Write("x.yaml", "x: 1\n")
+	sha := w.Commit("over ssh")
+	w.Push()
+	if got := Git(t, s.Path("repo.git"), "rev-parse", "refs/heads/main"); got != sha {
+		t.Fatalf("remote main = %s, want %s", got, sha)
+	}
+	out := w.Run("ls-remote", "origin")
+	if !strings.Contains(out, sha) {
+		t.Fatalf("ls-remote = %q", out)
+	}
+	if _, err := runGit(w.Dir(), "-c", "core.sshCommand=ssh -o UserKnownHostsFile="+s.KnownHostsFile()+" -o BatchMode=yes -o IdentitiesOnly=yes -i /dev/null", "ls-remote", "origin"); err == nil {
+		t.Fatal("ls-remote without the client key succeeded")
+	}
+	for _, line := range []string{"sh -c true", "git-upload-pack /repo.git", "git-upload-pack 'a'b'"} {
+		if _, err := s.command(line); err == nil {
+			t.Fatalf("command %q accepted", line)
+		}
+	}
+	cmd, err := s.command("git-upload-pack '/../../etc'")
+	if err != nil || cmd.Args[len(cmd.Args)-1] != s.Path("etc") {
+		t.Fatalf("a path outside the root: %v, %v", cmd, err)
 	}
 }
