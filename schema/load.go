@@ -103,7 +103,7 @@ func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) 
 	}
 	d := l.assemble(results)
 	if len(l.problems) > 0 {
-		return nil, &ProblemList{Problems: sortProblems(l.problems)}
+		return nil, &ProblemList{Problems: capProblems(sortProblems(l.problems))}
 	}
 	d.Files = len(files)
 	d.Skipped = l.skipped

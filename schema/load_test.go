@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -605,5 +606,29 @@ func TestProblemString(t *testing.T) {
 func TestPlanSummaryString(t *testing.T) {
 	if got := (PlanSummary{Add: 3, Change: 1, Destroy: 0}).String(); got != "+3 ~1 -0" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestLoadProblemsCapped: a file with thousands of mistakes reports the first
+// hundred and how many more there are.
+func TestLoadProblemsCapped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(validTenant)
+	for i := range 5000 {
+		fmt.Fprintf(&b, "  unknown%04d: x\n", i)
+	}
+	d, err := Load(mapFS(map[string]string{"t.yaml": b.String(), "u.yaml": strings.Replace(validTenant, "prod", "other", 1) + "  extra: 1\n"}), ".", nil)
+	ps := problemsOf(t, d, err)
+	if len(ps) != 1+maxProblemsPerFile+1 {
+		t.Fatalf("%d problems, want %d", len(ps), maxProblemsPerFile+2)
+	}
+	if ps[0].File != "t.yaml" || !strings.HasPrefix(ps[0].Message, "4900 more problems in this file are not shown") {
+		t.Errorf("first problem %s", ps[0])
+	}
+	if ps[1].Line != 10 || !strings.Contains(ps[1].Message, `"unknown0000"`) || !strings.Contains(ps[100].Message, `"unknown0099"`) {
+		t.Errorf("kept problems: %s ... %s", ps[1], ps[100])
+	}
+	if ps[101].File != "u.yaml" {
+		t.Errorf("the other file's problem is missing: %s", ps[101])
 	}
 }

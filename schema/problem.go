@@ -2,6 +2,7 @@ package schema
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,30 @@ func compareProblems(a, b Problem) int {
 		strings.Compare(a.Path, b.Path),
 		strings.Compare(a.Message, b.Message),
 	)
+}
+
+// maxProblemsPerFile bounds the problems reported for one file, so that a
+// hostile or badly broken file cannot flood a commit's status.
+const maxProblemsPerFile = 100
+
+// capProblems keeps at most maxProblemsPerFile problems of each file of the
+// sorted list ps, and says how many more there were.
+func capProblems(ps []Problem) []Problem {
+	out := ps[:0:0]
+	for i := 0; i < len(ps); {
+		j := i
+		for j < len(ps) && ps[j].File == ps[i].File {
+			j++
+		}
+		if n := j - i; n > maxProblemsPerFile {
+			out = append(out, Problem{File: ps[i].File, Message: fmt.Sprintf("%d more problems in this file are not shown; fix the first %d and validate again", n-maxProblemsPerFile, maxProblemsPerFile)})
+			out = append(out, ps[i:i+maxProblemsPerFile]...)
+		} else {
+			out = append(out, ps[i:j]...)
+		}
+		i = j
+	}
+	return out
 }
 
 // sortProblems sorts ps and drops exact repeats (the same problem can be

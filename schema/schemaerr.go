@@ -86,17 +86,24 @@ func leafProblems(d *document, ks *kindSchema, obj map[string]any, e *jsonschema
 			known = append(known, k)
 		}
 		slices.Sort(known)
-		var out []Problem
+		var unknown []string
 		for k := range m {
-			if _, ok := props[k]; ok {
-				continue
+			if _, ok := props[k]; !ok {
+				unknown = append(unknown, k)
 			}
+		}
+		slices.Sort(unknown)
+		var out []Problem
+		for i, k := range unknown {
 			path := inst + "/" + escapeToken(k)
 			switch {
 			case inst == "/metadata" && isOneOf(k, serverFields):
 				out = append(out, d.problem(path, "metadata.%s is set by the server and cannot be declared in a manifest", k))
 			case inst == "" && k == "status":
 				out = append(out, d.problem(path, "status is observed by the server and cannot be declared in a manifest"))
+			case i >= maxProblemsPerFile:
+				// Beyond what will be shown: spare the suggestions.
+				out = append(out, d.problem(path, "unknown field %q", k))
 			default:
 				out = append(out, d.problem(path, "unknown field %q%s", k, suggestOrList(k, known)))
 			}

@@ -18,6 +18,8 @@ import (
 // a "billion laughs" document needs far more.
 const aliasSlack = 10000
 
+var aliasBombMessage = fmt.Sprintf("YAML aliases expand to too many nodes (a \"billion laughs\" document?): aliases may add at most %d nodes beyond those written", aliasSlack)
+
 // position is a 1-based line and column in a file.
 type position struct{ line, col int }
 
@@ -157,6 +159,7 @@ type converter struct {
 	problems []Problem
 	fatal    bool         // a guard tripped: the value is incomplete
 	active   []*yaml.Node // anchors being expanded, to catch an alias inside its own anchor
+	memo     map[*yaml.Node]expansion
 }
 
 func newConverter(file string, maxDepth int, root *yaml.Node, withPositions bool) *converter {
@@ -210,7 +213,7 @@ func (c *converter) convert(n *yaml.Node, path string, at position, depth int, e
 	if expanding {
 		c.budget--
 		if c.budget < 0 {
-			c.fail(at, path, "YAML aliases expand to too many nodes (a \"billion laughs\" document?): aliases may add at most %d nodes beyond those written", aliasSlack)
+			c.fail(at, path, "%s", aliasBombMessage)
 			return nil
 		}
 	}
@@ -231,8 +234,8 @@ func (c *converter) convert(n *yaml.Node, path string, at position, depth int, e
 			ip := at
 			if !expanding {
 				ip = nodePos(item)
+				c.record(p, ip)
 			}
-			c.record(p, ip)
 			list = append(list, c.convert(item, p, ip, depth+1, expanding))
 		}
 		return list
@@ -243,6 +246,10 @@ func (c *converter) convert(n *yaml.Node, path string, at position, depth int, e
 	return nil
 }
 
+// alias converts the node an alias refers to. Each anchor is converted once
+// and its value shared by every alias of it; each use still spends the
+// anchor's size from the budget and must fit under the depth limit, because
+// validation and encoding walk the expanded value.
 func (c *converter) alias(n *yaml.Node, path string, at position, depth int) any {
 	target := n.Alias
 	if target == nil {
@@ -255,10 +262,49 @@ func (c *converter) alias(n *yaml.Node, path string, at position, depth int) any
 			return nil
 		}
 	}
+	if e, ok := c.memo[target]; ok {
+		c.budget -= e.size
+		switch {
+		case c.budget < 0:
+			c.fail(at, path, "%s", aliasBombMessage)
+			return nil
+		case depth+e.height > c.maxDepth:
+			c.fail(at, path, "nesting is deeper than %d levels", c.maxDepth)
+			return nil
+		}
+		return e.value
+	}
 	c.active = append(c.active, target)
+	before := c.budget
 	v := c.convert(target, path, at, depth, true)
 	c.active = c.active[:len(c.active)-1]
+	if c.memo == nil {
+		c.memo = make(map[*yaml.Node]expansion)
+	}
+	c.memo[target] = expansion{value: v, size: before - c.budget, height: valueHeight(v)}
 	return v
+}
+
+// expansion is the converted value of an anchor, shared by its aliases.
+type expansion struct {
+	value  any
+	size   int // nodes in the expanded value
+	height int // levels of nesting below the value itself
+}
+
+func valueHeight(v any) int {
+	h := 0
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			h = max(h, 1+valueHeight(e))
+		}
+	case []any:
+		for _, e := range x {
+			h = max(h, 1+valueHeight(e))
+		}
+	}
+	return h
 }
 
 func isMergeKey(k *yaml.Node) bool {
@@ -293,7 +339,9 @@ func (c *converter) mapping(n *yaml.Node, path string, at position, depth int, e
 			c.problem(kp, p, "duplicate key %q%s", key, first)
 			continue
 		}
-		c.record(p, kp)
+		if !expanding {
+			c.record(p, kp)
+		}
 		m[key] = c.convert(v, p, kp, depth+1, expanding)
 	}
 	for _, mv := range merges {
@@ -304,7 +352,8 @@ func (c *converter) mapping(n *yaml.Node, path string, at position, depth int, e
 
 // merge applies a merge key ("<<: *base" or "<<: [*a, *b]"): keys of the
 // merged mappings that the mapping does not set itself are added, the first
-// mapping in a list winning over later ones.
+// mapping in a list winning over later ones. Added keys are placed at the
+// merge key's value.
 func (c *converter) merge(m map[string]any, v *yaml.Node, path string, at position, depth int, expanding bool) {
 	if c.fatal {
 		return
@@ -320,15 +369,7 @@ func (c *converter) merge(m map[string]any, v *yaml.Node, path string, at positi
 		sources = []*yaml.Node{v}
 	}
 	for _, s := range sources {
-		// Convert into positions of their own, and keep those of the keys
-		// that the merge adds: the mapping's own keys keep theirs.
-		outer := c.pos
-		if outer != nil {
-			c.pos = make(map[string]position)
-		}
-		val := c.convert(s, path, mp, depth, expanding || s.Kind == yaml.AliasNode)
-		inner := c.pos
-		c.pos = outer
+		val := c.convert(s, path, mp, depth, true)
 		if c.fatal {
 			return
 		}
@@ -337,21 +378,12 @@ func (c *converter) merge(m map[string]any, v *yaml.Node, path string, at positi
 			c.problem(mp, path, "a merge key (<<) needs a mapping or a list of mappings")
 			return
 		}
-		added := make(map[string]bool, len(sub))
 		for k, x := range sub {
 			if _, set := m[k]; !set {
 				m[k] = x
-				added[escapeToken(k)] = true
-			}
-		}
-		for p, at := range inner {
-			rest, ok := strings.CutPrefix(p, path+"/")
-			if !ok {
-				continue
-			}
-			top, _, _ := strings.Cut(rest, "/")
-			if added[top] {
-				outer[p] = at
+				if !expanding {
+					c.record(path+"/"+escapeToken(k), mp)
+				}
 			}
 		}
 	}
