@@ -1,0 +1,34 @@
+// Package talos renders what a Talos cluster needs from the Talos machinery
+// library: the cluster's secrets bundle, one machine config per role with the
+// operator's patches applied and validated, an admin kubeconfig and an admin
+// talosconfig.
+//
+// The secrets bundle is the only source of randomness. GenerateSecrets makes
+// it once per tenant; the caller keeps the bytes (in the tenant's TF state)
+// and passes them back on every later call. MachineConfig is then a pure
+// function of its input: the same ConfigInput gives byte-identical YAML, so a
+// rendered workspace changes only when the declared cluster changes.
+// Kubeconfig and Talosconfig issue a fresh client key on every call; their
+// certificates are signed by the bundle's CAs, which never change.
+//
+// Patches are applied in exactly the order given and exactly as given: the
+// package knows nothing of tenants, node groups or target roles. A patch that
+// cannot be loaded, cannot be applied, or leaves a config that the Talos
+// validator rejects comes back as a *PatchError that names the patch and
+// where it is declared.
+//
+// # Hostnames
+//
+// With the Talos 1.12 contract the generated config carries a separate
+// HostnameConfig document set to "auto: stable", and machine.network.hostname
+// must stay empty. A caller that wants a static hostname patches that
+// document, turning "auto" off in the same patch (HostnamePatch does this):
+//
+//	apiVersion: v1alpha1
+//	kind: HostnameConfig
+//	auto: "off"
+//	hostname: web-1
+//
+// The package holds cluster keys in memory only. It must not write files,
+// log rendered configs or secrets, or import the reconciler or the backend.
+package talos

@@ -1,0 +1,359 @@
+package talos
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch"
+	"github.com/siderolabs/go-pointer"
+	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+)
+
+// Machine roles, as NodeGroup manifests name them.
+const (
+	RoleControlPlane = "controlplane"
+	RoleWorker       = "worker"
+)
+
+// CNI choices for ConfigInput.CNI.
+const (
+	// CNIFlannel is the Talos default CNI; "" means the same.
+	CNIFlannel = "flannel"
+	// CNICilium disables the default CNI and kube-proxy (on control-plane
+	// configs), which Cilium replaces; the caller installs Cilium itself.
+	// A patch setting cluster.proxy.disabled to false brings kube-proxy back.
+	CNICilium = "cilium"
+	// CNINone disables the default CNI and nothing else.
+	CNINone = "none"
+)
+
+// Mode says how the machines boot, which decides what the Talos validator
+// asks of a config.
+type Mode int
+
+const (
+	// ModeCloud is for machines that boot an installed Talos image (cloud
+	// and VM images): the config needs no install disk. It is the default.
+	ModeCloud Mode = iota
+	// ModeMetal is for machines that boot an ISO or PXE image and install
+	// Talos to a disk: machine.install.disk or machine.install.diskSelector
+	// must be set, through ConfigInput.InstallDisk or a patch.
+	ModeMetal
+)
+
+// String returns "cloud" or "metal".
+func (m Mode) String() string {
+	if m == ModeMetal {
+		return "metal"
+	}
+	return "cloud"
+}
+
+// RequiresInstall reports whether the config must say where to install
+// Talos. Together with InContainer it lets a Mode serve as the Talos
+// validator's runtime mode.
+func (m Mode) RequiresInstall() bool { return m == ModeMetal }
+
+// InContainer reports false: RezusCloud machines are never containers.
+func (m Mode) InContainer() bool { return false }
+
+// Patch is one Talos machine config patch.
+type Patch struct {
+	// Name names the patch in errors, as the manifest names it.
+	Name string
+	// Patch is YAML (or JSON) text: a strategic merge patch, i.e. one or
+	// more config documents (partial v1alpha1 "machine:"/"cluster:"
+	// sections, or documents with apiVersion and kind), or a JSON 6902
+	// patch, i.e. a list of operations, whose paths address the v1alpha1
+	// document ("/machine/...", "/cluster/...").
+	Patch string
+	// Source is "file:line" of the patch in the manifests, for errors.
+	Source string
+}
+
+// ConfigInput is everything a machine config is made of.
+type ConfigInput struct {
+	ClusterName string // the tenant name
+	// ControlPlaneEndpoint is the https URL, with port, of the Kubernetes
+	// API, e.g. "https://10.0.0.10:6443".
+	ControlPlaneEndpoint string
+	KubernetesVersion    string // "1.34.1", with or without a leading v
+	TalosVersion         string // the node group's talosVersion, else the tenant's
+	// PodNetwork and ServiceNetwork are CIDRs; empty means the Talos
+	// defaults (10.244.0.0/16 and 10.96.0.0/12).
+	PodNetwork, ServiceNetwork []string
+	// CNI is "" or CNIFlannel (the Talos default), CNICilium or CNINone.
+	CNI  string
+	Role string // RoleControlPlane or RoleWorker
+	// Secrets is the bundle from GenerateSecrets.
+	Secrets []byte
+	// Patches are applied in the given order, each to the result of the
+	// ones before. RezusCloud documents this order: the tenant's
+	// spec.configPatches, ConfigPatch resources without a targetRole,
+	// ConfigPatch resources whose targetRole is Role, the node group's
+	// spec.configPatches. The caller chooses and orders them.
+	Patches []Patch
+	// Mode selects what validation asks for; ModeCloud by default.
+	Mode Mode
+	// InstallDisk sets machine.install.disk, e.g. "/dev/sda"; "" leaves it
+	// unset. ModeMetal needs it or a diskSelector patch.
+	InstallDisk string
+	// Now is the clock the config is generated with. The zero time means
+	// the creation time of the bundle's OS CA, which keeps output stable.
+	Now time.Time
+}
+
+// kubernetesVersionRE is a Kubernetes release as image tags name it,
+// without the leading v.
+var kubernetesVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+
+// MachineConfig generates the Talos machine config of one role, applies the
+// patches in order, validates the result with the Talos validator for
+// in.Mode, and returns it as YAML (several documents, without comments).
+// The same input always gives byte-identical output.
+//
+// A patch that cannot be loaded or applied, that changes machine.type, or
+// after which the config fails validation (and no later patch makes it pass)
+// gives a *PatchError naming that patch. Any other problem with the input
+// gives a plain error naming the field.
+func MachineConfig(in ConfigInput) ([]byte, error) {
+	cfg, err := machineConfig(in)
+	if err != nil {
+		return nil, err
+	}
+	out, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	if err != nil {
+		return nil, fmt.Errorf("encode machine config: %w", err)
+	}
+	return out, nil
+}
+
+func machineConfig(in ConfigInput) (coreconfig.Provider, error) {
+	cfg, err := generateBase(in)
+	if err != nil {
+		return nil, err
+	}
+	want := cfg.Machine().Type()
+	for _, p := range in.Patches {
+		cfg, err = applyPatch(cfg, p, want)
+		if err != nil {
+			return nil, &PatchError{Patch: p, Err: err}
+		}
+	}
+	verr := validate(cfg, in.Mode)
+	if verr == nil {
+		return cfg, nil
+	}
+	return nil, blame(in, verr)
+}
+
+// blame finds the patch after which the config became invalid for good:
+// the one after the last config that passed validation. It replays the
+// patches on a fresh config, because merging can modify values that earlier
+// configs share.
+func blame(in ConfigInput, verr error) error {
+	last := -1 // patches applied to the last valid config; -1 when none was
+	cfg, err := generateBase(in)
+	if err == nil && validate(cfg, in.Mode) == nil {
+		last = 0
+	}
+	for i, p := range in.Patches {
+		if err != nil {
+			break
+		}
+		cfg, err = applyPatch(cfg, p, cfg.Machine().Type())
+		if err == nil && validate(cfg, in.Mode) == nil {
+			last = i + 1
+		}
+	}
+	if last >= 0 && last < len(in.Patches) {
+		return &PatchError{Patch: in.Patches[last], Err: fmt.Errorf("config is invalid after this patch: %s", flattenError(verr))}
+	}
+	return fmt.Errorf("machine config for %s: invalid: %s", in.Role, flattenError(verr))
+}
+
+// generateBase generates the config of in.Role before any patch.
+func generateBase(in ConfigInput) (coreconfig.Provider, error) {
+	var typ machine.Type
+	switch in.Role {
+	case RoleControlPlane:
+		typ = machine.TypeControlPlane
+	case RoleWorker:
+		typ = machine.TypeWorker
+	default:
+		return nil, fmt.Errorf("%w, not %q", errNoRole, in.Role)
+	}
+	if in.ClusterName == "" {
+		return nil, errors.New("cluster name: empty")
+	}
+	if in.ControlPlaneEndpoint == "" {
+		return nil, errors.New("control plane endpoint: empty")
+	}
+	contract, err := parseContract(in.TalosVersion)
+	if err != nil {
+		return nil, err
+	}
+	k8s := strings.TrimPrefix(in.KubernetesVersion, "v")
+	if !kubernetesVersionRE.MatchString(k8s) {
+		return nil, fmt.Errorf("kubernetes version %q: not of the form 1.34.1", in.KubernetesVersion)
+	}
+	if err := CheckVersions(in.TalosVersion, k8s); err != nil {
+		return nil, err
+	}
+	bundle, err := ParseSecrets(in.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	now := in.Now
+	if now.IsZero() {
+		ca, err := bundle.Certs.OS.GetCert()
+		if err != nil {
+			return nil, fmt.Errorf("secrets bundle: OS CA: %w", err)
+		}
+		now = ca.NotBefore
+	}
+	bundle.Clock = secrets.NewFixedClock(now)
+
+	opts := []generate.Option{
+		generate.WithVersionContract(contract),
+		generate.WithSecretsBundle(bundle),
+	}
+	if in.InstallDisk != "" {
+		opts = append(opts, generate.WithInstallDisk(in.InstallDisk))
+	}
+	disableProxy := false
+	switch in.CNI {
+	case "", CNIFlannel:
+	case CNICilium:
+		opts = append(opts, generate.WithClusterCNIConfig(&v1alpha1.CNIConfig{CNIName: constants.NoneCNI}))
+		disableProxy = true
+	case CNINone:
+		opts = append(opts, generate.WithClusterCNIConfig(&v1alpha1.CNIConfig{CNIName: constants.NoneCNI}))
+	default:
+		return nil, fmt.Errorf("cni %q: want %q, %q or %q", in.CNI, CNIFlannel, CNICilium, CNINone)
+	}
+	gen, err := generate.NewInput(in.ClusterName, in.ControlPlaneEndpoint, k8s, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("machine config for %s: %w", in.Role, err)
+	}
+	if len(in.PodNetwork) > 0 {
+		gen.PodNet = slices.Clone(in.PodNetwork)
+	}
+	if len(in.ServiceNetwork) > 0 {
+		gen.ServiceNet = slices.Clone(in.ServiceNetwork)
+	}
+	cfg, err := gen.Config(typ)
+	if err != nil {
+		return nil, fmt.Errorf("machine config for %s: %w", in.Role, err)
+	}
+	if disableProxy {
+		if proxy := cfg.RawV1Alpha1().ClusterConfig.ProxyConfig; proxy != nil {
+			proxy.Disabled = pointer.To(true)
+		}
+	}
+	return cfg, nil
+}
+
+// applyPatch loads one patch and applies it to cfg, and checks that the
+// result is still a config of machine type want. A JSON 6902 patch applies
+// to the v1alpha1 document (the machine and cluster sections); the other
+// documents stay as they are. The patch is operator input handed to a
+// third-party library, so a panic there becomes an error about the patch.
+func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched coreconfig.Provider, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			patched, err = nil, fmt.Errorf("the Talos config library failed on this patch: %v", r)
+		}
+	}()
+	if strings.TrimSpace(p.Patch) == "" {
+		return nil, errors.New("load: patch is empty")
+	}
+	loaded, err := configpatcher.LoadPatch([]byte(p.Patch))
+	if err != nil {
+		return nil, fmt.Errorf("load: %s", flattenError(err))
+	}
+	switch lp := loaded.(type) {
+	case jsonpatch.Patch:
+		patched, err = applyJSON6902(cfg, lp)
+	case configpatcher.StrategicMergePatch:
+		patched, err = configpatcher.StrategicMerge(cfg, lp)
+	default:
+		err = fmt.Errorf("load: unknown patch type %T", loaded)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("apply: %s", flattenError(err))
+	}
+	v1 := patched.RawV1Alpha1()
+	if v1 == nil || v1.MachineConfig == nil {
+		return nil, errors.New("apply: removes the machine section of the config")
+	}
+	if got := patched.Machine().Type(); got != want {
+		return nil, fmt.Errorf("changes machine.type from %s to %q; a node group's role decides the type", want, v1.MachineConfig.MachineType)
+	}
+	return patched, nil
+}
+
+// applyJSON6902 applies a JSON 6902 patch to the v1alpha1 document of cfg.
+func applyJSON6902(cfg coreconfig.Provider, p jsonpatch.Patch) (coreconfig.Provider, error) {
+	return cfg.PatchV1Alpha1(func(v1 *v1alpha1.Config) error {
+		doc, err := encoder.NewEncoder(v1, encoder.WithComments(encoder.CommentsDisabled)).Encode()
+		if err != nil {
+			return err
+		}
+		doc, err = configpatcher.JSON6902(doc, p)
+		if err != nil {
+			return err
+		}
+		loaded, err := configloader.NewFromBytes(doc)
+		if err != nil {
+			return err
+		}
+		if len(loaded.Documents()) != 1 || loaded.RawV1Alpha1() == nil {
+			return errors.New("the patched document is no longer a v1alpha1 config")
+		}
+		*v1 = *loaded.RawV1Alpha1()
+		return nil
+	})
+}
+
+// validate runs the Talos validator, plus checks of values that Talos
+// leaves to the running machine to reject: the pod and service subnets and
+// the scheme of the control plane endpoint.
+func validate(cfg coreconfig.Provider, mode Mode) error {
+	_, err := cfg.Validate(mode)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if c := cfg.RawV1Alpha1(); c != nil && c.ClusterConfig != nil && c.ClusterConfig.ClusterNetwork != nil {
+		n := c.ClusterConfig.ClusterNetwork
+		errs = append(errs, checkSubnets("cluster.network.podSubnets", n.PodSubnet), checkSubnets("cluster.network.serviceSubnets", n.ServiceSubnet))
+	}
+	if ep := cfg.Cluster().Endpoint(); ep != nil && ep.Scheme != "https" {
+		errs = append(errs, fmt.Errorf("cluster.controlPlane.endpoint: %q is not an https URL", ep.String()))
+	}
+	return errors.Join(errs...)
+}
+
+func checkSubnets(field string, cidrs []string) error {
+	var errs []error
+	for i, cidr := range cidrs {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %q is not a CIDR", field, i, cidr))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,95 @@
+package talos
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"go.yaml.in/yaml/v4"
+)
+
+// GenerateSecrets creates a new secrets bundle for a cluster running
+// talosVersion ("1.12.6", with or without a leading v): the cluster's CAs
+// (valid ten years from now), service-account key, bootstrap and trustd
+// tokens and the cluster identity. Every call gives new secrets.
+//
+// The bundle is encoded as YAML in the format `talosctl gen secrets`
+// writes, so an operator can use it with talosctl too. The encoding of a
+// given bundle is deterministic.
+func GenerateSecrets(talosVersion string, now time.Time) ([]byte, error) {
+	contract, err := parseContract(talosVersion)
+	if err != nil {
+		return nil, err
+	}
+	bundle, err := secrets.NewBundle(secrets.NewFixedClock(now), contract)
+	if err != nil {
+		return nil, fmt.Errorf("generate secrets: %w", err)
+	}
+	return encodeSecrets(bundle)
+}
+
+// ParseSecrets decodes and checks a bundle made by GenerateSecrets (or by
+// `talosctl gen secrets`). Unknown fields, missing parts and certificates or
+// keys that do not parse are errors. The returned bundle's Clock is the
+// system clock; set a fixed one before issuing certificates from it when the
+// time matters.
+func ParseSecrets(b []byte) (*secrets.Bundle, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("secrets bundle: empty")
+	}
+	bundle := &secrets.Bundle{}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(bundle); err != nil {
+		return nil, fmt.Errorf("secrets bundle: %s", flattenError(err))
+	}
+	bundle.Clock = secrets.NewClock()
+	if err := bundle.Validate(); err != nil {
+		return nil, fmt.Errorf("secrets bundle: %s", flattenError(err))
+	}
+	return bundle, nil
+}
+
+// CACertificates returns the PEM-encoded certificates of the bundle's
+// Kubernetes CA and OS (Talos API) CA, for clients that must trust them.
+func CACertificates(secretsBundle []byte) (kubernetesCA, osCA []byte, err error) {
+	bundle, err := ParseSecrets(secretsBundle)
+	if err != nil {
+		return nil, nil, err
+	}
+	return bytes.Clone(bundle.Certs.K8s.Crt), bytes.Clone(bundle.Certs.OS.Crt), nil
+}
+
+func encodeSecrets(bundle *secrets.Bundle) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(4)
+	if err := enc.Encode(bundle); err != nil {
+		return nil, fmt.Errorf("encode secrets: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encode secrets: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// newestContract is the newest Talos version this build's machinery can
+// generate configs for. Config generation is backwards compatible only.
+var newestContract = config.TalosVersion1_12
+
+func parseContract(talosVersion string) (*config.VersionContract, error) {
+	if talosVersion == "" {
+		return nil, errors.New("talos version: empty")
+	}
+	contract, err := config.ParseContractFromVersion(talosVersion)
+	if err != nil {
+		return nil, fmt.Errorf("talos version %q: not of the form 1.12.6", talosVersion)
+	}
+	if contract.Greater(newestContract) {
+		return nil, fmt.Errorf("talos version %q: newer than %s, the newest this build can render", talosVersion, newestContract)
+	}
+	return contract, nil
+}
