@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"sigs.k8s.io/yaml"
 	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
@@ -16,7 +17,7 @@ import (
 // YAML. It works on the decoded value, so that it runs (and reports) even
 // where the schema found other problems; a field of the wrong type is left
 // to the schema's problem.
-func checkDocument(d *document, obj map[string]any, maxDepth int) []Problem {
+func checkDocument(d *document, obj map[string]any, checkPatch func(string) string) []Problem {
 	var problems []Problem
 	if d.kind == KindTenant {
 		if s, ok := lookup(obj, "/spec/controlPlaneEndpoint").(string); ok {
@@ -29,7 +30,7 @@ func checkDocument(d *document, obj map[string]any, maxDepth int) []Problem {
 	if d.kind != KindConfigPatch {
 		problems = append(problems, checkPatchNames(d, obj)...)
 	}
-	return append(problems, preparePatches(d, obj, maxDepth)...)
+	return append(problems, preparePatches(d, obj, checkPatch)...)
 }
 
 // canonicalize puts versions and networks of a checked object in canonical
@@ -147,13 +148,16 @@ func checkPatchNames(d *document, obj map[string]any) []Problem {
 // a patch written as a string must be YAML, and one written as a mapping is
 // replaced by its YAML text (keys sorted), so that every patch reaches the
 // Go types as text.
-func preparePatches(d *document, obj map[string]any, maxDepth int) []Problem {
+func preparePatches(d *document, obj map[string]any, checkPatch func(string) string) []Problem {
 	var problems []Problem
 	do := func(holder map[string]any, path string) {
 		switch v := holder["patch"].(type) {
 		case string:
-			if v != "" { // an empty string is the schema's problem
-				problems = append(problems, checkPatchText(d, path, v, maxDepth)...)
+			if v == "" { // an empty string is the schema's problem
+				return
+			}
+			if msg := checkPatch(v); msg != "" {
+				problems = append(problems, d.problem(path, "%s", msg))
 			}
 		case map[string]any:
 			text, err := yaml.Marshal(v)
@@ -180,31 +184,57 @@ func preparePatches(d *document, obj map[string]any, maxDepth int) []Problem {
 
 // checkPatchText checks that a patch given as text is YAML: one or more
 // documents, each a mapping (a strategic merge patch) or a list (JSON 6902
-// operations), within the same guards as manifests.
-func checkPatchText(d *document, path, text string, maxDepth int) []Problem {
+// operations), within the same guards as manifests. It returns what is
+// wrong, or "".
+func checkPatchText(text string, maxDepth int) string {
 	docs, err := parseDocuments([]byte(text))
 	if err != nil {
 		p := syntaxProblem("", []byte(text), err)
-		where := ""
 		if p.Line > 0 {
-			where = fmt.Sprintf(" (line %d of the patch)", p.Line)
+			return fmt.Sprintf("patch is not valid YAML: %s (line %d of the patch)", p.Message, p.Line)
 		}
-		return []Problem{d.problem(path, "patch is not valid YAML: %s%s", p.Message, where)}
+		return "patch is not valid YAML: " + p.Message
 	}
 	if len(docs) == 0 {
-		return []Problem{d.problem(path, "patch is empty")}
+		return "patch is empty"
 	}
 	for _, doc := range docs {
 		root := doc.Content[0]
 		if root.Kind != yamlv3.MappingNode && root.Kind != yamlv3.SequenceNode {
-			return []Problem{d.problem(path, "patch must be a YAML mapping (a strategic merge patch) or a list (JSON 6902 operations), not a %s", describeNode(root))}
+			return "patch must be a YAML mapping (a strategic merge patch) or a list (JSON 6902 operations), not a " + describeNode(root)
 		}
 		conv := newConverter("", maxDepth, root, false)
 		conv.convert(root, "", nodePos(root), 0, false)
 		if len(conv.problems) > 0 {
 			p := conv.problems[0]
-			return []Problem{d.problem(path, "patch: %s (line %d of the patch)", p.Message, p.Line)}
+			return fmt.Sprintf("patch: %s (line %d of the patch)", p.Message, p.Line)
 		}
 	}
-	return nil
+	return ""
+}
+
+// patchChecker remembers what checkPatchText said about each patch text, so
+// that a patch repeated across tenants is parsed once per Load. It is safe
+// for concurrent use.
+type patchChecker struct {
+	maxDepth int
+	mu       sync.Mutex
+	seen     map[string]string
+}
+
+func (c *patchChecker) check(text string) string {
+	c.mu.Lock()
+	msg, ok := c.seen[text]
+	c.mu.Unlock()
+	if ok {
+		return msg
+	}
+	msg = checkPatchText(text, c.maxDepth)
+	c.mu.Lock()
+	if c.seen == nil {
+		c.seen = make(map[string]string)
+	}
+	c.seen[text] = msg
+	c.mu.Unlock()
+	return msg
 }

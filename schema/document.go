@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -142,7 +141,7 @@ func (l *loader) loadDocument(file string, n *yaml.Node) (*document, []Problem, 
 			}
 		}
 	}
-	problems = append(problems, checkDocument(d, obj, l.opts.MaxDepth)...)
+	problems = append(problems, checkDocument(d, obj, l.patches.check)...)
 	if len(problems) > 0 {
 		return d, problems, false
 	}
@@ -239,27 +238,4 @@ func unescapeToken(t string) string {
 	}
 	t = strings.ReplaceAll(t, "~1", "/")
 	return strings.ReplaceAll(t, "~0", "~")
-}
-
-// decodeKind turns a validated document into its Go type.
-func decodeKind(kind string, obj map[string]any) (any, error) {
-	data, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	var v any
-	switch kind {
-	case KindTenant:
-		v = new(Tenant)
-	case KindNodeGroup:
-		v = new(NodeGroup)
-	case KindConfigPatch:
-		v = new(ConfigPatch)
-	default:
-		return nil, fmt.Errorf("unknown kind %s", kind)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return nil, err
-	}
-	return v, nil
 }

@@ -94,7 +94,7 @@ func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("compile manifest schemas: %w", err)
 	}
-	l := &loader{fsys: fsys, opts: o, kinds: kinds}
+	l := &loader{fsys: fsys, opts: o, kinds: kinds, patches: &patchChecker{maxDepth: o.MaxDepth}}
 	files := l.collect(root)
 	results := l.process(files)
 	for _, r := range results {
@@ -116,6 +116,7 @@ type loader struct {
 	kinds    map[string]*kindSchema
 	problems []Problem
 	skipped  int
+	patches  *patchChecker
 }
 
 // manifestFile is a file read from the tree, not yet parsed.
