@@ -278,11 +278,17 @@ func (h *StateHandler) post(w http.ResponseWriter, r *http.Request, name string)
 	w.WriteHeader(http.StatusOK)
 }
 
-// readBody reads a request body of at most limit bytes; a larger one is a
-// 413.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	body, _, err := readBodyMD5(r, limit, false)
-	return body, err
+// readChecked reads a request body of at most limit bytes (a larger one is
+// a 413) and checks it against its Content-MD5 header, if any.
+func readChecked(r *http.Request, limit int64) ([]byte, error) {
+	body, sum, err := readBodyMD5(r, limit, r.Header.Get("Content-MD5") != "")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := checkMD5(r, sum); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 // readBodyMD5 reads a request body of at most limit bytes and, if withMD5,
@@ -375,7 +381,7 @@ func (h *StateHandler) lock(w http.ResponseWriter, r *http.Request, name string)
 	if !ok {
 		return
 	}
-	body, err := readBody(r, maxLockBody)
+	body, err := readChecked(r, maxLockBody)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -414,7 +420,7 @@ func (h *StateHandler) unlock(w http.ResponseWriter, r *http.Request, name strin
 	if !ok {
 		return
 	}
-	body, err := readBody(r, maxLockBody)
+	body, err := readChecked(r, maxLockBody)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -500,7 +506,12 @@ func (h *StateHandler) versions(w http.ResponseWriter, r *http.Request, name str
 func (h *StateHandler) writeErr(w http.ResponseWriter, r *http.Request, name string, err error) {
 	var le *lockedError
 	if errors.As(err, &le) {
-		h.log.Info("state lock conflict", "state", name, "method", r.Method, "detail", le.Error())
+		if age := h.now().Sub(le.lock.Created); h.opts.StaleLockAge > 0 && age > h.opts.StaleLockAge {
+			h.log.Warn("state lock conflict with a stale lock; an admin token can force-unlock it", "state", name, "method", r.Method,
+				"lock", le.lock.ID, "holder", le.lock.Token, "age", age.Round(time.Second), "detail", le.Error())
+		} else {
+			h.log.Info("state lock conflict", "state", name, "method", r.Method, "detail", le.Error())
+		}
 		body := le.lock.holderInfo()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))

@@ -261,6 +261,10 @@ func TestStateLockUnlock(t *testing.T) {
 		t.Errorf("holder info lost the holder's Who: %s", body)
 	}
 
+	code, body = ts.do(t, req{method: "LOCK", path: "/tfstate/t1", token: "editor2", body: lockJSON("lock-2", "bob@host"),
+		header: map[string]string{"Content-MD5": "1B2M2Y8AsgTpgAmY7PhCfg=="}})
+	wantCode(t, "LOCK with a wrong Content-MD5", code, body, http.StatusBadRequest)
+
 	for _, bad := range [][]byte{nil, []byte("{"), []byte(`{"ID":""}`), []byte(`[1]`)} {
 		code, body = do("LOCK", "editor2", bad, "")
 		wantCode(t, fmt.Sprintf("LOCK with body %q", bad), code, body, http.StatusBadRequest)
@@ -441,6 +445,9 @@ func TestStateStaleLockAndRestart(t *testing.T) {
 	code, body = ts2.do(t, req{method: "LOCK", path: "/tfstate/s", body: lockJSON("other", "bob@host")})
 	wantCode(t, "LOCK of a stale lock", code, body, http.StatusLocked)
 	wantHolder(t, body, "lk", "editor")
+	if !strings.Contains(ts2.logs.String(), "stale lock; an admin token can force-unlock it") {
+		t.Errorf("a conflict with a stale lock is not logged as such:\n%s", ts2.logs.String())
+	}
 }
 
 func TestStateFailPostHook(t *testing.T) {
@@ -516,8 +523,11 @@ func TestServerGracefulShutdown(t *testing.T) {
 		resp.Body.Close()
 		result <- resp.StatusCode
 	}()
-	// Half the body is sent; shut down while the request is in flight.
+	// Half the body is sent and the handler is reading the rest; shut down
+	// while the request is in flight. (The pause lets the server accept
+	// the connection: one still in the listen backlog is not in flight.)
 	pw.Write(state[:len(state)/2])
+	time.Sleep(100 * time.Millisecond)
 	stopped := make(chan error, 1)
 	go func() { stopped <- ts.stop() }()
 	time.Sleep(100 * time.Millisecond)
