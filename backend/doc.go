@@ -2,4 +2,42 @@
 // Terraform HTTP state backend, authentication by tokens and the read-only
 // API. It must not import reconciler or render; where the API has to set
 // something in motion it calls a small interface declared here.
+//
+// # Store
+//
+// Open opens one bbolt file in the data dir (dir 0700, file 0600); all
+// access goes through Store.View and Store.Update. Resources are JSON
+// objects keyed by kind and name (Tx.Get, Tx.List, Tx.Put, Tx.Delete);
+// every change takes the next resourceVersion of one global sequence, and
+// hooks registered with Store.OnCommit receive the changes after each
+// commit. TF states, their history and their locks live in buckets of
+// their own and are reached through the state backend.
+//
+// # State backend
+//
+// StateHandler speaks the protocol of tofu's http backend on
+// /tfstate/{name}: GET, POST (?ID= while locked), DELETE, LOCK and
+// UNLOCK. Stored bytes round-trip untouched, OpenTofu-encrypted state
+// included; the backend does no crypto. A POST whose lineage differs from
+// the stored one, or whose serial is lower, is refused with 409. Every
+// POST keeps the previous version (50 by default), listed by
+// /api/v1/tfstate/{name}/versions and served by GET ?version=N to admins.
+// Locks record the token that took them; one older than the stale-lock
+// age is reported, never broken. A POST is one bbolt transaction, so a
+// crash leaves the old version or the new one.
+//
+// # Authentication
+//
+// Tokens come from a tokens file of `NAME ROLE SHA256-HEX` lines (see
+// NewToken) or are minted in memory by Tokens.Ephemeral. Requests carry
+// them as HTTP basic auth (user = token name) or as a bearer token; roles
+// are view < edit < admin. Without a tokens file every request is allowed
+// as an admin, and Server refuses to listen on anything but loopback.
+// Secrets are compared in constant time and never logged.
+//
+// # Server
+//
+// Server puts these together behind the request log with /healthz,
+// /readyz and /version; Server.Handle mounts further handlers behind
+// authentication. Error bodies use the shapes of package api.
 package backend
