@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 )
@@ -219,6 +220,33 @@ func TestTFStateKillMidPost(t *testing.T) {
 		}
 	}
 	t.Logf("after %d kills: %v", rounds, outcomes)
+
+	// SIGHUP reloads the tokens file.
+	tok, line, err := backend.NewToken("carol", backend.RoleView)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := tfsRequest(t, p.url, "GET", "/tfstate/big", "carol", tok, nil); code != http.StatusUnauthorized {
+		t.Fatalf("carol before she is in the tokens file: %d, want 401", code)
+	}
+	f, err := os.OpenFile(tokensFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, line)
+	f.Close()
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := tfsRequest(t, p.url, "GET", "/tfstate/big", "carol", tok, nil)
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("carol after SIGHUP: %d, want 200\n%s", code, p.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	// SIGTERM stops the server cleanly.
 	p.cmd.Process.Signal(syscall.SIGTERM)
