@@ -198,12 +198,13 @@ func checkPatchText(text string, maxDepth int) string {
 	if len(docs) == 0 {
 		return "patch is empty"
 	}
+	budget := aliasBudget(docs)
 	for _, doc := range docs {
 		root := doc.Content[0]
 		if root.Kind != yamlv3.MappingNode && root.Kind != yamlv3.SequenceNode {
 			return "patch must be a YAML mapping (a strategic merge patch) or a list (JSON 6902 operations), not a " + describeNode(root)
 		}
-		conv := newConverter("", maxDepth, root, false)
+		conv := newConverter("", maxDepth, budget, false)
 		conv.convert(root, "", nodePos(root), 0, false)
 		if len(conv.problems) > 0 {
 			p := conv.problems[0]

@@ -3,14 +3,48 @@
 //
 // It holds the Go types of every kind (Tenant, NodeGroup and ConfigPatch, which
 // operators declare in git, and Machine, Provider and Commit, which only the API
-// serves), the JSON Schemas of the declarable kinds (embedded in the binary and
-// kept as plain files for editors), and Load, which reads a tree of YAML
-// manifests, validates it and returns either the complete desired state or every
-// problem it found, each with file, line, column and JSON path.
+// serves), the JSON Schemas of the declarable kinds (embedded in the binary,
+// see Files, and kept as plain files for editors), and Load, which reads a tree
+// of YAML manifests, validates it and returns either the complete desired state
+// or every problem it found, each with file, line, column and JSON path.
 //
 // Load never returns a partial desired state: a tree with any problem yields no
 // desired state at all, so that a typing mistake can never look like the
 // deletion of what it was meant to declare.
+//
+// # Manifest rules
+//
+// Beyond its JSON Schema, Load holds manifests to these rules:
+//
+//   - Files: every *.yaml and *.yml under the root, in sorted path order.
+//     Names starting with "." (files and directories, such as .git) are
+//     skipped. Symbolic links are never followed: one with a manifest's name,
+//     or one to a directory, is a problem, worded differently when it leaves
+//     the tree. Other non-regular files with a manifest's name are problems,
+//     and are never opened. An empty file, or one of only comments, is a
+//     problem: it is more likely a truncated write than an intent.
+//   - Documents: a file may hold several, separated by "---". Every document
+//     needs an apiVersion. Documents of other apiVersions are skipped
+//     and counted; Tenant, NodeGroup or ConfigPatch under another apiVersion,
+//     any other rezuscloud.io version, and an unknown kind under
+//     rezuscloud.io/v1 are problems, each with its own message.
+//   - YAML: UTF-8 only; tabs in indentation, duplicate keys and keys that are
+//     not strings are problems. Aliases and merge keys (<<) work, but may
+//     expand a file by at most 10,000 nodes beyond those written in it, which
+//     stops "billion laughs" documents at once.
+//   - Names are DNS-1123 labels. Tenant names are unique; node group and
+//     config patch names are unique within their tenant, and so are the
+//     names in a spec.configPatches list.
+//   - Versions (kubernetesVersion, talosVersion) are x.y.z with an optional
+//     leading "v", which Load drops.
+//   - podNetwork and serviceNetwork hold CIDRs whose host bits are zero and
+//     none of which overlaps another; Load writes them in canonical form.
+//   - controlPlaneEndpoint is an https URL with a port and nothing after it.
+//   - A patch is YAML text (one or more documents, each a mapping or a list)
+//     or a mapping written in place, which Load turns into YAML text with
+//     sorted keys.
+//   - Limits (Options): 1 MiB per file, 64 MiB per tree, nesting 100 deep.
+//     At most 100 problems are reported per file, with a count of the rest.
 //
 // The package knows nothing of what happens to the desired state afterwards: it
 // must not import sources, render, reconciler or backend.

@@ -71,10 +71,10 @@ func isOneOf(s string, list []string) bool {
 	return false
 }
 
-// loadDocument checks one document. It returns the document when it is of
+// loadDocument checks one document, spending the file's alias budget. It returns the document when it is of
 // our kinds (with obj set when it has no problem), its problems, and whether
 // it was skipped as belonging to another apiVersion.
-func (l *loader) loadDocument(file string, n *yaml.Node) (*document, []Problem, bool) {
+func (l *loader) loadDocument(file string, n *yaml.Node, budget *int) (*document, []Problem, bool) {
 	root := n
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
@@ -113,7 +113,7 @@ func (l *loader) loadDocument(file string, n *yaml.Node) (*document, []Problem, 
 		return nil, nil, true
 	}
 
-	conv := newConverter(file, l.opts.MaxDepth, root, true)
+	conv := newConverter(file, l.opts.MaxDepth, budget, true)
 	conv.record("", start)
 	value := conv.convert(root, "", start, 0, false)
 	problems := conv.problems

@@ -364,8 +364,9 @@ func (l *loader) loadFile(f manifestFile) (r *fileResult) {
 		r.problems = append(r.problems, Problem{File: f.name, Line: 1, Column: 1, Message: "file holds no YAML document; an empty manifest file is most likely a mistake (remove the file to declare nothing)"})
 		return r
 	}
+	budget := aliasBudget(docs)
 	for _, n := range docs {
-		doc, problems, skipped := l.loadDocument(f.name, n)
+		doc, problems, skipped := l.loadDocument(f.name, n, budget)
 		r.problems = append(r.problems, problems...)
 		if skipped {
 			r.skipped++

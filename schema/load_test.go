@@ -632,3 +632,32 @@ func TestLoadProblemsCapped(t *testing.T) {
 		t.Errorf("the other file's problem is missing: %s", ps[101])
 	}
 }
+
+// TestLoadAliasAcrossDocuments: anchors stay defined from one document to
+// the next, so many small documents that each expand one large anchor must
+// exhaust the file's budget, not get a fresh one each.
+func TestLoadAliasAcrossDocuments(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: example.com/v1\nkind: Data\nbig: &big\n")
+	// 8,001 nodes: one document alone may expand it, many may not.
+	for i := range 4000 {
+		fmt.Fprintf(&b, "  k%d: v\n", i)
+	}
+	for i := range 5000 {
+		fmt.Fprintf(&b, "---\napiVersion: rezuscloud.io/v1\nkind: Tenant\nmetadata: {name: t%d, labels: *big}\n", i)
+	}
+	start := time.Now()
+	d, err := Load(mapFS(map[string]string{"t.yaml": b.String()}), ".", nil)
+	elapsed := time.Since(start)
+	ps := problemsOf(t, d, err)
+	found := false
+	for _, p := range ps {
+		found = found || strings.Contains(p.Message, "aliases expand to too many nodes")
+	}
+	if !found {
+		t.Errorf("no alias budget problem among %d problems: %v", len(ps), ps[:min(len(ps), 5)])
+	}
+	if elapsed > 2*time.Second {
+		t.Errorf("took %v", elapsed)
+	}
+}

@@ -13,12 +13,12 @@ import (
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
 
-// aliasSlack is how many nodes alias expansion may add to a document beyond
+// aliasSlack is how many nodes alias expansion may add to a file beyond
 // the number of nodes written in it. Real manifests use a few small anchors;
 // a "billion laughs" document needs far more.
 const aliasSlack = 10000
 
-var aliasBombMessage = fmt.Sprintf("YAML aliases expand to too many nodes (a \"billion laughs\" document?): aliases may add at most %d nodes beyond those written", aliasSlack)
+var aliasBombMessage = fmt.Sprintf("YAML aliases expand to too many nodes (a \"billion laughs\" document?): aliases may add no more nodes than the file writes out, plus %d", aliasSlack)
 
 // position is a 1-based line and column in a file.
 type position struct{ line, col int }
@@ -154,7 +154,7 @@ func indentTab(data []byte, line int) (int, int, bool) {
 type converter struct {
 	file     string
 	maxDepth int
-	budget   int // nodes that alias expansion may still add
+	budget   *int // nodes that alias expansion may still add, shared by the documents of a file
 	pos      map[string]position
 	problems []Problem
 	fatal    bool         // a guard tripped: the value is incomplete
@@ -162,12 +162,26 @@ type converter struct {
 	memo     map[*yaml.Node]expansion
 }
 
-func newConverter(file string, maxDepth int, root *yaml.Node, withPositions bool) *converter {
-	c := &converter{file: file, maxDepth: maxDepth, budget: countNodes(root) + aliasSlack}
+// newConverter returns a converter that spends budget. Give every document
+// of a file the same budget, of aliasBudget(docs): anchors stay defined from
+// one document to the next, so a budget per document would let many small
+// documents each expand one large anchor.
+func newConverter(file string, maxDepth int, budget *int, withPositions bool) *converter {
+	c := &converter{file: file, maxDepth: maxDepth, budget: budget}
 	if withPositions {
 		c.pos = make(map[string]position, 32)
 	}
 	return c
+}
+
+// aliasBudget is how many nodes alias expansion may add to the documents of
+// a file: as many as are written in them, plus aliasSlack.
+func aliasBudget(docs []*yaml.Node) *int {
+	n := aliasSlack
+	for _, d := range docs {
+		n += countNodes(d)
+	}
+	return &n
 }
 
 // countNodes counts the nodes written in a tree, not following aliases.
@@ -211,8 +225,8 @@ func (c *converter) convert(n *yaml.Node, path string, at position, depth int, e
 		return nil
 	}
 	if expanding {
-		c.budget--
-		if c.budget < 0 {
+		*c.budget--
+		if *c.budget < 0 {
 			c.fail(at, path, "%s", aliasBombMessage)
 			return nil
 		}
@@ -263,9 +277,9 @@ func (c *converter) alias(n *yaml.Node, path string, at position, depth int) any
 		}
 	}
 	if e, ok := c.memo[target]; ok {
-		c.budget -= e.size
+		*c.budget -= e.size
 		switch {
-		case c.budget < 0:
+		case *c.budget < 0:
 			c.fail(at, path, "%s", aliasBombMessage)
 			return nil
 		case depth+e.height > c.maxDepth:
@@ -275,13 +289,13 @@ func (c *converter) alias(n *yaml.Node, path string, at position, depth int) any
 		return e.value
 	}
 	c.active = append(c.active, target)
-	before := c.budget
+	before := *c.budget
 	v := c.convert(target, path, at, depth, true)
 	c.active = c.active[:len(c.active)-1]
 	if c.memo == nil {
 		c.memo = make(map[*yaml.Node]expansion)
 	}
-	c.memo[target] = expansion{value: v, size: before - c.budget, height: valueHeight(v)}
+	c.memo[target] = expansion{value: v, size: before - *c.budget, height: valueHeight(v)}
 	return v
 }
 
@@ -393,7 +407,7 @@ func (c *converter) merge(m map[string]any, v *yaml.Node, path string, at positi
 // that is a mapping or a list is a problem.
 func (c *converter) key(k *yaml.Node, path string, at position) (string, bool) {
 	if k.Kind == yaml.AliasNode && k.Alias != nil {
-		c.budget--
+		*c.budget--
 		k = k.Alias
 	}
 	if k.Kind != yaml.ScalarNode {
