@@ -15,6 +15,7 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -659,5 +660,14 @@ func TestLoadAliasAcrossDocuments(t *testing.T) {
 	}
 	if elapsed > 2*time.Second {
 		t.Errorf("took %v", elapsed)
+	}
+}
+
+func TestLoadLongInputInMessages(t *testing.T) {
+	long := "http://" + strings.Repeat("é", 5000)
+	d, err := Load(mapFS(map[string]string{"t.yaml": strings.Replace(validTenant, "https://prod.example.internal:6443", long, 1)}), ".", nil)
+	p := wantOneProblem(t, d, err, "t.yaml", "\"http://éé")
+	if len(p.Message) > maxMessageLength || !strings.HasSuffix(p.Message, "...") || !utf8.ValidString(p.Message) {
+		t.Errorf("message of %d bytes: %.80q", len(p.Message), p.Message)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Problem is one thing wrong with the manifests, located as precisely as the
@@ -78,9 +79,16 @@ func compareProblems(a, b Problem) int {
 // hostile or badly broken file cannot flood a commit's status.
 const maxProblemsPerFile = 100
 
+// maxMessageLength bounds a problem's message, which may quote the input.
+const maxMessageLength = 512
+
 // capProblems keeps at most maxProblemsPerFile problems of each file of the
-// sorted list ps, and says how many more there were.
+// sorted list ps, and says how many more there were. It also shortens
+// messages beyond maxMessageLength.
 func capProblems(ps []Problem) []Problem {
+	for i := range ps {
+		ps[i].Message = shorten(ps[i].Message, maxMessageLength)
+	}
 	out := ps[:0:0]
 	for i := 0; i < len(ps); {
 		j := i
@@ -103,4 +111,16 @@ func capProblems(ps []Problem) []Problem {
 func sortProblems(ps []Problem) []Problem {
 	slices.SortFunc(ps, compareProblems)
 	return slices.Compact(ps)
+}
+
+// shorten cuts s to at most n bytes, on a rune boundary, marking the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
