@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -17,11 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -87,6 +84,7 @@ type Git struct {
 	root       string
 	dir        string
 	clone      *cloneDir
+	maxPacks   int
 	interval   time.Duration
 	maxBackoff time.Duration
 	timeout    time.Duration
@@ -131,6 +129,7 @@ func NewGit(opts GitOptions) (*Git, error) {
 		timeout:    opts.Timeout,
 		log:        opts.Logger,
 		trigger:    make(chan struct{}, 1),
+		maxPacks:   maxPacks,
 	}
 	set := 0
 	for _, s := range []string{opts.Branch, opts.Tag, opts.Commit} {
@@ -409,44 +408,6 @@ func (g *Git) localRef() plumbing.ReferenceName {
 	return g.ref
 }
 
-// storage opens the clone, creating it on first use. The caller holds
-// clone.mu.
-func (g *Git) storage() (*filesystem.Storage, error) {
-	if g.st == nil {
-		if err := os.MkdirAll(g.dir, 0o700); err != nil {
-			return nil, fmt.Errorf("clone of %s: %w", g.remote.url, err)
-		}
-		st := filesystem.NewStorage(osfs.New(g.dir), cache.NewObjectLRU(16*cache.MiByte))
-		repo, err := git.Open(st, nil)
-		if errors.Is(err, git.ErrRepositoryNotExists) {
-			repo, err = git.Init(st, nil)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("clone of %s in %s: %w", g.remote.url, g.dir, err)
-		}
-		cfg, err := repo.Config()
-		if err != nil {
-			return nil, fmt.Errorf("clone of %s in %s: %w", g.remote.url, g.dir, err)
-		}
-		if rc := cfg.Remotes["origin"]; rc == nil || len(rc.URLs) != 1 || rc.URLs[0] != g.remote.url {
-			cfg.Remotes["origin"] = &config.RemoteConfig{
-				Name:  "origin",
-				URLs:  []string{g.remote.url},
-				Fetch: []config.RefSpec{allRefSpecs[0]},
-			}
-			if err := st.SetConfig(cfg); err != nil {
-				return nil, fmt.Errorf("clone of %s in %s: %w", g.remote.url, g.dir, err)
-			}
-		}
-		g.st, g.gen = st, g.clone.gen
-	}
-	if g.gen != g.clone.gen {
-		g.st.Reindex()
-		g.gen = g.clone.gen
-	}
-	return g.st, nil
-}
-
 func (g *Git) newRemote(st *filesystem.Storage) *git.Remote {
 	return git.NewRemote(st, &config.RemoteConfig{Name: "origin", URLs: []string{g.remote.url}})
 }
@@ -484,32 +445,10 @@ func (g *Git) fetch(ctx context.Context, st *filesystem.Storage, specs []config.
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return fmt.Errorf("fetch %s %s: %w", g.remote.url, g.refLabel, remoteError(err, g.remote))
 	}
+	if err := g.compact(st); err != nil {
+		g.log.Warn("merge packs", "err", err)
+	}
 	return nil
-}
-
-// snapshot builds the snapshot of commit. Its file system has a storage
-// of its own over the clone, so that reading it never races with a later
-// fetch; the root tree is read here, under the clone's lock, which makes
-// that storage index the packs as they are now.
-func (g *Git) snapshot(commit *object.Commit) (Snapshot, error) {
-	st := filesystem.NewStorage(osfs.New(g.dir), cache.NewObjectLRU(2*cache.MiByte))
-	fsys, err := newTreeFS(st, commit.TreeHash, commit.Committer.When)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("%s commit %s: %w", g.remote.url, commit.Hash, err)
-	}
-	if err := checkRoot(fsys, g.root); err != nil {
-		return Snapshot{}, fmt.Errorf("%s commit %s: %w", g.remote.url, commit.Hash, err)
-	}
-	return Snapshot{
-		Source:   g.remote.url,
-		Ref:      g.refLabel,
-		Revision: commit.Hash.String(),
-		Author:   commit.Author.Name + " <" + commit.Author.Email + ">",
-		Message:  commit.Message,
-		Time:     commit.Committer.When,
-		FS:       fsys,
-		Root:     g.root,
-	}, nil
 }
 
 func checkRoot(fsys fs.FS, root string) error {

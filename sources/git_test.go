@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -578,5 +580,57 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Every fetch adds a pack; past maxPacks they are merged into one, and
+// snapshots taken before still read their files.
+func TestGitCompaction(t *testing.T) {
+	d := gittest.NewDaemon(t)
+	w, _ := seedRepo(t, d)
+	g := newTestGit(t, GitOptions{URL: d.URL("repo.git")})
+	g.maxPacks = 4
+	var snaps []Snapshot
+	var contents []string
+	packs := func() int {
+		m, err := filepath.Glob(filepath.Join(g.CloneDir(), "objects", "pack", "*.pack"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+	maxSeen, merges := 0, 0
+	for i := range g.maxPacks + 4 {
+		content := fmt.Sprintf("rev: %d\n", i)
+		w.Write("clusters/a/tenant.yaml", content)
+		w.Commit("edit")
+		w.Push()
+		snap, changed := mustFetch(t, g)
+		if !changed {
+			t.Fatal("no change")
+		}
+		snaps, contents = append(snaps, snap), append(contents, content)
+		n := packs()
+		maxSeen = max(maxSeen, n)
+		if n == 1 {
+			merges++
+		}
+	}
+	if maxSeen > g.maxPacks || merges == 0 {
+		t.Fatalf("the clone held up to %d packs and was merged %d times; want at most %d packs", maxSeen, merges, g.maxPacks)
+	}
+	for i, snap := range snaps {
+		if got := readFile(t, snap.FS, "clusters/a/tenant.yaml"); got != contents[i] {
+			t.Fatalf("snapshot %d after the merge reads %q, want %q", i, got, contents[i])
+		}
+		if got := readFile(t, snap.FS, "README.md"); got != "readme\n" {
+			t.Fatalf("snapshot %d README = %q", i, got)
+		}
+	}
+	// A source started later on the same clone reads it as well.
+	g2 := newTestGit(t, GitOptions{URL: d.URL("repo.git"), Dir: filepath.Dir(filepath.Dir(g.CloneDir()))})
+	snap, _ := mustFetch(t, g2)
+	if got := readFile(t, snap.FS, "clusters/a/tenant.yaml"); got != contents[len(contents)-1] || g2.Status().Fetches != 0 {
+		t.Fatalf("new source on the merged clone: %q, %d fetches", got, g2.Status().Fetches)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"sync"
 	"time"
 
@@ -23,19 +24,65 @@ const maxBlobSize = 64 << 20
 // use, so every access holds mu; the storage must not be shared with code
 // that writes to it.
 type gitTree struct {
-	mu   sync.Mutex
-	s    storer.EncodedObjectStorer
-	root *object.Tree
+	mu    sync.Mutex
+	s     storer.EncodedObjectStorer
+	trees map[string]*object.Tree // decoded directories by path, "." the root
+	sizes map[plumbing.Hash]int64
 }
 
 // newTreeFS returns the read-only file system of the tree with hash root,
 // every entry dated modTime.
 func newTreeFS(s storer.EncodedObjectStorer, root plumbing.Hash, modTime time.Time) (fs.FS, error) {
-	t, err := object.GetTree(s, root)
+	g := &gitTree{s: s, sizes: map[plumbing.Hash]int64{}}
+	var t *object.Tree
+	err := g.retry(func() (err error) {
+		t, err = object.GetTree(s, root)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read tree %s: %w", root, err)
 	}
-	return readOnlyFS{t: &gitTree{s: s, root: t}, modTime: modTime}, nil
+	g.trees = map[string]*object.Tree{".": t}
+	return readOnlyFS{t: g, modTime: modTime}, nil
+}
+
+// retry runs an object access again after re-reading the list of packs:
+// when the clone is compacted, the packs a storage indexed are replaced by
+// one that holds all their objects.
+func (g *gitTree) retry(f func() error) error {
+	err := f()
+	r, ok := g.s.(interface{ Reindex() })
+	for i := 0; err != nil && ok && !errors.Is(err, ErrTooLarge) && i < 3; i++ {
+		r.Reindex()
+		err = f()
+	}
+	return err
+}
+
+// tree returns the decoded directory dir, or fs.ErrNotExist when there is
+// no directory there (a path through a file, a symlink or a submodule).
+func (g *gitTree) tree(dir string) (*object.Tree, error) {
+	if t, ok := g.trees[dir]; ok {
+		return t, nil
+	}
+	parent, err := g.tree(path.Dir(dir))
+	if err != nil {
+		return nil, err
+	}
+	e, err := parent.FindEntry(path.Base(dir))
+	if err != nil || e.Mode != filemode.Dir {
+		return nil, fs.ErrNotExist
+	}
+	var t *object.Tree
+	err = g.retry(func() (err error) {
+		t, err = object.GetTree(g.s, e.Hash)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", e.Hash, err)
+	}
+	g.trees[dir] = t
+	return t, nil
 }
 
 // find returns the tree entry of name; the root has no entry and reports
@@ -44,13 +91,13 @@ func (g *gitTree) find(name string) (e object.TreeEntry, ok bool, err error) {
 	if name == "." {
 		return object.TreeEntry{}, false, nil
 	}
-	te, err := g.root.FindEntry(name)
+	parent, err := g.tree(path.Dir(name))
 	if err != nil {
-		if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) ||
-			errors.Is(err, plumbing.ErrObjectNotFound) {
-			return object.TreeEntry{}, false, fs.ErrNotExist
-		}
 		return object.TreeEntry{}, false, err
+	}
+	te, err := parent.FindEntry(path.Base(name))
+	if err != nil {
+		return object.TreeEntry{}, false, fs.ErrNotExist
 	}
 	return *te, true, nil
 }
@@ -66,29 +113,33 @@ func (g *gitTree) stat(name string) (node, error) {
 		return node{mode: fs.ModeDir | 0o555}, nil
 	}
 	n := node{mode: fileMode(e.Mode)}
-	if e.Mode == filemode.Regular || e.Mode == filemode.Deprecated ||
-		e.Mode == filemode.Executable || e.Mode == filemode.Symlink {
-		obj, err := g.s.EncodedObject(plumbing.BlobObject, e.Hash)
+	if !hasBlob(e.Mode) {
+		return n, nil
+	}
+	size, ok := g.sizes[e.Hash]
+	if !ok {
+		err := g.retry(func() error {
+			obj, err := g.s.EncodedObject(plumbing.BlobObject, e.Hash)
+			if err == nil {
+				size = obj.Size()
+			}
+			return err
+		})
 		if err != nil {
 			return node{}, fmt.Errorf("blob %s: %w", e.Hash, err)
 		}
-		n.size = obj.Size()
+		g.sizes[e.Hash] = size
 	}
+	n.size = size
 	return n, nil
 }
 
 func (g *gitTree) list(name string) ([]entry, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	t := g.root
-	if name != "." {
-		var err error
-		if t, err = g.root.Tree(name); err != nil {
-			if errors.Is(err, object.ErrDirectoryNotFound) {
-				return nil, fs.ErrNotExist
-			}
-			return nil, err
-		}
+	t, err := g.tree(name)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]entry, len(t.Entries))
 	for i, e := range t.Entries {
@@ -107,27 +158,46 @@ func (g *gitTree) read(name string) ([]byte, error) {
 	if !ok || e.Mode == filemode.Dir {
 		return nil, errIsDir
 	}
-	if fileMode(e.Mode).Type() == fs.ModeIrregular {
+	if !hasBlob(e.Mode) {
 		return []byte{}, nil
 	}
-	blob, err := object.GetBlob(g.s, e.Hash)
+	var data []byte
+	err = g.retry(func() (err error) {
+		data, err = g.readBlob(e.Hash)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("blob %s: %w", e.Hash, err)
+	}
+	return data, nil
+}
+
+func (g *gitTree) readBlob(h plumbing.Hash) ([]byte, error) {
+	blob, err := object.GetBlob(g.s, h)
+	if err != nil {
+		return nil, err
 	}
 	if blob.Size > maxBlobSize {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, blob.Size, maxBlobSize)
 	}
 	r, err := blob.Reader()
 	if err != nil {
-		return nil, fmt.Errorf("blob %s: %w", e.Hash, err)
+		return nil, err
 	}
 	defer r.Close()
 	var b bytes.Buffer
 	b.Grow(int(blob.Size) + bytes.MinRead)
 	if _, err := b.ReadFrom(r); err != nil {
-		return nil, fmt.Errorf("blob %s: %w", e.Hash, err)
+		return nil, err
 	}
+	g.sizes[h] = int64(b.Len())
 	return b.Bytes(), nil
+}
+
+// hasBlob reports whether entries of mode m have content in a blob: files
+// and symbolic links.
+func hasBlob(m filemode.FileMode) bool {
+	return m == filemode.Regular || m == filemode.Deprecated || m == filemode.Executable || m == filemode.Symlink
 }
 
 // fileMode maps a git tree entry's mode to the mode the file system

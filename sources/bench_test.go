@@ -1,0 +1,118 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"testing"
+
+	"github.com/rezuscloud/rezuscloud/internal/gittest"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// manifestRepo pushes a repository of n small manifests to d.
+func manifestRepo(b *testing.B, d *gittest.Daemon, n int) *gittest.Workdir {
+	b.Helper()
+	d.CreateBare("bench.git")
+	w := gittest.NewWorkdir(b, d.URL("bench.git"))
+	for i := range n {
+		w.Write(fmt.Sprintf("clusters/t%03d/tenant.yaml", i), fmt.Sprintf("apiVersion: rezuscloud.io/v1\nkind: Tenant\nmetadata:\n  name: t%03d\n", i))
+	}
+	w.Commit("manifests")
+	w.Push()
+	return w
+}
+
+// A poll whose remote head has not moved: one ls-remote, no fetch.
+func BenchmarkGitPollNoChange(b *testing.B) {
+	d := gittest.NewDaemon(b)
+	manifestRepo(b, d, 100)
+	g, err := NewGit(GitOptions{URL: d.URL("bench.git"), Dir: b.TempDir(), Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := g.Fetch(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, changed, err := g.Fetch(context.Background()); err != nil || changed {
+			b.Fatal(changed, err)
+		}
+	}
+	if g.Status().Fetches != 1 {
+		b.Fatalf("Fetches = %d", g.Status().Fetches)
+	}
+}
+
+// A poll that finds a new commit: ls-remote, fetch, snapshot.
+func BenchmarkGitPollNewCommit(b *testing.B) {
+	d := gittest.NewDaemon(b)
+	w := manifestRepo(b, d, 100)
+	g, err := NewGit(GitOptions{URL: d.URL("bench.git"), Dir: b.TempDir(), Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := g.Fetch(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		w.Write("clusters/t000/tenant.yaml", fmt.Sprintf("kind: Tenant\nrev: %d\n", i))
+		w.Commit("edit")
+		w.Push()
+		b.StartTimer()
+		if _, changed, err := g.Fetch(context.Background()); err != nil || !changed {
+			b.Fatal(changed, err)
+		}
+	}
+}
+
+// Reading every file of a snapshot of 100 manifests from the tree.
+func BenchmarkTreeFSReadAll(b *testing.B) {
+	d := gittest.NewDaemon(b)
+	manifestRepo(b, d, 100)
+	g, err := NewGit(GitOptions{URL: d.URL("bench.git"), Dir: b.TempDir(), Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, _, err := g.Fetch(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		n := 0
+		err := fs.WalkDir(snap.FS, ".", func(p string, e fs.DirEntry, err error) error {
+			if err != nil || !e.Type().IsRegular() {
+				return err
+			}
+			_, err = fs.ReadFile(snap.FS, p)
+			n++
+			return err
+		})
+		if err != nil || n != 100 {
+			b.Fatal(n, err)
+		}
+	}
+}
+
+// Reading a directory of 100 manifests into a snapshot.
+func BenchmarkDirSnapshot(b *testing.B) {
+	dir := b.TempDir()
+	files := map[string]string{}
+	for i := range 100 {
+		files[fmt.Sprintf("clusters/t%03d/tenant.yaml", i)] = fmt.Sprintf("kind: Tenant\nname: t%03d\n", i)
+	}
+	writeFiles(b, dir, files)
+	d, err := NewDir(DirOptions{Path: dir, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := d.Snapshot(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package sources
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// maxPacks is how many packs the clone may hold before they are merged
+// into one. Every fetch adds a pack, and every object lookup and every
+// fetch's negotiation costs time in proportion to the number of packs.
+const maxPacks = 32
+
+// storage opens the clone, creating it on first use. The caller holds
+// clone.mu.
+func (g *Git) storage() (*filesystem.Storage, error) {
+	if g.st == nil {
+		if err := os.MkdirAll(g.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("clone of %s: %w", g.remote.url, err)
+		}
+		st := filesystem.NewStorage(osfs.New(g.dir), cache.NewObjectLRU(16*cache.MiByte))
+		repo, err := git.Open(st, nil)
+		if errors.Is(err, git.ErrRepositoryNotExists) {
+			repo, err = git.Init(st, nil)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("clone of %s in %s: %w", g.remote.url, g.dir, err)
+		}
+		cfg, err := repo.Config()
+		if err != nil {
+			return nil, fmt.Errorf("clone of %s in %s: %w", g.remote.url, g.dir, err)
+		}
+		if rc := cfg.Remotes["origin"]; rc == nil || len(rc.URLs) != 1 || rc.URLs[0] != g.remote.url {
+			cfg.Remotes["origin"] = &config.RemoteConfig{
+				Name:  "origin",
+				URLs:  []string{g.remote.url},
+				Fetch: []config.RefSpec{allRefSpecs[0]},
+			}
+			if err := st.SetConfig(cfg); err != nil {
+				return nil, fmt.Errorf("clone of %s in %s: %w", g.remote.url, g.dir, err)
+			}
+		}
+		g.st, g.gen = st, g.clone.gen
+	}
+	if g.gen != g.clone.gen {
+		g.st.Reindex()
+		g.gen = g.clone.gen
+	}
+	return g.st, nil
+}
+
+// snapshot builds the snapshot of commit. Its file system has a storage
+// of its own over the clone, so that reading it never races with a later
+// fetch; the root tree is read here, under the clone's lock, which makes
+// that storage index the packs as they are now. The storage keeps a few
+// packs open; the garbage collector closes them with the snapshot.
+func (g *Git) snapshot(commit *object.Commit) (Snapshot, error) {
+	st := filesystem.NewStorageWithOptions(osfs.New(g.dir), cache.NewObjectLRU(2*cache.MiByte),
+		filesystem.Options{MaxOpenDescriptors: 4})
+	fsys, err := newTreeFS(st, commit.TreeHash, commit.Committer.When)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%s commit %s: %w", g.remote.url, commit.Hash, err)
+	}
+	if err := checkRoot(fsys, g.root); err != nil {
+		return Snapshot{}, fmt.Errorf("%s commit %s: %w", g.remote.url, commit.Hash, err)
+	}
+	return Snapshot{
+		Source:   g.remote.url,
+		Ref:      g.refLabel,
+		Revision: commit.Hash.String(),
+		Author:   commit.Author.Name + " <" + commit.Author.Email + ">",
+		Message:  commit.Message,
+		Time:     commit.Committer.When,
+		FS:       fsys,
+		Root:     g.root,
+	}, nil
+}
+
+// compact merges the clone's packs into one when there are more than
+// g.maxPacks (maxPacks but in tests). The new pack holds every object of the old ones, reachable or
+// not, so the snapshots already handed out still find theirs: their
+// storage re-reads the list of packs when a pack has gone (see
+// gitTree.retry). The caller holds clone.mu.
+func (g *Git) compact(st *filesystem.Storage) error {
+	packs, err := st.ObjectPacks()
+	if err != nil || len(packs) <= g.maxPacks {
+		return err
+	}
+	seen := map[plumbing.Hash]struct{}{}
+	iter, err := st.IterEncodedObjects(plumbing.AnyObject)
+	if err != nil {
+		return err
+	}
+	err = iter.ForEach(func(o plumbing.EncodedObject) error {
+		seen[o.Hash()] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	hashes := make([]plumbing.Hash, 0, len(seen))
+	for h := range seen {
+		hashes = append(hashes, h)
+	}
+	w, err := st.PackfileWriter()
+	if err != nil {
+		return err
+	}
+	merged, err := packfile.NewEncoder(w, st, false).Encode(hashes, 10)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	for _, h := range packs {
+		if h == merged {
+			continue
+		}
+		if err := st.DeleteOldObjectPackAndIndex(h, time.Time{}); err != nil {
+			return err
+		}
+	}
+	st.Reindex()
+	g.clone.gen++
+	g.gen = g.clone.gen
+	g.log.Debug("merged packs", "packs", len(packs), "objects", len(hashes))
+	return nil
+}
