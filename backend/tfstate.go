@@ -2,13 +2,9 @@ package backend
 
 import (
 	"bytes"
-	"crypto/md5"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -211,18 +207,13 @@ func (h *StateHandler) post(w http.ResponseWriter, r *http.Request, name string)
 	if !ok {
 		return
 	}
-	body, bodyMD5, err := readBodyMD5(r, h.opts.MaxBytes, r.Header.Get("Content-MD5") != "")
+	body, sum, err := readBody(r, h.opts.MaxBytes)
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
 	if len(body) == 0 {
 		api.WriteError(w, api.Errorf(http.StatusBadRequest, "POST %s%s: empty body; DELETE removes a state", StatePrefix, name))
-		return
-	}
-	sum, err := checkMD5(r, bodyMD5)
-	if err != nil {
-		api.WriteError(w, err)
 		return
 	}
 	serial, lineage, _ := stateHeader(body)
@@ -278,76 +269,6 @@ func (h *StateHandler) post(w http.ResponseWriter, r *http.Request, name string)
 	w.WriteHeader(http.StatusOK)
 }
 
-// readChecked reads a request body of at most limit bytes (a larger one is
-// a 413) and checks it against its Content-MD5 header, if any.
-func readChecked(r *http.Request, limit int64) ([]byte, error) {
-	body, sum, err := readBodyMD5(r, limit, r.Header.Get("Content-MD5") != "")
-	if err != nil {
-		return nil, err
-	}
-	if _, err := checkMD5(r, sum); err != nil {
-		return nil, err
-	}
-	return body, nil
-}
-
-// readBodyMD5 reads a request body of at most limit bytes and, if withMD5,
-// hashes it while it arrives.
-func readBodyMD5(r *http.Request, limit int64, withMD5 bool) ([]byte, []byte, error) {
-	if r.ContentLength > limit {
-		return nil, nil, api.Errorf(http.StatusRequestEntityTooLarge, "body of %d bytes is over the limit of %d bytes", r.ContentLength, limit)
-	}
-	var src io.Reader = io.LimitReader(r.Body, limit+1)
-	var hash hash.Hash
-	if withMD5 {
-		hash = md5.New()
-		src = io.TeeReader(src, hash)
-	}
-	var body []byte
-	if r.ContentLength >= 0 {
-		// The length is known: read into a buffer of exactly that size,
-		// then make sure nothing follows.
-		body = make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(src, body); err != nil {
-			return nil, nil, api.Errorf(http.StatusBadRequest, "read body: %v", err)
-		}
-		if n, _ := src.Read(make([]byte, 1)); n > 0 {
-			return nil, nil, api.Errorf(http.StatusBadRequest, "body is longer than its Content-Length")
-		}
-	} else {
-		var buf bytes.Buffer
-		if _, err := buf.ReadFrom(src); err != nil {
-			return nil, nil, api.Errorf(http.StatusBadRequest, "read body: %v", err)
-		}
-		if int64(buf.Len()) > limit {
-			return nil, nil, api.Errorf(http.StatusRequestEntityTooLarge, "body is over the limit of %d bytes", limit)
-		}
-		body = buf.Bytes()
-	}
-	var sum []byte
-	if hash != nil {
-		sum = hash.Sum(nil)
-	}
-	return body, sum, nil
-}
-
-// checkMD5 compares the body's MD5 with its Content-MD5 header, if there
-// is one, and returns the header's value.
-func checkMD5(r *http.Request, got []byte) (string, error) {
-	h := r.Header.Get("Content-MD5")
-	if h == "" {
-		return "", nil
-	}
-	want, err := base64.StdEncoding.DecodeString(h)
-	if err != nil || len(want) != md5.Size {
-		return "", api.Errorf(http.StatusBadRequest, "Content-MD5 %q is not the base64 of an MD5 digest", h)
-	}
-	if !bytes.Equal(got, want) {
-		return "", api.Errorf(http.StatusBadRequest, "Content-MD5 %s does not match the body (MD5 %s): the body was damaged in transit", h, base64.StdEncoding.EncodeToString(got))
-	}
-	return h, nil
-}
-
 func (h *StateHandler) delete(w http.ResponseWriter, r *http.Request, name string) {
 	id, ok := requireRole(w, r, RoleEdit, "deleting state")
 	if !ok {
@@ -381,7 +302,7 @@ func (h *StateHandler) lock(w http.ResponseWriter, r *http.Request, name string)
 	if !ok {
 		return
 	}
-	body, err := readChecked(r, maxLockBody)
+	body, _, err := readBody(r, maxLockBody)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -420,7 +341,7 @@ func (h *StateHandler) unlock(w http.ResponseWriter, r *http.Request, name strin
 	if !ok {
 		return
 	}
-	body, err := readChecked(r, maxLockBody)
+	body, _, err := readBody(r, maxLockBody)
 	if err != nil {
 		api.WriteError(w, err)
 		return
