@@ -71,9 +71,10 @@ func isOneOf(s string, list []string) bool {
 	return false
 }
 
-// loadDocument checks one document, spending the file's alias budget. It returns the document when it is of
-// our kinds (with obj set when it has no problem), its problems, and whether
-// it was skipped as belonging to another apiVersion.
+// loadDocument checks one document, spending the file's alias budget. It
+// returns the document when it is of our kinds (with obj set when it has no
+// problem), its problems, and whether it was skipped as belonging to another
+// apiVersion.
 func (l *loader) loadDocument(file string, n *yaml.Node, budget *int) (*document, []Problem, bool) {
 	root := n
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
@@ -119,7 +120,13 @@ func (l *loader) loadDocument(file string, n *yaml.Node, budget *int) (*document
 	problems := conv.problems
 	d := &document{kind: kind, file: file, line: start.line, pos: conv.pos}
 	if conv.fatal {
-		return nil, problems, false
+		// The value is incomplete; take the name and tenant from the node
+		// tree, so that checks across documents stay quiet about them.
+		d.name = nodeString(root, "metadata", "name")
+		if kind != KindTenant {
+			d.tenant = nodeString(root, "metadata", "labels", LabelTenant)
+		}
+		return d, problems, false
 	}
 	obj, _ := value.(map[string]any)
 	d.name, _ = lookup(obj, "/metadata/name").(string)
@@ -207,6 +214,31 @@ func stringField(m *yaml.Node, key string) (string, position, bool, bool) {
 		return v.Value, nodePos(v), true, true
 	}
 	return "", position{}, false, false
+}
+
+// nodeString follows keys through nested mappings of a node tree and returns
+// the string at the end, or "".
+func nodeString(n *yaml.Node, keys ...string) string {
+	for _, key := range keys {
+		if n.Kind != yaml.MappingNode {
+			return ""
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.Value == key {
+				next = n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			return ""
+		}
+		n = next
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		return ""
+	}
+	return n.Value
 }
 
 // lookup returns the value at a JSON pointer in a decoded document, or nil.

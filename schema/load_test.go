@@ -671,3 +671,21 @@ func TestLoadLongInputInMessages(t *testing.T) {
 		t.Errorf("message of %d bytes: %.80q", len(p.Message), p.Message)
 	}
 }
+
+// TestLoadGuardKeepsNames: a document stopped by a guard still declares its
+// name, so the node groups that name its tenant report nothing more.
+func TestLoadGuardKeepsNames(t *testing.T) {
+	bomb, err := os.ReadFile(filepath.Join("testdata", "bad", "alias-bomb", "tenant.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := `apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: workers
+  labels: {rezuscloud.io/tenant: prod, rezuscloud.io/role: worker}
+spec: {count: 1, providerClass: sim}
+`
+	d, err := Load(mapFS(map[string]string{"t.yaml": string(bomb), "g.yaml": group}), ".", nil)
+	wantOneProblem(t, d, err, "t.yaml", "aliases expand to too many nodes")
+}
