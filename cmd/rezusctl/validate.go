@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
 )
@@ -110,6 +111,8 @@ func validate(dir, rev, repo string) (*validateResult, error) {
 		return nil, err
 	default:
 		res.Files, res.Tenants, res.Skipped = desired.Files, len(desired.Tenants), desired.Skipped
+		// The provider modules check each node group's providerConfig.
+		res.Problems = render.Builtin().Validate(desired)
 	}
 	for i := range res.Problems {
 		res.Problems[i].File = display(res.Problems[i].File)
