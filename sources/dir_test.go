@@ -243,7 +243,7 @@ func TestDirUnreadableIsAnError(t *testing.T) {
 func TestDirWatch(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"t.yaml": "v: 0\n"})
-	debounce := 150 * time.Millisecond
+	debounce := 300 * time.Millisecond
 	d := newTestDir(t, DirOptions{Path: dir, Debounce: debounce})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -257,11 +257,11 @@ func TestDirWatch(t *testing.T) {
 	}
 	waitFor(t, "Run watching", func() bool { return d.Status().Polls == 1 })
 
-	// A burst of writes, each sooner than the debounce after the last, is
-	// one snapshot of the final content.
+	// A burst of writes, each much sooner than the debounce after the
+	// last, is one snapshot of the final content.
 	for i := 1; i <= 10; i++ {
 		writeFiles(t, dir, map[string]string{"t.yaml": "v: " + string(rune('0'+i%10)) + "\n", "burst.yaml": strings.Repeat("b", i)})
-		time.Sleep(debounce / 5)
+		time.Sleep(debounce / 15)
 	}
 	snap := receive(t, out)
 	if got := readFile(t, snap.FS, "burst.yaml"); got != strings.Repeat("b", 10) {

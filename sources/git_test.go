@@ -253,6 +253,15 @@ func TestGitTag(t *testing.T) {
 	if _, _, err := g.Fetch(context.Background()); !errors.Is(err, ErrRefNotFound) || !strings.Contains(err.Error(), "tag nope") {
 		t.Fatalf("missing tag: err = %v", err)
 	}
+	d.CreateBare("empty.git")
+	g = newTestGit(t, GitOptions{URL: d.URL("empty.git")})
+	if _, _, err := g.Fetch(context.Background()); !errors.Is(err, ErrRefNotFound) || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("empty repository: err = %v", err)
+	}
+	g = newTestGit(t, GitOptions{URL: d.URL("missing.git")})
+	if _, _, err := g.Fetch(context.Background()); err == nil || !strings.Contains(err.Error(), "missing.git") {
+		t.Fatalf("missing repository: err = %v", err)
+	}
 	g = newTestGit(t, GitOptions{URL: d.URL("repo.git"), Branch: "dev"})
 	if _, _, err := g.Fetch(context.Background()); !errors.Is(err, ErrRefNotFound) || !strings.Contains(err.Error(), "branch dev") {
 		t.Fatalf("missing branch: err = %v", err)
@@ -440,7 +449,7 @@ func TestGitOutageAndRecovery(t *testing.T) {
 			return st.Failures == i+1 && st.NextPoll.After(st.LastFetch)
 		})
 		got := st.NextPoll.Sub(st.LastFetch)
-		if got < w || got > w+interval {
+		if got < w || got > w+3*interval {
 			t.Fatalf("wait after %d failures = %v, want %v", i+1, got, w)
 		}
 		if st.LastError == "" || !strings.Contains(st.LastError, d.URL("repo.git")) {
