@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,8 +20,8 @@ import (
 // or token for HTTPS, a private key and known_hosts for SSH. The zero Auth
 // is anonymous. Which part is used depends on the URL's scheme.
 //
-// String, GoString and LogValue never show a secret, so an Auth may be
-// printed and logged.
+// String, GoString, LogValue and MarshalJSON never show a secret, so an
+// Auth may be printed, logged and encoded.
 type Auth struct {
 	// Username for HTTPS. With a Password and no Username, "git" is used.
 	Username string
@@ -183,6 +184,26 @@ func (a Auth) LogValue() slog.Value {
 		return slog.StringValue("anonymous")
 	}
 	return slog.GroupValue(attrs...)
+}
+
+// MarshalJSON encodes a without its secrets, so that a configuration dump
+// never carries them.
+func (a Auth) MarshalJSON() ([]byte, error) {
+	redact := func(set bool) string {
+		if set {
+			return "[redacted]"
+		}
+		return ""
+	}
+	return json.Marshal(struct {
+		Username         string `json:"username,omitempty"`
+		Password         string `json:"password,omitempty"`
+		SSHUser          string `json:"sshUser,omitempty"`
+		SSHKey           string `json:"sshKey,omitempty"`
+		SSHKeyPassphrase string `json:"sshKeyPassphrase,omitempty"`
+		KnownHostsFile   string `json:"knownHostsFile,omitempty"`
+	}{a.Username, redact(a.Password != ""), a.SSHUser, redact(len(a.SSHKey) > 0),
+		redact(a.SSHKeyPassphrase != ""), a.KnownHostsFile})
 }
 
 func (a Auth) signer() (ssh.Signer, error) {

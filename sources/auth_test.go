@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -183,7 +184,15 @@ func TestAuthRedaction(t *testing.T) {
 	logger.Info("auth", "auth", a)
 	slog.New(slog.NewTextHandler(&logBuf, nil)).Info("auth", "auth", a)
 
+	js, err := json.Marshal(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"username":"bob"`) || !strings.Contains(string(js), `"password":"[redacted]"`) {
+		t.Fatalf("JSON = %s", js)
+	}
 	outputs := []string{
+		string(js),
 		a.String(), a.GoString(),
 		fmt.Sprintf("%v", a), fmt.Sprintf("%+v", a), fmt.Sprintf("%#v", a), fmt.Sprint(a),
 		fmt.Sprintf("%v", opts), fmt.Sprintf("%+v", opts), fmt.Sprintf("%+v", &opts),
