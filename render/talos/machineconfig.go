@@ -111,8 +111,10 @@ type ConfigInput struct {
 	// InstallDisk sets machine.install.disk, e.g. "/dev/sda"; "" leaves it
 	// unset. ModeMetal needs it or a diskSelector patch.
 	InstallDisk string
-	// Now is the clock the config is generated with. The zero time means
-	// the creation time of the bundle's OS CA, which keeps output stable.
+	// Now is the clock the config is generated with. With this machinery
+	// version nothing in a config depends on it; it is passed so that the
+	// output stays a function of the input should that change. The zero
+	// time means the creation time of the bundle's OS CA.
 	Now time.Time
 }
 
@@ -123,25 +125,14 @@ var kubernetesVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-
 // MachineConfig generates the Talos machine config of one role, applies the
 // patches in order, validates the result with the Talos validator for
 // in.Mode, and returns it as YAML (several documents, without comments).
-// The same input always gives byte-identical output.
+// Validation runs on the returned bytes as a Talos node loads them. The same
+// input always gives byte-identical output.
 //
 // A patch that cannot be loaded or applied, that changes machine.type, or
 // after which the config fails validation (and no later patch makes it pass)
 // gives a *PatchError naming that patch. Any other problem with the input
 // gives a plain error naming the field.
 func MachineConfig(in ConfigInput) ([]byte, error) {
-	cfg, err := machineConfig(in)
-	if err != nil {
-		return nil, err
-	}
-	out, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
-	if err != nil {
-		return nil, fmt.Errorf("encode machine config: %w", err)
-	}
-	return out, nil
-}
-
-func machineConfig(in ConfigInput) (coreconfig.Provider, error) {
 	cfg, err := generateBase(in)
 	if err != nil {
 		return nil, err
@@ -153,9 +144,9 @@ func machineConfig(in ConfigInput) (coreconfig.Provider, error) {
 			return nil, &PatchError{Patch: p, Err: err}
 		}
 	}
-	verr := validate(cfg, in.Mode)
+	out, verr := encodeValid(cfg, in.Mode)
 	if verr == nil {
-		return cfg, nil
+		return out, nil
 	}
 	return nil, blame(in, verr)
 }
@@ -167,22 +158,43 @@ func machineConfig(in ConfigInput) (coreconfig.Provider, error) {
 func blame(in ConfigInput, verr error) error {
 	last := -1 // patches applied to the last valid config; -1 when none was
 	cfg, err := generateBase(in)
-	if err == nil && validate(cfg, in.Mode) == nil {
-		last = 0
+	if err == nil {
+		if _, err := encodeValid(cfg, in.Mode); err == nil {
+			last = 0
+		}
 	}
 	for i, p := range in.Patches {
 		if err != nil {
 			break
 		}
 		cfg, err = applyPatch(cfg, p, cfg.Machine().Type())
-		if err == nil && validate(cfg, in.Mode) == nil {
-			last = i + 1
+		if err == nil {
+			if _, verr := encodeValid(cfg, in.Mode); verr == nil {
+				last = i + 1
+			}
 		}
 	}
 	if last >= 0 && last < len(in.Patches) {
 		return &PatchError{Patch: in.Patches[last], Err: fmt.Errorf("config is invalid after this patch: %s", flattenError(verr))}
 	}
 	return fmt.Errorf("machine config for %s: invalid: %s", in.Role, flattenError(verr))
+}
+
+// encodeValid encodes cfg, loads the bytes back as a Talos node would, and
+// validates what it loaded.
+func encodeValid(cfg coreconfig.Provider, mode Mode) ([]byte, error) {
+	out, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	loaded, err := configloader.NewFromBytes(out)
+	if err != nil {
+		return nil, fmt.Errorf("the rendered config does not load: %w", err)
+	}
+	if err := validate(loaded, mode); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // generateBase generates the config of in.Role before any patch.
@@ -206,13 +218,10 @@ func generateBase(in ConfigInput) (coreconfig.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	k8s := strings.TrimPrefix(in.KubernetesVersion, "v")
-	if !kubernetesVersionRE.MatchString(k8s) {
-		return nil, fmt.Errorf("kubernetes version %q: not of the form 1.34.1", in.KubernetesVersion)
-	}
-	if err := CheckVersions(in.TalosVersion, k8s); err != nil {
+	if err := CheckVersions(in.TalosVersion, in.KubernetesVersion); err != nil {
 		return nil, err
 	}
+	k8s := strings.TrimPrefix(in.KubernetesVersion, "v")
 	bundle, err := ParseSecrets(in.Secrets)
 	if err != nil {
 		return nil, err
@@ -296,6 +305,11 @@ func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched co
 	if err != nil {
 		return nil, fmt.Errorf("apply: %s", flattenError(err))
 	}
+	for _, doc := range patched.Documents() {
+		if sel, ok := doc.(configloader.Selector); ok {
+			return nil, fmt.Errorf("apply: deletes %s, which the config does not have", sel)
+		}
+	}
 	v1 := patched.RawV1Alpha1()
 	if v1 == nil || v1.MachineConfig == nil {
 		return nil, errors.New("apply: removes the machine section of the config")
@@ -332,18 +346,23 @@ func applyJSON6902(cfg coreconfig.Provider, p jsonpatch.Patch) (coreconfig.Provi
 // validate runs the Talos validator, plus checks of values that Talos
 // leaves to the running machine to reject: the pod and service subnets and
 // the scheme of the control plane endpoint.
-func validate(cfg coreconfig.Provider, mode Mode) error {
-	_, err := cfg.Validate(mode)
+func validate(cfg coreconfig.Provider, mode Mode) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the Talos validator failed on this config: %v", r)
+		}
+	}()
 	var errs []error
-	if err != nil {
+	if _, err := cfg.Validate(mode); err != nil {
 		errs = append(errs, err)
 	}
-	if c := cfg.RawV1Alpha1(); c != nil && c.ClusterConfig != nil && c.ClusterConfig.ClusterNetwork != nil {
-		n := c.ClusterConfig.ClusterNetwork
-		errs = append(errs, checkSubnets("cluster.network.podSubnets", n.PodSubnet), checkSubnets("cluster.network.serviceSubnets", n.ServiceSubnet))
-	}
-	if ep := cfg.Cluster().Endpoint(); ep != nil && ep.Scheme != "https" {
-		errs = append(errs, fmt.Errorf("cluster.controlPlane.endpoint: %q is not an https URL", ep.String()))
+	if c := cfg.RawV1Alpha1(); c != nil && c.ClusterConfig != nil {
+		if n := c.ClusterConfig.ClusterNetwork; n != nil {
+			errs = append(errs, checkSubnets("cluster.network.podSubnets", n.PodSubnet), checkSubnets("cluster.network.serviceSubnets", n.ServiceSubnet))
+		}
+		if cp := c.ClusterConfig.ControlPlane; cp != nil && cp.Endpoint != nil && cp.Endpoint.URL != nil && cp.Endpoint.URL.Scheme != "https" {
+			errs = append(errs, fmt.Errorf("cluster.controlPlane.endpoint: %q is not an https URL", cp.Endpoint.URL.String()))
+		}
 	}
 	return errors.Join(errs...)
 }

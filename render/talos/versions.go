@@ -22,6 +22,9 @@ func CheckVersions(talosVersion, kubernetesVersion string) error {
 	if err != nil {
 		return fmt.Errorf("talos version %q: %w", talosVersion, err)
 	}
+	if !kubernetesVersionRE.MatchString(strings.TrimPrefix(kubernetesVersion, "v")) {
+		return fmt.Errorf("kubernetes version %q: not of the form 1.34.1", kubernetesVersion)
+	}
 	k8s, err := compatibility.ParseKubernetesVersion(strings.TrimPrefix(kubernetesVersion, "v"))
 	if err != nil {
 		return fmt.Errorf("kubernetes version %q: %w", kubernetesVersion, err)
