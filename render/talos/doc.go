@@ -11,11 +11,12 @@
 // Kubeconfig and Talosconfig issue a fresh client key on every call; their
 // certificates are signed by the bundle's CAs, which never change.
 //
-// Patches are applied in exactly the order given and exactly as given: the
-// package knows nothing of tenants, node groups or target roles. A patch that
-// cannot be loaded, cannot be applied, or leaves a config that the Talos
-// validator rejects comes back as a *PatchError that names the patch and
-// where it is declared.
+// MachineConfig applies patches in exactly the order given and exactly as
+// given. InputFor is the one place that decides which of a tenant's patches
+// a node group gets and in which order, and builds the rest of the input
+// from the loaded manifests. A patch that cannot be loaded, cannot be
+// applied, or leaves a config that the Talos validator rejects comes back as
+// a *PatchError that names the patch and where the manifests declare it.
 //
 // # Hostnames
 //

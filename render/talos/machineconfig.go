@@ -19,6 +19,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
+	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 )
 
@@ -69,6 +70,8 @@ func (m Mode) RequiresInstall() bool { return m == ModeMetal }
 
 // InContainer reports false: RezusCloud machines are never containers.
 func (m Mode) InContainer() bool { return false }
+
+var _ validation.RuntimeMode = ModeCloud
 
 // Patch is one Talos machine config patch.
 type Patch struct {
@@ -158,20 +161,16 @@ func MachineConfig(in ConfigInput) ([]byte, error) {
 func blame(in ConfigInput, verr error) error {
 	last := -1 // patches applied to the last valid config; -1 when none was
 	cfg, err := generateBase(in)
-	if err == nil {
-		if _, err := encodeValid(cfg, in.Mode); err == nil {
-			last = 0
-		}
+	if err == nil && isValid(cfg, in.Mode) {
+		last = 0
 	}
 	for i, p := range in.Patches {
 		if err != nil {
 			break
 		}
 		cfg, err = applyPatch(cfg, p, cfg.Machine().Type())
-		if err == nil {
-			if _, verr := encodeValid(cfg, in.Mode); verr == nil {
-				last = i + 1
-			}
+		if err == nil && isValid(cfg, in.Mode) {
+			last = i + 1
 		}
 	}
 	if last >= 0 && last < len(in.Patches) {
@@ -195,6 +194,11 @@ func encodeValid(cfg coreconfig.Provider, mode Mode) ([]byte, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+func isValid(cfg coreconfig.Provider, mode Mode) bool {
+	_, err := encodeValid(cfg, mode)
+	return err == nil
 }
 
 // generateBase generates the config of in.Role before any patch.

@@ -395,13 +395,22 @@ func TestMachineConfigInputErrors(t *testing.T) {
 }
 
 func BenchmarkMachineConfig(b *testing.B) {
-	for _, role := range []string{RoleControlPlane, RoleWorker} {
-		b.Run(role, func(b *testing.B) {
-			in := baseInput(b, role)
-			in.Patches = []Patch{
-				{Name: "labels", Patch: "machine:\n  nodeLabels:\n    tier: web\n"},
-				{Name: "json", Patch: "- op: add\n  path: /machine/sysctls\n  value:\n    vm.max_map_count: \"262144\"\n"},
-			}
+	strategic := Patch{Name: "labels", Patch: "machine:\n  nodeLabels:\n    tier: web\n"}
+	json6902 := Patch{Name: "sysctls", Patch: "- op: add\n  path: /machine/sysctls\n  value:\n    vm.max_map_count: \"262144\"\n"}
+	for _, bc := range []struct {
+		name    string
+		role    string
+		patches []Patch
+	}{
+		{"controlplane/no-patches", RoleControlPlane, nil},
+		{"controlplane/strategic", RoleControlPlane, []Patch{strategic}},
+		{"controlplane/json6902", RoleControlPlane, []Patch{json6902}},
+		{"worker/no-patches", RoleWorker, nil},
+		{"worker/strategic", RoleWorker, []Patch{strategic}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			in := baseInput(b, bc.role)
+			in.Patches = bc.patches
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := MachineConfig(in); err != nil {
