@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func load(t testing.TB, b []byte, mode Mode) coreconfig.Provider {
 	t.Helper()
 	cfg, err := configloader.NewFromBytes(b)
 	if err != nil {
-		t.Fatalf("configloader: %v\n%s", err, b)
+		t.Fatalf("configloader: %v", err)
 	}
 	warnings, err := cfg.Validate(mode)
 	if err != nil {
@@ -391,6 +392,30 @@ func TestMachineConfigInputErrors(t *testing.T) {
 				t.Errorf("input error reported as a patch error: %v", err)
 			}
 		})
+	}
+}
+
+// TestMachineConfigConcurrent renders many configs at once, as a renderer
+// of many tenants does, and expects what one goroutine renders alone.
+func TestMachineConfigConcurrent(t *testing.T) {
+	inputs := []ConfigInput{baseInput(t, RoleControlPlane), baseInput(t, RoleWorker)}
+	inputs[1].Patches = []Patch{{Name: "labels", Patch: "machine:\n  nodeLabels:\n    a: b\n"}, {Name: "json", Patch: "- op: add\n  path: /machine/sysctls\n  value: {a: \"1\"}\n"}}
+	want := [][]byte{render(t, inputs[0]), render(t, inputs[1])}
+	const n = 8
+	got := make([][]byte, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { got[i], errs[i] = MachineConfig(inputs[i%2]) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("goroutine %d: %v", i, errs[i])
+		}
+		if !bytes.Equal(got[i], want[i%2]) {
+			t.Errorf("goroutine %d rendered different bytes", i)
+		}
 	}
 }
 
