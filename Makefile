@@ -43,9 +43,10 @@ bench: tools build
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./schema/
+	$(GO) test -run '^$$' -fuzz FuzzTFState -fuzztime $(FUZZTIME) ./backend/
 
 demo: tools build
-	TOFU=$(TOFU_BIN) ./$(BIN)/rezuscloud demo --provider-mirror $(abspath $(MIRROR))
+	./$(BIN)/rezuscloud demo --tofu $(TOFU_BIN)
 
 clean:
 	rm -rf $(BIN)

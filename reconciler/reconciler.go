@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -61,7 +59,13 @@ type Options struct {
 	MaxDeletions int
 	// Workers is how many tenants run tofu at once. Default 2.
 	Workers int
-	Logger  *slog.Logger
+	// Debounce is how long a tenant stays quiet before its newest
+	// revision runs; bursts of commits coalesce. Default 0.
+	Debounce time.Duration
+	// ShutdownGrace is how long Close waits for running tofu processes
+	// before it interrupts them with SIGINT. Default 10 minutes.
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time
 }
@@ -73,6 +77,8 @@ type Reconciler struct {
 	modules render.Modules
 	opts    Options
 	log     *slog.Logger
+
+	queue *Queue
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures
@@ -97,12 +103,21 @@ func New(store *backend.Store, runner *Runner, modules render.Modules, opts Opti
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger}
+	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger,
+		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
+	r.queue.Start()
 	if err := r.putProviders(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
+
+// Close stops the queue: pending runs are superseded, running ones get
+// ShutdownGrace to finish before tofu is interrupted.
+func (r *Reconciler) Close() { r.queue.Stop() }
+
+// Queue returns the apply queue.
+func (r *Reconciler) Queue() *Queue { return r.queue }
 
 // Runner returns the tofu runner, whose counter tells how many tofu
 // processes ran.
@@ -122,16 +137,16 @@ func (r *Reconciler) Status() Status {
 	return Status{LastCommit: r.lastCommit, LastAppliedCommit: r.lastApplied, TofuRuns: r.runner.Runs()}
 }
 
-// Run reconciles every snapshot it receives until ctx is done.
+// Run submits every snapshot it receives until ctx is done.
+// When ctx ends it closes the queue, waiting for running tofu processes.
 func (r *Reconciler) Run(ctx context.Context, in <-chan sources.Snapshot) {
 	for {
 		select {
 		case <-ctx.Done():
+			r.Close()
 			return
 		case snap := <-in:
-			if _, err := r.Reconcile(ctx, snap); err != nil && ctx.Err() == nil {
-				r.log.Error("reconcile", "revision", snap.Revision, "err", err)
-			}
+			r.Submit(snap)
 		}
 	}
 }
@@ -146,10 +161,23 @@ type appliedRecord struct {
 	Model        Model             `json:"model"`
 }
 
-// Reconcile runs one revision through the ordered steps: load, validate,
-// render, diff, apply, project. The Commit resource records every step; it
-// is written even when a step fails.
+// Reconcile runs one revision through the ordered steps (load, validate,
+// render, diff, apply, project) and waits until every tenant it touches has
+// finished or been superseded by a newer revision.
 func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*schema.Commit, error) {
+	run := r.Submit(snap)
+	select {
+	case <-run.Done():
+		return run.Commit(), nil
+	case <-ctx.Done():
+		return run.Commit(), ctx.Err()
+	}
+}
+
+// Submit validates a revision and queues a run for every tenant it
+// touches; the runs happen in the queue's workers. The Commit resource
+// records every step, and is written even when a step fails.
+func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 	c := &schema.Commit{
 		APIVersion: schema.APIVersion, Kind: schema.KindCommit,
 		Metadata: schema.ObjectMeta{Name: commitName(snap.Revision)},
@@ -159,6 +187,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*sch
 	}
 	c.Status.NonFastForward = snap.NonFastForward
 	c.Status.Timings.ReceivedAt = r.opts.Now()
+	run := &CommitRun{r: r, commit: c, snap: snap, done: make(chan struct{}), results: map[string]*schema.TenantResult{}}
 	r.mu.Lock()
 	r.lastCommit = snap.Revision
 	r.mu.Unlock()
@@ -174,15 +203,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*sch
 		c.Status.Message = fmt.Sprintf("%d problems: nothing was applied; the last good commit stays in effect", len(probs))
 		c.Status.Timings.FinishedAt = r.opts.Now()
 		r.putCommit(c)
-		return c, nil
+		close(run.done)
+		return run
 	}
 
 	applied, err := r.appliedRecords()
 	if err != nil {
-		return c, r.fail(c, err)
+		r.fail(c, err)
+		close(run.done)
+		return run
 	}
-	c.Status.Phase = schema.CommitPlanning
-	r.putCommit(c)
 
 	// Work out which tenants go, and whether this commit may remove them.
 	want := map[string]*schema.TenantDesired{}
@@ -196,12 +226,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*sch
 		}
 	}
 	sort.Strings(gone)
-	results := map[string]*schema.TenantResult{}
 	var deletions []string
-	var blockedMsg string
 	for _, name := range gone {
 		if applied[name].Annotations[AnnotationDeletionProtection] == "true" {
-			results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitFailed,
+			run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitFailed,
 				Error: fmt.Sprintf("tenant %s has deletion protection and was not destroyed: restore its manifest with annotation %s: \"false\", let that commit apply, then remove it", name, AnnotationDeletionProtection)}
 			continue
 		}
@@ -215,70 +243,167 @@ func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*sch
 			if all {
 				why = fmt.Sprintf("this commit would destroy every tenant (%s)", strings.Join(deletions, ", "))
 			}
-			blockedMsg = fmt.Sprintf("%s, more than --max-deletions=%d allows: nothing was destroyed; add the trailer \"%s: %d\" to the commit message to allow it", why, r.opts.MaxDeletions, TrailerAllowDeletions, n)
+			run.message = fmt.Sprintf("%s, more than --max-deletions=%d allows: nothing was destroyed; add the trailer \"%s: %d\" to the commit message to allow it", why, r.opts.MaxDeletions, TrailerAllowDeletions, n)
 			for _, name := range deletions {
-				results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitFailed, Error: blockedMsg}
+				run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitFailed, Error: run.message}
 			}
 			deletions = nil
 		}
 	}
 
-	c.Status.Phase = schema.CommitApplying
+	c.Status.Phase = schema.CommitPlanning
+	run.outstanding = len(desired.Tenants) + len(deletions)
 	r.putCommit(c)
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.opts.Workers)
+	if run.outstanding == 0 {
+		run.finish()
+		return run
+	}
 	for _, td := range desired.Tenants {
-		g.Go(func() error {
-			res := r.applyTenant(gctx, snap, td, applied[td.Tenant.Metadata.Name])
-			mu.Lock()
-			results[res.Tenant] = res
-			mu.Unlock()
-			return nil
-		})
+		r.queue.Enqueue(td.Tenant.Metadata.Name, &tenantJob{run: run, tenant: td.Tenant.Metadata.Name, desired: td})
 	}
 	for _, name := range deletions {
-		g.Go(func() error {
-			res := r.destroyTenant(gctx, snap, applied[name])
-			mu.Lock()
-			results[res.Tenant] = res
-			mu.Unlock()
-			return nil
-		})
+		r.queue.Enqueue(name, &tenantJob{run: run, tenant: name})
 	}
-	_ = g.Wait()
+	return run
+}
 
-	names := make([]string, 0, len(results))
-	for n := range results {
+// CommitRun follows one revision through the queue.
+type CommitRun struct {
+	r    *Reconciler
+	snap sources.Snapshot
+
+	mu          sync.Mutex
+	commit      *schema.Commit
+	results     map[string]*schema.TenantResult
+	outstanding int
+	message     string
+	done        chan struct{}
+}
+
+// Done is closed when every tenant of the revision has finished or been
+// superseded.
+func (run *CommitRun) Done() <-chan struct{} { return run.done }
+
+// Commit returns a copy of the revision's Commit as it stands.
+func (run *CommitRun) Commit() *schema.Commit {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	c := *run.commit
+	c.Status.Tenants = append([]schema.TenantResult(nil), c.Status.Tenants...)
+	return &c
+}
+
+// started marks the commit as applying when its first tenant starts.
+func (run *CommitRun) started() {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.commit.Status.Phase == schema.CommitPlanning {
+		run.commit.Status.Phase = schema.CommitApplying
+		run.commit.Status.Timings.PlannedAt = run.r.opts.Now()
+		run.r.putCommit(run.commit)
+	}
+}
+
+// record stores one tenant's result; the last one finishes the commit.
+func (run *CommitRun) record(res *schema.TenantResult) {
+	run.mu.Lock()
+	run.results[res.Tenant] = res
+	run.outstanding--
+	last := run.outstanding == 0
+	if !last {
+		run.commit.Status.Tenants = run.sortedResults()
+		run.r.putCommit(run.commit)
+	}
+	run.mu.Unlock()
+	if last {
+		run.finish()
+	}
+}
+
+func (run *CommitRun) sortedResults() []schema.TenantResult {
+	names := make([]string, 0, len(run.results))
+	for n := range run.results {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	failed, ok := 0, 0
+	out := make([]schema.TenantResult, 0, len(names))
 	for _, n := range names {
-		res := results[n]
-		c.Status.Tenants = append(c.Status.Tenants, *res)
-		if res.Phase == schema.CommitFailed {
+		out = append(out, *run.results[n])
+	}
+	return out
+}
+
+// finish gives the commit its final phase.
+func (run *CommitRun) finish() {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	c := run.commit
+	c.Status.Tenants = run.sortedResults()
+	failed, ok, superseded := 0, 0, 0
+	for _, res := range c.Status.Tenants {
+		switch res.Phase {
+		case schema.CommitFailed:
 			failed++
-		} else {
+		case schema.CommitSuperseded:
+			superseded++
+		default:
 			ok++
 		}
 	}
-	c.Status.Timings.PlannedAt = c.Status.Timings.ValidatedAt
-	c.Status.Timings.FinishedAt = r.opts.Now()
+	if c.Status.Timings.PlannedAt.IsZero() {
+		c.Status.Timings.PlannedAt = c.Status.Timings.ValidatedAt
+	}
+	c.Status.Timings.FinishedAt = run.r.opts.Now()
 	switch {
+	case failed == 0 && ok == 0 && superseded > 0:
+		c.Status.Phase = schema.CommitSuperseded
 	case failed == 0:
 		c.Status.Phase = schema.CommitSucceeded
-		r.mu.Lock()
-		r.lastApplied = snap.Revision
-		r.mu.Unlock()
+		run.r.mu.Lock()
+		run.r.lastApplied = run.snap.Revision
+		run.r.mu.Unlock()
 	case ok == 0:
 		c.Status.Phase = schema.CommitFailed
 	default:
 		c.Status.Phase = schema.CommitPartiallyFailed
 	}
-	c.Status.Message = blockedMsg
-	r.putCommit(c)
-	return c, ctx.Err()
+	c.Status.Message = run.message
+	run.r.putCommit(c)
+	close(run.done)
+}
+
+// tenantJob applies (desired set) or destroys (desired nil) one tenant for
+// one revision.
+type tenantJob struct {
+	run     *CommitRun
+	tenant  string
+	desired *schema.TenantDesired
+}
+
+func (j *tenantJob) Run(ctx context.Context) {
+	j.run.started()
+	r := j.run.r
+	prev, err := r.appliedRecord(j.tenant)
+	var res *schema.TenantResult
+	switch {
+	case err != nil:
+		res = &schema.TenantResult{Tenant: j.tenant, Phase: schema.CommitFailed, Error: err.Error()}
+	case j.desired != nil:
+		res = r.applyTenant(ctx, j.run.snap, j.desired, prev)
+	case prev == nil:
+		res = &schema.TenantResult{Tenant: j.tenant, Phase: schema.CommitSucceeded}
+	default:
+		res = r.destroyTenant(ctx, j.run.snap, prev)
+	}
+	j.run.record(res)
+}
+
+func (j *tenantJob) Superseded(by Job) {
+	msg := "superseded before it ran"
+	if b, ok := by.(*tenantJob); ok {
+		msg = "superseded by revision " + b.run.snap.Revision + " before it ran"
+	}
+	j.run.record(&schema.TenantResult{Tenant: j.tenant, Phase: schema.CommitSuperseded, Error: msg})
 }
 
 // load reads and validates the snapshot: schema checks, then the provider

@@ -120,6 +120,21 @@ func (r *Reconciler) appliedRecords() (map[string]*appliedRecord, error) {
 	return out, err
 }
 
+// appliedRecord returns what the reconciler last applied to a tenant, or
+// nil when it never did.
+func (r *Reconciler) appliedRecord(tenant string) (*appliedRecord, error) {
+	var rec *appliedRecord
+	err := r.store.View(func(tx *backend.Tx) error {
+		v, err := getJSON[appliedRecord](tx, kindApplied, tenant)
+		if errors.Is(err, backend.ErrNotFound) {
+			return nil
+		}
+		rec = v
+		return err
+	})
+	return rec, err
+}
+
 func getJSON[T any](tx *backend.Tx, kind, key string) (*T, error) {
 	res, err := tx.Get(kind, key)
 	if err != nil {

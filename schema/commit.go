@@ -39,12 +39,16 @@ const (
 	CommitSucceeded       CommitPhase = "Succeeded"
 	CommitFailed          CommitPhase = "Failed"
 	CommitPartiallyFailed CommitPhase = "PartiallyFailed"
+	// CommitSuperseded: a newer revision reached every tenant of this
+	// commit before it ran, so this one applied nothing. As a tenant
+	// result's phase it says the same of that tenant.
+	CommitSuperseded CommitPhase = "Superseded"
 )
 
 // Done reports whether the phase is final.
 func (p CommitPhase) Done() bool {
 	switch p {
-	case CommitInvalid, CommitSucceeded, CommitFailed, CommitPartiallyFailed:
+	case CommitInvalid, CommitSucceeded, CommitFailed, CommitPartiallyFailed, CommitSuperseded:
 		return true
 	}
 	return false

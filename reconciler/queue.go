@@ -1,0 +1,203 @@
+package reconciler
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Job is one unit of queued work for one key (a tenant).
+type Job interface {
+	// Run does the work. ctx ends when the queue's shutdown grace period
+	// is over; a run should then stop as cleanly as it can.
+	Run(ctx context.Context)
+	// Superseded is called instead of Run when a newer job for the same
+	// key replaced this one before it started.
+	Superseded(by Job)
+}
+
+// QueueOptions configure a Queue.
+type QueueOptions struct {
+	// Workers is how many keys run at once. Default 2.
+	Workers int
+	// Debounce is how long a key stays quiet before its newest job runs,
+	// so that bursts of revisions coalesce into one run. Default 0.
+	Debounce time.Duration
+	// Grace is how long Stop waits for running jobs before it cancels
+	// their context. Default 10 minutes.
+	Grace time.Duration
+}
+
+// Queue runs jobs keyed by tenant: at most one job per key at a time (serial
+// within a tenant), up to Workers keys at once (parallel across tenants),
+// and only the newest pending job of a key (a newer one replaces an older
+// one that has not started; one that arrives during a run runs next).
+type Queue struct {
+	opts QueueOptions
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending map[string]*entry
+	order   []string // keys with a pending job, oldest first
+	running map[string]bool
+	stopped bool
+
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+	wg        sync.WaitGroup
+	started   bool
+}
+
+type entry struct {
+	job     Job
+	readyAt time.Time
+}
+
+// NewQueue returns a queue; Start starts its workers.
+func NewQueue(opts QueueOptions) *Queue {
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 10 * time.Minute
+	}
+	q := &Queue{opts: opts, pending: map[string]*entry{}, running: map[string]bool{}}
+	q.cond = sync.NewCond(&q.mu)
+	q.runCtx, q.cancelRun = context.WithCancel(context.Background())
+	return q
+}
+
+// Start launches the workers.
+func (q *Queue) Start() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.started {
+		return
+	}
+	q.started = true
+	for i := 0; i < q.opts.Workers; i++ {
+		q.wg.Add(1)
+		go q.worker()
+	}
+}
+
+// Enqueue adds job for key. A job of key that has not started yet is
+// superseded by this one.
+func (q *Queue) Enqueue(key string, job Job) {
+	q.mu.Lock()
+	if q.stopped {
+		q.mu.Unlock()
+		job.Superseded(nil)
+		return
+	}
+	old := q.pending[key]
+	if old == nil {
+		q.order = append(q.order, key)
+	}
+	q.pending[key] = &entry{job: job, readyAt: time.Now().Add(q.opts.Debounce)}
+	q.cond.Broadcast()
+	q.mu.Unlock()
+	if old != nil {
+		old.job.Superseded(job)
+	}
+}
+
+// Depth returns how many jobs wait to run.
+func (q *Queue) Depth() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+// Running returns how many jobs run now.
+func (q *Queue) Running() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.running)
+}
+
+// next blocks until a job may run, and returns it with its key; ok is
+// false once the queue stops.
+func (q *Queue) next() (string, Job, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		if q.stopped {
+			return "", nil, false
+		}
+		now := time.Now()
+		var wake time.Time
+		for i, key := range q.order {
+			if q.running[key] {
+				continue
+			}
+			e := q.pending[key]
+			if e.readyAt.After(now) {
+				if wake.IsZero() || e.readyAt.Before(wake) {
+					wake = e.readyAt
+				}
+				continue
+			}
+			q.order = append(q.order[:i:i], q.order[i+1:]...)
+			delete(q.pending, key)
+			q.running[key] = true
+			return key, e.job, true
+		}
+		if !wake.IsZero() {
+			t := time.AfterFunc(time.Until(wake), func() {
+				q.mu.Lock()
+				q.cond.Broadcast()
+				q.mu.Unlock()
+			})
+			q.cond.Wait()
+			t.Stop()
+			continue
+		}
+		q.cond.Wait()
+	}
+}
+
+func (q *Queue) worker() {
+	defer q.wg.Done()
+	for {
+		key, job, ok := q.next()
+		if !ok {
+			return
+		}
+		job.Run(q.runCtx)
+		q.mu.Lock()
+		delete(q.running, key)
+		q.cond.Broadcast()
+		q.mu.Unlock()
+	}
+}
+
+// Stop stops starting jobs, supersedes the pending ones, and waits for the
+// running ones: up to the grace period, after which their context is
+// cancelled (tofu gets SIGINT, saves its state and releases its lock) and
+// Stop waits for them to return.
+func (q *Queue) Stop() {
+	q.mu.Lock()
+	if q.stopped {
+		q.mu.Unlock()
+		q.wg.Wait()
+		return
+	}
+	q.stopped = true
+	pending := q.pending
+	q.pending, q.order = map[string]*entry{}, nil
+	q.cond.Broadcast()
+	q.mu.Unlock()
+	for _, e := range pending {
+		e.job.Superseded(nil)
+	}
+	done := make(chan struct{})
+	go func() { q.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(q.opts.Grace):
+		q.cancelRun()
+		<-done
+	}
+	q.cancelRun()
+}

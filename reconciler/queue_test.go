@@ -1,0 +1,173 @@
+package reconciler
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// probeJob records when it runs, and can be held until released.
+type probeJob struct {
+	key, rev   string
+	log        *eventLog
+	hold       chan struct{}
+	superseded atomic.Bool
+	ran        atomic.Bool
+}
+
+type eventLog struct {
+	mu      sync.Mutex
+	events  []string
+	running map[string]int
+	maxPar  int
+	overlap bool
+}
+
+func newEventLog() *eventLog { return &eventLog{running: map[string]int{}} }
+
+func (l *eventLog) add(e string) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...)
+}
+
+func (j *probeJob) Run(ctx context.Context) {
+	l := j.log
+	l.mu.Lock()
+	l.running[j.key]++
+	if l.running[j.key] > 1 {
+		l.overlap = true
+	}
+	total := 0
+	for _, n := range l.running {
+		total += n
+	}
+	if total > l.maxPar {
+		l.maxPar = total
+	}
+	l.events = append(l.events, "start "+j.key+" "+j.rev)
+	l.mu.Unlock()
+	if j.hold != nil {
+		select {
+		case <-j.hold:
+		case <-ctx.Done():
+			l.add("interrupted " + j.key)
+		}
+	}
+	j.ran.Store(true)
+	l.mu.Lock()
+	l.running[j.key]--
+	l.events = append(l.events, "end "+j.key+" "+j.rev)
+	l.mu.Unlock()
+}
+
+func (j *probeJob) Superseded(Job) { j.superseded.Store(true) }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestQueueCoalescesBursts(t *testing.T) {
+	log := newEventLog()
+	q := NewQueue(QueueOptions{Workers: 2, Debounce: 200 * time.Millisecond})
+	q.Start()
+	defer q.Stop()
+	var jobs []*probeJob
+	for i := 0; i < 10; i++ {
+		j := &probeJob{key: "production", rev: string(rune('a' + i)), log: log}
+		jobs = append(jobs, j)
+		q.Enqueue("production", j)
+		time.Sleep(20 * time.Millisecond) // ten revisions within a fraction of a second
+	}
+	waitFor(t, "the newest job", jobs[9].ran.Load)
+	time.Sleep(300 * time.Millisecond)
+	if got := log.snapshot(); len(got) != 2 || got[0] != "start production j" {
+		t.Fatalf("events %v, want exactly one run of the newest revision j", got)
+	}
+	for i, j := range jobs[:9] {
+		if !j.superseded.Load() || j.ran.Load() {
+			t.Errorf("job %d: superseded=%v ran=%v, want superseded and not run", i, j.superseded.Load(), j.ran.Load())
+		}
+	}
+}
+
+func TestQueueParallelAcrossTenantsSerialWithin(t *testing.T) {
+	log := newEventLog()
+	q := NewQueue(QueueOptions{Workers: 2})
+	q.Start()
+	defer q.Stop()
+	hold := make(chan struct{})
+	a := &probeJob{key: "a", rev: "1", log: log, hold: hold}
+	b := &probeJob{key: "b", rev: "1", log: log, hold: hold}
+	c := &probeJob{key: "c", rev: "1", log: log, hold: hold}
+	q.Enqueue("a", a)
+	q.Enqueue("b", b)
+	q.Enqueue("c", c)
+	waitFor(t, "two tenants running", func() bool { return q.Running() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if q.Running() != 2 || q.Depth() != 1 || c.ran.Load() {
+		t.Fatalf("running %d depth %d: the third tenant must wait for a worker", q.Running(), q.Depth())
+	}
+	// A newer revision of a running tenant waits for that run, then runs.
+	a2 := &probeJob{key: "a", rev: "2", log: log}
+	q.Enqueue("a", a2)
+	close(hold)
+	waitFor(t, "all jobs", func() bool { return a2.ran.Load() && c.ran.Load() && b.ran.Load() })
+	if log.overlap {
+		t.Error("two runs of one tenant overlapped")
+	}
+	if log.maxPar > 2 {
+		t.Errorf("%d runs at once, want at most 2 workers", log.maxPar)
+	}
+	ev := log.snapshot()
+	endA1, startA2 := -1, -1
+	for i, e := range ev {
+		switch e {
+		case "end a 1":
+			endA1 = i
+		case "start a 2":
+			startA2 = i
+		}
+	}
+	if endA1 < 0 || startA2 < endA1 {
+		t.Errorf("events %v: revision 2 of a must start after revision 1 ends", ev)
+	}
+}
+
+func TestQueueStopWaitsThenInterrupts(t *testing.T) {
+	log := newEventLog()
+	q := NewQueue(QueueOptions{Workers: 1, Grace: 200 * time.Millisecond})
+	q.Start()
+	running := &probeJob{key: "a", rev: "1", log: log, hold: make(chan struct{})}
+	pending := &probeJob{key: "b", rev: "1", log: log}
+	q.Enqueue("a", running)
+	waitFor(t, "a running", func() bool { return q.Running() == 1 })
+	q.Enqueue("b", pending)
+	start := time.Now()
+	q.Stop()
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("Stop returned after %v, before the grace period", d)
+	}
+	ev := log.snapshot()
+	if len(ev) != 3 || ev[1] != "interrupted a" {
+		t.Errorf("events %v, want the running job interrupted after the grace period", ev)
+	}
+	if !pending.superseded.Load() || pending.ran.Load() {
+		t.Error("a pending job ran after Stop")
+	}
+}
