@@ -139,6 +139,7 @@ func (d *Dir) Snapshot() (Snapshot, error) {
 	d.status.LastFetch = start
 	if err != nil {
 		d.status.Failures++
+		d.status.Errors++
 		d.status.LastError = err.Error()
 		return Snapshot{}, err
 	}

@@ -315,6 +315,7 @@ func (g *Git) Fetch(ctx context.Context) (Snapshot, bool, error) {
 	}
 	if err != nil {
 		g.status.Failures++
+		g.status.Errors++
 		g.status.LastError = err.Error()
 		return Snapshot{}, false, err
 	}

@@ -49,6 +49,8 @@ type Status struct {
 	LastError string
 	// Failures counts the polls that failed in a row.
 	Failures int
+	// Errors counts every poll that failed since the source started.
+	Errors int
 	// NextPoll is when Run polls next, unless triggered earlier.
 	NextPoll time.Time
 	// Polls counts the polls so far, failed ones included.

@@ -1,0 +1,140 @@
+// Package metrics defines the server's Prometheus metrics in one registry,
+// so that every part records into the same names and /metrics serves them.
+// It holds no logic of its own: callers observe, and gauges that mirror
+// another component's state are read from it at scrape time.
+package metrics
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the server's collectors. A nil *Metrics records nothing, so
+// components can take one optionally.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	// ReconcileDuration observes one tenant's run, by result
+	// (succeeded, failed, unchanged).
+	ReconcileDuration *prometheus.HistogramVec
+	// TofuDuration observes tofu commands, by command (init, plan, show,
+	// apply).
+	TofuDuration *prometheus.HistogramVec
+	// TofuRuns counts tofu commands by command and result (ok, error).
+	TofuRuns *prometheus.CounterVec
+	// LastApplied is 1 for the revision last applied to each tenant.
+	LastApplied *prometheus.GaugeVec
+	// Webhooks counts push webhooks by hook and result.
+	Webhooks *prometheus.CounterVec
+
+	mu          sync.Mutex
+	lastApplied map[string]string
+}
+
+var durationBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// New returns the collectors, registered with a fresh registry together
+// with the Go and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		ReconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rezuscloud_reconcile_duration_seconds", Help: "Time one tenant's reconcile took, by result.",
+			Buckets: durationBuckets,
+		}, []string{"result"}),
+		TofuDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rezuscloud_tofu_duration_seconds", Help: "Time tofu commands took, by command.",
+			Buckets: durationBuckets,
+		}, []string{"command"}),
+		TofuRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rezuscloud_tofu_runs_total", Help: "tofu commands run, by command and result.",
+		}, []string{"command", "result"}),
+		LastApplied: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rezuscloud_tenant_applied_revision_info", Help: "The revision last applied to each tenant (value 1).",
+		}, []string{"tenant", "revision"}),
+		Webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rezuscloud_webhooks_total", Help: "Push webhooks received, by hook and result.",
+		}, []string{"hook", "result"}),
+		lastApplied: map[string]string{},
+	}
+	m.Registry.MustRegister(m.ReconcileDuration, m.TofuDuration, m.TofuRuns, m.LastApplied, m.Webhooks,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// GaugeFunc registers a gauge read from fn at every scrape.
+func (m *Metrics) GaugeFunc(name, help string, fn func() float64) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
+}
+
+// CounterFunc registers a counter read from fn at every scrape; fn must
+// never decrease.
+func (m *Metrics) CounterFunc(name, help string, fn func() float64) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
+}
+
+// Applied records that revision is now the one applied to tenant; "" drops
+// the tenant.
+func (m *Metrics) Applied(tenant, revision string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.lastApplied[tenant]; ok {
+		if old == revision {
+			return
+		}
+		m.LastApplied.DeleteLabelValues(tenant, old)
+	}
+	if revision == "" {
+		delete(m.lastApplied, tenant)
+		return
+	}
+	m.lastApplied[tenant] = revision
+	m.LastApplied.WithLabelValues(tenant, revision).Set(1)
+}
+
+// Tofu records one tofu command.
+func (m *Metrics) Tofu(command string, seconds float64, err error) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.TofuRuns.WithLabelValues(command, result).Inc()
+	m.TofuDuration.WithLabelValues(command).Observe(seconds)
+}
+
+// Reconciled records one tenant's reconcile.
+func (m *Metrics) Reconciled(result string, seconds float64) {
+	if m == nil {
+		return
+	}
+	m.ReconcileDuration.WithLabelValues(result).Observe(seconds)
+}
+
+// Webhook counts one push webhook.
+func (m *Metrics) Webhook(hook, result string) {
+	if m == nil {
+		return
+	}
+	m.Webhooks.WithLabelValues(hook, result).Inc()
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
