@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -66,6 +67,9 @@ type Options struct {
 	// before it interrupts them with SIGINT. Default 10 minutes.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// Metrics, when set, records each tenant's reconcile and the revision
+	// applied to it.
+	Metrics *metrics.Metrics
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time
 }
@@ -394,6 +398,21 @@ func (j *tenantJob) Run(ctx context.Context) {
 		res = &schema.TenantResult{Tenant: j.tenant, Phase: schema.CommitSucceeded}
 	default:
 		res = r.destroyTenant(ctx, j.run.snap, prev)
+	}
+	result := "succeeded"
+	switch {
+	case res.Phase == schema.CommitFailed:
+		result = "failed"
+	case res.OutputTail == "":
+		result = "unchanged"
+	}
+	r.opts.Metrics.Reconciled(result, res.FinishedAt.Sub(res.StartedAt).Seconds())
+	if res.Phase == schema.CommitSucceeded {
+		if j.desired != nil {
+			r.opts.Metrics.Applied(j.tenant, j.run.snap.Revision)
+		} else {
+			r.opts.Metrics.Applied(j.tenant, "")
+		}
 	}
 	j.run.record(res)
 }

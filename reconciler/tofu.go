@@ -17,6 +17,8 @@ import (
 
 	"github.com/hashicorp/terraform-exec/tfexec"
 	tfjson "github.com/hashicorp/terraform-json"
+
+	"github.com/rezuscloud/rezuscloud/internal/metrics"
 )
 
 // TofuOptions configure how the server runs the tofu binary.
@@ -29,6 +31,8 @@ type TofuOptions struct {
 	// Env holds further variables every run gets, such as REZUSSIM_DIR or
 	// TF_ENCRYPTION. They never appear in argv or on disk.
 	Env map[string]string
+	// Metrics, when set, records every tofu command.
+	Metrics *metrics.Metrics
 	// InterruptDelay is how long a cancelled run has, after SIGINT, to save
 	// its state and release its lock. Default 10 minutes.
 	InterruptDelay time.Duration
@@ -151,6 +155,15 @@ func (r *Runner) open(dir string, creds Creds) (*session, error) {
 
 func (s *session) close() { s.unlock() }
 
+// cmd runs one tofu command, counting and timing it.
+func (s *session) cmd(name string, fn func() error) error {
+	s.r.runs.Add(1)
+	start := time.Now()
+	err := fn()
+	s.r.opts.Metrics.Tofu(name, time.Since(start).Seconds(), err)
+	return err
+}
+
 // initMarker names the file in a work directory that records the inputs of
 // the last successful init.
 const initMarker = ".rezuscloud-init"
@@ -172,8 +185,7 @@ func (s *session) init(ctx context.Context, initInputs []byte) error {
 			return nil
 		}
 	}
-	s.r.runs.Add(1)
-	if err := s.tf.Init(ctx, tfexec.Upgrade(false), tfexec.Reconfigure(true)); err != nil {
+	if err := s.cmd("init", func() error { return s.tf.Init(ctx, tfexec.Upgrade(false), tfexec.Reconfigure(true)) }); err != nil {
 		return fmt.Errorf("tofu init: %w", s.redact(err))
 	}
 	return os.WriteFile(marker, []byte(want), 0o600)
@@ -192,30 +204,38 @@ func (s *session) redact(err error) error {
 func (s *session) planApply(ctx context.Context, destroy bool) (PlanSummary, error) {
 	planFile := filepath.Join(s.dir, "rezuscloud.tfplan")
 	defer os.Remove(planFile)
-	s.r.runs.Add(1)
-	changed, err := s.tf.Plan(ctx, tfexec.Out(planFile), tfexec.Destroy(destroy))
+	var changed bool
+	err := s.cmd("plan", func() (err error) {
+		changed, err = s.tf.Plan(ctx, tfexec.Out(planFile), tfexec.Destroy(destroy))
+		return err
+	})
 	if err != nil {
 		return PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
 	}
 	if !changed {
 		return PlanSummary{}, nil
 	}
-	s.r.runs.Add(1)
-	plan, err := s.tf.ShowPlanFile(ctx, planFile)
+	var plan *tfjson.Plan
+	err = s.cmd("show", func() (err error) {
+		plan, err = s.tf.ShowPlanFile(ctx, planFile)
+		return err
+	})
 	if err != nil {
 		return PlanSummary{}, fmt.Errorf("tofu show plan: %w", s.redact(err))
 	}
 	sum := summarize(plan)
-	s.r.runs.Add(1)
-	if err := s.tf.Apply(ctx, tfexec.DirOrPlan(planFile)); err != nil {
+	if err := s.cmd("apply", func() error { return s.tf.Apply(ctx, tfexec.DirOrPlan(planFile)) }); err != nil {
 		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
 	}
 	return sum, nil
 }
 
 func (s *session) show(ctx context.Context) (*tfjson.State, error) {
-	s.r.runs.Add(1)
-	st, err := s.tf.Show(ctx)
+	var st *tfjson.State
+	err := s.cmd("show", func() (err error) {
+		st, err = s.tf.Show(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tofu show: %w", s.redact(err))
 	}
