@@ -37,6 +37,9 @@ type Config struct {
 	Version string
 	// Logger receives the request log and server events. Default: none.
 	Logger *slog.Logger
+	// Origin names the repository the manifests come from; the read-only
+	// API quotes it when it refuses a write. Default: a generic message.
+	Origin Origin
 
 	// FailStatePost is a test hook passed to StateOptions.FailPost. Leave
 	// it nil.
@@ -53,6 +56,7 @@ type Server struct {
 	store  *Store
 	tokens *Tokens
 	state  *StateHandler
+	api    *resourceAPI
 	mux    *http.ServeMux
 	http   *http.Server
 
@@ -117,6 +121,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /version", s.version)
 	s.Handle(StatePrefix, s.state)
 	s.Handle(VersionsPrefix, s.state)
+	s.api = newResourceAPI(store, log, cfg.Origin, cfg.Version)
+	s.Handle(APIPrefix, s.api)
 	s.http = &http.Server{
 		Handler:           LogRequests(log, s.mux),
 		ReadHeaderTimeout: 10 * time.Second,
