@@ -218,16 +218,50 @@ type listSpec struct {
 	newestFirst bool
 }
 
-// listFields are the only parts of a stored object a list decodes, and it
-// decodes them only when a filter or the order needs them.
-type listFields struct {
-	Metadata struct {
-		Labels    map[string]string `json:"labels"`
-		CreatedAt time.Time         `json:"createdAt"`
-	} `json:"metadata"`
-	Spec struct {
-		Tenant string `json:"tenant"`
-	} `json:"spec"`
+// listMeta is the only part of a stored object a list decodes, and it
+// decodes it only when a filter or the order needs it.
+type listMeta struct {
+	Labels    map[string]string
+	CreatedAt time.Time
+}
+
+// decodeListMeta decodes metadata.labels of the stored object obj, and
+// metadata.createdAt when created is true; nothing else.
+func decodeListMeta(obj []byte, created bool) (listMeta, error) {
+	var m listMeta
+	start, end, err := metadataRange(obj)
+	if err != nil || start < 0 {
+		return m, err
+	}
+	meta := obj[start:end]
+	err = eachMember(meta, func(mb member) bool {
+		switch {
+		case mb.is("labels"):
+			err = json.Unmarshal(meta[mb.value:mb.end], &m.Labels)
+		case created && mb.is("createdAt"):
+			err = json.Unmarshal(meta[mb.value:mb.end], &m.CreatedAt)
+		}
+		if err != nil {
+			err = fmt.Errorf("metadata.%s: %w", mb.key[1:len(mb.key)-1], err)
+		}
+		return err == nil
+	})
+	return m, err
+}
+
+// tenantOf returns the tenant an object belongs to: its tenant label or,
+// without one, its spec.tenant.
+func tenantOf(obj []byte, m *listMeta) (string, error) {
+	if t, ok := m.Labels[schema.LabelTenant]; ok {
+		return t, nil
+	}
+	var o struct {
+		Spec struct {
+			Tenant string `json:"tenant"`
+		} `json:"spec"`
+	}
+	err := json.Unmarshal(obj, &o)
+	return o.Spec.Tenant, err
 }
 
 // hit is a matching stored value; value points into the transaction's
@@ -258,17 +292,23 @@ func list(tx *Tx, spec listSpec, q listQuery) (api.List[json.RawMessage], error)
 		}
 		h := hit{value: v}
 		if decode {
-			var f listFields
-			if err := json.Unmarshal(v[8:], &f); err != nil {
+			m, err := decodeListMeta(v[8:], spec.newestFirst)
+			if err != nil {
 				return out, fmt.Errorf("%s %q: %w", spec.kind, k, err)
 			}
-			if spec.tenant != "" && tenantOf(&f) != spec.tenant {
+			if spec.tenant != "" {
+				t, err := tenantOf(v[8:], &m)
+				if err != nil {
+					return out, fmt.Errorf("%s %q: %w", spec.kind, k, err)
+				}
+				if t != spec.tenant {
+					continue
+				}
+			}
+			if !q.sel.Matches(m.Labels) {
 				continue
 			}
-			if !q.sel.Matches(f.Metadata.Labels) {
-				continue
-			}
-			h.created = f.Metadata.CreatedAt
+			h.created = m.CreatedAt
 		}
 		hits = append(hits, h)
 	}
@@ -287,13 +327,6 @@ func list(tx *Tx, spec listSpec, q listQuery) (api.List[json.RawMessage], error)
 		out.Items = append(out.Items, obj)
 	}
 	return out, nil
-}
-
-func tenantOf(f *listFields) string {
-	if t, ok := f.Metadata.Labels[schema.LabelTenant]; ok {
-		return t
-	}
-	return f.Spec.Tenant
 }
 
 // resourceBucket returns the bucket of kind, or nil when none was stored.
@@ -451,11 +484,13 @@ func (a *resourceAPI) getTenantMachine(w http.ResponseWriter, r *http.Request, p
 			return err
 		}
 		if obj != nil {
-			var f listFields
-			if err := json.Unmarshal(obj, &f); err != nil {
+			m, err := decodeListMeta(obj, false)
+			if err != nil {
 				return fmt.Errorf("machine %q: %w", name, err)
 			}
-			if tenantOf(&f) != tenant {
+			if t, err := tenantOf(obj, &m); err != nil {
+				return fmt.Errorf("machine %q: %w", name, err)
+			} else if t != tenant {
 				obj = nil
 			}
 		}
@@ -533,25 +568,12 @@ func commitsWithPrefix(tx *Tx, prefix string) []string {
 // its stored bytes and order; only the metadata object is rewritten.
 func servedObject(obj []byte, rv uint64) (json.RawMessage, error) {
 	rvMember := `"resourceVersion":"` + strconv.FormatUint(rv, 10) + `"`
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if err := expectDelim(dec, '{'); err != nil {
+	start, end, err := metadataRange(obj)
+	if err != nil {
 		return nil, err
 	}
-	for dec.More() {
-		key, err := objectKey(dec)
-		if err != nil {
-			return nil, err
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("decode object: %w", err)
-		}
-		if key != "metadata" {
-			continue
-		}
-		end := int(dec.InputOffset())
-		start := end - len(raw)
-		meta, err := withMember(raw, "resourceVersion", rvMember, "uid", "name")
+	if start >= 0 {
+		meta, err := withMember(obj[start:end], "resourceVersion", rvMember, "uid", "name")
 		if err != nil {
 			return nil, fmt.Errorf("metadata: %w", err)
 		}
@@ -562,9 +584,6 @@ func servedObject(obj []byte, rv uint64) (json.RawMessage, error) {
 	}
 	// No metadata: add it as the object's last member.
 	body := bytes.TrimRight(obj, " \t\r\n")
-	if len(body) == 0 || body[len(body)-1] != '}' {
-		return nil, errors.New("decode object: no closing brace")
-	}
 	out := bytes.Clone(body[:len(body)-1])
 	if !bytes.HasSuffix(bytes.TrimRight(out, " \t\r\n"), []byte("{")) {
 		out = append(out, ',')
@@ -573,51 +592,54 @@ func servedObject(obj []byte, rv uint64) (json.RawMessage, error) {
 	return out, nil
 }
 
+// metadataRange returns where the value of the top-level member
+// "metadata" of the JSON object obj starts and ends, or -1, -1 when obj
+// has none. It reads obj only up to the end of that value.
+func metadataRange(obj []byte) (start, end int, err error) {
+	start, end = -1, -1
+	err = eachMember(obj, func(m member) bool {
+		if m.is("metadata") {
+			start, end = m.value, m.end
+			return false
+		}
+		return true
+	})
+	if err == nil && start >= 0 && obj[start] != '{' {
+		err = errors.New("decode object: metadata is not an object")
+	}
+	return start, end, err
+}
+
 // withMember returns the JSON object obj with the member key replaced by
-// member (`"key":value`), placed after the first of after that obj has, or
+// text (`"key":value`), placed after the first of after that obj has, or
 // first when it has none of them. The other members keep their bytes and
 // order.
-func withMember(obj []byte, key, member string, after ...string) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if err := expectDelim(dec, '{'); err != nil {
+func withMember(obj []byte, key, text string, after ...string) ([]byte, error) {
+	var members []member
+	err := eachMember(obj, func(m member) bool {
+		if !m.is(key) {
+			members = append(members, m)
+		}
+		return true
+	})
+	if err != nil {
 		return nil, err
-	}
-	type kv struct {
-		key  string
-		text []byte
-	}
-	var members []kv
-	for dec.More() {
-		from := dec.InputOffset()
-		k, err := objectKey(dec)
-		if err != nil {
-			return nil, err
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("decode object: %w", err)
-		}
-		if k == key {
-			continue
-		}
-		text := bytes.TrimLeft(obj[from:dec.InputOffset()], " \t\r\n,")
-		members = append(members, kv{k, text})
 	}
 	at := 0
 	for _, a := range after {
-		if i := slices.IndexFunc(members, func(m kv) bool { return m.key == a }); i >= 0 {
+		if i := slices.IndexFunc(members, func(m member) bool { return m.is(a) }); i >= 0 {
 			at = i + 1
 			break
 		}
 	}
-	out := make([]byte, 0, len(obj)+len(member)+1)
+	out := make([]byte, 0, len(obj)+len(text)+1)
 	out = append(out, '{')
 	for i := 0; i <= len(members); i++ {
 		if i == at {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = append(out, member...)
+			out = append(out, text...)
 		}
 		if i == len(members) {
 			break
@@ -625,30 +647,150 @@ func withMember(obj []byte, key, member string, after ...string) ([]byte, error)
 		if i > 0 || at == 0 {
 			out = append(out, ',')
 		}
-		out = append(out, members[i].text...)
+		out = append(out, obj[members[i].start:members[i].end]...)
 	}
 	return append(out, '}'), nil
 }
 
-func expectDelim(dec *json.Decoder, want json.Delim) error {
-	t, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("decode object: %w", err)
+// The functions below walk the members of a stored JSON object without
+// decoding it, so that a list reads only the metadata of each object. They
+// check the structure they walk (quotes, colons, commas, brackets) but not
+// the contents of numbers and literals: encoding/json validates whatever
+// is decoded or served.
+
+var errJSONEnd = errors.New("decode object: unexpected end of JSON")
+
+// member is one member of a JSON object: obj[start:end] is `"key":value`,
+// obj[value:end] the value.
+type member struct {
+	key               []byte // with its quotes, as stored
+	start, value, end int
+}
+
+// is reports whether the member's key is name.
+func (m member) is(name string) bool {
+	k := m.key[1 : len(m.key)-1]
+	if bytes.IndexByte(k, '\\') < 0 {
+		return string(k) == name
 	}
-	if d, ok := t.(json.Delim); !ok || d != want {
-		return fmt.Errorf("decode object: found %v, want %v", t, want)
+	var s string
+	return json.Unmarshal(m.key, &s) == nil && s == name
+}
+
+// eachMember calls fn for each member of the JSON object obj, in order,
+// until fn returns false.
+func eachMember(obj []byte, fn func(member) bool) error {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return errors.New("decode object: not a JSON object")
+	}
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return checkEnd(obj, i+1)
+	}
+	for {
+		if i >= len(obj) || obj[i] != '"' {
+			return fmt.Errorf("decode object: want a key at offset %d", i)
+		}
+		m := member{start: i}
+		j, err := skipString(obj, i)
+		if err != nil {
+			return err
+		}
+		m.key = obj[i:j]
+		j = skipSpace(obj, j)
+		if j >= len(obj) || obj[j] != ':' {
+			return fmt.Errorf("decode object: want ':' at offset %d", j)
+		}
+		m.value = skipSpace(obj, j+1)
+		if m.end, err = skipValue(obj, m.value); err != nil {
+			return err
+		}
+		if !fn(m) {
+			return nil
+		}
+		i = skipSpace(obj, m.end)
+		if i >= len(obj) {
+			return errJSONEnd
+		}
+		switch obj[i] {
+		case ',':
+			i = skipSpace(obj, i+1)
+		case '}':
+			return checkEnd(obj, i+1)
+		default:
+			return fmt.Errorf("decode object: want ',' or '}' at offset %d", i)
+		}
+	}
+}
+
+// checkEnd reports an error unless only white space follows offset i.
+func checkEnd(b []byte, i int) error {
+	if i = skipSpace(b, i); i < len(b) {
+		return fmt.Errorf("decode object: data after the closing brace at offset %d", i)
 	}
 	return nil
 }
 
-func objectKey(dec *json.Decoder) (string, error) {
-	t, err := dec.Token()
-	if err != nil {
-		return "", fmt.Errorf("decode object: %w", err)
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
-	k, ok := t.(string)
-	if !ok {
-		return "", fmt.Errorf("decode object: found %v, want a key", t)
+	return i
+}
+
+// skipString returns the offset past the string that starts at b[i].
+func skipString(b []byte, i int) (int, error) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
 	}
-	return k, nil
+	return 0, errJSONEnd
+}
+
+// skipValue returns the offset past the value that starts at b[i].
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errJSONEnd
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		var stack []byte
+		for i < len(b) {
+			switch c := b[i]; c {
+			case '"':
+				j, err := skipString(b, i)
+				if err != nil {
+					return 0, err
+				}
+				i = j
+				continue
+			case '{', '[':
+				stack = append(stack, c+2) // '}' and ']' follow '{' and '[' by two
+			case '}', ']':
+				if len(stack) == 0 || stack[len(stack)-1] != c {
+					return 0, fmt.Errorf("decode object: unexpected %q at offset %d", c, i)
+				}
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return i + 1, nil
+				}
+			}
+			i++
+		}
+		return 0, errJSONEnd
+	case ',', ':', '}', ']':
+		return 0, fmt.Errorf("decode object: want a value at offset %d", i)
+	}
+	j := i
+	for j < len(b) && !strings.ContainsRune(",:{}[]\" \t\r\n", rune(b[j])) {
+		j++
+	}
+	return j, nil
 }
