@@ -70,8 +70,12 @@ func (o Origin) readOnlyMessage() string {
 // resourceAPI serves the read-only REST API over the store's resources on
 // APIPrefix, and /api/v1/status. It serves only the kinds it routes
 // (Tenant, NodeGroup, ConfigPatch, Machine, Provider, Commit); the
-// reconciler's internal records are never reachable. It expects
-// Authenticate in front of it and needs the view role.
+// reconciler's internal records are never reachable. Lists answer
+// {"items":[…],"total":N} in name order (commits newest first) and take
+// offset, limit and labelSelector; objects are served as stored, with
+// metadata.resourceVersion set from the store. Every other method gets 405
+// naming the Origin. It expects Authenticate in front of it and needs the
+// view role.
 type resourceAPI struct {
 	store   *Store
 	log     *slog.Logger
