@@ -104,3 +104,13 @@ func requireRole(w http.ResponseWriter, r *http.Request, role Role, what string)
 	}
 	return id, true
 }
+
+// RequireRole wraps h, mounted with Server.Handle, so that only callers
+// with at least role reach it; what names the action in the 403 message.
+func RequireRole(role Role, what string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := requireRole(w, r, role, what); ok {
+			h.ServeHTTP(w, r)
+		}
+	})
+}

@@ -192,12 +192,15 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 	c.Status.NonFastForward = snap.NonFastForward
 	c.Status.Timings.ReceivedAt = r.opts.Now()
 	run := &CommitRun{r: r, commit: c, snap: snap, done: make(chan struct{}), results: map[string]*schema.TenantResult{}}
+	// A revision seen before (after a restart, or a rollback to it) keeps
+	// its finished record unless this run changes something.
+	run.previous = r.finishedCommit(c.Metadata.Name)
 	r.mu.Lock()
 	r.lastCommit = snap.Revision
 	r.mu.Unlock()
 
 	c.Status.Phase = schema.CommitValidating
-	r.putCommit(c)
+	run.put()
 
 	desired, probs := r.load(snap)
 	c.Status.Timings.ValidatedAt = r.opts.Now()
@@ -206,13 +209,20 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 		c.Status.Problems = probs
 		c.Status.Message = fmt.Sprintf("%d problems: nothing was applied; the last good commit stays in effect", len(probs))
 		c.Status.Timings.FinishedAt = r.opts.Now()
-		r.putCommit(c)
+		if run.previous != nil && run.previous.Status.Phase != schema.CommitInvalid {
+			run.quiet(false)
+		}
+		run.put()
+		if run.previous != nil {
+			run.commit = run.previous
+		}
 		close(run.done)
 		return run
 	}
 
 	applied, err := r.appliedRecords()
 	if err != nil {
+		run.quiet(false)
 		r.fail(c, err)
 		close(run.done)
 		return run
@@ -257,7 +267,7 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 
 	c.Status.Phase = schema.CommitPlanning
 	run.outstanding = len(desired.Tenants) + len(deletions)
-	r.putCommit(c)
+	run.put()
 	if run.outstanding == 0 {
 		run.finish()
 		return run
@@ -282,6 +292,23 @@ type CommitRun struct {
 	outstanding int
 	message     string
 	done        chan struct{}
+	// previous is the finished record of the same revision from an
+	// earlier run; while set, the record is left alone.
+	previous *schema.Commit
+}
+
+// put records the commit, unless it is a quiet rerun of a finished one.
+func (run *CommitRun) put() {
+	if run.previous == nil {
+		run.r.putCommit(run.commit)
+	}
+}
+
+// quiet keeps (true) or stops keeping (false) the earlier record.
+func (run *CommitRun) quiet(keep bool) {
+	if !keep {
+		run.previous = nil
+	}
 }
 
 // Done is closed when every tenant of the revision has finished or been
@@ -304,7 +331,7 @@ func (run *CommitRun) started() {
 	if run.commit.Status.Phase == schema.CommitPlanning {
 		run.commit.Status.Phase = schema.CommitApplying
 		run.commit.Status.Timings.PlannedAt = run.r.opts.Now()
-		run.r.putCommit(run.commit)
+		run.put()
 	}
 }
 
@@ -313,10 +340,13 @@ func (run *CommitRun) record(res *schema.TenantResult) {
 	run.mu.Lock()
 	run.results[res.Tenant] = res
 	run.outstanding--
+	if res.OutputTail != "" || res.Phase == schema.CommitFailed {
+		run.quiet(false)
+	}
 	last := run.outstanding == 0
 	if !last {
 		run.commit.Status.Tenants = run.sortedResults()
-		run.r.putCommit(run.commit)
+		run.put()
 	}
 	run.mu.Unlock()
 	if last {
@@ -372,7 +402,12 @@ func (run *CommitRun) finish() {
 		c.Status.Phase = schema.CommitPartiallyFailed
 	}
 	c.Status.Message = run.message
-	run.r.putCommit(c)
+	if run.previous != nil && run.previous.Status.Phase == c.Status.Phase {
+		// Nothing ran: the earlier record still tells what this revision did.
+		run.commit = run.previous
+	} else {
+		run.r.putCommit(c)
+	}
 	close(run.done)
 }
 

@@ -260,3 +260,32 @@ func TestDeletionGuards(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRerunKeepsRecord: reconciling a revision again (as after a restart)
+// runs no tofu and leaves the revision's record of what it applied alone.
+func TestRerunKeepsRecord(t *testing.T) {
+	r := newRig(t)
+	first := r.reconcile("rev1", "first", examples(t))
+	mustSucceed(t, first)
+	runs := r.rec.Runner().Runs()
+	again := r.reconcile("rev1", "first", examples(t))
+	if r.rec.Runner().Runs() != runs {
+		t.Fatal("a rerun of an applied revision ran tofu")
+	}
+	var stored schema.Commit
+	err := r.srv.Store().View(func(tx *backend.Tx) error {
+		res, err := tx.Get(schema.KindCommit, "rev1")
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(res.Object, &stored)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*schema.Commit{again, &stored} {
+		if len(c.Status.Tenants) != 2 || c.Status.Tenants[0].Plan.Add == 0 || c.Status.Tenants[1].Plan.Add == 0 {
+			t.Errorf("rerun replaced the record of what rev1 applied: %+v", c.Status.Tenants)
+		}
+	}
+}

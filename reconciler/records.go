@@ -52,6 +52,20 @@ func (r *Reconciler) putCommit(c *schema.Commit) {
 	}
 }
 
+// finishedCommit returns the stored Commit of name when it has finished,
+// else nil.
+func (r *Reconciler) finishedCommit(name string) *schema.Commit {
+	var c *schema.Commit
+	_ = r.store.View(func(tx *backend.Tx) error {
+		v, err := getJSON[schema.Commit](tx, schema.KindCommit, name)
+		if err == nil && v.Status.Phase.Done() {
+			c = v
+		}
+		return nil
+	})
+	return c
+}
+
 // putProviders records the provider modules of this build.
 func (r *Reconciler) putProviders() error {
 	return r.store.Update(func(tx *backend.Tx) error {

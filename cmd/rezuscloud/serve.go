@@ -29,6 +29,26 @@ type serveFlags struct {
 	shutdownTimeout time.Duration
 	logLevel        string
 	logFormat       string
+
+	// The repository to reconcile: a git remote or a local directory.
+	repo         string
+	branch       string
+	tag          string
+	commit       string
+	path         string
+	pollInterval time.Duration
+	dir          string
+
+	// How tofu runs.
+	tofu           string
+	providerMirror string
+	simDir         string
+	maxDeletions   int
+	workers        int
+	debounce       time.Duration
+	shutdownGrace  time.Duration
+
+	webhookSecretFile string
 }
 
 // newServeCmd builds `serve`; run does the serving once the settings are
@@ -38,8 +58,11 @@ func newServeCmd(getenv func(string) string, run func(context.Context, *serveFla
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the state backend and the API",
-		Long: `Serve the Terraform HTTP state backend (/tfstate/{name}), its versions
-listing (/api/v1/tfstate/{name}/versions), /healthz, /readyz and /version.
+		Long: `Serve the Terraform HTTP state backend (/tfstate/{name}), the read-only API
+(/api/v1/...), /healthz, /readyz and /version, and, with --repo or --dir,
+reconcile the manifests found there: every new commit is validated, rendered
+into one OpenTofu workspace per tenant and applied by tofu through this
+server's own state backend.
 
 Every setting is a flag, an environment variable (REZUSCLOUD_ and the flag name
 in upper case with '_' for '-', as shown below) and a key of the YAML file
@@ -72,6 +95,21 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.IntVar(&f.stateHistory, "state-history", backend.DefaultStateHistory, "earlier versions kept per TF state; 0 keeps none")
 	fs.DurationVar(&f.staleLockAge, "stale-lock-age", backend.DefaultStaleLockAge, "age after which a state lock is reported as stale (never broken); 0 never")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	fs.StringVar(&f.repo, "repo", "", "git `URL` of the manifests repository to reconcile (https://, ssh://, git:// or a local path); credentials come from REZUSCLOUD_GIT_* variables")
+	fs.StringVar(&f.branch, "branch", "", "`BRANCH` of --repo to follow (default main)")
+	fs.StringVar(&f.tag, "tag", "", "`TAG` of --repo to follow instead of a branch")
+	fs.StringVar(&f.commit, "commit", "", "pin --repo to this commit `SHA`")
+	fs.StringVar(&f.path, "path", "", "`PATH` inside the repository that holds the manifests")
+	fs.DurationVar(&f.pollInterval, "poll-interval", 30*time.Second, "how often --repo is polled for a new commit")
+	fs.StringVar(&f.dir, "dir", "", "local `DIR` of manifests to reconcile instead of --repo, watched for changes")
+	fs.StringVar(&f.tofu, "tofu", "", "the tofu `BINARY` (OpenTofu >= 1.10); default: tofu on PATH, else the build `make tools` caches")
+	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` that holds the simulated provider; default: providers/ beside this binary")
+	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` where the simulated cloud keeps its machines; default: sim/ in the data dir")
+	fs.IntVar(&f.maxDeletions, "max-deletions", 1, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
+	fs.IntVar(&f.workers, "workers", 2, "tenants that run tofu at the same time")
+	fs.DurationVar(&f.debounce, "debounce", 2*time.Second, "how long a tenant stays quiet before its newest revision is applied; bursts of commits coalesce")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Minute, "on shutdown, how long running tofu processes may finish before they are interrupted with SIGINT (never SIGKILL)")
+	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "`FILE` holding the secret that push webhooks (/hooks/github, /hooks/gitlab, /hooks/generic) are signed with; or set REZUSCLOUD_WEBHOOK_SECRET")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	documentEnv(fs)
@@ -137,19 +175,42 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	src, origin, err := newSource(f, log)
+	if err != nil {
+		return err
+	}
+	cfg.Origin = origin
 	srv, err := backend.NewServer(cfg)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if err := srv.Listen(); err != nil {
+		srv.Close()
+		return err
+	}
+	// The reconciler stops first, while the state backend still answers,
+	// so that tofu runs it interrupts can save their state and release
+	// their locks; then the server shuts down and closes the store.
+	wait, err := startReconciler(ctx, srv, src, origin, f, log)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	srvCtx, stopServer := context.WithCancel(context.Background())
+	go func() {
+		<-ctx.Done()
+		wait()
+		stopServer()
+	}()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
-			case <-ctx.Done():
+			case <-srvCtx.Done():
 				return
 			case <-hup:
 				if err := srv.Tokens().Reload(); err != nil {
@@ -160,5 +221,9 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer) error {
 			}
 		}
 	}()
-	return srv.Run(ctx)
+	err = srv.Run(srvCtx)
+	stop()
+	wait()
+	stopServer()
+	return err
 }

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/spf13/cobra"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/examples"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// demoFlags are the settings of `rezuscloud demo`.
+type demoFlags struct {
+	data           string
+	listen         string
+	tofu           string
+	providerMirror string
+	exitAfterApply bool
+}
+
+func newDemoCmd() *cobra.Command {
+	var f demoFlags
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run RezusCloud on the example manifests and the simulated cloud",
+		Long: `Demo lays out the example manifests as a local git repository, starts the
+server on localhost with the simulated cloud provider, reconciles the first
+commit and prints what to try next. Commit a change in the printed repository
+and the server applies it within seconds.
+
+Running it again reuses the data dir: the server restarts with nothing to do.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.data, "data", filepath.Join(".data", "demo"), "data `DIR` of the demo; the repository goes into DIR/repo")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "loopback `ADDR` to serve on")
+	fs.StringVar(&f.tofu, "tofu", os.Getenv("TOFU"), "the tofu `BINARY`; default: $TOFU, tofu on PATH, else the build `make tools` caches")
+	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` holding the simulated provider; default: providers/ beside this binary")
+	fs.BoolVar(&f.exitAfterApply, "exit-after-apply", false, "stop once the first commit is reconciled, instead of serving until interrupted")
+	return cmd
+}
+
+func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error {
+	step := func(n int, format string, args ...any) {
+		fmt.Fprintf(stdout, "[%d/5] %s\n", n, fmt.Sprintf(format, args...))
+	}
+	data, err := filepath.Abs(f.data)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return fmt.Errorf("demo data dir: %w", err)
+	}
+	step(1, "data dir %s", data)
+
+	repo := filepath.Join(data, "repo")
+	sha, created, err := demoRepository(repo)
+	if err != nil {
+		return err
+	}
+	if created {
+		step(2, "created git repository %s with the example manifests (commit %.12s)", repo, sha)
+	} else {
+		step(2, "using git repository %s (HEAD %.12s)", repo, sha)
+	}
+
+	log, err := newLogger(&serveFlags{logLevel: "warn", logFormat: "text"}, stderr)
+	if err != nil {
+		return err
+	}
+	sf := &serveFlags{
+		data: filepath.Join(data, "server"), listen: f.listen,
+		repo: repo, path: "examples", pollInterval: 2 * time.Second,
+		tofu: f.tofu, providerMirror: f.providerMirror,
+		maxDeletions: 1, workers: 2, shutdownTimeout: 30 * time.Second,
+		stateMaxBytes: backend.DefaultMaxStateBytes, stateHistory: backend.DefaultStateHistory,
+		staleLockAge: backend.DefaultStaleLockAge,
+	}
+	cfg, err := serverConfig(sf, log)
+	if err != nil {
+		return err
+	}
+	src, origin, err := newSource(sf, log)
+	if err != nil {
+		return err
+	}
+	cfg.Origin = origin
+	srv, err := backend.NewServer(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Listen(); err != nil {
+		srv.Close()
+		return err
+	}
+	step(3, "server listening on %s (sim machines in %s)", srv.URL(), filepath.Join(sf.data, "sim"))
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	recCtx, stopRec := context.WithCancel(ctx)
+	defer stopRec()
+	wait, err := startReconciler(recCtx, srv, src, origin, sf, log)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	srvCtx, stopServer := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(srvCtx) }()
+	shutdown := func() error {
+		stopRec()
+		wait()
+		stopServer()
+		return <-served
+	}
+
+	step(4, "reconciling commit %.12s with tofu (a first apply takes a few seconds)", sha)
+	c, err := waitForCommit(ctx, srv.Store(), sha)
+	if err != nil {
+		shutdown()
+		return err
+	}
+	var parts []string
+	for _, tr := range c.Status.Tenants {
+		s := fmt.Sprintf("%s %s", tr.Tenant, tr.Plan)
+		if tr.Error != "" {
+			s += " (" + tr.Error + ")"
+		}
+		parts = append(parts, s)
+	}
+	step(5, "commit %.12s %s: %s", sha, c.Status.Phase, strings.Join(parts, ", "))
+	for _, p := range c.Status.Problems {
+		fmt.Fprintln(stdout, "      "+p.String())
+	}
+
+	u := srv.URL()
+	fmt.Fprintf(stdout, `
+RezusCloud is running the example manifests on the simulated cloud.
+
+  API        %[1]s/api/v1/status
+  tenants    curl -s %[1]s/api/v1/tenants
+  machines   curl -s %[1]s/api/v1/machines
+             curl -s '%[1]s/api/v1/machines?labelSelector=rezuscloud.io/role=worker'
+  commits    curl -s %[1]s/api/v1/commits
+  one tenant curl -s %[1]s/api/v1/tenants/production/node-groups
+
+Change something and watch it apply:
+
+  cd %[2]s
+  sed -i 's/count: 2/count: 3/' examples/production/nodegroups.yaml
+  git commit -am 'Scale production workers to 3'
+  curl -s %[1]s/api/v1/tenants/production/machines
+
+Stop with Ctrl-C; run it again to restart with nothing to do.
+`, u, repo)
+	if c.Status.Phase != schema.CommitSucceeded {
+		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's status at %s/api/v1/commits/%s\n", c.Status.Phase, u, sha)
+	}
+	if f.exitAfterApply {
+		if err := shutdown(); err != nil {
+			return err
+		}
+		if c.Status.Phase != schema.CommitSucceeded {
+			return fmt.Errorf("commit %.12s: %s", sha, c.Status.Phase)
+		}
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		stopRec()
+		wait()
+		return err
+	}
+	return shutdown()
+}
+
+// demoRepository makes sure dir holds a git repository with the example
+// manifests and the JSON Schemas they point at, committed on main. It
+// returns the HEAD commit and whether it created the repository.
+func demoRepository(dir string) (string, bool, error) {
+	if r, err := git.PlainOpen(dir); err == nil {
+		head, err := r.Head()
+		if err != nil {
+			return "", false, fmt.Errorf("demo repository %s: %w", dir, err)
+		}
+		return head.Hash().String(), false, nil
+	} else if !errors.Is(err, git.ErrRepositoryNotExists) {
+		return "", false, fmt.Errorf("demo repository %s: %w", dir, err)
+	}
+	r, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
+		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("create demo repository: %w", err)
+	}
+	write := func(fsys fs.FS, prefix string) error {
+		return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := fs.ReadFile(fsys, p)
+			if err != nil {
+				return err
+			}
+			dst := filepath.Join(dir, filepath.FromSlash(path.Join(prefix, p)))
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(dst, b, 0o644)
+		})
+	}
+	if err := write(examples.FS, "examples"); err != nil {
+		return "", false, err
+	}
+	if err := write(schema.Files(), "schema"); err != nil {
+		return "", false, err
+	}
+	wt, err := r.Worktree()
+	if err != nil {
+		return "", false, err
+	}
+	if err := wt.AddGlob("."); err != nil {
+		return "", false, err
+	}
+	sig := &object.Signature{Name: "RezusCloud demo", Email: "demo@rezuscloud.invalid", When: time.Now()}
+	h, err := wt.Commit("Example tenants production and staging on the simulated cloud\n", &git.CommitOptions{Author: sig, Committer: sig})
+	if err != nil {
+		return "", false, fmt.Errorf("commit demo repository: %w", err)
+	}
+	return h.String(), true, nil
+}
+
+// waitForCommit waits until the Commit of revision sha has finished.
+func waitForCommit(ctx context.Context, store *backend.Store, sha string) (*schema.Commit, error) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var c schema.Commit
+		found := false
+		err := store.View(func(tx *backend.Tx) error {
+			res, err := tx.Get(schema.KindCommit, sha)
+			if errors.Is(err, backend.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			found = true
+			return json.Unmarshal(res.Object, &c)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if found && c.Status.Phase.Done() {
+			return &c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

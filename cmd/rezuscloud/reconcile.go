@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/webhook"
+	"github.com/rezuscloud/rezuscloud/internal/metrics"
+	"github.com/rezuscloud/rezuscloud/internal/tfcli"
+	"github.com/rezuscloud/rezuscloud/reconciler"
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/sources"
+)
+
+// tofuVersion is the OpenTofu release `make tools` builds and caches.
+const tofuVersion = "v1.10.10"
+
+// startReconciler builds the reconciler for src and starts both. The
+// returned function waits until both have stopped after ctx ends; the
+// reconciler gives running tofu processes its grace period first. With no
+// source it starts nothing.
+func startReconciler(ctx context.Context, srv *backend.Server, src sources.Source, origin backend.Origin, f *serveFlags, log *slog.Logger) (wait func(), err error) {
+	noop := func() {}
+	if src == nil {
+		return noop, nil
+	}
+	tofu, err := findTofu(f.tofu)
+	if err != nil {
+		return noop, err
+	}
+	mirror, err := findMirror(f.providerMirror)
+	if err != nil {
+		return noop, err
+	}
+	dataDir, err := filepath.Abs(f.data)
+	if err != nil {
+		return noop, err
+	}
+	simDir := f.simDir
+	if simDir == "" {
+		simDir = filepath.Join(dataDir, "sim")
+	}
+	cli := filepath.Join(dataDir, "tofu.rc")
+	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: mirror, PluginCacheDir: filepath.Join(dataDir, "plugins")}); err != nil {
+		return noop, err
+	}
+	m := metrics.New()
+	srv.Handle("/metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
+	runner, err := reconciler.NewRunner(reconciler.TofuOptions{
+		Binary:         tofu,
+		CLIConfigFile:  cli,
+		Env:            map[string]string{"REZUSSIM_DIR": simDir},
+		Metrics:        m,
+		InterruptDelay: time.Minute,
+	})
+	if err != nil {
+		return noop, err
+	}
+	tokens := srv.Tokens()
+	rec, err := reconciler.New(srv.Store(), runner, render.Builtin(), reconciler.Options{
+		DataDir:       dataDir,
+		StateURL:      srv.URL(),
+		MaxDeletions:  f.maxDeletions,
+		Workers:       f.workers,
+		Debounce:      f.debounce,
+		ShutdownGrace: f.shutdownGrace,
+		Metrics:       m,
+		Logger:        log.With("component", "reconciler"),
+		Credentials: func(tenant string) (string, string, func()) {
+			name := "reconciler-" + tenant
+			secret, revoke := tokens.Ephemeral(name, backend.RoleEdit)
+			return name, secret, revoke
+		},
+	})
+	if err != nil {
+		return noop, err
+	}
+	srv.SetStatus(backend.StatusFunc(func() any {
+		return map[string]any{"source": src.Status(), "reconciler": rec.Status()}
+	}))
+	m.GaugeFunc("rezuscloud_queue_depth", "Tenant runs waiting for a worker.", func() float64 { return float64(rec.Queue().Depth()) })
+	m.GaugeFunc("rezuscloud_queue_running", "Tenant runs in progress.", func() float64 { return float64(rec.Queue().Running()) })
+	m.CounterFunc("rezuscloud_source_fetch_errors_total", "Polls of the repository that failed.", func() float64 { return float64(src.Status().Errors) })
+	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(runner.Runs()) })
+	if err := mountWebhooks(srv, src, origin, f, m, log); err != nil {
+		return noop, err
+	}
+	log.Info("reconciling", "source", origin.Repo, "ref", origin.Ref, "path", origin.Path, "tofu", tofu)
+
+	snaps := make(chan sources.Snapshot)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := src.Run(ctx, snaps); err != nil && ctx.Err() == nil {
+			log.Error("source stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		rec.Run(ctx, snaps)
+	}()
+	return wg.Wait, nil
+}
+
+// mountWebhooks serves the push webhooks, which trigger an immediate poll
+// of a git source when they name the followed repository and ref.
+func mountWebhooks(srv *backend.Server, src sources.Source, origin backend.Origin, f *serveFlags, m *metrics.Metrics, log *slog.Logger) error {
+	secret, err := webhook.SecretFrom(f.webhookSecretFile, os.Getenv)
+	if err != nil && !errors.Is(err, webhook.ErrNoSecret) {
+		return err
+	}
+	want := webhook.NormalizeRepoURL(origin.Repo)
+	trigger := webhook.TriggerFunc(func(repoURL, ref string) bool {
+		if repoURL != "" && webhook.NormalizeRepoURL(repoURL) != want {
+			return false
+		}
+		if ref != "" && origin.Ref != "" && ref != origin.Ref && "refs/heads/"+ref != origin.Ref && "refs/tags/"+ref != origin.Ref {
+			return false
+		}
+		src.Trigger()
+		return true
+	})
+	h, err := webhook.New(webhook.Options{Secret: secret, Trigger: trigger, Observe: m.Webhook, Logger: log.With("component", "webhook")})
+	if err != nil {
+		return err
+	}
+	srv.HandleUnauthenticated(webhook.Prefix, h)
+	return nil
+}
+
+// newSource builds the git or directory source that --repo or --dir ask
+// for, and says where operators change what it reads. Without either it
+// returns no source.
+func newSource(f *serveFlags, log *slog.Logger) (sources.Source, backend.Origin, error) {
+	if f.repo == "" && f.dir == "" {
+		if f.branch != "" || f.tag != "" || f.commit != "" || f.path != "" {
+			return nil, backend.Origin{}, errors.New("--branch, --tag, --commit and --path need --repo")
+		}
+		return nil, backend.Origin{}, nil
+	}
+	if f.repo != "" && f.dir != "" {
+		return nil, backend.Origin{}, errors.New("give --repo or --dir, not both")
+	}
+	if f.dir != "" {
+		d, err := sources.NewDir(sources.DirOptions{Path: f.dir, Logger: log.With("component", "source")})
+		if err != nil {
+			return nil, backend.Origin{}, err
+		}
+		abs, err := filepath.Abs(f.dir)
+		if err != nil {
+			return nil, backend.Origin{}, err
+		}
+		return d, backend.Origin{Repo: abs, Path: "."}, nil
+	}
+	auth, err := sources.AuthFromEnv()
+	if err != nil {
+		return nil, backend.Origin{}, err
+	}
+	g, err := sources.NewGit(sources.GitOptions{
+		URL: f.repo, Branch: f.branch, Tag: f.tag, Commit: f.commit, Path: f.path,
+		Dir: f.data, PollInterval: f.pollInterval, Auth: auth,
+		Logger: log.With("component", "source"),
+	})
+	if err != nil {
+		return nil, backend.Origin{}, err
+	}
+	ref := "refs/heads/main"
+	switch {
+	case f.commit != "":
+		ref = f.commit
+	case f.tag != "":
+		ref = "refs/tags/" + f.tag
+	case f.branch != "":
+		ref = "refs/heads/" + f.branch
+	}
+	path := f.path
+	if path == "" {
+		path = "."
+	}
+	return g, backend.Origin{Repo: g.Status().URL, Ref: ref, Path: path}, nil
+}
+
+// findTofu returns the tofu binary: the one configured, else tofu on PATH,
+// else the build that `make tools` caches.
+func findTofu(configured string) (string, error) {
+	if configured != "" {
+		if _, err := os.Stat(configured); err != nil {
+			return "", fmt.Errorf("--tofu: %w", err)
+		}
+		return configured, nil
+	}
+	if p, err := exec.LookPath("tofu"); err == nil {
+		return p, nil
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	p := filepath.Join(cache, "rezuscloud", "tofu-"+tofuVersion)
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("no tofu binary: install OpenTofu >= 1.10, give --tofu, or run `make tools` (it builds %s into %s)", tofuVersion, filepath.Dir(p))
+}
+
+// findMirror returns the provider mirror: the one configured, else
+// providers/ beside the executable, where `make build` installs it.
+func findMirror(configured string) (string, error) {
+	dir := configured
+	if dir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(filepath.Dir(exe), "providers")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("provider mirror: %w (run `make build`, or give --provider-mirror)", err)
+	}
+	return filepath.Abs(dir)
+}
