@@ -239,10 +239,17 @@ func (w *worker) signal() {
 func (w *worker) add(s Status, now time.Time) {
 	w.mu.Lock()
 	k := key{s.SHA, s.Context}
-	w.seq++
 	if old := w.pending[k]; old != nil {
+		// The newer status takes the older one's place in line, so that a
+		// context updated often is not pushed back every time.
 		w.d.coalesced.Add(1)
-	} else if len(w.pending) >= w.d.opts.Buffer {
+		old.s, old.sent, old.attempts = s, now, 0
+		w.mu.Unlock()
+		w.signal()
+		return
+	}
+	w.seq++
+	if len(w.pending) >= w.d.opts.Buffer {
 		oldest := w.oldest()
 		delete(w.pending, key{oldest.s.SHA, oldest.s.Context})
 		w.d.overflowed.Add(1)

@@ -78,23 +78,15 @@ func TestDispatcherRetriesServerError(t *testing.T) {
 
 func TestDispatcherHonorsRetryAfter(t *testing.T) {
 	f := newForge(t, answer(429, http.Header{"Retry-After": {"1"}}, `{"message":"slow down"}`), status(201))
-	var times []time.Time
-	var mu sync.Mutex
-	inner := f.Config.Handler
-	f.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		times = append(times, time.Now())
-		mu.Unlock()
-		inner.ServeHTTP(w, r)
-	})
 	log, _ := testLogger()
 	d := NewDispatcher([]Reporter{newTestGitHub(t, f.URL)}, fastOptions(log))
 	d.Send(st("rezuscloud/eu/prod", "applying"))
 	closeNow(t, d)
-	if len(times) != 2 {
-		t.Fatalf("%d requests, want 2", len(times))
+	got := f.got()
+	if len(got) != 2 {
+		t.Fatalf("%d requests, want 2", len(got))
 	}
-	if gap := times[1].Sub(times[0]); gap < time.Second {
+	if gap := got[1].At.Sub(got[0].At); gap < time.Second {
 		t.Fatalf("retried after %v, before the Retry-After of 1s", gap)
 	}
 	if s := d.Stats(); s.Delivered != 1 || s.Retries != 1 {
@@ -168,7 +160,7 @@ type gate struct {
 	ch   chan struct{}
 }
 
-func newGate() *gate { return &gate{ch: make(chan struct{})} }
+func newGate() *gate  { return &gate{ch: make(chan struct{})} }
 func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
 func (g *gate) hold(code int) func(w http.ResponseWriter, r *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {

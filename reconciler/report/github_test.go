@@ -22,6 +22,7 @@ type request struct {
 	Header             http.Header
 	Body               map[string]any
 	RawBody            string
+	At                 time.Time
 }
 
 // forge is an httptest server that records requests and answers each with
@@ -39,7 +40,7 @@ func newForge(t *testing.T, responses ...func(w http.ResponseWriter, r *http.Req
 	f := &forge{responses: responses, arrived: make(chan struct{}, 1000)}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
-		req := request{Method: r.Method, RequestURI: r.RequestURI, Header: r.Header.Clone(), RawBody: string(raw)}
+		req := request{At: time.Now(), Method: r.Method, RequestURI: r.RequestURI, Header: r.Header.Clone(), RawBody: string(raw)}
 		json.Unmarshal(raw, &req.Body)
 		f.mu.Lock()
 		f.requests = append(f.requests, req)
