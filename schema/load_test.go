@@ -407,9 +407,7 @@ func TestLoadAliasBombQuickly(t *testing.T) {
 	wantOneProblem(t, d, err, "bomb.yaml", "aliases expand to too many nodes")
 	allocated := after.totalAlloc - before.totalAlloc
 	t.Logf("billion laughs rejected in %v, %d bytes allocated", elapsed, allocated)
-	if elapsed > time.Second {
-		t.Errorf("took %v, want under 1s", elapsed)
-	}
+	// Its time is measured by BenchmarkAliasBomb; tests assert no timings.
 	if allocated > 100<<20 {
 		t.Errorf("allocated %d bytes, want under 100 MB", allocated)
 	}
@@ -647,9 +645,7 @@ func TestLoadAliasAcrossDocuments(t *testing.T) {
 	for i := range 5000 {
 		fmt.Fprintf(&b, "---\napiVersion: rezuscloud.io/v1\nkind: Tenant\nmetadata: {name: t%d, labels: *big}\n", i)
 	}
-	start := time.Now()
 	d, err := Load(mapFS(map[string]string{"t.yaml": b.String()}), ".", nil)
-	elapsed := time.Since(start)
 	ps := problemsOf(t, d, err)
 	found := false
 	for _, p := range ps {
@@ -657,9 +653,6 @@ func TestLoadAliasAcrossDocuments(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no alias budget problem among %d problems: %v", len(ps), ps[:min(len(ps), 5)])
-	}
-	if elapsed > 2*time.Second {
-		t.Errorf("took %v", elapsed)
 	}
 }
 
