@@ -82,7 +82,8 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 
-	queue *Queue
+	queue   *Queue
+	secrets secretsCache
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures
@@ -159,6 +160,7 @@ func (r *Reconciler) Run(ctx context.Context, in <-chan sources.Snapshot) {
 type appliedRecord struct {
 	Tenant       string            `json:"tenant"`
 	Revision     string            `json:"revision"`
+	InputHash    string            `json:"inputHash"`
 	RenderedHash string            `json:"renderedHash"`
 	InitInputs   []byte            `json:"initInputs"`
 	Annotations  map[string]string `json:"annotations,omitempty"`
@@ -202,7 +204,14 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 	c.Status.Phase = schema.CommitValidating
 	run.put()
 
-	desired, probs := r.load(snap)
+	applied, err := r.appliedRecords()
+	if err != nil {
+		run.quiet(false)
+		r.fail(c, err)
+		close(run.done)
+		return run
+	}
+	desired, probs := r.load(snap, applied)
 	c.Status.Timings.ValidatedAt = r.opts.Now()
 	if len(probs) > 0 {
 		c.Status.Phase = schema.CommitInvalid
@@ -216,14 +225,6 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 		if run.previous != nil {
 			run.commit = run.previous
 		}
-		close(run.done)
-		return run
-	}
-
-	applied, err := r.appliedRecords()
-	if err != nil {
-		run.quiet(false)
-		r.fail(c, err)
 		close(run.done)
 		return run
 	}
@@ -460,9 +461,10 @@ func (j *tenantJob) Superseded(by Job) {
 	j.run.record(&schema.TenantResult{Tenant: j.tenant, Phase: schema.CommitSuperseded, Error: msg})
 }
 
-// load reads and validates the snapshot: schema checks, then the provider
-// modules' checks.
-func (r *Reconciler) load(snap sources.Snapshot) (*schema.Desired, []schema.Problem) {
+// load reads and validates the snapshot: schema checks, the provider
+// modules' checks, and the Talos machine configs of every tenant whose
+// manifests changed since they were applied.
+func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedRecord) (*schema.Desired, []schema.Problem) {
 	root := snap.Root
 	if root == "" {
 		root = "."
@@ -476,6 +478,16 @@ func (r *Reconciler) load(snap sources.Snapshot) (*schema.Desired, []schema.Prob
 		return nil, []schema.Problem{{File: root, Message: err.Error()}}
 	}
 	if probs := r.modules.Validate(desired); len(probs) > 0 {
+		return nil, probs
+	}
+	var probs []schema.Problem
+	for _, td := range desired.Tenants {
+		if prev := applied[td.Tenant.Metadata.Name]; prev != nil && prev.InputHash == inputHash(td) {
+			continue
+		}
+		probs = append(probs, render.ValidateTalos(td)...)
+	}
+	if len(probs) > 0 {
 		return nil, probs
 	}
 	return desired, nil
@@ -537,12 +549,9 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 		return res
 	}
 
-	ws, err := r.modules.Render(td)
-	if err != nil {
-		return failf("%v", err)
-	}
 	desired := DesiredModel(td)
-	if prev != nil && prev.RenderedHash == ws.Hash && len(Diff(prev.Model, desired)) == 0 {
+	inHash := inputHash(td)
+	unchanged := func(renderedHash string) *schema.TenantResult {
 		// Nothing for tofu to do; labels, annotations and the observed
 		// commit may still have changed.
 		machines, err := r.storedMachines(name)
@@ -550,16 +559,39 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 			return failf("%v", err)
 		}
 		rec := *prev
-		rec.Revision, rec.Annotations = snap.Revision, td.Tenant.Metadata.Annotations
+		rec.Revision, rec.Annotations, rec.InputHash = snap.Revision, td.Tenant.Metadata.Annotations, inHash
+		if renderedHash != "" {
+			rec.RenderedHash = renderedHash
+		}
 		if err := r.finishTenant(td, &rec, machines); err != nil {
 			return failf("%v", err)
 		}
 		res.Phase = schema.CommitSucceeded
 		return res
 	}
+	if prev != nil && prev.InputHash == inHash && len(Diff(prev.Model, desired)) == 0 {
+		return unchanged("")
+	}
 	dir, err := r.workDir(name)
 	if err != nil {
 		return failf("%v", err)
+	}
+	creds, revoke := r.creds(name)
+	defer revoke()
+	var initInputs []byte
+	if prev != nil {
+		initInputs = prev.InitInputs
+	}
+	bundle, fresh, err := r.secretsFor(ctx, td, dir, initInputs, creds)
+	if err != nil {
+		return failf("%v", err)
+	}
+	ws, err := r.modules.Render(td, bundle)
+	if err != nil {
+		return failf("%v", err)
+	}
+	if prev != nil && !fresh && prev.RenderedHash == ws.Hash && len(Diff(prev.Model, desired)) == 0 {
+		return unchanged(ws.Hash)
 	}
 	for fname, b := range ws.Files {
 		if err := writeFileAtomic(filepath.Join(dir, fname), b); err != nil {
@@ -569,8 +601,6 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	if err := r.putManifests(td, prev == nil); err != nil {
 		return failf("%v", err)
 	}
-	creds, revoke := r.creds(name)
-	defer revoke()
 	out, err := r.runner.Apply(ctx, dir, ws.InitInputs, creds)
 	if out != nil {
 		res.Plan = schema.PlanSummary{Add: out.Plan.Add, Change: out.Plan.Change, Destroy: out.Plan.Destroy}
@@ -579,12 +609,15 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	if err != nil {
 		return failf("%v", err)
 	}
+	if kept := secretsFromShow(out.State); kept != nil {
+		r.secrets.put(name, kept)
+	}
 	machines, err := r.project(name, td, out.State)
 	if err != nil {
 		return failf("project state: %v", err)
 	}
 	rec := &appliedRecord{
-		Tenant: name, Revision: snap.Revision, RenderedHash: ws.Hash, InitInputs: ws.InitInputs,
+		Tenant: name, Revision: snap.Revision, InputHash: inHash, RenderedHash: ws.Hash, InitInputs: ws.InitInputs,
 		Annotations: td.Tenant.Metadata.Annotations, Model: appliedModel(td, machines),
 	}
 	if err := r.finishTenant(td, rec, machines); err != nil {
@@ -637,6 +670,7 @@ func (r *Reconciler) destroyTenant(ctx context.Context, snap sources.Snapshot, p
 		return res
 	}
 	_ = os.RemoveAll(dir)
+	r.secrets.put(name, nil)
 	res.Phase = schema.CommitSucceeded
 	return res
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,17 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
+
+// testSecrets returns a Talos secrets bundle made for these tests only: its
+// keys protect nothing.
+func testSecrets(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "secrets.test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func loadExamples(t *testing.T) *schema.Desired {
 	t.Helper()
@@ -33,7 +45,7 @@ func TestGolden(t *testing.T) {
 		t.Fatalf("examples hold %d tenants, want at least 2", len(d.Tenants))
 	}
 	for _, td := range d.Tenants {
-		ws, err := Builtin().Render(td)
+		ws, err := Builtin().Render(td, testSecrets(t))
 		if err != nil {
 			t.Fatalf("render %s: %v", td.Tenant.Metadata.Name, err)
 		}
@@ -61,7 +73,7 @@ func TestDeterministic(t *testing.T) {
 	first := map[string]string{}
 	for i := 0; i < 20; i++ {
 		for _, td := range loadExamples(t).Tenants {
-			ws, err := Builtin().Render(td)
+			ws, err := Builtin().Render(td, testSecrets(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +96,7 @@ func TestRenderShape(t *testing.T) {
 	if prod == nil {
 		t.Fatal("no production tenant in examples")
 	}
-	ws, err := Builtin().Render(prod)
+	ws, err := Builtin().Render(prod, testSecrets(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,5 +185,116 @@ spec:
 		if !found {
 			t.Errorf("no problem %q in %v", w, probs)
 		}
+	}
+}
+
+func TestRenderTalos(t *testing.T) {
+	var prod *schema.TenantDesired
+	for _, td := range loadExamples(t).Tenants {
+		if td.Tenant.Metadata.Name == "production" {
+			prod = td
+		}
+	}
+	ws, err := Builtin().Render(prod, testSecrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Variable map[string]map[string]any           `json:"variable"`
+		Resource map[string]map[string]map[string]any `json:"resource"`
+	}
+	if err := json.Unmarshal(ws.Files[MainFile], &doc); err != nil {
+		t.Fatal(err)
+	}
+	v := doc.Variable[SecretsVariable]
+	if v["sensitive"] != true || v["default"] != string(testSecrets(t)) {
+		t.Errorf("secrets variable = sensitive %v, default of %d bytes", v["sensitive"], len(fmt.Sprint(v["default"])))
+	}
+	td := doc.Resource["terraform_data"]["talos_secrets"]
+	if td["input"] != "${var."+SecretsVariable+"}" || fmt.Sprint(td["lifecycle"]) != "map[ignore_changes:[input]]" {
+		t.Errorf("terraform_data.talos_secrets = %v", td)
+	}
+	cp := doc.Resource["rezussim_machine"]["ng_controlplane"]["user_data"].(string)
+	wk := doc.Resource["rezussim_machine"]["ng_workers"]["user_data"].(string)
+	for _, c := range []struct {
+		name, cfg, want string
+		has        bool
+	}{
+		{"controlplane type", cp, "type: controlplane", true},
+		{"worker type", wk, "type: worker", true},
+		{"tenant-wide patch on control plane", cp, "time.cloudflare.com", true},
+		{"tenant-wide patch on workers", wk, "time.cloudflare.com", true},
+		{"controlplane-only patch on control plane", cp, "audit-log-maxage", true},
+		{"controlplane-only patch kept off workers", wk, "audit-log-maxage", false},
+		{"worker node-group patch on workers", wk, "node.example.internal/pool", true},
+		{"worker node-group patch kept off control plane", cp, "node.example.internal/pool", false},
+		{"cilium disables the default CNI", cp, "name: none", true},
+		{"endpoint", cp, "https://production.example.internal:6443", true},
+	} {
+		if strings.Contains(c.cfg, c.want) != c.has {
+			t.Errorf("%s: contains %q = %v, want %v", c.name, c.want, !c.has, c.has)
+		}
+	}
+}
+
+func TestEscapeTemplate(t *testing.T) {
+	if got := EscapeTemplate("a ${b} %{c} $d"); got != "a $${b} %%{c} $d" {
+		t.Errorf("EscapeTemplate = %q", got)
+	}
+}
+
+func TestValidateTalosNamesThePatch(t *testing.T) {
+	fsys := fstest.MapFS{
+		"t.yaml": {Data: []byte(`apiVersion: rezuscloud.io/v1
+kind: Tenant
+metadata:
+  name: acme
+spec:
+  kubernetesVersion: "1.34.1"
+  talosVersion: "1.12.6"
+  controlPlaneEndpoint: https://acme.example.internal:6443
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: workers
+  labels:
+    rezuscloud.io/tenant: acme
+    rezuscloud.io/role: worker
+spec:
+  count: 1
+  providerClass: sim
+---
+apiVersion: rezuscloud.io/v1
+kind: ConfigPatch
+metadata:
+  name: broken
+  labels:
+    rezuscloud.io/tenant: acme
+spec:
+  targetRole: worker
+  patch: |
+    cluster:
+      network:
+        podSubnets:
+          - not-a-cidr
+`)},
+	}
+	d, err := schema.Load(fsys, ".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs := ValidateTalos(d.Tenants[0])
+	if len(probs) != 1 || probs[0].File != "t.yaml" || probs[0].Line != 29 || !strings.Contains(probs[0].Message, `"broken"`) {
+		t.Fatalf("problems %v, want one naming patch broken at t.yaml:29", probs)
+	}
+	// The same patch aimed at control planes leaves this tenant (workers only) valid.
+	fsys["t.yaml"].Data = []byte(strings.Replace(string(fsys["t.yaml"].Data), "targetRole: worker", "targetRole: controlplane", 1))
+	d, err = schema.Load(fsys, ".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs := ValidateTalos(d.Tenants[0]); len(probs) != 0 {
+		t.Fatalf("a patch for roles the tenant has none of was applied: %v", probs)
 	}
 }

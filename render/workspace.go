@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
+	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -29,11 +31,28 @@ type Workspace struct {
 	InitInputs []byte
 }
 
-// Render turns one tenant's desired state into its workspace. The backend
-// block is an empty http backend: the address and credentials reach tofu
-// through TF_HTTP_* variables, never through files.
-func (ms Modules) Render(td *schema.TenantDesired) (*Workspace, error) {
+// SecretsResource is the TF address of the resource that keeps a tenant's
+// Talos secrets bundle in its state, and SecretsVariable the sensitive
+// variable that feeds it.
+const (
+	SecretsResource = "terraform_data.talos_secrets"
+	SecretsVariable = "talos_secrets"
+)
+
+// Render turns one tenant's desired state into its workspace: every node
+// group's machines with the Talos machine config of their role as user
+// data, and the tenant's secrets bundle kept in state by a terraform_data
+// resource whose later input changes are ignored, so the cluster's CAs live
+// as long as the tenant. The backend block is an empty http backend: the
+// address and credentials reach tofu through TF_HTTP_* variables, never
+// through files.
+//
+// The same desired state and the same bundle give byte-identical files.
+func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Workspace, error) {
 	tenant := td.Tenant.Metadata.Name
+	if len(secretsBundle) == 0 {
+		return nil, fmt.Errorf("render %s: no Talos secrets bundle", tenant)
+	}
 	providers := map[string]any{}
 	providerBlocks := map[string]any{}
 	resources := map[string]map[string]any{}
@@ -53,14 +72,20 @@ func (ms Modules) Render(td *schema.TenantDesired) (*Workspace, error) {
 			cfg = map[string]any{}
 		}
 		providerBlocks[p.LocalName] = cfg
+		machineConfig, err := talos.MachineConfig(talos.InputFor(td, ng, secretsBundle))
+		if err != nil {
+			return nil, fmt.Errorf("render %s: node group %s: %w", tenant, ng.Metadata.Name, err)
+		}
 		in := MachineInput{
 			Tenant:       tenant,
 			NodeGroup:    ng,
 			Role:         ng.Role(),
 			TalosVersion: talosVersion(td, ng),
 			ResourceName: ResourceName(ng.Metadata.Name),
+			UserData:     EscapeTemplate(string(machineConfig)),
 		}
 		for _, r := range m.Resources(in) {
+			r.Body["depends_on"] = []string{SecretsResource}
 			byName := resources[r.Type]
 			if byName == nil {
 				byName = map[string]any{}
@@ -81,9 +106,17 @@ func (ms Modules) Render(td *schema.TenantDesired) (*Workspace, error) {
 	if len(providerBlocks) > 0 {
 		doc["provider"] = providerBlocks
 	}
-	if len(resources) > 0 {
-		doc["resource"] = resources
-	}
+	doc["variable"] = map[string]any{SecretsVariable: map[string]any{
+		"type":        "string",
+		"sensitive":   true,
+		"description": "The tenant's Talos secrets bundle. Only its first value is kept: later changes are ignored.",
+		"default":     string(secretsBundle),
+	}}
+	resources["terraform_data"] = map[string]any{"talos_secrets": map[string]any{
+		"input":     "${var." + SecretsVariable + "}",
+		"lifecycle": map[string]any{"ignore_changes": []string{"input"}},
+	}}
+	doc["resource"] = resources
 	main, err := marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", tenant, err)
@@ -108,6 +141,13 @@ func talosVersion(td *schema.TenantDesired, ng *schema.NodeGroup) string {
 		return ng.Spec.TalosVersion
 	}
 	return td.Tenant.Spec.TalosVersion
+}
+
+// EscapeTemplate makes s a literal in a .tf.json string, where "${" and
+// "%{" would otherwise start template sequences.
+func EscapeTemplate(s string) string {
+	s = strings.ReplaceAll(s, "${", "$${")
+	return strings.ReplaceAll(s, "%{", "%%{")
 }
 
 // ResourceName turns a node group name (a DNS-1123 label, which may start

@@ -53,7 +53,9 @@ type DispatcherOptions struct {
 // its own statuses. Send never blocks. While a status waits, a newer one
 // for the same commit and context replaces it, so a backlog holds at most
 // one status per (reporter, commit, context) and never more than Buffer
-// per reporter. A delivery that fails for a reason that may pass (network,
+// per reporter. A status equal to the one last delivered for its commit
+// and context is not sent again, so the statuses of a whole commit may be
+// sent at every phase change and only what changed goes out. A delivery that fails for a reason that may pass (network,
 // 5xx, 408, 429, a rate limit) is retried after a backoff; one that cannot
 // succeed (any other 4xx, a malformed status) is logged and dropped.
 //
@@ -70,7 +72,7 @@ type Dispatcher struct {
 	closing sync.Once
 	closed  atomic.Bool
 
-	sent, delivered, coalesced, retries, failed, overflowed, abandoned atomic.Int64
+	sent, unchanged, delivered, coalesced, retries, failed, overflowed, abandoned atomic.Int64
 }
 
 // batchReporter is a Reporter that delivers many statuses at once.
@@ -89,7 +91,7 @@ func NewDispatcher(reps []Reporter, opts DispatcherOptions) *Dispatcher {
 	d := &Dispatcher{opts: opts, log: cmp.Or(opts.Logger, slog.Default()), done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	for _, r := range reps {
-		w := &worker{d: d, rep: r, pending: map[key]*item{}, wake: make(chan struct{}, 1),
+		w := &worker{d: d, rep: r, pending: map[key]*item{}, last: map[key]Status{}, wake: make(chan struct{}, 1),
 			log: d.log.With("reporter", r.Name())}
 		w.batch, _ = r.(batchReporter)
 		d.workers = append(d.workers, w)
@@ -184,6 +186,9 @@ type DispatcherStats struct {
 	Overflowed int64
 	// Abandoned counts statuses still waiting when Close gave up.
 	Abandoned int64
+	// Unchanged counts statuses not sent because the reporter took the
+	// very same one (state, description, target URL) last.
+	Unchanged int64
 	// Pending is how many statuses wait now.
 	Pending int
 }
@@ -193,7 +198,7 @@ func (d *Dispatcher) Stats() DispatcherStats {
 	s := DispatcherStats{
 		Sent: d.sent.Load(), Delivered: d.delivered.Load(), Coalesced: d.coalesced.Load(),
 		Retries: d.retries.Load(), Failed: d.failed.Load(), Overflowed: d.overflowed.Load(),
-		Abandoned: d.abandoned.Load(),
+		Abandoned: d.abandoned.Load(), Unchanged: d.unchanged.Load(),
 	}
 	for _, w := range d.workers {
 		w.mu.Lock()
@@ -223,6 +228,8 @@ type worker struct {
 
 	mu        sync.Mutex
 	pending   map[key]*item
+	last      map[key]Status // delivered last, for at most maxRemembered keys
+	lastOrder []key          // keys of last, oldest first
 	seq       uint64
 	holdUntil time.Time // no delivery before, after a failure
 	failures  int       // failed deliveries in a row
@@ -239,6 +246,13 @@ func (w *worker) signal() {
 func (w *worker) add(s Status, now time.Time) {
 	w.mu.Lock()
 	k := key{s.SHA, s.Context}
+	if _, waiting := w.pending[k]; !waiting {
+		if last, ok := w.last[k]; ok && last == s {
+			w.d.unchanged.Add(1)
+			w.mu.Unlock()
+			return
+		}
+	}
 	if old := w.pending[k]; old != nil {
 		// The newer status takes the older one's place in line, so that a
 		// context updated often is not pushed back every time.
@@ -361,6 +375,9 @@ func (w *worker) deliver(items []*item) {
 		w.failures = 0
 		w.holdUntil = time.Time{}
 		w.d.delivered.Add(int64(len(items)))
+		for _, it := range items {
+			w.remember(it.s)
+		}
 		return
 	}
 	if w.d.ctx.Err() != nil {
@@ -403,6 +420,23 @@ func (w *worker) deliver(items []*item) {
 		w.log.Warn("status report failed; retrying", "sha", items[0].s.SHA, "context", items[0].s.Context,
 			"statuses", retried, "retry_in", wait, "err", err)
 	}
+}
+
+// maxRemembered bounds how many delivered statuses a worker remembers to
+// skip sending them again.
+const maxRemembered = 4096
+
+// remember records s as delivered. The caller holds mu.
+func (w *worker) remember(s Status) {
+	k := key{s.SHA, s.Context}
+	if _, ok := w.last[k]; !ok {
+		w.lastOrder = append(w.lastOrder, k)
+		if len(w.lastOrder) > maxRemembered {
+			delete(w.last, w.lastOrder[0])
+			w.lastOrder = w.lastOrder[1:]
+		}
+	}
+	w.last[k] = s
 }
 
 // requeue puts an item back unless a newer status for its commit and

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // syncBuffer is a log sink safe for the dispatcher's goroutines.
@@ -146,7 +148,7 @@ func TestDispatcherMaxAge(t *testing.T) {
 	if s := d.Stats(); s.Failed != 1 {
 		t.Errorf("stats %+v", s)
 	}
-	if n := len(f.got()); n < 2 || n > 12 {
+	if n := len(f.got()); n < 1 || n > 12 {
 		t.Errorf("%d attempts within a max age of 100ms and backoff from 10ms", n)
 	}
 	if took := time.Since(start); took > 2*time.Second {
@@ -304,6 +306,7 @@ func TestDispatcherReportersAreIndependent(t *testing.T) {
 		d.Send(st(fmt.Sprintf("rezuscloud/eu/t%d", i), "applied"))
 	}
 	fine.wait(t, 5)
+	hung.wait(t, 1)
 	if n := len(hung.got()); n != 1 {
 		t.Errorf("the hung forge got %d requests, want 1", n)
 	}
@@ -357,5 +360,33 @@ func TestDispatcherDropsMalformed(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `commit \"main\" is not a full`) {
 		t.Errorf("log:\n%s", logs)
+	}
+}
+
+// The statuses of a whole commit are sent at every phase change; only
+// those that changed reach the forge.
+func TestDispatcherSkipsUnchanged(t *testing.T) {
+	f := newForge(t, status(201))
+	log, _ := testLogger()
+	d := NewDispatcher([]Reporter{newTestGitHub(t, f.URL)}, fastOptions(log))
+	c := commitAt(schema.CommitApplying, false, schema.TenantResult{Tenant: "dev", Phase: schema.CommitSucceeded})
+	d.Send(StatusesFor("eu", c, "")...)
+	for d.Stats().Delivered != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	c.Status.Tenants = append(c.Status.Tenants, schema.TenantResult{Tenant: "prod", Phase: schema.CommitSucceeded})
+	c.Status.Phase = schema.CommitSucceeded
+	d.Send(StatusesFor("eu", c, "")...)
+	closeNow(t, d)
+	var sent []string
+	for _, r := range f.got() {
+		sent = append(sent, r.Body["context"].(string)+" "+r.Body["state"].(string))
+	}
+	want := "rezuscloud/eu pending|rezuscloud/eu/dev success|rezuscloud/eu success|rezuscloud/eu/prod success"
+	if got := strings.Join(sent, "|"); got != want {
+		t.Fatalf("sent %s\nwant %s", got, want)
+	}
+	if s := d.Stats(); s.Unchanged != 1 || s.Delivered != 4 || s.Sent != 5 {
+		t.Errorf("stats %+v", s)
 	}
 }

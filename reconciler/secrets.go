@@ -1,0 +1,152 @@
+package reconciler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	tfjson "github.com/hashicorp/terraform-json"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/version"
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/render/talos"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// secretsCache keeps each tenant's Talos secrets bundle in memory once read
+// from its state, so that rendering never needs a tofu run for it. The
+// bundle lives in the tenant's TF state and nowhere else on disk.
+type secretsCache struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (c *secretsCache) get(tenant string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[tenant]
+}
+
+func (c *secretsCache) put(tenant string, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string][]byte{}
+	}
+	if b == nil {
+		delete(c.m, tenant)
+		return
+	}
+	c.m[tenant] = b
+}
+
+// secretsFor returns the tenant's secrets bundle: from memory; else from its
+// state as the backend stores it; else, when that state is encrypted, from
+// `tofu show`; else, for a tenant that has none yet, a new bundle made with
+// the version contract of its talosVersion. fresh reports the last case.
+func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, dir string, initInputs []byte, creds Creds) (bundle []byte, fresh bool, err error) {
+	name := td.Tenant.Metadata.Name
+	if b := r.secrets.get(name); b != nil {
+		return b, false, nil
+	}
+	var raw []byte
+	if err := r.store.View(func(tx *backend.Tx) error {
+		raw = append([]byte(nil), tx.CurrentState(name)...)
+		return nil
+	}); err != nil {
+		return nil, false, err
+	}
+	if len(raw) > 0 {
+		b, encrypted, err := secretsFromStateFile(raw)
+		if err != nil {
+			return nil, false, fmt.Errorf("read secrets of %s from its state: %w", name, err)
+		}
+		if encrypted && len(initInputs) > 0 {
+			st, err := r.runner.State(ctx, dir, initInputs, creds)
+			if err != nil {
+				return nil, false, fmt.Errorf("read secrets of %s from its encrypted state: %w", name, err)
+			}
+			b = secretsFromShow(st)
+		}
+		if b != nil {
+			r.secrets.put(name, b)
+			return b, false, nil
+		}
+	}
+	b, err := talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, r.opts.Now())
+	if err != nil {
+		return nil, false, fmt.Errorf("generate secrets of %s: %w", name, err)
+	}
+	return b, true, nil
+}
+
+// secretsFromStateFile finds the bundle in a state file as tofu writes it.
+// encrypted reports an OpenTofu-encrypted state, which needs tofu to read.
+func secretsFromStateFile(raw []byte) (bundle []byte, encrypted bool, err error) {
+	var st struct {
+		EncryptedData json.RawMessage `json:"encrypted_data"`
+		Resources     []struct {
+			Mode      string `json:"mode"`
+			Type      string `json:"type"`
+			Name      string `json:"name"`
+			Instances []struct {
+				Attributes struct {
+					Input struct {
+						Value any `json:"value"`
+					} `json:"input"`
+				} `json:"attributes"`
+			} `json:"instances"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, false, err
+	}
+	if len(st.EncryptedData) > 0 {
+		return nil, true, nil
+	}
+	for _, res := range st.Resources {
+		if res.Mode == "managed" && res.Type+"."+res.Name == render.SecretsResource && len(res.Instances) > 0 {
+			if s, ok := res.Instances[0].Attributes.Input.Value.(string); ok && s != "" {
+				return []byte(s), false, nil
+			}
+		}
+	}
+	return nil, false, nil
+}
+
+// secretsFromShow finds the bundle in the state `tofu show -json` gives.
+func secretsFromShow(st *tfjson.State) []byte {
+	if st == nil || st.Values == nil || st.Values.RootModule == nil {
+		return nil
+	}
+	for _, res := range st.Values.RootModule.Resources {
+		if res.Address == render.SecretsResource {
+			if s, ok := res.AttributeValues["input"].(string); ok && s != "" {
+				return []byte(s)
+			}
+		}
+	}
+	return nil
+}
+
+// inputHash is a digest of everything a tenant's workspace is rendered
+// from besides its secrets: the manifests as loaded and this build's
+// version. An equal hash means an equal render, so a tenant whose hash
+// matches what was applied needs neither rendering nor tofu.
+func inputHash(td *schema.TenantDesired) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "rezuscloud %s\x00", version.Version)
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(td.Tenant)
+	for _, ng := range td.NodeGroups {
+		_ = enc.Encode(ng)
+	}
+	for _, p := range td.Patches {
+		_ = enc.Encode(p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,104 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/render/talos"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// validationBundles holds one throwaway secrets bundle per Talos version,
+// for checking machine configs before a tenant has secrets of its own.
+// Generating one costs about a second (an RSA-4096 key), so it is made once.
+var validationBundles sync.Map // talos version -> *validationBundle
+
+type validationBundle struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+func validationSecrets(talosVersion string) ([]byte, error) {
+	v, _ := validationBundles.LoadOrStore(talosVersion, &validationBundle{})
+	vb := v.(*validationBundle)
+	vb.once.Do(func() { vb.b, vb.err = talos.GenerateSecrets(talosVersion, time.Unix(0, 0).UTC()) })
+	return vb.b, vb.err
+}
+
+// ValidateTalos renders the machine config of every node group of td, with
+// td's patches applied in the documented order, and reports what Talos
+// rejects: a version pair it cannot render, or a patch that does not load,
+// does not apply or breaks the config, named by the patch's file and line.
+// It renders with a throwaway bundle, so it can run before the tenant has
+// secrets of its own.
+func ValidateTalos(td *schema.TenantDesired) []schema.Problem {
+	t := td.Tenant
+	if err := talos.CheckVersions(t.Spec.TalosVersion, t.Spec.KubernetesVersion); err != nil {
+		path := "/spec/talosVersion"
+		return []schema.Problem{{File: t.Source.File, Line: t.Source.LineOf(path), Column: 1, Path: path, Message: err.Error()}}
+	}
+	var probs []schema.Problem
+	for _, ng := range td.NodeGroups {
+		version := talosVersion(td, ng)
+		if ng.Spec.TalosVersion != "" {
+			if err := talos.CheckVersions(version, t.Spec.KubernetesVersion); err != nil {
+				path := "/spec/talosVersion"
+				probs = append(probs, schema.Problem{File: ng.Source.File, Line: ng.Source.LineOf(path), Column: 1, Path: path, Message: err.Error()})
+				continue
+			}
+		}
+		bundle, err := validationSecrets(version)
+		if err != nil {
+			probs = append(probs, schema.Problem{File: ng.Source.File, Line: ng.Source.Line, Column: 1, Message: fmt.Sprintf("Talos %s: %v", version, err)})
+			continue
+		}
+		_, err = talos.MachineConfig(talos.InputFor(td, ng, bundle))
+		if err == nil {
+			continue
+		}
+		var pe *talos.PatchError
+		if errors.As(err, &pe) {
+			file, line := splitPosition(pe.Patch.Source)
+			probs = append(probs, schema.Problem{File: file, Line: line, Column: 1,
+				Message: fmt.Sprintf("node group %s (%s): %v", ng.Metadata.Name, ng.Role(), err)})
+			continue
+		}
+		probs = append(probs, schema.Problem{File: ng.Source.File, Line: ng.Source.Line, Column: 1,
+			Message: fmt.Sprintf("node group %s: Talos machine config: %v", ng.Metadata.Name, err)})
+	}
+	return dedupe(probs)
+}
+
+// splitPosition splits "file:line".
+func splitPosition(pos string) (string, int) {
+	i := strings.LastIndexByte(pos, ':')
+	if i < 0 {
+		return pos, 0
+	}
+	n, err := strconv.Atoi(pos[i+1:])
+	if err != nil {
+		return pos, 0
+	}
+	return pos[:i], n
+}
+
+// dedupe drops repeated problems: a tenant patch that breaks every node
+// group's config is reported once per node group, which is useful, but the
+// same message twice is not.
+func dedupe(probs []schema.Problem) []schema.Problem {
+	seen := map[string]bool{}
+	out := probs[:0]
+	for _, p := range probs {
+		k := p.String()
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
