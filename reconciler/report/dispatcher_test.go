@@ -52,6 +52,18 @@ func closeNow(t *testing.T, d *Dispatcher) {
 	}
 }
 
+// waitFor polls cond until it holds, for at most 10 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func st(context, desc string) Status {
 	return Status{SHA: testSHA, Context: context, State: StatePending, Description: desc}
 }
@@ -371,9 +383,7 @@ func TestDispatcherSkipsUnchanged(t *testing.T) {
 	d := NewDispatcher([]Reporter{newTestGitHub(t, f.URL)}, fastOptions(log))
 	c := commitAt(schema.CommitApplying, false, schema.TenantResult{Tenant: "dev", Phase: schema.CommitSucceeded})
 	d.Send(StatusesFor("eu", c, "")...)
-	for d.Stats().Delivered != 2 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "two statuses delivered", func() bool { return d.Stats().Delivered == 2 })
 	c.Status.Tenants = append(c.Status.Tenants, schema.TenantResult{Tenant: "prod", Phase: schema.CommitSucceeded})
 	c.Status.Phase = schema.CommitSucceeded
 	d.Send(StatusesFor("eu", c, "")...)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-git/go-git/v5"
 
@@ -424,9 +423,7 @@ func TestDispatcherBatchesGitNotes(t *testing.T) {
 	// go out together.
 	n.mu.Lock()
 	d.Send(Status{SHA: strings.Repeat("cd", 20), Context: "rezuscloud/eu", State: StateSuccess})
-	for d.Stats().Pending != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the first status taken", func() bool { return d.Stats().Pending == 0 })
 	d.Send(StatusesFor("eu", c, "")...)
 	n.mu.Unlock()
 	closeNow(t, d)
