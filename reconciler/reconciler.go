@@ -67,6 +67,9 @@ type Options struct {
 	// before it interrupts them with SIGINT. Default 10 minutes.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// KubeconfigValidity is how long the client certificate of a
+	// downloaded kubeconfig is valid. Default one year.
+	KubeconfigValidity time.Duration
 	// Metrics, when set, records each tenant's reconcile and the revision
 	// applied to it.
 	Metrics *metrics.Metrics
@@ -108,6 +111,7 @@ func New(store *backend.Store, runner *Runner, modules render.Modules, opts Opti
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	opts.KubeconfigValidity = defaultValidity(opts.KubeconfigValidity)
 	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger,
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
 	r.queue.Start()

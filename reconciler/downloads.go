@@ -1,0 +1,147 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/render/talos"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+var _ backend.TenantSecrets = (*Reconciler)(nil)
+
+// appliedTenant rebuilds a tenant's desired state as last applied, from the
+// store's records, together with its secrets bundle.
+func (r *Reconciler) appliedTenant(ctx context.Context, tenant string) (*schema.TenantDesired, []byte, error) {
+	td := &schema.TenantDesired{}
+	err := r.store.View(func(tx *backend.Tx) error {
+		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, tenant)
+		if err != nil {
+			return err
+		}
+		td.Tenant = t
+		ngs, err := tx.List(schema.KindNodeGroup)
+		if err != nil {
+			return err
+		}
+		for _, res := range ngs {
+			ng := new(schema.NodeGroup)
+			if err := json.Unmarshal(res.Object, ng); err != nil {
+				return err
+			}
+			if ng.Tenant() == tenant {
+				td.NodeGroups = append(td.NodeGroups, ng)
+			}
+		}
+		cps, err := tx.List(schema.KindConfigPatch)
+		if err != nil {
+			return err
+		}
+		for _, res := range cps {
+			cp := new(schema.ConfigPatch)
+			if err := json.Unmarshal(res.Object, cp); err != nil {
+				return err
+			}
+			if cp.Tenant() == tenant {
+				td.Patches = append(td.Patches, cp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Slice(td.NodeGroups, func(i, j int) bool { return td.NodeGroups[i].Metadata.Name < td.NodeGroups[j].Metadata.Name })
+	sort.Slice(td.Patches, func(i, j int) bool { return td.Patches[i].Metadata.Name < td.Patches[j].Metadata.Name })
+	prev, err := r.appliedRecord(tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	if prev == nil {
+		return nil, nil, fmt.Errorf("tenant %s has not been applied yet: %w", tenant, backend.ErrNotFound)
+	}
+	dir, err := r.workDir(tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	creds, revoke := r.creds(tenant)
+	defer revoke()
+	bundle, fresh, err := r.secretsFor(ctx, td, dir, prev.InitInputs, creds)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fresh {
+		return nil, nil, fmt.Errorf("tenant %s has no secrets in its state: %w", tenant, backend.ErrNotFound)
+	}
+	return td, bundle, nil
+}
+
+// Kubeconfig implements backend.TenantSecrets: an admin kubeconfig whose
+// client certificate the tenant's Kubernetes CA signs, valid for
+// Options.KubeconfigValidity.
+func (r *Reconciler) Kubeconfig(ctx context.Context, tenant string) ([]byte, error) {
+	td, bundle, err := r.appliedTenant(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return talos.Kubeconfig(tenant, td.Tenant.Spec.ControlPlaneEndpoint, bundle, r.opts.KubeconfigValidity, r.opts.Now())
+}
+
+// Talosconfig implements backend.TenantSecrets: a talosconfig for the
+// addresses of the tenant's control-plane machines.
+func (r *Reconciler) Talosconfig(ctx context.Context, tenant string) ([]byte, error) {
+	_, bundle, err := r.appliedTenant(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	machines, err := r.storedMachines(tenant)
+	if err != nil {
+		return nil, err
+	}
+	var endpoints []string
+	for _, m := range machines {
+		if m.Spec.Role == schema.RoleControlPlane && m.Spec.ManagementAddress != "" {
+			endpoints = append(endpoints, m.Spec.ManagementAddress)
+		}
+	}
+	sort.Strings(endpoints)
+	return talos.Talosconfig(tenant, endpoints, bundle, r.opts.Now())
+}
+
+// MachineConfig implements backend.TenantSecrets: the config of the
+// machine's node group, rendered from the manifests last applied.
+func (r *Reconciler) MachineConfig(ctx context.Context, tenant, machine string) ([]byte, error) {
+	var m *schema.Machine
+	err := r.store.View(func(tx *backend.Tx) error {
+		var err error
+		m, err = getJSON[schema.Machine](tx, schema.KindMachine, machine)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if m.Spec.Tenant != tenant {
+		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, m.Spec.Tenant, tenant, backend.ErrNotFound)
+	}
+	td, bundle, err := r.appliedTenant(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	for _, ng := range td.NodeGroups {
+		if ng.Metadata.Name == m.Spec.NodeGroup {
+			return talos.MachineConfig(talos.InputFor(td, ng, bundle))
+		}
+	}
+	return nil, fmt.Errorf("node group %s of machine %s: %w", m.Spec.NodeGroup, machine, backend.ErrNotFound)
+}
+
+func defaultValidity(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 365 * 24 * time.Hour
+	}
+	return d
+}
