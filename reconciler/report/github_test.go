@@ -35,7 +35,7 @@ type forge struct {
 	arrived   chan struct{}
 }
 
-func newForge(t *testing.T, responses ...func(w http.ResponseWriter, r *http.Request)) *forge {
+func newForge(t testing.TB, responses ...func(w http.ResponseWriter, r *http.Request)) *forge {
 	t.Helper()
 	f := &forge{responses: responses, arrived: make(chan struct{}, 1000)}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -77,8 +78,15 @@ type GitNotes struct {
 	email     string
 	maxPushes int
 
-	mu    sync.Mutex // one report at a time; guards ready
-	ready bool
+	mu      sync.Mutex // one report at a time; guards the fields below
+	ready   bool       // the repository exists and own is known
+	own     bool       // the repository holds nothing but notes
+	written int        // notes commits pushed since the repository was made
+
+	// renewAfter is how many notes commits a notes-only repository takes
+	// before it is emptied and fetched afresh; defaultRenewAfter but in
+	// tests.
+	renewAfter int
 
 	// beforePush, when set, runs between the fetch and the push of every
 	// attempt; tests move the ref there as another writer would.
@@ -86,6 +94,10 @@ type GitNotes struct {
 }
 
 var _ Reporter = (*GitNotes)(nil)
+
+// defaultRenewAfter bounds the growth of a notes-only repository: every
+// notes commit adds a few loose objects, and go-git never collects them.
+const defaultRenewAfter = 500
 
 // notesRemote names the remote a GitNotes uses; it is never saved in the
 // repository's configuration.
@@ -109,13 +121,14 @@ func NewGitNotes(opts GitNotesOptions) (*GitNotes, error) {
 		return nil, fmt.Errorf("git notes reporter: negative MaxPushes %d", opts.MaxPushes)
 	}
 	return &GitNotes{
-		dir:       opts.RepoDir,
-		remote:    r,
-		ref:       ref,
-		pushRef:   plumbing.ReferenceName("refs/rezuscloud-push/" + strings.TrimPrefix(ref.String(), "refs/")),
-		name:      cmp.Or(opts.AuthorName, DefaultNotesName),
-		email:     cmp.Or(opts.AuthorEmail, DefaultNotesEmail),
-		maxPushes: cmp.Or(opts.MaxPushes, DefaultMaxPushes),
+		dir:        opts.RepoDir,
+		remote:     r,
+		ref:        ref,
+		pushRef:    plumbing.ReferenceName("refs/rezuscloud-push/" + strings.TrimPrefix(ref.String(), "refs/")),
+		name:       cmp.Or(opts.AuthorName, DefaultNotesName),
+		email:      cmp.Or(opts.AuthorEmail, DefaultNotesEmail),
+		maxPushes:  cmp.Or(opts.MaxPushes, DefaultMaxPushes),
+		renewAfter: defaultRenewAfter,
 	}, nil
 }
 
@@ -172,6 +185,8 @@ func (n *GitNotes) ReportAll(ctx context.Context, ss []Status) error {
 		}
 		err = n.push(ctx, st, rem, commit)
 		if err == nil {
+			n.written++
+			n.renew()
 			return nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrPermanent) {
@@ -193,7 +208,9 @@ func (n *GitNotes) ReportAll(ctx context.Context, ss []Status) error {
 }
 
 // storage opens the local repository, creating it when the directory is
-// missing or empty.
+// missing or empty. A repository that holds no refs but notes (one this
+// reporter made) is fetched into shallowly and renewed now and then; a
+// clone of the origin is left as it is, but for the notes ref.
 func (n *GitNotes) storage() (*filesystem.Storage, error) {
 	st := filesystem.NewStorage(osfs.New(n.dir), cache.NewObjectLRU(cache.MiByte))
 	if n.ready {
@@ -217,19 +234,57 @@ func (n *GitNotes) storage() (*filesystem.Storage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("repository %s: %w", n.dir, err)
 	}
-	n.ready = true
+	refs, err := st.IterReferences()
+	if err != nil {
+		return nil, fmt.Errorf("repository %s: %w", n.dir, err)
+	}
+	n.own = true
+	refs.ForEach(func(r *plumbing.Reference) error {
+		name := r.Name().String()
+		if r.Type() == plumbing.HashReference && !strings.HasPrefix(name, "refs/notes/") &&
+			!strings.HasPrefix(name, "refs/rezuscloud-push/") {
+			n.own = false
+		}
+		return nil
+	})
+	refs.Close()
+	n.ready, n.written = true, 0
 	return st, nil
+}
+
+// renew empties a notes-only repository that has taken renewAfter notes
+// commits; the next report makes it again. The remote keeps the history.
+func (n *GitNotes) renew() {
+	if !n.own || n.written < n.renewAfter {
+		return
+	}
+	entries, err := os.ReadDir(n.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(n.dir, e.Name())); err != nil {
+			return
+		}
+	}
+	n.ready = false
 }
 
 // fetch brings the notes ref of the remote into the local repository and
 // returns its commit, or the zero hash when the remote has no notes yet.
 func (n *GitNotes) fetch(ctx context.Context, st *filesystem.Storage, rem *git.Remote) (plumbing.Hash, error) {
 	spec := config.RefSpec("+" + n.ref.String() + ":" + n.ref.String())
+	depth := 0
+	if n.own {
+		// Only the tip is needed to write on top of it.
+		depth = 1
+	}
 	err := rem.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: notesRemote,
 		RefSpecs:   []config.RefSpec{spec},
 		Auth:       n.remote.auth,
 		Tags:       git.NoTags,
+		Depth:      depth,
 	})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):

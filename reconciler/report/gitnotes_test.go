@@ -27,7 +27,7 @@ type notesRepo struct {
 	sha string
 }
 
-func newNotesRepo(t *testing.T) *notesRepo {
+func newNotesRepo(t testing.TB) *notesRepo {
 	t.Helper()
 	d := gittest.NewDaemon(t)
 	d.CreateBare("infra.git")
@@ -435,5 +435,51 @@ func TestDispatcherBatchesGitNotes(t *testing.T) {
 	}
 	if got := r.notes(t, r.sha); strings.Count(got, "\n") != 3 {
 		t.Errorf("notes:\n%s", got)
+	}
+}
+
+// A repository of the reporter's own is fetched into shallowly and renewed
+// after renewAfter notes commits; a clone of the origin is never made
+// shallow.
+func TestGitNotesOwnRepositoryStaysSmall(t *testing.T) {
+	r := newNotesRepo(t)
+	ctx := context.Background()
+	own := filepath.Join(t.TempDir(), "notes")
+	n := newTestNotes(t, own, r.url)
+	n.renewAfter = 3
+	clone := r.bareClone(t)
+	c := newTestNotes(t, clone, r.url)
+	for i := range 7 {
+		s := Status{SHA: r.sha, Context: "rezuscloud/alpha/prod", State: StateSuccess, Description: fmt.Sprintf("run %d", i)}
+		if err := n.Report(ctx, s); err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+		s.Context, s.Description = "rezuscloud/beta/prod", fmt.Sprintf("beta %d", i)
+		if err := c.Report(ctx, s); err != nil {
+			t.Fatalf("report %d in the clone: %v", i, err)
+		}
+	}
+	if got := r.notes(t, r.sha); got != "rezuscloud/alpha/prod: success run 6\nrezuscloud/beta/prod: success beta 6" {
+		t.Fatalf("notes %q", got)
+	}
+	if n := r.notesCommits(t); n != "14" {
+		t.Fatalf("the remote holds %s notes commits, want 14", n)
+	}
+	// Renewed after the 3rd and 6th reports, the repository has seen one
+	// report since, on a shallow fetch of the tip.
+	if !n.ready || n.written != 1 || !n.own {
+		t.Errorf("ready %v, written %d, own %v", n.ready, n.written, n.own)
+	}
+	if _, err := os.Stat(filepath.Join(own, "shallow")); err != nil {
+		t.Errorf("the notes-only repository is not shallow: %v", err)
+	}
+	if c.own {
+		t.Error("the clone of the origin counts as a notes-only repository")
+	}
+	if _, err := os.Stat(filepath.Join(clone, "shallow")); !os.IsNotExist(err) {
+		t.Errorf("the clone of the origin was made shallow: %v", err)
+	}
+	if got := gittest.Git(t, clone, "rev-parse", "refs/heads/main"); got != r.sha {
+		t.Errorf("the clone's main is %s, want %s", got, r.sha)
 	}
 }
