@@ -67,6 +67,11 @@ type Options struct {
 	// before it interrupts them with SIGINT. Default 10 minutes.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// EncryptState says that tofu runs encrypt state (TF_ENCRYPTION is in
+	// the runner's environment). A tenant whose stored state is still
+	// plain is then applied once even when nothing changed, so that its
+	// state gets written encrypted.
+	EncryptState bool
 	// KubeconfigValidity is how long the client certificate of a
 	// downloaded kubeconfig is valid. Default one year.
 	KubeconfigValidity time.Duration
@@ -573,7 +578,8 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 		res.Phase = schema.CommitSucceeded
 		return res
 	}
-	if prev != nil && prev.InputHash == inHash && len(Diff(prev.Model, desired)) == 0 {
+	rewrite := r.opts.EncryptState && prev != nil && r.plainState(name)
+	if !rewrite && prev != nil && prev.InputHash == inHash && len(Diff(prev.Model, desired)) == 0 {
 		return unchanged("")
 	}
 	dir, err := r.workDir(name)
@@ -594,7 +600,7 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	if err != nil {
 		return failf("%v", err)
 	}
-	if prev != nil && !fresh && prev.RenderedHash == ws.Hash && len(Diff(prev.Model, desired)) == 0 {
+	if !rewrite && prev != nil && !fresh && prev.RenderedHash == ws.Hash && len(Diff(prev.Model, desired)) == 0 {
 		return unchanged(ws.Hash)
 	}
 	for fname, b := range ws.Files {
@@ -605,7 +611,11 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	if err := r.putManifests(td, prev == nil); err != nil {
 		return failf("%v", err)
 	}
-	out, err := r.runner.Apply(ctx, dir, ws.InitInputs, creds)
+	apply := r.runner.Apply
+	if rewrite {
+		apply = r.runner.Rewrite
+	}
+	out, err := apply(ctx, dir, ws.InitInputs, creds)
 	if out != nil {
 		res.Plan = schema.PlanSummary{Add: out.Plan.Add, Change: out.Plan.Change, Destroy: out.Plan.Destroy}
 		res.OutputTail = out.Output

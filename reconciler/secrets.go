@@ -84,6 +84,21 @@ func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, d
 	return b, true, nil
 }
 
+// plainState reports whether the tenant has a stored state that is not
+// encrypted.
+func (r *Reconciler) plainState(tenant string) bool {
+	plain := false
+	_ = r.store.View(func(tx *backend.Tx) error {
+		raw := tx.CurrentState(tenant)
+		if len(raw) > 0 {
+			_, encrypted, err := secretsFromStateFile(raw)
+			plain = err == nil && !encrypted
+		}
+		return nil
+	})
+	return plain
+}
+
 // secretsFromStateFile finds the bundle in a state file as tofu writes it.
 // encrypted reports an OpenTofu-encrypted state, which needs tofu to read.
 func secretsFromStateFile(raw []byte) (bundle []byte, encrypted bool, err error) {

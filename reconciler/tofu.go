@@ -201,7 +201,11 @@ func (s *session) redact(err error) error {
 
 // planApply plans into a plan file and applies exactly that plan when it
 // has changes.
-func (s *session) planApply(ctx context.Context, destroy bool) (PlanSummary, error) {
+//
+// With force it applies a plan without changes too, which rewrites the
+// state: that is how state written before encryption was turned on gets
+// encrypted.
+func (s *session) planApply(ctx context.Context, destroy, force bool) (PlanSummary, error) {
 	planFile := filepath.Join(s.dir, "rezuscloud.tfplan")
 	defer os.Remove(planFile)
 	var changed bool
@@ -212,7 +216,7 @@ func (s *session) planApply(ctx context.Context, destroy bool) (PlanSummary, err
 	if err != nil {
 		return PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
 	}
-	if !changed {
+	if !changed && !force {
 		return PlanSummary{}, nil
 	}
 	var plan *tfjson.Plan
@@ -246,15 +250,21 @@ func (s *session) show(ctx context.Context) (*tfjson.State, error) {
 // needed, plan, apply that plan when it changes anything, and show the
 // resulting state for projection.
 func (r *Runner) Apply(ctx context.Context, dir string, initInputs []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, creds, false)
+	return r.run(ctx, dir, initInputs, creds, false, false)
+}
+
+// Rewrite is Apply that also applies a plan without changes, so that tofu
+// writes the state again (encrypting it, once encryption is configured).
+func (r *Runner) Rewrite(ctx context.Context, dir string, initInputs []byte, creds Creds) (*Result, error) {
+	return r.run(ctx, dir, initInputs, creds, false, true)
 }
 
 // Destroy removes everything the work directory's state holds.
 func (r *Runner) Destroy(ctx context.Context, dir string, initInputs []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, creds, true)
+	return r.run(ctx, dir, initInputs, creds, true, false)
 }
 
-func (r *Runner) run(ctx context.Context, dir string, initInputs []byte, creds Creds, destroy bool) (*Result, error) {
+func (r *Runner) run(ctx context.Context, dir string, initInputs []byte, creds Creds, destroy, force bool) (*Result, error) {
 	s, err := r.open(dir, creds)
 	if err != nil {
 		return nil, err
@@ -265,7 +275,7 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs []byte, creds C
 	if err := s.init(ctx, initInputs); err != nil {
 		return res, err
 	}
-	if res.Plan, err = s.planApply(ctx, destroy); err != nil {
+	if res.Plan, err = s.planApply(ctx, destroy, force); err != nil {
 		return res, err
 	}
 	if res.State, err = s.show(ctx); err != nil {
