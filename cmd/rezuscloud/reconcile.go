@@ -52,12 +52,24 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: mirror, PluginCacheDir: filepath.Join(dataDir, "plugins")}); err != nil {
 		return noop, err
 	}
+	env := map[string]string{"REZUSSIM_DIR": simDir}
+	encrypt, err := stateEncryption(f.stateEncryption, os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"))
+	if err != nil {
+		return noop, err
+	}
+	if encrypt != "" {
+		env["TF_ENCRYPTION"] = encrypt
+	}
+	audit, err := openAudit(dataDir)
+	if err != nil {
+		return noop, err
+	}
 	m := metrics.New()
 	srv.Handle("/metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
 	runner, err := reconciler.NewRunner(reconciler.TofuOptions{
 		Binary:         tofu,
 		CLIConfigFile:  cli,
-		Env:            map[string]string{"REZUSSIM_DIR": simDir},
+		Env:            env,
 		Metrics:        m,
 		InterruptDelay: time.Minute,
 	})
@@ -66,14 +78,16 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	}
 	tokens := srv.Tokens()
 	rec, err := reconciler.New(srv.Store(), runner, render.Builtin(), reconciler.Options{
-		DataDir:       dataDir,
-		StateURL:      srv.URL(),
-		MaxDeletions:  f.maxDeletions,
-		Workers:       f.workers,
-		Debounce:      f.debounce,
-		ShutdownGrace: f.shutdownGrace,
-		Metrics:       m,
-		Logger:        log.With("component", "reconciler"),
+		DataDir:            dataDir,
+		StateURL:           srv.URL(),
+		MaxDeletions:       f.maxDeletions,
+		Workers:            f.workers,
+		Debounce:           f.debounce,
+		ShutdownGrace:      f.shutdownGrace,
+		Metrics:            m,
+		EncryptState:       encrypt != "",
+		KubeconfigValidity: f.kubeconfigValid,
+		Logger:             log.With("component", "reconciler"),
 		Credentials: func(tenant string) (string, string, func()) {
 			name := "reconciler-" + tenant
 			secret, revoke := tokens.Ephemeral(name, backend.RoleEdit)
@@ -90,6 +104,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	m.GaugeFunc("rezuscloud_queue_running", "Tenant runs in progress.", func() float64 { return float64(rec.Queue().Running()) })
 	m.CounterFunc("rezuscloud_source_fetch_errors_total", "Polls of the repository that failed.", func() float64 { return float64(src.Status().Errors) })
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(runner.Runs()) })
+	srv.ServeTenantSecrets(rec, audit)
 	if err := mountWebhooks(srv, src, origin, f, m, log); err != nil {
 		return noop, err
 	}
@@ -109,6 +124,36 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		rec.Run(ctx, snaps)
 	}()
 	return wg.Wait, nil
+}
+
+// stateEncryption returns the TF_ENCRYPTION configuration that --state-encryption
+// and the passphrase ask for, or "" for none.
+func stateEncryption(mode, passphrase string) (string, error) {
+	switch mode {
+	case "off":
+		return "", nil
+	case "auto", "":
+		if passphrase == "" {
+			return "", nil
+		}
+		return reconciler.EncryptionConfig(passphrase, false)
+	case "migrate":
+		if passphrase == "" {
+			return "", errors.New("--state-encryption=migrate needs REZUSCLOUD_STATE_PASSPHRASE")
+		}
+		return reconciler.EncryptionConfig(passphrase, true)
+	}
+	return "", fmt.Errorf("--state-encryption %q: want auto, migrate or off", mode)
+}
+
+// openAudit returns the audit log: JSON lines appended to audit.log in the
+// data dir (mode 0600), one per download of a tenant's credentials.
+func openAudit(dataDir string) (*slog.Logger, error) {
+	f, err := os.OpenFile(filepath.Join(dataDir, "audit.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(f, nil)), nil
 }
 
 // mountWebhooks serves the push webhooks, which trigger an immediate poll

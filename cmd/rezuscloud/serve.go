@@ -49,6 +49,8 @@ type serveFlags struct {
 	shutdownGrace  time.Duration
 
 	webhookSecretFile string
+	stateEncryption   string
+	kubeconfigValid   time.Duration
 }
 
 // newServeCmd builds `serve`; run does the serving once the settings are
@@ -109,6 +111,8 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.IntVar(&f.workers, "workers", 2, "tenants that run tofu at the same time")
 	fs.DurationVar(&f.debounce, "debounce", 2*time.Second, "how long a tenant stays quiet before its newest revision is applied; bursts of commits coalesce")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Minute, "on shutdown, how long running tofu processes may finish before they are interrupted with SIGINT (never SIGKILL)")
+	fs.StringVar(&f.stateEncryption, "state-encryption", "auto", "state encryption: auto (on when REZUSCLOUD_STATE_PASSPHRASE is set), migrate (also read state written before encryption, and encrypt it), or off")
+	fs.DurationVar(&f.kubeconfigValid, "kubeconfig-validity", 365*24*time.Hour, "how long the client certificate of a downloaded kubeconfig is valid")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "`FILE` holding the secret that push webhooks (/hooks/github, /hooks/gitlab, /hooks/generic) are signed with; or set REZUSCLOUD_WEBHOOK_SECRET")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
