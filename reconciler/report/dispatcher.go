@@ -110,8 +110,12 @@ func NewDispatcher(reps []Reporter, opts DispatcherOptions) *Dispatcher {
 
 // Send queues statuses for every reporter and returns at once. A status
 // that is malformed (no full sha, a multi-line context, an unknown state)
-// is logged and dropped, and so is everything sent after Close.
+// is logged and dropped, and so is everything sent after Close. A nil
+// Dispatcher (no reporter configured) drops everything silently.
 func (d *Dispatcher) Send(ss ...Status) {
+	if d == nil {
+		return
+	}
 	if d.closed.Load() {
 		if len(ss) > 0 {
 			d.log.Warn("status reports sent after the dispatcher closed are dropped", "count", len(ss))
@@ -137,6 +141,9 @@ func (d *Dispatcher) Send(ss ...Status) {
 // deliveries in flight and returns an error that says how many statuses
 // were not delivered.
 func (d *Dispatcher) Close(ctx context.Context) error {
+	if d == nil {
+		return nil
+	}
 	d.closing.Do(func() {
 		d.closed.Store(true)
 		for _, w := range d.workers {
@@ -195,6 +202,9 @@ type DispatcherStats struct {
 
 // Stats returns the counts so far.
 func (d *Dispatcher) Stats() DispatcherStats {
+	if d == nil {
+		return DispatcherStats{}
+	}
 	s := DispatcherStats{
 		Sent: d.sent.Load(), Delivered: d.delivered.Load(), Coalesced: d.coalesced.Load(),
 		Retries: d.retries.Load(), Failed: d.failed.Load(), Overflowed: d.overflowed.Load(),
@@ -245,6 +255,12 @@ func (w *worker) signal() {
 
 func (w *worker) add(s Status, now time.Time) {
 	w.mu.Lock()
+	if w.closing {
+		// Close got here first; the worker may be gone.
+		w.mu.Unlock()
+		w.log.Warn("status report sent after the dispatcher closed is dropped", "sha", s.SHA, "context", s.Context)
+		return
+	}
 	k := key{s.SHA, s.Context}
 	if _, waiting := w.pending[k]; !waiting {
 		if last, ok := w.last[k]; ok && last == s {

@@ -400,3 +400,14 @@ func TestDispatcherSkipsUnchanged(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+func TestNilDispatcher(t *testing.T) {
+	var d *Dispatcher
+	d.Send(st("rezuscloud/eu", "ok"))
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Stats(); s != (DispatcherStats{}) {
+		t.Fatalf("stats %+v", s)
+	}
+}

@@ -28,6 +28,13 @@
 // error (GitHub's "could not run") and canceled on GitLab, with the
 // description "superseded by …".
 //
+// Wiring it up: build the reporters that are configured (NewGitHub,
+// NewGitLab, NewGitNotes), hand them to NewDispatcher, call
+// d.Send(StatusesFor(instance, commit, url)...) whenever a Commit changes
+// (statuses that did not change since they were last delivered are not
+// sent again), and d.Close(ctx) on shutdown. Dispatcher.Stats gives the
+// counts for metrics.
+//
 // Tokens are read once (TokenFrom) and kept in a Token, which never prints,
 // logs or encodes its value; errors and logs of this package never carry
 // one. This package must not block reconciliation: nothing in it is called

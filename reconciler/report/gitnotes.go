@@ -193,7 +193,7 @@ func (n *GitNotes) ReportAll(ctx context.Context, ss []Status) error {
 			return fmt.Errorf("%s: push %s: %w", n.Name(), n.ref, err)
 		}
 		if attempt >= n.maxPushes {
-			return fmt.Errorf("%s: push %s: gave up after %d attempts while other writers kept moving it: %w",
+			return fmt.Errorf("%s: push %s: gave up after %d attempts, the ref moving under each: %w",
 				n.Name(), n.ref, attempt, err)
 		}
 		lastBase, lastErr = base, err
