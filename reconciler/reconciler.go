@@ -19,6 +19,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
+	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -173,7 +174,7 @@ type appliedRecord struct {
 	RenderedHash string            `json:"renderedHash"`
 	InitInputs   []byte            `json:"initInputs"`
 	Annotations  map[string]string `json:"annotations,omitempty"`
-	Model        Model             `json:"model"`
+	Model        modeldiff.Model   `json:"model"`
 }
 
 // Reconcile runs one revision through the ordered steps (load, validate,
@@ -558,7 +559,7 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 		return res
 	}
 
-	desired := DesiredModel(td)
+	desired := modeldiff.DesiredModel(td)
 	inHash := inputHash(td)
 	unchanged := func(renderedHash string) *schema.TenantResult {
 		// Nothing for tofu to do; labels, annotations and the observed
@@ -579,7 +580,7 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 		return res
 	}
 	rewrite := r.opts.EncryptState && prev != nil && r.plainState(name)
-	if !rewrite && prev != nil && prev.InputHash == inHash && len(Diff(prev.Model, desired)) == 0 {
+	if !rewrite && prev != nil && prev.InputHash == inHash && len(modeldiff.Diff(prev.Model, desired)) == 0 {
 		return unchanged("")
 	}
 	dir, err := r.workDir(name)
@@ -600,7 +601,7 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	if err != nil {
 		return failf("%v", err)
 	}
-	if !rewrite && prev != nil && !fresh && prev.RenderedHash == ws.Hash && len(Diff(prev.Model, desired)) == 0 {
+	if !rewrite && prev != nil && !fresh && prev.RenderedHash == ws.Hash && len(modeldiff.Diff(prev.Model, desired)) == 0 {
 		return unchanged(ws.Hash)
 	}
 	for fname, b := range ws.Files {
@@ -642,11 +643,11 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 }
 
 // appliedModel is the desired model with the machine slots that exist.
-func appliedModel(td *schema.TenantDesired, machines []*schema.Machine) Model {
-	m := DesiredModel(td)
-	m.Machines = map[string]MachineSlot{}
+func appliedModel(td *schema.TenantDesired, machines []*schema.Machine) modeldiff.Model {
+	m := modeldiff.DesiredModel(td)
+	m.Machines = map[string]modeldiff.MachineSlot{}
 	for _, mc := range machines {
-		m.Machines[mc.Metadata.Annotations[annotationSlot]] = MachineSlot{Role: mc.Spec.Role, Shape: mc.Spec.Shape}
+		m.Machines[mc.Metadata.Annotations[modeldiff.AnnotationSlot]] = modeldiff.MachineSlot{Role: mc.Spec.Role, Shape: mc.Spec.Shape}
 	}
 	return m
 }

@@ -13,6 +13,7 @@ import (
 	tfjson "github.com/hashicorp/terraform-json"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -27,9 +28,6 @@ import (
 //	Commit       REVISION (":" replaced by "-")
 //	Provider     PROVIDER-CLASS
 func scopedKey(tenant, name string) string { return tenant + "/" + name }
-
-// annotationSlot records on a machine its node group and index, "ng/3".
-const annotationSlot = "rezuscloud.io/slot"
 
 func (r *Reconciler) putCommit(c *schema.Commit) {
 	err := r.store.Update(func(tx *backend.Tx) error {
@@ -247,7 +245,7 @@ func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson
 						LabelNodeGroup:     ng,
 						LabelProvider:      mp.class,
 					},
-					Annotations: map[string]string{annotationSlot: slotKey(ng, idx)},
+					Annotations: map[string]string{modeldiff.AnnotationSlot: modeldiff.SlotKey(ng, idx)},
 				},
 				Spec: schema.MachineSpec{
 					ManagementAddress: f.Address, ProviderID: f.ProviderID, ProviderClass: mp.class,

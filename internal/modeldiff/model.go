@@ -1,4 +1,7 @@
-package reconciler
+// Package modeldiff compares what a tenant is declared to be with what was
+// applied, object by object and field by field: the one diff that the
+// reconciler, the API and `rezusctl diff` all show. It reads only schema types.
+package modeldiff
 
 import (
 	"encoding/json"
@@ -70,7 +73,7 @@ func DesiredModel(td *schema.TenantDesired) Model {
 			shape = "small"
 		}
 		for i := 0; i < ng.Spec.Count; i++ {
-			m.Machines[slotKey(ng.Metadata.Name, i)] = MachineSlot{Role: ng.Role(), Shape: shape}
+			m.Machines[SlotKey(ng.Metadata.Name, i)] = MachineSlot{Role: ng.Role(), Shape: shape}
 		}
 	}
 	for _, p := range td.Patches {
@@ -79,8 +82,41 @@ func DesiredModel(td *schema.TenantDesired) Model {
 	return m
 }
 
-func slotKey(nodeGroup string, index int) string {
+// AnnotationSlot records on a Machine its node group and index, "workers/3".
+const AnnotationSlot = "rezuscloud.io/slot"
+
+// SlotKey names a machine's place: its node group and index.
+func SlotKey(nodeGroup string, index int) string {
 	return nodeGroup + "/" + strconv.Itoa(index)
+}
+
+// AppliedModel builds the model of a tenant from what the API serves: its
+// Tenant, NodeGroup and ConfigPatch resources as last applied, and its
+// Machines, placed by their slot annotation.
+func AppliedModel(t *schema.Tenant, ngs []*schema.NodeGroup, patches []*schema.ConfigPatch, machines []*schema.Machine) Model {
+	m := Model{
+		NodeGroups: map[string]schema.NodeGroupSpec{},
+		Patches:    map[string]schema.ConfigPatchSpec{},
+		Machines:   map[string]MachineSlot{},
+	}
+	if t != nil {
+		spec := t.Spec
+		m.Tenant = &spec
+	}
+	for _, ng := range ngs {
+		m.NodeGroups[ng.Metadata.Name] = ng.Spec
+	}
+	for _, p := range patches {
+		m.Patches[p.Metadata.Name] = p.Spec
+	}
+	for _, mc := range machines {
+		slot := mc.Metadata.Annotations[AnnotationSlot]
+		if slot == "" {
+			slot = mc.Spec.NodeGroup + "/" + mc.Metadata.Name
+		}
+		m.Machines[slot] = MachineSlot{Role: mc.Spec.Role, Shape: mc.Spec.Shape}
+	}
+	return m
 }
 
 // Diff compares an applied model with a desired one, object by object, and
