@@ -68,6 +68,10 @@ type Options struct {
 	// before it interrupts them with SIGINT. Default 10 minutes.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// OnCommit, when set, is called with a copy of every Commit the
+	// reconciler records, as it records it: commit status reporters hang
+	// here. It must not block.
+	OnCommit func(*schema.Commit)
 	// EncryptState says that tofu runs encrypt state (TF_ENCRYPTION is in
 	// the runner's environment). A tenant whose stored state is still
 	// plain is then applied once even when nothing changed, so that its
@@ -283,6 +287,17 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 		run.finish()
 		return run
 	}
+	run.mu.Lock()
+	for _, td := range desired.Tenants {
+		name := td.Tenant.Metadata.Name
+		run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitPending}
+	}
+	for _, name := range deletions {
+		run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitPending}
+	}
+	run.commit.Status.Tenants = run.sortedResults()
+	run.mu.Unlock()
+	run.put()
 	for _, td := range desired.Tenants {
 		r.queue.Enqueue(td.Tenant.Metadata.Name, &tenantJob{run: run, tenant: td.Tenant.Metadata.Name, desired: td})
 	}
@@ -335,15 +350,18 @@ func (run *CommitRun) Commit() *schema.Commit {
 	return &c
 }
 
-// started marks the commit as applying when its first tenant starts.
-func (run *CommitRun) started() {
+// started marks the tenant, and the commit when it is the first, as
+// applying.
+func (run *CommitRun) started(tenant string) {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	if run.commit.Status.Phase == schema.CommitPlanning {
 		run.commit.Status.Phase = schema.CommitApplying
 		run.commit.Status.Timings.PlannedAt = run.r.opts.Now()
-		run.put()
 	}
+	run.results[tenant] = &schema.TenantResult{Tenant: tenant, Phase: schema.CommitApplying, StartedAt: run.r.opts.Now()}
+	run.commit.Status.Tenants = run.sortedResults()
+	run.put()
 }
 
 // record stores one tenant's result; the last one finishes the commit.
@@ -431,7 +449,7 @@ type tenantJob struct {
 }
 
 func (j *tenantJob) Run(ctx context.Context) {
-	j.run.started()
+	j.run.started(j.tenant)
 	r := j.run.r
 	prev, err := r.appliedRecord(j.tenant)
 	var res *schema.TenantResult

@@ -47,6 +47,13 @@ func (r *Reconciler) putCommit(c *schema.Commit) {
 	})
 	if err != nil {
 		r.log.Error("record commit", "revision", c.Spec.SHA, "err", err)
+		return
+	}
+	if r.opts.OnCommit != nil {
+		cp := *c
+		cp.Status.Tenants = append([]schema.TenantResult(nil), c.Status.Tenants...)
+		cp.Status.Problems = append([]schema.Problem(nil), c.Status.Problems...)
+		r.opts.OnCommit(&cp)
 	}
 }
 

@@ -76,6 +76,16 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	if err != nil {
 		return noop, err
 	}
+	var auth sources.Auth
+	if f.repo != "" {
+		if auth, err = sources.AuthFromEnv(); err != nil {
+			return noop, err
+		}
+	}
+	onCommit, closeReports, err := newReports(f, f.repo, dataDir, srv.URL(), auth, log)
+	if err != nil {
+		return noop, err
+	}
 	tokens := srv.Tokens()
 	rec, err := reconciler.New(srv.Store(), runner, render.Builtin(), reconciler.Options{
 		DataDir:            dataDir,
@@ -86,6 +96,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		ShutdownGrace:      f.shutdownGrace,
 		Metrics:            m,
 		EncryptState:       encrypt != "",
+		OnCommit:           onCommit,
 		KubeconfigValidity: f.kubeconfigValid,
 		Logger:             log.With("component", "reconciler"),
 		Credentials: func(tenant string) (string, string, func()) {
@@ -122,6 +133,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	go func() {
 		defer wg.Done()
 		rec.Run(ctx, snaps)
+		closeReports()
 	}()
 	return wg.Wait, nil
 }

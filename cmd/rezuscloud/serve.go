@@ -51,6 +51,8 @@ type serveFlags struct {
 	webhookSecretFile string
 	stateEncryption   string
 	kubeconfigValid   time.Duration
+
+	reports reportFlags
 }
 
 // newServeCmd builds `serve`; run does the serving once the settings are
@@ -113,6 +115,13 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Minute, "on shutdown, how long running tofu processes may finish before they are interrupted with SIGINT (never SIGKILL)")
 	fs.StringVar(&f.stateEncryption, "state-encryption", "auto", "state encryption: auto (on when REZUSCLOUD_STATE_PASSPHRASE is set), migrate (also read state written before encryption, and encrypt it), or off")
 	fs.DurationVar(&f.kubeconfigValid, "kubeconfig-validity", 365*24*time.Hour, "how long the client certificate of a downloaded kubeconfig is valid")
+	fs.StringVar(&f.reports.reporters, "report", "", "where commit statuses go besides the API, comma-separated: github (also Gitea and Forgejo), gitlab, git-notes (refs/notes/rezuscloud pushed to --repo)")
+	fs.StringVar(&f.reports.instance, "instance", "", "this server's name in commit status contexts (rezuscloud/INSTANCE/TENANT), so that two servers on one repository do not overwrite each other; default: the host name")
+	fs.StringVar(&f.reports.publicURL, "public-url", "", "base `URL` under which users reach this server, for the links in commit statuses; default: the listen address")
+	fs.StringVar(&f.reports.githubAPI, "github-api-url", "", "GitHub API base `URL`; https://HOST/api/v3 for GitHub Enterprise; Gitea and Forgejo are found from --repo")
+	fs.StringVar(&f.reports.githubTokenFile, "github-token-file", "", "`FILE` holding the token for GitHub, Gitea or Forgejo commit statuses; or set REZUSCLOUD_GITHUB_TOKEN")
+	fs.StringVar(&f.reports.gitlabAPI, "gitlab-api-url", "", "GitLab API base `URL`, https://HOST/api/v4; default gitlab.com")
+	fs.StringVar(&f.reports.gitlabTokenFile, "gitlab-token-file", "", "`FILE` holding the token for GitLab commit statuses; or set REZUSCLOUD_GITLAB_TOKEN")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "`FILE` holding the secret that push webhooks (/hooks/github, /hooks/gitlab, /hooks/generic) are signed with; or set REZUSCLOUD_WEBHOOK_SECRET")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
