@@ -44,6 +44,9 @@ type GitOptions struct {
 	Branch string
 	// Tag to follow instead of a branch. A moved tag is followed.
 	Tag string
+	// Ref is any other full ref name to follow, such as
+	// refs/pull/12/head; previews use it.
+	Ref string
 	// Commit pins a full commit sha instead of following a ref.
 	Commit string
 	// Path is the directory inside the repository to load; the whole tree
@@ -132,14 +135,14 @@ func NewGit(opts GitOptions) (*Git, error) {
 		maxPacks:   maxPacks,
 	}
 	set := 0
-	for _, s := range []string{opts.Branch, opts.Tag, opts.Commit} {
+	for _, s := range []string{opts.Branch, opts.Tag, opts.Commit, opts.Ref} {
 		if s != "" {
 			set++
 		}
 	}
 	if set > 1 {
-		return nil, fmt.Errorf("repository %s: set only one of branch (%q), tag (%q) and commit (%q)",
-			r.url, opts.Branch, opts.Tag, opts.Commit)
+		return nil, fmt.Errorf("repository %s: set only one of branch (%q), tag (%q), commit (%q) and ref (%q)",
+			r.url, opts.Branch, opts.Tag, opts.Commit, opts.Ref)
 	}
 	switch {
 	case opts.Commit != "":
@@ -151,6 +154,11 @@ func NewGit(opts GitOptions) (*Git, error) {
 		g.refLabel = c
 	case opts.Tag != "":
 		g.ref = plumbing.NewTagReferenceName(opts.Tag)
+	case opts.Ref != "":
+		if !strings.HasPrefix(opts.Ref, "refs/") {
+			return nil, fmt.Errorf("repository %s: ref %q is not a full ref name (refs/...)", r.url, opts.Ref)
+		}
+		g.ref = plumbing.ReferenceName(opts.Ref)
 	default:
 		b := opts.Branch
 		if b == "" {
@@ -403,10 +411,14 @@ var allRefSpecs = []config.RefSpec{
 
 // localRef is where the clone keeps the followed ref.
 func (g *Git) localRef() plumbing.ReferenceName {
-	if g.ref.IsBranch() {
+	switch {
+	case g.ref.IsBranch():
 		return plumbing.NewRemoteReferenceName("origin", g.ref.Short())
+	case g.ref.IsTag():
+		return g.ref
 	}
-	return g.ref
+	// Other refs, such as refs/pull/1/head, are kept apart from branches.
+	return plumbing.ReferenceName("refs/rezuscloud/" + strings.TrimPrefix(g.ref.String(), "refs/"))
 }
 
 func (g *Git) newRemote(st *filesystem.Storage) *git.Remote {
