@@ -41,6 +41,8 @@ const kindApplied = "AppliedTenant"
 
 // Labels the projection puts on machines, besides the tenant and role.
 const (
+	// LabelPreview marks the Commits of preview refs.
+	LabelPreview   = "rezuscloud.io/preview"
 	LabelNodeGroup = "rezuscloud.io/node-group"
 	LabelProvider  = "rezuscloud.io/provider"
 )
@@ -95,8 +97,9 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 
-	queue   *Queue
-	secrets secretsCache
+	queue    *Queue
+	previews *Queue
+	secrets  secretsCache
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures
@@ -125,6 +128,10 @@ func New(store *backend.Store, runner *Runner, modules render.Modules, opts Opti
 	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger,
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
 	r.queue.Start()
+	// Previews have a worker of their own, so they never hold up applies;
+	// they plan without the state lock, so they never block one either.
+	r.previews = NewQueue(QueueOptions{Workers: 1, Grace: time.Minute})
+	r.previews.Start()
 	if err := r.putProviders(); err != nil {
 		return nil, err
 	}
@@ -133,7 +140,10 @@ func New(store *backend.Store, runner *Runner, modules render.Modules, opts Opti
 
 // Close stops the queue: pending runs are superseded, running ones get
 // ShutdownGrace to finish before tofu is interrupted.
-func (r *Reconciler) Close() { r.queue.Stop() }
+func (r *Reconciler) Close() {
+	r.previews.Stop()
+	r.queue.Stop()
+}
 
 // Queue returns the apply queue.
 func (r *Reconciler) Queue() *Queue { return r.queue }

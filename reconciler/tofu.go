@@ -284,6 +284,68 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs []byte, creds C
 	return res, nil
 }
 
+// PlanResult is a plan that was only planned.
+type PlanResult struct {
+	Plan      PlanSummary
+	Resources []PlannedChange
+	Output    string
+}
+
+// PlannedChange is one resource of a plan.
+type PlannedChange struct {
+	Address string
+	Actions []string
+}
+
+// Plan plans the work directory's configuration against the current state
+// without taking the state lock (-lock=false), and never applies: previews
+// use it, so it must never delay or disturb an apply.
+func (r *Runner) Plan(ctx context.Context, dir string, initInputs []byte, creds Creds, destroy bool) (*PlanResult, error) {
+	s, err := r.open(dir, creds)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	res := &PlanResult{}
+	defer func() { res.Output = s.out.String() }()
+	if err := s.init(ctx, initInputs); err != nil {
+		return res, err
+	}
+	planFile := filepath.Join(dir, "preview.tfplan")
+	defer os.Remove(planFile)
+	var changed bool
+	err = s.cmd("plan", func() (err error) {
+		changed, err = s.tf.Plan(ctx, tfexec.Out(planFile), tfexec.Destroy(destroy), tfexec.Lock(false))
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("tofu plan: %w", s.redact(err))
+	}
+	if !changed {
+		return res, nil
+	}
+	var plan *tfjson.Plan
+	err = s.cmd("show", func() (err error) {
+		plan, err = s.tf.ShowPlanFile(ctx, planFile)
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("tofu show plan: %w", s.redact(err))
+	}
+	res.Plan = summarize(plan)
+	for _, rc := range plan.ResourceChanges {
+		if rc.Change == nil || rc.Change.Actions.NoOp() || rc.Change.Actions.Read() {
+			continue
+		}
+		var acts []string
+		for _, a := range rc.Change.Actions {
+			acts = append(acts, string(a))
+		}
+		res.Resources = append(res.Resources, PlannedChange{Address: rc.Address, Actions: acts})
+	}
+	return res, nil
+}
+
 // State returns the current state of a work directory without changing it.
 func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds Creds) (*tfjson.State, error) {
 	s, err := r.open(dir, creds)

@@ -298,3 +298,25 @@ spec:
 		t.Fatalf("a patch for roles the tenant has none of was applied: %v", probs)
 	}
 }
+
+func TestRedact(t *testing.T) {
+	secrets := testSecrets(t)
+	for _, td := range loadExamples(t).Tenants {
+		ws, err := Builtin().Render(td, secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		red, err := Redact(ws.Files[MainFile])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, leak := range []string{string(secrets[:60]), "BEGIN", "machine:", "secretboxEncryptionSecret", "token:"} {
+			if strings.Contains(string(red), leak) {
+				t.Errorf("%s: redacted workspace still holds %q", td.Tenant.Metadata.Name, leak)
+			}
+		}
+		if !strings.Contains(string(red), `"user_data": "(sensitive)"`) || !strings.Contains(string(red), `"count": `) {
+			t.Errorf("%s: redacted workspace lost its shape:\n%s", td.Tenant.Metadata.Name, red)
+		}
+	}
+}
