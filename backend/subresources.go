@@ -2,12 +2,14 @@ package backend
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/preview"
 )
 
 // TenantSecrets produces the credentials and configs of a tenant that only
@@ -70,5 +72,68 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 	}))
 	s.Handle("GET /api/v1/tenants/{name}/machines/{id}/config", serve("machine config", "application/yaml", func(r *http.Request) ([]byte, error) {
 		return p.MachineConfig(r.Context(), r.PathValue("name"), r.PathValue("id"))
+	}))
+}
+
+// Previewer shows what a tree of manifests would do without applying it.
+// The reconciler implements it.
+type Previewer interface {
+	Preview(ctx context.Context, req preview.Request) (*preview.Result, error)
+	// RenderedWorkspace returns a tenant's applied main.tf.json with its
+	// secrets redacted; errors wrapping ErrNotFound answer 404.
+	RenderedWorkspace(ctx context.Context, tenant string) ([]byte, error)
+}
+
+// ServePreviews mounts
+//
+//	POST /api/v1/previews                  (role edit): preview.Request in, preview.Result out
+//	GET  /api/v1/tenants/{name}/rendered   (role view): the applied workspace, redacted
+//
+// An upload over preview.MaxUploadBytes (plus room for its JSON) answers
+// 413. Call it before Run.
+func (s *Server) ServePreviews(p Previewer) {
+	s.Handle("POST /api/v1/previews", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := requireRole(w, r, RoleEdit, "previewing manifests"); !ok {
+			return
+		}
+		limit := int64(preview.MaxUploadBytes) * 2
+		if r.ContentLength > limit {
+			api.WriteError(w, api.Errorf(http.StatusRequestEntityTooLarge, "preview upload of %d bytes: the limit is %d", r.ContentLength, limit))
+			return
+		}
+		var req preview.Request
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				api.WriteError(w, api.Errorf(http.StatusRequestEntityTooLarge, "preview upload over %d bytes", limit))
+				return
+			}
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, "preview request: %v", err))
+			return
+		}
+		res, err := p.Preview(r.Context(), req)
+		if err != nil {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, "%v", err))
+			return
+		}
+		api.WriteJSON(w, http.StatusOK, res)
+	}))
+	s.Handle("GET /api/v1/tenants/{name}/rendered", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := requireRole(w, r, RoleView, "reading a rendered workspace"); !ok {
+			return
+		}
+		b, err := p.RenderedWorkspace(r.Context(), r.PathValue("name"))
+		if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				api.WriteError(w, api.Errorf(http.StatusNotFound, "%v", err))
+				return
+			}
+			api.WriteError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
 	}))
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"testing/fstest"
 
+	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/internal/preview"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -289,4 +292,13 @@ func (j *previewJob) Run(ctx context.Context) {
 		}
 	}
 	r.putCommit(c)
+}
+
+// RenderedWorkspace implements backend.Previewer.
+func (r *Reconciler) RenderedWorkspace(_ context.Context, tenant string) ([]byte, error) {
+	b, err := r.appliedWorkspace(tenant)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("tenant %s has no applied workspace: %w", tenant, backend.ErrNotFound)
+	}
+	return b, err
 }

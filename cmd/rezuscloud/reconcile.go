@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,13 +117,42 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	m.CounterFunc("rezuscloud_source_fetch_errors_total", "Polls of the repository that failed.", func() float64 { return float64(src.Status().Errors) })
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(runner.Runs()) })
 	srv.ServeTenantSecrets(rec, audit)
+	srv.ServePreviews(rec)
 	if err := mountWebhooks(srv, src, origin, f, m, log); err != nil {
 		return noop, err
 	}
 	log.Info("reconciling", "source", origin.Repo, "ref", origin.Ref, "path", origin.Path, "tofu", tofu)
 
+	previews, err := newPreviews(f, dataDir, auth, log)
+	if err != nil {
+		return noop, err
+	}
 	snaps := make(chan sources.Snapshot)
 	var wg sync.WaitGroup
+	if previews != nil {
+		ups := make(chan sources.PreviewUpdate)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			previews.Run(ctx, f.pollInterval, ups)
+		}()
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case up := <-ups:
+					for _, ref := range up.Gone {
+						rec.ForgetPreview(ref)
+					}
+					for _, snap := range up.Snapshots {
+						rec.SubmitPreview(snap)
+					}
+				}
+			}
+		}()
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -166,6 +196,29 @@ func openAudit(dataDir string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	return slog.New(slog.NewJSONHandler(f, nil)), nil
+}
+
+// newPreviews builds the watcher of --preview-refs, or nil without them.
+func newPreviews(f *serveFlags, dataDir string, auth sources.Auth, log *slog.Logger) (*sources.Previews, error) {
+	if strings.TrimSpace(f.previewRefs) == "" {
+		return nil, nil
+	}
+	if f.repo == "" {
+		return nil, errors.New("--preview-refs needs --repo")
+	}
+	var patterns []string
+	for _, p := range strings.Split(f.previewRefs, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			patterns = append(patterns, p)
+		}
+	}
+	return sources.NewPreviews(sources.PreviewOptions{
+		Git: sources.GitOptions{
+			URL: f.repo, Branch: f.branch, Tag: f.tag, Path: f.path, Dir: dataDir,
+			PollInterval: f.pollInterval, Auth: auth, Logger: log,
+		},
+		Patterns: patterns,
+	})
 }
 
 // mountWebhooks serves the push webhooks, which trigger an immediate poll

@@ -52,7 +52,8 @@ type serveFlags struct {
 	stateEncryption   string
 	kubeconfigValid   time.Duration
 
-	reports reportFlags
+	reports     reportFlags
+	previewRefs string
 }
 
 // newServeCmd builds `serve`; run does the serving once the settings are
@@ -115,6 +116,7 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Minute, "on shutdown, how long running tofu processes may finish before they are interrupted with SIGINT (never SIGKILL)")
 	fs.StringVar(&f.stateEncryption, "state-encryption", "auto", "state encryption: auto (on when REZUSCLOUD_STATE_PASSPHRASE is set), migrate (also read state written before encryption, and encrypt it), or off")
 	fs.DurationVar(&f.kubeconfigValid, "kubeconfig-validity", 365*24*time.Hour, "how long the client certificate of a downloaded kubeconfig is valid")
+	fs.StringVar(&f.previewRefs, "preview-refs", "", "`PATTERNS` of refs of --repo to plan (never apply) as previews, comma-separated, e.g. refs/heads/* or refs/pull/*/head; the main ref is always excluded")
 	fs.StringVar(&f.reports.reporters, "report", "", "where commit statuses go besides the API, comma-separated: github (also Gitea and Forgejo), gitlab, git-notes (refs/notes/rezuscloud pushed to --repo)")
 	fs.StringVar(&f.reports.instance, "instance", "", "this server's name in commit status contexts (rezuscloud/INSTANCE/TENANT), so that two servers on one repository do not overwrite each other; default: the host name")
 	fs.StringVar(&f.reports.publicURL, "public-url", "", "base `URL` under which users reach this server, for the links in commit statuses; default: the listen address")
