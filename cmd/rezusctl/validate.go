@@ -75,22 +75,28 @@ Exit codes: 0 valid, 1 invalid, 2 usage or I/O error.`,
 	return cmd
 }
 
-// validate loads the manifests and collects their problems. It returns an
-// error only when the input cannot be read at all.
-func validate(dir, rev, repo string) (*validateResult, error) {
-	var (
-		fsys    fs.FS
-		root    string
-		display func(string) string
-		res     = &validateResult{}
-	)
+// tree is a tree of manifests to read: a directory, or a git commit's tree.
+type tree struct {
+	fsys     fs.FS
+	root     string
+	revision string
+	// display turns a file name in fsys into the one to show the operator.
+	display func(string) string
+	// files holds the manifests' contents by path, for uploading.
+	files map[string]string
+}
+
+// readTree opens dir, or with rev the tree of that revision in the git
+// repository repo, where dir is then a path inside the repository.
+func readTree(dir, rev, repo string) (*tree, error) {
+	t := &tree{}
 	if rev != "" {
-		tree, sha, err := sources.OpenRevision(repo, rev)
+		fsys, sha, err := sources.OpenRevision(repo, rev)
 		if err != nil {
 			return nil, err
 		}
-		fsys, root, res.Revision = tree, path.Clean(filepath.ToSlash(dir)), sha
-		display = func(name string) string { return name }
+		t.fsys, t.root, t.revision = fsys, path.Clean(filepath.ToSlash(dir)), sha
+		t.display = func(name string) string { return name }
 	} else {
 		st, err := os.Stat(dir)
 		if err != nil {
@@ -99,10 +105,51 @@ func validate(dir, rev, repo string) (*validateResult, error) {
 		if !st.IsDir() {
 			return nil, fmt.Errorf("%s is not a directory", dir)
 		}
-		fsys, root = os.DirFS(dir), "."
-		display = func(name string) string { return filepath.Join(dir, filepath.FromSlash(name)) }
+		t.fsys, t.root = os.DirFS(dir), "."
+		t.display = func(name string) string { return filepath.Join(dir, filepath.FromSlash(name)) }
 	}
-	desired, err := schema.Load(fsys, root, nil)
+	return t, nil
+}
+
+// loadAndCheck loads the tree and runs the checks the server runs before
+// anything else: the schema and the provider modules. It also collects the
+// manifests' contents for an upload.
+func loadAndCheck(t *tree) (*schema.Desired, []schema.Problem) {
+	desired, err := schema.Load(t.fsys, t.root, nil)
+	var list *schema.ProblemList
+	switch {
+	case errors.As(err, &list):
+		return nil, list.Problems
+	case err != nil:
+		return nil, []schema.Problem{{File: t.root, Message: err.Error()}}
+	}
+	if probs := render.Builtin().Validate(desired); len(probs) > 0 {
+		return nil, probs
+	}
+	t.files = map[string]string{}
+	_ = fs.WalkDir(t.fsys, t.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+			if b, err := fs.ReadFile(t.fsys, p); err == nil {
+				t.files[p] = string(b)
+			}
+		}
+		return nil
+	})
+	return desired, nil
+}
+
+// validate loads the manifests and collects their problems. It returns an
+// error only when the input cannot be read at all.
+func validate(dir, rev, repo string) (*validateResult, error) {
+	t, err := readTree(dir, rev, repo)
+	if err != nil {
+		return nil, err
+	}
+	res := &validateResult{Revision: t.revision}
+	desired, err := schema.Load(t.fsys, t.root, nil)
 	var list *schema.ProblemList
 	switch {
 	case errors.As(err, &list):
@@ -115,7 +162,7 @@ func validate(dir, rev, repo string) (*validateResult, error) {
 		res.Problems = render.Builtin().Validate(desired)
 	}
 	for i := range res.Problems {
-		res.Problems[i].File = display(res.Problems[i].File)
+		res.Problems[i].File = t.display(res.Problems[i].File)
 	}
 	if res.Problems == nil {
 		res.Problems = []schema.Problem{}
