@@ -112,7 +112,7 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` where the simulated cloud keeps its machines; default: sim/ in the data dir")
 	fs.IntVar(&f.maxDeletions, "max-deletions", 1, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
 	fs.IntVar(&f.workers, "workers", 2, "tenants that run tofu at the same time")
-	fs.DurationVar(&f.debounce, "debounce", 2*time.Second, "how long a tenant stays quiet before its newest revision is applied; bursts of commits coalesce")
+	fs.DurationVar(&f.debounce, "debounce", 250*time.Millisecond, "how long a tenant stays quiet before its newest revision is applied; bursts of commits coalesce")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Minute, "on shutdown, how long running tofu processes may finish before they are interrupted with SIGINT (never SIGKILL)")
 	fs.StringVar(&f.stateEncryption, "state-encryption", "auto", "state encryption: auto (on when REZUSCLOUD_STATE_PASSPHRASE is set), migrate (also read state written before encryption, and encrypt it), or off")
 	fs.DurationVar(&f.kubeconfigValid, "kubeconfig-validity", 365*24*time.Hour, "how long the client certificate of a downloaded kubeconfig is valid")
