@@ -1,0 +1,590 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// The end-to-end tests of the reconcile loop run the real `rezuscloud serve`
+// binary against a real git daemon on loopback, the real tofu binary and the
+// simulated provider from the provider mirror. They observe the server
+// through its HTTP API only.
+
+// e2eTimeout bounds every wait for the server: generous, because the
+// machine's two cores are shared and a first apply runs tofu init.
+const e2eTimeout = 120 * time.Second
+
+// e2eManifests is the path inside the repository that holds the manifests.
+const e2eManifests = "clusters"
+
+// e2eBin is the rezuscloud binary, built once per test binary on first use.
+var e2eBin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if e2eBin.dir != "" {
+		os.RemoveAll(e2eBin.dir)
+	}
+	os.Exit(code)
+}
+
+// e2eBinary returns the rezuscloud binary under test: $REZUSCLOUD_BIN when
+// set, else cmd/rezuscloud built once (CGO off, -trimpath) into a temporary
+// directory.
+func e2eBinary(t *testing.T) string {
+	t.Helper()
+	e2eBin.once.Do(func() {
+		if p := os.Getenv("REZUSCLOUD_BIN"); p != "" {
+			e2eBin.path, e2eBin.err = filepath.Abs(p)
+			return
+		}
+		dir, err := os.MkdirTemp("", "rezuscloud-e2e-")
+		if err != nil {
+			e2eBin.err = err
+			return
+		}
+		e2eBin.dir = dir
+		bin := filepath.Join(dir, "rezuscloud")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/rezuscloud")
+		cmd.Dir = testenv.Root()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			e2eBin.err = fmt.Errorf("go build ./cmd/rezuscloud: %v\n%s", err, out)
+			return
+		}
+		e2eBin.path = bin
+	})
+	if e2eBin.err != nil {
+		t.Fatal(e2eBin.err)
+	}
+	return e2eBin.path
+}
+
+// e2eServer is a `rezuscloud serve` subprocess. It can be stopped and
+// started again on the same data dir.
+type e2eServer struct {
+	t      *testing.T
+	bin    string
+	args   []string // everything but --listen
+	env    []string
+	listen string
+	url    string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu   sync.Mutex
+	logs bytes.Buffer
+}
+
+var e2eServingRE = regexp.MustCompile(`msg=serving addr=(\S+)`)
+
+// newE2EServer prepares a server with args (without --listen) and extra
+// environment variables; start runs it.
+func newE2EServer(t *testing.T, args []string, env ...string) *e2eServer {
+	t.Helper()
+	s := &e2eServer{
+		t:      t,
+		bin:    e2eBinary(t),
+		args:   args,
+		env:    append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...),
+		listen: "127.0.0.1:0",
+	}
+	t.Cleanup(func() {
+		if s.running() {
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-s.done:
+			case <-time.After(30 * time.Second):
+				s.cmd.Process.Kill()
+				<-s.done
+			}
+		}
+		if t.Failed() {
+			t.Logf("rezuscloud serve log, without request lines:\n%s", s.logWithoutRequests())
+		}
+	})
+	return s
+}
+
+// start runs the server and waits until it serves. The first start listens
+// on a port the kernel picks; later starts reuse it.
+func (s *e2eServer) start() {
+	s.t.Helper()
+	if s.running() {
+		s.t.Fatal("server already running")
+	}
+	s.done = make(chan struct{})
+	s.cmd = exec.Command(s.bin, append([]string{"serve", "--listen", s.listen}, s.args...)...)
+	s.cmd.Env = s.env
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func(done chan struct{}) {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.logs.WriteString(line + "\n")
+			s.mu.Unlock()
+			if m := e2eServingRE.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		s.cmd.Wait()
+		close(done)
+	}(s.done)
+	select {
+	case a := <-addr:
+		s.listen = a
+		s.url = "http://" + a
+	case <-s.done:
+		s.t.Fatalf("rezuscloud serve exited before serving: %v\n%s", s.cmd.ProcessState, s.log())
+	case <-time.After(60 * time.Second):
+		s.t.Fatalf("rezuscloud serve did not start serving:\n%s", s.log())
+	}
+}
+
+func (s *e2eServer) running() bool {
+	if s.done == nil {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM and fails the test unless the server exits 0.
+func (s *e2eServer) stop() {
+	s.t.Helper()
+	if !s.running() {
+		s.t.Fatal("server not running")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		s.t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(e2eTimeout):
+		s.cmd.Process.Kill()
+		<-s.done
+		s.t.Fatalf("rezuscloud serve did not stop within %v of SIGTERM:\n%s", e2eTimeout, s.log())
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		s.t.Fatalf("rezuscloud serve exited %d after SIGTERM, want 0:\n%s", code, s.log())
+	}
+}
+
+func (s *e2eServer) log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
+}
+
+// logWithoutRequests is the log without its access lines, which the tests'
+// polling makes many of.
+func (s *e2eServer) logWithoutRequests() string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(s.log(), "\n") {
+		if !strings.Contains(line, " msg=request ") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// request sends method to path with body and headers and returns the
+// status code and the body.
+func (s *e2eServer) request(method, path string, body []byte, header http.Header) (int, []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return resp.StatusCode, b
+}
+
+// get fetches path; with status 200 it decodes the body into v. It returns
+// the status code.
+func (s *e2eServer) get(path string, v any) int {
+	s.t.Helper()
+	code, b := s.request(http.MethodGet, path, nil, nil)
+	if code == http.StatusOK && v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			s.t.Fatalf("GET %s: decode %T: %v\n%s", path, v, err, b)
+		}
+	}
+	return code
+}
+
+// mustGet fetches path and fails the test unless it answers 200.
+func (s *e2eServer) mustGet(path string, v any) {
+	s.t.Helper()
+	if code := s.get(path, v); code != http.StatusOK {
+		s.t.Fatalf("GET %s: %d, want 200", path, code)
+	}
+}
+
+// e2eStatus is the part of /api/v1/status the tests read, decoded by its
+// JSON names.
+type e2eStatus struct {
+	Counts struct {
+		Tenants    int `json:"tenants"`
+		NodeGroups int `json:"nodeGroups"`
+		Machines   int `json:"machines"`
+		Commits    int `json:"commits"`
+	} `json:"counts"`
+	Source struct {
+		URL       string `json:"URL"`
+		Revision  string `json:"Revision"`
+		LastError string `json:"LastError"`
+		Errors    int    `json:"Errors"`
+		Failures  int    `json:"Failures"`
+		Polls     int    `json:"Polls"`
+		Fetches   int    `json:"Fetches"`
+	} `json:"source"`
+	Reconciler struct {
+		LastCommit        string `json:"lastCommit"`
+		LastAppliedCommit string `json:"lastAppliedCommit"`
+		TofuRuns          *int64 `json:"tofuRuns"`
+	} `json:"reconciler"`
+}
+
+func (s *e2eServer) status() e2eStatus {
+	s.t.Helper()
+	var st e2eStatus
+	s.mustGet("/api/v1/status", &st)
+	if st.Reconciler.TofuRuns == nil {
+		s.t.Fatal("/api/v1/status has no reconciler.tofuRuns")
+	}
+	return st
+}
+
+// tofuRuns returns how many tofu processes the server has started.
+func (s *e2eServer) tofuRuns() int64 {
+	s.t.Helper()
+	return *s.status().Reconciler.TofuRuns
+}
+
+// commit returns the Commit of sha, and whether the API has it.
+func (s *e2eServer) commit(sha string) (schema.Commit, bool) {
+	s.t.Helper()
+	var c schema.Commit
+	switch code := s.get("/api/v1/commits/"+sha, &c); code {
+	case http.StatusOK:
+		return c, true
+	case http.StatusNotFound:
+		return c, false
+	default:
+		s.t.Fatalf("GET /api/v1/commits/%s: %d", sha, code)
+		return c, false
+	}
+}
+
+// waitCommit waits until the Commit of sha has a final phase and returns it.
+func (s *e2eServer) waitCommit(sha string) schema.Commit {
+	s.t.Helper()
+	var c schema.Commit
+	s.waitFor("commit "+sha[:12]+" to finish", func() bool {
+		var ok bool
+		c, ok = s.commit(sha)
+		return ok && c.Status.Phase.Done()
+	})
+	return c
+}
+
+// waitApplied waits until the reconciler reports sha as its last applied
+// commit, which it does once every tenant of sha has finished without
+// failure, and returns the Commit.
+func (s *e2eServer) waitApplied(sha string) schema.Commit {
+	s.t.Helper()
+	s.waitFor("commit "+sha[:12]+" to be applied", func() bool {
+		return s.status().Reconciler.LastAppliedCommit == sha
+	})
+	return s.waitCommit(sha)
+}
+
+// waitFor polls cond until it holds, failing the test after e2eTimeout.
+func (s *e2eServer) waitFor(what string, cond func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(e2eTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out after %v waiting for %s; status: %s", e2eTimeout, what, s.rawStatus())
+		}
+		if !s.running() {
+			s.t.Fatalf("server exited while waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *e2eServer) rawStatus() string {
+	_, b := s.request(http.MethodGet, "/api/v1/status", nil, nil)
+	return string(b)
+}
+
+// machines lists /api/v1/machines with a label selector ("" for all).
+func (s *e2eServer) machines(selector string) []schema.Machine {
+	s.t.Helper()
+	var list struct {
+		Items []schema.Machine `json:"items"`
+		Total int              `json:"total"`
+	}
+	s.mustGet("/api/v1/machines?limit=1000&labelSelector="+url.QueryEscape(selector), &list)
+	if list.Total != len(list.Items) {
+		s.t.Fatalf("machines %q: total %d but %d items", selector, list.Total, len(list.Items))
+	}
+	return list.Items
+}
+
+// tenantMachines lists /api/v1/tenants/{tenant}/machines.
+func (s *e2eServer) tenantMachines(tenant string) []schema.Machine {
+	s.t.Helper()
+	var list struct {
+		Items []schema.Machine `json:"items"`
+		Total int              `json:"total"`
+	}
+	s.mustGet("/api/v1/tenants/"+tenant+"/machines?limit=1000", &list)
+	return list.Items
+}
+
+// e2eMachineIDs maps every machine's name (its provider ID) to its uid.
+func e2eMachineIDs(ms []schema.Machine) map[string]string {
+	out := make(map[string]string, len(ms))
+	for _, m := range ms {
+		out[m.Metadata.Name] = m.Metadata.UID
+	}
+	return out
+}
+
+// e2eCounts counts machines by "tenant/node-group" as their labels say.
+func e2eCounts(ms []schema.Machine) map[string]int {
+	out := map[string]int{}
+	for _, m := range ms {
+		out[m.Metadata.Labels[schema.LabelTenant]+"/"+m.Metadata.Labels["rezuscloud.io/node-group"]]++
+	}
+	return out
+}
+
+// e2eResult returns the result of tenant in c.
+func e2eResult(t *testing.T, c schema.Commit, tenant string) schema.TenantResult {
+	t.Helper()
+	for _, r := range c.Status.Tenants {
+		if r.Tenant == tenant {
+			return r
+		}
+	}
+	t.Fatalf("commit %s has no result for tenant %s: %+v", c.Spec.SHA, tenant, c.Status.Tenants)
+	return schema.TenantResult{}
+}
+
+// e2e is one git daemon serving the manifests repository, a work tree that
+// pushes to it, and a server that reconciles it.
+type e2e struct {
+	t      *testing.T
+	daemon *gittest.Daemon
+	repo   string // git:// URL of the repository
+	work   *gittest.Workdir
+	srv    *e2eServer
+	data   string
+	first  string // the commit pushed by newE2E
+}
+
+// e2eOptions change how newE2E sets up.
+type e2eOptions struct {
+	// args are extra serve flags; a flag given here also given by default
+	// (such as --poll-interval) is given twice and the later one wins.
+	args []string
+	// env holds extra environment variables of the server.
+	env []string
+	// noWait: do not wait for the first commit to be applied.
+	noWait bool
+}
+
+// newE2E starts a git daemon, pushes the example manifests under clusters/
+// (and a README.md at the top), starts the server and waits until the
+// first commit has been applied.
+func newE2E(t *testing.T, opts e2eOptions) *e2e {
+	t.Helper()
+	e := &e2e{t: t, daemon: gittest.NewDaemon(t), data: filepath.Join(t.TempDir(), "data")}
+	e.daemon.CreateBare("repo.git")
+	e.repo = e.daemon.URL("repo.git")
+	e.work = gittest.NewWorkdir(t, e.repo)
+	e.copyExamples()
+	e.work.Write("README.md", "# Clusters\n\nManifests live under clusters/.\n")
+	e.first = e.push("Example tenants production and staging")
+
+	args := []string{
+		"--data", e.data,
+		"--repo", e.repo,
+		"--path", e2eManifests,
+		"--poll-interval", "300ms",
+		"--debounce", "0s",
+		"--tofu", testenv.Tofu(t),
+		"--provider-mirror", testenv.ProviderMirror(t),
+	}
+	e.srv = newE2EServer(t, append(args, opts.args...), opts.env...)
+	e.srv.start()
+	if !opts.noWait {
+		c := e.srv.waitApplied(e.first)
+		if c.Status.Phase != schema.CommitSucceeded {
+			t.Fatalf("first commit: phase %s, want Succeeded: %+v", c.Status.Phase, c.Status)
+		}
+	}
+	return e
+}
+
+// copyExamples writes the repository's examples/ tree (its manifests and
+// README) under clusters/ in the work tree.
+func (e *e2e) copyExamples() {
+	e.t.Helper()
+	src := filepath.Join(testenv.Root(), "examples")
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		e.work.Write(e2eManifests+"/"+filepath.ToSlash(rel), string(b))
+		return nil
+	})
+	if err != nil {
+		e.t.Fatalf("copy examples: %v", err)
+	}
+}
+
+// read returns a file of the work tree.
+func (e *e2e) read(path string) string {
+	e.t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.work.Dir(), filepath.FromSlash(path)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// edit replaces old by new in a file of the work tree; old must occur
+// exactly once.
+func (e *e2e) edit(path, old, new string) {
+	e.t.Helper()
+	s := e.read(path)
+	if n := strings.Count(s, old); n != 1 {
+		e.t.Fatalf("edit %s: %q occurs %d times, want 1", path, old, n)
+	}
+	e.work.Write(path, strings.Replace(s, old, new, 1))
+}
+
+// setCount sets spec.count of a node group in clusters/TENANT/nodegroups.yaml.
+func (e *e2e) setCount(tenant, nodeGroup string, count int) {
+	e.t.Helper()
+	path := e2eManifests + "/" + tenant + "/nodegroups.yaml"
+	s := e.read(path)
+	re := regexp.MustCompile(`(?s)(name: ` + regexp.QuoteMeta(nodeGroup) + `\n.*?count: )(\d+)`)
+	if !re.MatchString(s) {
+		e.t.Fatalf("setCount: no node group %s in %s", nodeGroup, path)
+	}
+	e.work.Write(path, re.ReplaceAllString(s, fmt.Sprintf("${1}%d", count)))
+}
+
+// push commits everything in the work tree and pushes it to main.
+func (e *e2e) push(msg string) string {
+	e.t.Helper()
+	sha := e.work.Commit(msg)
+	e.work.Push()
+	return sha
+}
+
+// e2eKeys returns the sorted keys of m.
+func e2eKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// e2eSameIDs fails unless every machine in before is still in after with
+// the same uid.
+func e2eSameIDs(t *testing.T, what string, before, after map[string]string) {
+	t.Helper()
+	for name, uid := range before {
+		got, ok := after[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: machine %s is gone", what, name)
+		case got != uid:
+			t.Errorf("%s: machine %s changed uid %s -> %s", what, name, uid, got)
+		}
+	}
+}
+
+var errE2ENoMatch = errors.New("no match")
+
+// e2eProblem returns the first problem of c whose file starts with prefix.
+func e2eProblem(c schema.Commit, prefix string) (schema.Problem, error) {
+	for _, p := range c.Status.Problems {
+		if strings.HasPrefix(p.File, prefix) {
+			return p, nil
+		}
+	}
+	return schema.Problem{}, errE2ENoMatch
+}
