@@ -68,10 +68,10 @@ func TestReconcileFirstPush(t *testing.T) {
 
 	// The same machines through label selectors and the tenant's list.
 	for sel, n := range map[string]int{
-		"rezuscloud.io/tenant=production":                          5,
-		"rezuscloud.io/tenant=production,rezuscloud.io/role=worker": 2,
-		"rezuscloud.io/role=controlplane":                          4,
-		"rezuscloud.io/provider=sim":                               7,
+		"rezuscloud.io/tenant=production":                               5,
+		"rezuscloud.io/tenant=production,rezuscloud.io/role=worker":     2,
+		"rezuscloud.io/role=controlplane":                               4,
+		"rezuscloud.io/provider=sim":                                    7,
 		"rezuscloud.io/tenant=staging,rezuscloud.io/node-group=workers": 1,
 	} {
 		if got := len(s.machines(sel)); got != n {
