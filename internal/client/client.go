@@ -4,10 +4,11 @@
 // dropped connection.
 //
 // It speaks only the wire shapes of backend/api and the resource types of
-// schema. It must not import the server (backend) or the reconciler, and it
-// never writes: the API is read-only. The token it is given travels only in
-// the Authorization header; it never appears in an error, a trace line or a
-// URL.
+// schema (and of internal/preview for plan previews). It must not import
+// the server (backend) or the reconciler, and it never changes a resource:
+// the API is read-only, and a preview plans without applying. The token it
+// is given travels only in the Authorization header; it never appears in
+// an error, a trace line or a URL.
 package client
 
 import (

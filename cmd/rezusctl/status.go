@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rezuscloud/rezuscloud/internal/client"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// statusCommits is how many recent commits status reads to find each
+// tenant's latest result.
+const statusCommits = 100
+
+// statusReport is what `status -o json` prints.
+type statusReport struct {
+	Server         string          `json:"server"`
+	Status         json.RawMessage `json:"status"`
+	LastApplied    *schema.Commit  `json:"lastApplied,omitempty"`
+	FailingTenants []failingTenant `json:"failingTenants"`
+}
+
+// failingTenant is a tenant whose latest result failed or whose status
+// carries a message.
+type failingTenant struct {
+	Name    string `json:"name"`
+	Phase   string `json:"phase,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+func newStatusCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the server, its source, the last applied commit and failing tenants",
+		Long: `Status shows the server (URL, version, uptime), the source it reconciles
+(repository, ref, revision, last fetch, last error), the last applied commit,
+how many resources it holds, and the tenants that are failing: those whose
+latest tofu run failed, or whose status carries a message.
+
+Status exits 0 whenever the server answers, failing tenants or not; read
+the failingTenants of -o json to act on them in a script.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != outJSON {
+				return &exitError{code: exitUsage, msg: fmt.Sprintf("unknown output format %q: use text or json", output)}
+			}
+			c, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			rep, st, err := gatherStatus(cmd.Context(), c)
+			if err != nil {
+				return apiError(err)
+			}
+			w := cmd.OutOrStdout()
+			if output == outJSON {
+				b, err := json.Marshal(rep)
+				if err != nil {
+					return usageError(err)
+				}
+				return usageError(printJSON(w, b))
+			}
+			return usageError(printStatus(w, rep, st, time.Now()))
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// gatherStatus reads the server's status, its tenants and recent commits,
+// and the last applied commit when the recent ones do not hold it.
+func gatherStatus(ctx context.Context, c *client.Client) (*statusReport, *client.Status, error) {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	tenants, err := c.Tenants(ctx, client.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	commits, err := c.Commits(ctx, client.ListOptions{Limit: statusCommits})
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := &statusReport{Server: c.Server(), Status: st.Raw, FailingTenants: []failingTenant{}}
+	if st.Reconciler != nil && st.Reconciler.LastAppliedCommit != "" {
+		want := st.Reconciler.LastAppliedCommit
+		for i := range commits {
+			if commits[i].Spec.SHA == want {
+				rep.LastApplied = &commits[i]
+				break
+			}
+		}
+		if rep.LastApplied == nil {
+			cm, err := c.Commit(ctx, want)
+			if err != nil && !client.IsNotFound(err) {
+				return nil, nil, err
+			}
+			rep.LastApplied = cm
+		}
+	}
+	for _, t := range tenants {
+		f := failingTenant{Name: t.Metadata.Name, Message: t.Status.Message}
+		if cm, r := latestResult(t.Metadata.Name, commits); r != nil {
+			f.Phase, f.Commit = string(r.Phase), shortSHA(cm.Spec.SHA, cm.Metadata.Name)
+			if r.Phase == schema.CommitFailed {
+				f.Error = firstLine(r.Error, 200)
+				if f.Error == "" {
+					f.Error = "failed"
+				}
+			}
+		}
+		if f.Error != "" || f.Message != "" {
+			rep.FailingTenants = append(rep.FailingTenants, f)
+		}
+	}
+	return rep, st, nil
+}
+
+func printStatus(w io.Writer, rep *statusReport, st *client.Status, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	when := func(t time.Time) string {
+		if t.IsZero() {
+			return "<none>"
+		}
+		return t.UTC().Format(time.RFC3339) + " (" + humanDuration(now.Sub(t)) + " ago)"
+	}
+	fmt.Fprintf(tw, "Server:\t%s\n", rep.Server)
+	fmt.Fprintf(tw, "Version:\t%s\n", orNone(st.Server.Version))
+	fmt.Fprintf(tw, "Uptime:\t%s\n", humanDuration(time.Duration(st.Server.UptimeSeconds)*time.Second))
+	if s := st.Source; s != nil {
+		fmt.Fprintf(tw, "Source:\n")
+		fmt.Fprintf(tw, "  Repository:\t%s\n", orNone(s.URL))
+		fmt.Fprintf(tw, "  Ref:\t%s\n", orNone(s.Ref))
+		fmt.Fprintf(tw, "  Revision:\t%s\n", orNone(s.Revision))
+		fmt.Fprintf(tw, "  Last Fetch:\t%s\n", when(s.LastFetch))
+		lastErr := s.LastError
+		if lastErr != "" && s.Failures > 0 {
+			lastErr += " (" + strconv.Itoa(s.Failures) + " failures in a row)"
+		}
+		fmt.Fprintf(tw, "  Last Error:\t%s\n", orNone(lastErr))
+		tw.Flush()
+	} else {
+		fmt.Fprintf(tw, "Source:\t<none> (the server reconciles nothing)\n")
+	}
+	// A flush ends an aligned block: each section aligns on its own.
+	tw.Flush()
+	if c := rep.LastApplied; c != nil {
+		fmt.Fprintf(tw, "Last Applied Commit:\n")
+		fmt.Fprintf(tw, "  SHA:\t%s\n", c.Spec.SHA)
+		fmt.Fprintf(tw, "  Phase:\t%s\n", orNone(string(c.Status.Phase)))
+		fmt.Fprintf(tw, "  Tenants:\t%s\n", commitTenants(c))
+		fmt.Fprintf(tw, "  Author:\t%s\n", orNone(c.Spec.Author))
+		fmt.Fprintf(tw, "  Message:\t%s\n", orNone(firstLine(c.Spec.Message, 72)))
+		fmt.Fprintf(tw, "  Finished:\t%s\n", when(c.Status.Timings.FinishedAt))
+		tw.Flush()
+	} else if st.Reconciler != nil && st.Reconciler.LastAppliedCommit != "" {
+		fmt.Fprintf(tw, "Last Applied Commit:\t%s\n", st.Reconciler.LastAppliedCommit)
+	} else {
+		fmt.Fprintf(tw, "Last Applied Commit:\t<none>\n")
+	}
+	if r := st.Reconciler; r != nil && r.LastCommit != "" && r.LastCommit != r.LastAppliedCommit {
+		fmt.Fprintf(tw, "Last Commit Seen:\t%s\n", r.LastCommit)
+	}
+	n := st.Counts
+	fmt.Fprintf(tw, "Resources:\t%d tenants, %d node groups, %d config patches, %d machines, %d commits\n", n.Tenants, n.NodeGroups, n.ConfigPatches, n.Machines, n.Commits)
+	if len(rep.FailingTenants) == 0 {
+		fmt.Fprintf(tw, "Failing Tenants:\t<none>\n")
+		return tw.Flush()
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Failing Tenants:\n")
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "  NAME\tRESULT\tCOMMIT\tERROR\n")
+	for _, f := range rep.FailingTenants {
+		msg := f.Error
+		if f.Message != "" {
+			msg = strings.TrimSpace(strings.Join([]string{f.Error, f.Message}, "; "))
+			msg = strings.TrimPrefix(msg, "; ")
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, orNone(f.Phase), orNone(f.Commit), orNone(firstLine(msg, 120)))
+	}
+	return tw.Flush()
+}
