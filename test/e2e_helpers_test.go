@@ -350,7 +350,13 @@ func (s *e2eServer) waitCommit(sha string) schema.Commit {
 func (s *e2eServer) waitApplied(sha string) schema.Commit {
 	s.t.Helper()
 	s.waitFor("commit "+sha[:12]+" to be applied", func() bool {
-		return s.status().Reconciler.LastAppliedCommit == sha
+		if s.status().Reconciler.LastAppliedCommit == sha {
+			return true
+		}
+		if c, ok := s.commit(sha); ok && c.Status.Phase.Done() && c.Status.Phase != schema.CommitSucceeded {
+			s.t.Fatalf("commit %s finished %s, want Succeeded: %s", sha[:12], c.Status.Phase, e2eJSON(c.Status))
+		}
+		return false
 	})
 	return s.waitCommit(sha)
 }
@@ -575,6 +581,15 @@ func e2eSameIDs(t *testing.T, what string, before, after map[string]string) {
 			t.Errorf("%s: machine %s changed uid %s -> %s", what, name, uid, got)
 		}
 	}
+}
+
+// e2eJSON formats v for a failure message.
+func e2eJSON(v any) string {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 var errE2ENoMatch = errors.New("no match")
