@@ -1,0 +1,157 @@
+// Package reconcile benchmarks the reconcile loop on a fleet of tenants on
+// the simulated cloud: the cost of a commit that changes nothing against the
+// `tofu plan` pass a CI pipeline would run in every workspace, the wall time
+// of one changed tenant against a bare `tofu plan && tofu apply`, and the
+// peak memory of the real server process. The benchmarks drive the real
+// tofu binary, the real sim provider, a real state backend on loopback and
+// real bbolt files.
+//
+// It holds the fleet the benchmarks run on and nothing the product uses:
+// no package of the product may import it.
+package reconcile
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"testing/fstest"
+)
+
+// Fleet is a manifests repository of Tenants tenants, each with one
+// control-plane machine and, unless Workers says otherwise, two workers,
+// all on the simulated cloud. Each tenant lives in its own file, so that a
+// change to one tenant changes one file.
+type Fleet struct {
+	Tenants int
+	// Workers overrides the worker count of the named tenants.
+	Workers map[string]int
+}
+
+// DefaultWorkers is the worker count of a tenant Workers does not name.
+const DefaultWorkers = 2
+
+// TenantName is the name of the i-th tenant of a fleet.
+func TenantName(i int) string { return fmt.Sprintf("t%03d", i) }
+
+// TenantFile is the path, inside the repository, of a tenant's manifests.
+func TenantFile(tenant string) string { return path.Join("tenants", tenant+".yaml") }
+
+// WorkersOf returns the worker count the fleet declares for tenant.
+func (f Fleet) WorkersOf(tenant string) int {
+	if n, ok := f.Workers[tenant]; ok {
+		return n
+	}
+	return DefaultWorkers
+}
+
+// With returns a copy of f whose tenant has n workers.
+func (f Fleet) With(tenant string, n int) Fleet {
+	w := make(map[string]int, len(f.Workers)+1)
+	for k, v := range f.Workers {
+		w[k] = v
+	}
+	w[tenant] = n
+	return Fleet{Tenants: f.Tenants, Workers: w}
+}
+
+// Machines is how many machines the fleet declares.
+func (f Fleet) Machines() int {
+	n := 0
+	for i := range f.Tenants {
+		n += 1 + f.WorkersOf(TenantName(i))
+	}
+	return n
+}
+
+// Files returns the repository's files by path.
+func (f Fleet) Files() map[string][]byte {
+	out := make(map[string][]byte, f.Tenants+1)
+	out["README.md"] = []byte(fmt.Sprintf("# Benchmark fleet\n\n%d tenants on the simulated cloud.\n", f.Tenants))
+	for i := range f.Tenants {
+		name := TenantName(i)
+		out[TenantFile(name)] = tenantManifests(i, name, f.WorkersOf(name))
+	}
+	return out
+}
+
+// MapFS returns the repository as an in-memory tree for a Snapshot.
+func (f Fleet) MapFS() fstest.MapFS {
+	m := fstest.MapFS{}
+	for p, b := range f.Files() {
+		m[p] = &fstest.MapFile{Data: b, Mode: 0o644}
+	}
+	return m
+}
+
+// WriteDir writes the repository under dir, rewriting only the files whose
+// content differs, so that a watcher sees only real changes.
+func (f Fleet) WriteDir(dir string) error {
+	for p, b := range f.Files() {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if old, err := os.ReadFile(full); err == nil && string(old) == string(b) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return fmt.Errorf("write fleet: %w", err)
+		}
+		tmp := full + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			return fmt.Errorf("write fleet: %w", err)
+		}
+		if err := os.Rename(tmp, full); err != nil {
+			return fmt.Errorf("write fleet: %w", err)
+		}
+	}
+	return nil
+}
+
+// tenantManifests is one tenant's Tenant and its two node groups. Each
+// tenant gets its own networks so that the manifests differ as real ones
+// would.
+func tenantManifests(i int, name string, workers int) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: rezuscloud.io/v1
+kind: Tenant
+metadata:
+  name: %[1]s
+  labels:
+    environment: bench
+spec:
+  kubernetesVersion: "1.34.1"
+  talosVersion: "1.12.6"
+  controlPlaneEndpoint: https://%[1]s.bench.internal:6443
+  podNetwork:
+    - 10.%[2]d.0.0/16
+  serviceNetwork:
+    - 172.%[3]d.%[4]d.0/24
+  plugins:
+    cni:
+      type: flannel
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: controlplane
+  labels:
+    rezuscloud.io/tenant: %[1]s
+    rezuscloud.io/role: controlplane
+spec:
+  count: 1
+  providerClass: sim
+  providerConfig:
+    shape: small
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: workers
+  labels:
+    rezuscloud.io/tenant: %[1]s
+    rezuscloud.io/role: worker
+spec:
+  count: %[5]d
+  providerClass: sim
+  providerConfig:
+    shape: medium
+`, name, 10+i%200, 16+i/256%16, i%256, workers))
+}

@@ -1,0 +1,83 @@
+package reconcile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+func TestFleetLoads(t *testing.T) {
+	f := Fleet{Tenants: 100}.With("t042", 3)
+	d, err := schema.Load(f.MapFS(), ".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs := render.Builtin().Validate(d); len(probs) > 0 {
+		t.Fatalf("provider modules reject the fleet: %v", probs)
+	}
+	if len(d.Tenants) != 100 {
+		t.Fatalf("tenants = %d, want 100", len(d.Tenants))
+	}
+	machines := 0
+	for _, td := range d.Tenants {
+		if len(td.NodeGroups) != 2 {
+			t.Fatalf("tenant %s has %d node groups, want 2", td.Tenant.Metadata.Name, len(td.NodeGroups))
+		}
+		for _, ng := range td.NodeGroups {
+			machines += ng.Spec.Count
+		}
+	}
+	if machines != 301 || f.Machines() != 301 {
+		t.Fatalf("machines = %d loaded, %d declared; want 301", machines, f.Machines())
+	}
+	if got := d.Tenant("t042").NodeGroups[1].Spec.Count; got != 3 {
+		t.Fatalf("t042 workers = %d, want 3", got)
+	}
+}
+
+func TestFleetWriteDirRewritesOnlyChanges(t *testing.T) {
+	dir := t.TempDir()
+	f := Fleet{Tenants: 3}
+	if err := f.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "tenants", "t000.yaml")
+	changed := filepath.Join(dir, "tenants", "t001.yaml")
+	past := mustStat(t, old).ModTime().Add(-time2s)
+	for _, p := range []string{old, changed} {
+		if err := os.Chtimes(p, past, past); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.With("t001", 5).WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !mustStat(t, old).ModTime().Equal(past) {
+		t.Errorf("%s was rewritten though it did not change", old)
+	}
+	b, err := os.ReadFile(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := schema.Load(os.DirFS(dir), ".", nil)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if got := d.Tenant("t001").NodeGroups[1].Spec.Count; got != 5 {
+		t.Fatalf("t001 workers = %d after the rewrite, want 5", got)
+	}
+}
+
+const time2s = 2e9
+
+func mustStat(t *testing.T, p string) os.FileInfo {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi
+}

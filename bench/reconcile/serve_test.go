@@ -1,0 +1,287 @@
+package reconcile
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// peakRSSTarget is issue 4 §8's bound on the server's peak resident
+// memory, in MiB.
+const peakRSSTarget = 150
+
+// BenchmarkServePeakRSS measures (c): the peak resident memory (VmHWM) of
+// the real `rezuscloud serve` process, built with go build, reconciling a
+// --dir of the fleet: the initial apply, a commit that changes no manifest
+// (only README.md), and one that changes one tenant's worker count. One op
+// is the whole run; peak-RSS-MiB is its VmHWM, and the *-s metrics how
+// long each commit took by the server's own Commit timings.
+func BenchmarkServePeakRSS(b *testing.B) {
+	tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
+	bin := filepath.Join(b.TempDir(), "rezuscloud")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
+	build.Dir = testenv.Root()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
+	}
+	var last serveRun
+	for range b.N {
+		last = runServe(b, bin, tofu, mirror)
+	}
+	b.ReportMetric(last.peakMiB, "peak-RSS-MiB")
+	b.ReportMetric(last.initial.Seconds(), "initial-s")
+	b.ReportMetric(last.noChange.Seconds(), "no-change-s")
+	b.ReportMetric(last.oneChange.Seconds(), "one-change-s")
+	b.Logf("rezuscloud serve with %d tenants: peak RSS %.1f MiB (target < %d MiB), RSS at the end %.1f MiB; commits took %v (initial), %v (no change), %v (one tenant changed)",
+		fleetSize, last.peakMiB, peakRSSTarget, last.endMiB, last.initial.Round(time.Millisecond), last.noChange.Round(time.Millisecond), last.oneChange.Round(time.Millisecond))
+	if last.peakMiB >= peakRSSTarget {
+		b.Errorf("peak RSS %.1f MiB, want < %d MiB", last.peakMiB, peakRSSTarget)
+	}
+}
+
+type serveRun struct {
+	peakMiB, endMiB              float64
+	initial, noChange, oneChange time.Duration
+}
+
+// runServe starts the server on a fresh data dir and repository, takes it
+// through the three commits and returns what it measured.
+func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
+	b.Helper()
+	dir := b.TempDir()
+	repo := filepath.Join(dir, "repo")
+	fleet := Fleet{Tenants: fleetSize}
+	if err := fleet.WriteDir(repo); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	srv := startServe(b, ctx, bin, "serve",
+		"--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--dir", repo,
+		"--tofu", tofu, "--provider-mirror", mirror, "--debounce", "0", "--log-format", "json")
+	defer srv.stop(b)
+
+	var out serveRun
+	first := srv.waitApplied(b, ctx, "")
+	out.initial = first.took
+	if first.machines != fleet.Machines() {
+		b.Fatalf("after the initial apply the server has %d machines, want %d", first.machines, fleet.Machines())
+	}
+
+	readme := filepath.Join(repo, "README.md")
+	if err := os.WriteFile(readme, []byte("# Benchmark fleet\n\nA commit that changes no manifest.\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	same := srv.waitApplied(b, ctx, first.revision)
+	out.noChange = same.took
+	if same.tofuRuns != first.tofuRuns {
+		b.Fatalf("a commit that changes no manifest ran %d tofu processes, want none", same.tofuRuns-first.tofuRuns)
+	}
+
+	changed := fleet.With(changeTenantOf(fleetSize), DefaultWorkers+1)
+	if err := changed.WriteDir(repo); err != nil {
+		b.Fatal(err)
+	}
+	one := srv.waitApplied(b, ctx, same.revision)
+	out.oneChange = one.took
+	if one.tofuRuns == same.tofuRuns || one.machines != changed.Machines() {
+		b.Fatalf("after one tenant gained a worker: %d tofu runs (before %d), %d machines, want %d", one.tofuRuns, same.tofuRuns, one.machines, changed.Machines())
+	}
+
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out.peakMiB = procKiB(b, status, "VmHWM") / 1024
+	out.endMiB = procKiB(b, status, "VmRSS") / 1024
+	return out
+}
+
+// procKiB reads a "Name:  N kB" line of /proc/PID/status.
+func procKiB(b *testing.B, status []byte, name string) float64 {
+	for _, line := range strings.Split(string(status), "\n") {
+		rest, ok := strings.CutPrefix(line, name+":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 2 && f[1] == "kB" {
+			if n, err := strconv.ParseFloat(f[0], 64); err == nil {
+				return n
+			}
+		}
+	}
+	b.Fatalf("no %s in /proc/PID/status:\n%s", name, status)
+	return 0
+}
+
+// serveProc is a running `rezuscloud serve`.
+type serveProc struct {
+	cmd     *exec.Cmd
+	url     string
+	done    chan error // receives Wait's result, and is refilled by readers
+	stopped bool
+
+	mu  sync.Mutex
+	log []string // the last lines of its log
+}
+
+func startServe(b *testing.B, ctx context.Context, bin string, args ...string) *serveProc {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &serveProc{cmd: cmd, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.log = append(p.log, line)
+			if len(p.log) > 40 {
+				p.log = p.log[1:]
+			}
+			p.mu.Unlock()
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving" && rec.Addr != "" {
+				select {
+				case addr <- rec.Addr:
+				default:
+				}
+			}
+		}
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case err := <-p.done:
+		p.done <- err
+		b.Fatalf("rezuscloud serve exited before serving: %v\n%s", err, p.tail())
+	case <-ctx.Done():
+		p.stop(b)
+		b.Fatalf("rezuscloud serve did not start serving\n%s", p.tail())
+	}
+	return p
+}
+
+func (p *serveProc) tail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.log, "\n")
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (p *serveProc) stop(b *testing.B) {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			b.Errorf("rezuscloud serve did not exit cleanly on SIGTERM: %v\n%s", err, p.tail())
+		}
+	case <-time.After(2 * time.Minute):
+		_ = p.cmd.Process.Kill()
+		b.Errorf("rezuscloud serve did not exit within 2 minutes of SIGTERM\n%s", p.tail())
+	}
+}
+
+// applied is the server's state once a revision has been applied.
+type applied struct {
+	revision string
+	tofuRuns int64
+	machines int
+	took     time.Duration // from receiving the commit to finishing it
+}
+
+// waitApplied waits until the server has applied a revision other than
+// after, and fails when that commit fails.
+func (p *serveProc) waitApplied(b *testing.B, ctx context.Context, after string) applied {
+	b.Helper()
+	for {
+		var st struct {
+			Source struct {
+				Revision string `json:"Revision"`
+			} `json:"source"`
+			Reconciler struct {
+				LastCommit        string `json:"lastCommit"`
+				LastAppliedCommit string `json:"lastAppliedCommit"`
+				TofuRuns          int64  `json:"tofuRuns"`
+			} `json:"reconciler"`
+			Counts struct {
+				Machines int `json:"machines"`
+			} `json:"counts"`
+		}
+		err := p.getJSON(ctx, "/api/v1/status", &st)
+		rev := st.Source.Revision
+		if err == nil && rev != "" && rev != after && st.Reconciler.LastCommit == rev {
+			var c schema.Commit
+			err = p.getJSON(ctx, "/api/v1/commits/"+strings.ReplaceAll(rev, ":", "-"), &c)
+			switch {
+			case err != nil:
+			case c.Status.Phase == schema.CommitSucceeded && st.Reconciler.LastAppliedCommit == rev:
+				t := c.Status.Timings
+				return applied{revision: rev, tofuRuns: st.Reconciler.TofuRuns, machines: st.Counts.Machines, took: t.FinishedAt.Sub(t.ReceivedAt)}
+			case c.Status.Phase.Done() && c.Status.Phase != schema.CommitSucceeded:
+				b.Fatalf("%s\n%s", describe(&c), p.tail())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("no revision after %q was applied in time (last error %v)\n%s", after, err, p.tail())
+		case err := <-p.done:
+			p.done <- err
+			b.Fatalf("rezuscloud serve exited: %v\n%s", err, p.tail())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (p *serveProc) getJSON(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, bytes.TrimSpace(body))
+	}
+	return json.Unmarshal(body, v)
+}
