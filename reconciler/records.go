@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,10 +33,12 @@ func scopedKey(tenant, name string) string { return tenant + "/" + name }
 func (r *Reconciler) putCommit(c *schema.Commit) {
 	err := r.store.Update(func(tx *backend.Tx) error {
 		now := r.opts.Now()
-		if old, err := tx.Get(schema.KindCommit, c.Metadata.Name); err == nil {
-			var prev schema.Commit
-			if json.Unmarshal(old.Object, &prev) == nil && c.Metadata.UID == "" {
-				c.Metadata.UID, c.Metadata.CreatedAt = prev.Metadata.UID, prev.Metadata.CreatedAt
+		if c.Metadata.UID == "" {
+			if old, err := tx.Get(schema.KindCommit, c.Metadata.Name); err == nil {
+				var prev schema.Commit
+				if json.Unmarshal(old.Object, &prev) == nil {
+					c.Metadata.UID, c.Metadata.CreatedAt = prev.Metadata.UID, prev.Metadata.CreatedAt
+				}
 			}
 		}
 		if c.Metadata.UID == "" {
@@ -280,6 +283,9 @@ func (r *Reconciler) storedMachines(tenant string) ([]*schema.Machine, error) {
 			return err
 		}
 		for _, res := range list {
+			if !mentions(res.Object, tenant) {
+				continue
+			}
 			m := new(schema.Machine)
 			if err := json.Unmarshal(res.Object, m); err != nil {
 				return fmt.Errorf("machine %s: %w", res.Name, err)
@@ -349,7 +355,7 @@ func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, 
 		}
 		if err := deleteWhere(tx, schema.KindMachine, func(b []byte) bool {
 			var m schema.Machine
-			return json.Unmarshal(b, &m) == nil && m.Spec.Tenant == name
+			return mentions(b, name) && json.Unmarshal(b, &m) == nil && m.Spec.Tenant == name
 		}, seen); err != nil {
 			return err
 		}
@@ -461,8 +467,16 @@ func tenantLabelIs(tenant string) func([]byte) bool {
 		var o struct {
 			Metadata schema.ObjectMeta `json:"metadata"`
 		}
-		return json.Unmarshal(b, &o) == nil && o.Metadata.Labels[schema.LabelTenant] == tenant
+		return mentions(b, tenant) && json.Unmarshal(b, &o) == nil && o.Metadata.Labels[schema.LabelTenant] == tenant
 	}
+}
+
+// mentions reports whether obj, a stored JSON object, may belong to
+// tenant: one that does holds the tenant's name as a JSON string. It lets
+// one tenant's records skip decoding every other tenant's.
+func mentions(obj []byte, tenant string) bool {
+	q, _ := json.Marshal(tenant)
+	return bytes.Contains(obj, q)
 }
 
 // deleteWhere deletes the resources of kind that match and are not kept.
@@ -513,7 +527,7 @@ func (r *Reconciler) removeTenant(ctx context.Context, name string, creds Creds)
 	err := r.store.Update(func(tx *backend.Tx) error {
 		if err := deleteWhere(tx, schema.KindMachine, func(b []byte) bool {
 			var m schema.Machine
-			return json.Unmarshal(b, &m) == nil && m.Spec.Tenant == name
+			return mentions(b, name) && json.Unmarshal(b, &m) == nil && m.Spec.Tenant == name
 		}, nil); err != nil {
 			return err
 		}
