@@ -50,6 +50,7 @@ func BenchmarkServePeakRSS(b *testing.B) {
 	b.ReportMetric(last.oneChange.Seconds(), "one-change-s")
 	b.Logf("rezuscloud serve with %d tenants: peak RSS %.1f MiB (target < %d MiB), RSS at the end %.1f MiB; commits took %v (initial), %v (no change), %v (one tenant changed)",
 		fleetSize, last.peakMiB, peakRSSTarget, last.endMiB, last.initial.Round(time.Millisecond), last.noChange.Round(time.Millisecond), last.oneChange.Round(time.Millisecond))
+	b.Logf("tofu commands the server ran: %s", last.tofu)
 	if last.peakMiB >= peakRSSTarget {
 		b.Errorf("peak RSS %.1f MiB, want < %d MiB", last.peakMiB, peakRSSTarget)
 	}
@@ -58,6 +59,9 @@ func BenchmarkServePeakRSS(b *testing.B) {
 type serveRun struct {
 	peakMiB, endMiB              float64
 	initial, noChange, oneChange time.Duration
+	// tofu is the server's own account of its tofu commands, from
+	// /metrics: command, runs and seconds.
+	tofu string
 }
 
 // runServe starts the server on a fresh data dir and repository, takes it
@@ -103,6 +107,8 @@ func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
 	if one.tofuRuns == same.tofuRuns || one.machines != changed.Machines() {
 		b.Fatalf("after one tenant gained a worker: %d tofu runs (before %d), %d machines, want %d", one.tofuRuns, same.tofuRuns, one.machines, changed.Machines())
 	}
+
+	out.tofu = srv.tofuSeconds(b, ctx)
 
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.cmd.Process.Pid))
 	if err != nil {
@@ -264,6 +270,40 @@ func (p *serveProc) waitApplied(b *testing.B, ctx context.Context, after string)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// tofuSeconds sums the server's rezuscloud_tofu_duration_seconds by
+// command, as "plan 100 runs 31.2s, ...".
+func (p *serveProc) tofuSeconds(b *testing.B, ctx context.Context) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/metrics", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sums, counts := map[string]string{}, map[string]string{}
+	var order []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		cmd, found := strings.CutPrefix(name, `rezuscloud_tofu_duration_seconds_sum{command="`)
+		if ok && found {
+			cmd = strings.TrimSuffix(cmd, `"}`)
+			sums[cmd] = value
+			order = append(order, cmd)
+		}
+		if cmd, found := strings.CutPrefix(name, `rezuscloud_tofu_duration_seconds_count{command="`); ok && found {
+			counts[strings.TrimSuffix(cmd, `"}`)] = value
+		}
+	}
+	var parts []string
+	for _, cmd := range order {
+		parts = append(parts, fmt.Sprintf("%s %s runs %ss", cmd, counts[cmd], sums[cmd]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (p *serveProc) getJSON(ctx context.Context, path string, v any) error {
