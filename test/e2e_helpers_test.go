@@ -35,6 +35,11 @@ import (
 // machine's two cores are shared and a first apply runs tofu init.
 const e2eTimeout = 120 * time.Second
 
+// e2eSecretsResources counts the resources a tenant's state holds besides
+// its machines: the terraform_data that keeps its Talos secrets. A tenant's
+// first apply creates them and its removal destroys them.
+const e2eSecretsResources = 1
+
 // e2eManifests is the path inside the repository that holds the manifests.
 const e2eManifests = "clusters"
 

@@ -28,8 +28,8 @@ func TestReconcileFirstPush(t *testing.T) {
 		t.Error("the first commit is marked nonFastForward")
 	}
 	for tenant, want := range map[string]schema.PlanSummary{
-		"production": {Add: 5},
-		"staging":    {Add: 2},
+		"production": {Add: 5 + e2eSecretsResources},
+		"staging":    {Add: 2 + e2eSecretsResources},
 	} {
 		r := e2eResult(t, c, tenant)
 		if r.Phase != schema.CommitSucceeded || r.Plan != want {
