@@ -50,6 +50,9 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		simDir = filepath.Join(dataDir, "sim")
 	}
 	cli := filepath.Join(dataDir, "tofu.rc")
+	if err := os.MkdirAll(filepath.Join(dataDir, "plugins"), 0o700); err != nil {
+		return noop, fmt.Errorf("plugin cache dir: %w", err)
+	}
 	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: mirror, PluginCacheDir: filepath.Join(dataDir, "plugins")}); err != nil {
 		return noop, err
 	}
