@@ -84,10 +84,14 @@ type resourceAPI struct {
 	started time.Time
 	status  atomic.Pointer[statusSlot]
 	router  *httprouter.Router
+
+	// hub and heartbeat serve watches; see watch.go.
+	hub       *Hub
+	heartbeat time.Duration
 }
 
-func newResourceAPI(store *Store, log *slog.Logger, origin Origin, version string) *resourceAPI {
-	a := &resourceAPI{store: store, log: log, origin: origin, version: version, started: time.Now()}
+func newResourceAPI(store *Store, hub *Hub, heartbeat time.Duration, log *slog.Logger, origin Origin, version string) *resourceAPI {
+	a := &resourceAPI{store: store, hub: hub, heartbeat: heartbeat, log: log, origin: origin, version: version, started: time.Now()}
 	r := httprouter.New()
 	r.RedirectFixedPath = false
 	r.HandleOPTIONS = false
@@ -98,18 +102,27 @@ func newResourceAPI(store *Store, log *slog.Logger, origin Origin, version strin
 
 	r.GET("/api/v1/tenants", a.listTenants)
 	r.GET("/api/v1/tenants/:tenant", a.getTenant)
+	r.GET("/api/v1/tenants/:tenant/events", a.watchRoute(func(p httprouter.Params) watchScope {
+		return tenantScope(p.ByName("tenant"))
+	}))
 	r.GET("/api/v1/tenants/:tenant/node-groups", a.listScoped(schema.KindNodeGroup))
 	r.GET("/api/v1/tenants/:tenant/node-groups/:name", a.getScoped(schema.KindNodeGroup))
+	r.GET("/api/v1/tenants/:tenant/node-groups/:name/events", a.watchRoute(func(p httprouter.Params) watchScope {
+		return nodeGroupScope(p.ByName("tenant"), p.ByName("name"))
+	}))
 	r.GET("/api/v1/tenants/:tenant/patches", a.listScoped(schema.KindConfigPatch))
 	r.GET("/api/v1/tenants/:tenant/patches/:name", a.getScoped(schema.KindConfigPatch))
 	r.GET("/api/v1/tenants/:tenant/machines", a.listTenantMachines)
 	r.GET("/api/v1/tenants/:tenant/machines/:name", a.getTenantMachine)
 	r.GET("/api/v1/machines", a.listAll(schema.KindMachine))
-	r.GET("/api/v1/machines/:name", a.getOne(schema.KindMachine))
+	r.GET("/api/v1/machines/:name", a.eventsOr(watchScope{{kind: schema.KindMachine}}, a.getOne(schema.KindMachine)))
 	r.GET("/api/v1/providers", a.listAll(schema.KindProvider))
 	r.GET("/api/v1/providers/:name", a.getOne(schema.KindProvider))
+	r.GET("/api/v1/providers/:name/events", a.watchRoute(func(p httprouter.Params) watchScope {
+		return watchScope{{kind: schema.KindProvider, key: p.ByName("name")}}
+	}))
 	r.GET("/api/v1/commits", a.listCommits)
-	r.GET("/api/v1/commits/:name", a.getCommit)
+	r.GET("/api/v1/commits/:name", a.eventsOr(watchScope{{kind: schema.KindCommit}}, a.getCommit))
 	r.GET("/api/v1/status", a.serveStatus)
 	a.router = r
 	return a
@@ -117,10 +130,10 @@ func newResourceAPI(store *Store, log *slog.Logger, origin Origin, version strin
 
 func (a *resourceAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
-		// net/http drops the body of a HEAD answer; route it as GET.
-		r2 := *r
-		r2.Method = http.MethodGet
-		r = &r2
+		// net/http drops the body of a HEAD answer; route it as GET. A
+		// watch answers a HEAD with its headers only.
+		r = r.WithContext(withHead(r.Context()))
+		r.Method = http.MethodGet
 	}
 	if _, ok := requireRole(w, r, RoleView, "reading resources"); !ok {
 		return
@@ -383,8 +396,16 @@ func needTenant(tx *Tx, tenant string) error {
 }
 
 // serveList parses the list query and answers with list(spec) unless check
-// (when given) fails first in the same transaction.
+// (when given) fails first in the same transaction. With ?watch=true it
+// serves a watch of the list's scope instead, without check.
 func (a *resourceAPI) serveList(w http.ResponseWriter, r *http.Request, spec listSpec, check func(*Tx) error) {
+	if watch, err := wantsWatch(r.URL.Query()); err != nil {
+		api.WriteError(w, err)
+		return
+	} else if watch {
+		a.serveWatch(w, r, listScope(spec))
+		return
+	}
 	q, err := parseListQuery(r.URL.Query())
 	if err != nil {
 		api.WriteError(w, err)

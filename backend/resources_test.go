@@ -338,7 +338,7 @@ func TestResourcesLists(t *testing.T) {
 		// Newest first; revNew and revTwin share createdAt, so by name.
 		{"/api/v1/commits", []string{revNew, revTwin, keyDir, revMid, revOld}},
 		// Unknown parameters are ignored.
-		{"/api/v1/machines?watch=true&resourceVersion=3", []string{"sim-a0", "sim-a1", "sim-a2", "sim-b0"}},
+		{"/api/v1/machines?pretty=true&resourceVersion=3", []string{"sim-a0", "sim-a1", "sim-a2", "sim-b0"}},
 	} {
 		l := getList(t, ts, tc.path)
 		if diff := cmp.Diff(tc.want, names(t, l)); diff != "" {

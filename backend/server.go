@@ -41,6 +41,17 @@ type Config struct {
 	// API quotes it when it refuses a write. Default: a generic message.
 	Origin Origin
 
+	// EventHistory is how many resource changes the server keeps, in the
+	// store and in memory, for watches to resume from. Default
+	// DefaultEventHistory.
+	EventHistory int
+	// WatchBuffer is how many commits' events a watch may have waiting
+	// before it is cut off. Default DefaultWatchBuffer.
+	WatchBuffer int
+	// WatchHeartbeat is how often an idle watch gets a heartbeat. Default
+	// DefaultWatchHeartbeat.
+	WatchHeartbeat time.Duration
+
 	// FailStatePost is a test hook passed to StateOptions.FailPost. Leave
 	// it nil.
 	FailStatePost func(name string) bool
@@ -56,6 +67,7 @@ type Server struct {
 	store  *Store
 	tokens *Tokens
 	state  *StateHandler
+	hub    *Hub
 	api    *resourceAPI
 	mux    *http.ServeMux
 	http   *http.Server
@@ -87,6 +99,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.WatchHeartbeat <= 0 {
+		cfg.WatchHeartbeat = DefaultWatchHeartbeat
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -98,14 +113,20 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	store, err := Open(cfg.DataDir, nil)
+	store, err := Open(cfg.DataDir, &StoreOptions{EventHistory: cfg.EventHistory})
 	if err != nil {
+		return nil, err
+	}
+	hub := NewHub(HubOptions{History: cfg.EventHistory, Buffer: cfg.WatchBuffer, Logger: log})
+	if err := hub.Attach(store); err != nil {
+		store.Close()
 		return nil, err
 	}
 	s := &Server{
 		cfg:    cfg,
 		log:    log,
 		store:  store,
+		hub:    hub,
 		tokens: tokens,
 		mux:    http.NewServeMux(),
 		state: NewStateHandler(store, StateOptions{
@@ -121,13 +142,15 @@ func NewServer(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /version", s.version)
 	s.Handle(StatePrefix, s.state)
 	s.Handle(VersionsPrefix, s.state)
-	s.api = newResourceAPI(store, log, cfg.Origin, cfg.Version)
+	s.api = newResourceAPI(store, hub, cfg.WatchHeartbeat, log, cfg.Origin, cfg.Version)
 	s.Handle(APIPrefix, s.api)
 	s.http = &http.Server{
 		Handler:           LogRequests(log, s.mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Watches never go idle by themselves: end them when shutdown starts.
+	s.http.RegisterOnShutdown(hub.Close)
 	return s, nil
 }
 
@@ -160,6 +183,12 @@ func (s *Server) Store() *Store { return s.store }
 
 // Tokens returns the server's tokens, for minting ephemeral ones.
 func (s *Server) Tokens() *Tokens { return s.tokens }
+
+// Hub returns the server's event hub, which feeds the watches.
+func (s *Server) Hub() *Hub { return s.hub }
+
+// WatchSubscribers returns how many watches are open, for a gauge.
+func (s *Server) WatchSubscribers() int { return s.hub.Subscribers() }
 
 // StateHandler returns the state backend handler, without authentication.
 func (s *Server) StateHandler() *StateHandler { return s.state }
@@ -236,6 +265,7 @@ func (s *Server) Run(ctx context.Context) error {
 // never ran.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.hub.Close()
 		s.closeErr = s.store.Close()
 	})
 	return s.closeErr
