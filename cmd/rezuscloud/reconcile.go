@@ -168,6 +168,11 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		rec.Run(ctx, snaps)
 		closeReports()
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rec.ObserveSim(ctx, simDir, 2*time.Second)
+	}()
 	return wg.Wait, nil
 }
 
