@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -300,17 +301,26 @@ func (a *resourceAPI) serveWatch(w http.ResponseWriter, r *http.Request, scope w
 		case <-sub.Done():
 			return
 		case batch := <-sub.Events():
-			select {
-			case <-sub.Done():
-				return
-			default:
-			}
-			for _, ev := range batch {
-				if ev.ResourceVersion <= st.pos || !sub.Matches(ev) {
-					continue
-				}
-				if st.event(ev) != nil {
+			for more := true; more; {
+				select {
+				case <-sub.Done():
 					return
+				default:
+				}
+				for _, ev := range batch {
+					if ev.ResourceVersion <= st.pos || !sub.Matches(ev) {
+						continue
+					}
+					if st.event(ev) != nil {
+						return
+					}
+				}
+				// Batches that are already waiting go out with this
+				// one, in one flush.
+				select {
+				case batch = <-sub.Events():
+				default:
+					more = false
 				}
 			}
 			if st.flush() != nil {
@@ -390,8 +400,12 @@ type watchStream struct {
 	// of the stream.
 	pos uint64
 
+	// armed is when the write deadline was last moved.
+	armed time.Time
+
+	// mu orders setting the write deadline against cutting off.
 	mu  sync.Mutex
-	cut bool
+	cut atomic.Bool
 }
 
 // ended is the subscription's OnEnd.
@@ -401,7 +415,7 @@ func (st *watchStream) ended(err error) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.cut = true
+	st.cut.Store(true)
 	st.rc.SetWriteDeadline(time.Now())
 }
 
@@ -410,19 +424,27 @@ func (st *watchStream) ended(err error) {
 func (st *watchStream) finish() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.cut {
+	if !st.cut.Load() {
 		st.rc.SetWriteDeadline(time.Time{})
 	}
 }
 
+// write writes b, first moving the write deadline watchWriteTimeout ahead
+// when it was last moved more than a second ago.
 func (st *watchStream) write(b []byte) error {
-	st.mu.Lock()
-	if st.cut {
-		st.mu.Unlock()
+	if st.cut.Load() {
 		return ErrSlowSubscriber
 	}
-	st.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
-	st.mu.Unlock()
+	if now := time.Now(); now.Sub(st.armed) >= time.Second {
+		st.mu.Lock()
+		if st.cut.Load() {
+			st.mu.Unlock()
+			return ErrSlowSubscriber
+		}
+		st.rc.SetWriteDeadline(now.Add(watchWriteTimeout))
+		st.mu.Unlock()
+		st.armed = now
+	}
 	_, err := st.w.Write(b)
 	return err
 }
