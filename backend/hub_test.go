@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -467,4 +469,43 @@ func BenchmarkHubPublish(b *testing.B) {
 	}
 	h.Close()
 	wg.Wait()
+}
+
+// A hub publishes the store's committed changes of served kinds; a
+// subscriber that resumes from a resourceVersion gets the kept events
+// after it, then live ones.
+func ExampleHub() {
+	dir, _ := os.MkdirTemp("", "rezuscloud-example")
+	defer os.RemoveAll(dir)
+	store, err := Open(filepath.Join(dir, "data"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	hub := NewHub(HubOptions{})
+	if err := hub.Attach(store); err != nil {
+		log.Fatal(err)
+	}
+	put := func(kind, name, obj string) {
+		store.Update(func(tx *Tx) error { _, err := tx.Put(kind, name, []byte(obj)); return err })
+	}
+	put("Tenant", "prod", `{"metadata":{"name":"prod"}}`)
+	put("AppliedTenant", "prod", `{"revision":"abc"}`)
+
+	sub, replay, err := hub.Subscribe(SubscribeOptions{Resume: true, After: 0})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	for _, ev := range replay {
+		fmt.Printf("%s", ev.JSON())
+	}
+	put("Tenant", "prod", `{"metadata":{"name":"prod","labels":{"env":"prod"}}}`)
+	for _, ev := range <-sub.Events() {
+		fmt.Printf("%s", ev.SSE())
+	}
+	// Output:
+	// {"type":"ADDED","object":{"metadata":{"name":"prod","resourceVersion":"1"}}}
+	// id: 3
+	// data: {"type":"MODIFIED","object":{"metadata":{"name":"prod","resourceVersion":"3","labels":{"env":"prod"}}}}
 }
