@@ -184,3 +184,34 @@ func TestReconcileForcePush(t *testing.T) {
 		t.Errorf("commit B: found %v phase %s, want its record kept as Succeeded", ok, cb.Status.Phase)
 	}
 }
+
+// TestReconcileForcePushWhileStopped force-pushes main back to an older
+// commit while the server is down. After the restart the older commit is
+// applied again and, as for a force push the server saw, marked as a
+// non-fast-forward: the server knows which revision it reconciled last.
+func TestReconcileForcePushWhileStopped(t *testing.T) {
+	e := newE2E(t, e2eOptions{})
+	s := e.srv
+	a := e.first
+	atA := e2eMachineIDs(s.machines(""))
+
+	e.setCount("production", "workers", 4)
+	b := e.push("Scale production workers to 4")
+	s.waitApplied(b)
+
+	s.stop()
+	e.work.Reset(a)
+	e.work.ForcePush("main")
+	s.start()
+
+	c := s.waitApplied(a)
+	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 2}) {
+		t.Errorf("production plan %s after the force push, want -2", r.Plan)
+	}
+	if diff := cmp.Diff(atA, e2eMachineIDs(s.machines(""))); diff != "" {
+		t.Errorf("machines after going back to A differ from A's (-A +now):\n%s", diff)
+	}
+	if !c.Status.NonFastForward {
+		t.Errorf("commit %s, force-pushed over %s while the server was down: nonFastForward false, want true", a[:12], b[:12])
+	}
+}
