@@ -118,6 +118,8 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	m.GaugeFunc("rezuscloud_queue_depth", "Tenant runs waiting for a worker.", func() float64 { return float64(rec.Queue().Depth()) })
 	m.GaugeFunc("rezuscloud_queue_running", "Tenant runs in progress.", func() float64 { return float64(rec.Queue().Running()) })
 	m.CounterFunc("rezuscloud_source_fetch_errors_total", "Polls of the repository that failed.", func() float64 { return float64(src.Status().Errors) })
+	m.GaugeFunc("rezuscloud_watch_subscribers", "Open watch streams.", func() float64 { return float64(srv.WatchSubscribers()) })
+	m.CounterFunc("rezuscloud_watch_cutoffs_total", "Watch streams cut off for not keeping up.", func() float64 { return float64(srv.Hub().CutOffs()) })
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(runner.Runs()) })
 	srv.ServeTenantSecrets(rec, audit)
 	srv.ServePreviews(rec)
