@@ -297,7 +297,7 @@ func (d *describer) events(tenant string, commits []schema.Commit) {
 			}
 			msg := firstLine(c.Spec.Message, 50)
 			if r.Error != "" {
-				msg = firstLine(r.Error, 80)
+				msg = errorSummary(r.Error, 100)
 			}
 			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s", age(c.Metadata.CreatedAt, d.now), shortSHA(c.Spec.SHA, c.Metadata.Name), orNone(string(r.Phase)), r.Plan.String(), orNone(msg)))
 		}
@@ -460,7 +460,7 @@ func (d *describer) commit(ctx context.Context, rev string) (string, error) {
 			if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
 				dur = r.FinishedAt.Sub(r.StartedAt).Round(100 * time.Millisecond).String()
 			}
-			d.line(1, "%s\t%s\t%s\t%s\t%s", r.Tenant, orNone(string(r.Phase)), r.Plan.String(), orNone(dur), orNone(firstLine(r.Error, 100)))
+			d.line(1, "%s\t%s\t%s\t%s\t%s", r.Tenant, orNone(string(r.Phase)), r.Plan.String(), orNone(dur), orNone(errorSummary(r.Error, 100)))
 		}
 	}
 	if len(st.Problems) > 0 {

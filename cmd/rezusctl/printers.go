@@ -93,7 +93,7 @@ func printObjects(w io.Writer, rt *resourceType, items []json.RawMessage, format
 		if single && len(items) == 1 {
 			doc = items[0]
 		} else {
-			b, err := json.Marshal(api.List[json.RawMessage]{Items: items, Total: len(items)})
+			b, err := json.Marshal(api.NewList(items))
 			if err != nil {
 				return err
 			}

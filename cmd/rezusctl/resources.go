@@ -340,6 +340,19 @@ func firstLine(s string, n int) string {
 	return s
 }
 
+// errorSummary is a multi-line error (tofu's) in one line: its first line
+// and, when tofu's diagnostics follow, the first "Error: " line's text.
+func errorSummary(s string, n int) string {
+	first := firstLine(s, 1<<20)
+	for _, l := range strings.Split(s, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "Error: "); ok && rest != "" {
+			first += ": " + rest
+			break
+		}
+	}
+	return firstLine(first, n)
+}
+
 // age formats how long ago t was as kubectl does: 45s, 5m30s, 90m, 3h20m,
 // 26h, 3d4h, 45d, 2y30d. A zero t is "<unknown>".
 func age(t time.Time, now time.Time) string {

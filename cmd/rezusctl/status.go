@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -115,7 +114,7 @@ func gatherStatus(ctx context.Context, c *client.Client) (*statusReport, *client
 		if cm, r := latestResult(t.Metadata.Name, commits); r != nil {
 			f.Phase, f.Commit = string(r.Phase), shortSHA(cm.Spec.SHA, cm.Metadata.Name)
 			if r.Phase == schema.CommitFailed {
-				f.Error = firstLine(r.Error, 200)
+				f.Error = errorSummary(r.Error, 200)
 				if f.Error == "" {
 					f.Error = "failed"
 				}
@@ -187,11 +186,13 @@ func printStatus(w io.Writer, rep *statusReport, st *client.Status, now time.Tim
 	fmt.Fprintf(tw, "  NAME\tRESULT\tCOMMIT\tERROR\n")
 	for _, f := range rep.FailingTenants {
 		msg := f.Error
-		if f.Message != "" {
-			msg = strings.TrimSpace(strings.Join([]string{f.Error, f.Message}, "; "))
-			msg = strings.TrimPrefix(msg, "; ")
+		if m := errorSummary(f.Message, 200); m != "" && m != f.Error {
+			if msg != "" {
+				msg += "; "
+			}
+			msg += m
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, orNone(f.Phase), orNone(f.Commit), orNone(firstLine(msg, 120)))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, orNone(f.Phase), orNone(f.Commit), orNone(firstLine(msg, 160)))
 	}
 	return tw.Flush()
 }
