@@ -82,50 +82,31 @@ func TestCLI(t *testing.T) {
 	})
 }
 
-// cliBins holds rezusctl and rezuscloud, built once per test binary.
-var cliBins struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// cliBinaries builds rezusctl and rezuscloud (CGO off) into one directory
-// and returns it. $REZUSCTL_BIN and $REZUSCLOUD_BIN, when both are set,
-// name binaries to use instead.
+// cliBinaries builds rezusctl and rezuscloud (CGO off) into a temporary
+// directory and returns it. $REZUSCTL_BIN and $REZUSCLOUD_BIN, when both
+// are set, name binaries to use instead.
 func cliBinaries(t *testing.T) string {
 	t.Helper()
-	cliBins.once.Do(func() {
-		dir, err := os.MkdirTemp("", "rezusctl-cli-")
-		if err != nil {
-			cliBins.err = err
-			return
-		}
-		cliBins.dir = dir
-		if ctl, srv := os.Getenv("REZUSCTL_BIN"), os.Getenv("REZUSCLOUD_BIN"); ctl != "" && srv != "" {
-			for name, p := range map[string]string{"rezusctl": ctl, "rezuscloud": srv} {
-				abs, err := filepath.Abs(p)
-				if err == nil {
-					err = os.Symlink(abs, filepath.Join(dir, name))
-				}
-				if err != nil {
-					cliBins.err = err
-					return
-				}
+	dir := t.TempDir()
+	if ctl, srv := os.Getenv("REZUSCTL_BIN"), os.Getenv("REZUSCLOUD_BIN"); ctl != "" && srv != "" {
+		for name, p := range map[string]string{"rezusctl": ctl, "rezuscloud": srv} {
+			abs, err := filepath.Abs(p)
+			if err == nil {
+				err = os.Symlink(abs, filepath.Join(dir, name))
 			}
-			return
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
-		cmd := exec.Command("go", "build", "-trimpath", "-o", dir+string(os.PathSeparator), "./cmd/rezusctl", "./cmd/rezuscloud")
-		cmd.Dir = testenv.Root()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			cliBins.err = fmt.Errorf("go build rezusctl and rezuscloud: %v\n%s", err, out)
-		}
-	})
-	if cliBins.err != nil {
-		t.Fatal(cliBins.err)
+		return dir
 	}
-	t.Cleanup(func() { os.RemoveAll(cliBins.dir) })
-	return cliBins.dir
+	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+string(os.PathSeparator), "./cmd/rezusctl", "./cmd/rezuscloud")
+	cmd.Dir = testenv.Root()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build rezusctl and rezuscloud: %v\n%s", err, out)
+	}
+	return dir
 }
 
 // copyManifests copies the YAML files of the examples, keeping their
