@@ -100,6 +100,7 @@ type session struct {
 	r      *Runner
 	tf     *tfexec.Terraform
 	dir    string
+	creds  Creds
 	out    *tailBuffer
 	unlock func()
 }
@@ -150,7 +151,7 @@ func (r *Runner) open(dir string, creds Creds) (*session, error) {
 	out := newTailBuffer(16<<10, secrets)
 	tf.SetStdout(out)
 	tf.SetStderr(out)
-	return &session{r: r, tf: tf, dir: dir, out: out, unlock: l.Unlock}, nil
+	return &session{r: r, tf: tf, dir: dir, creds: creds, out: out, unlock: l.Unlock}, nil
 }
 
 func (s *session) close() { s.unlock() }
@@ -209,32 +210,47 @@ func (s *session) planApply(ctx context.Context, destroy, force bool) (PlanSumma
 	planFile := filepath.Join(s.dir, "rezuscloud.tfplan")
 	defer os.Remove(planFile)
 	var changed bool
+	// The summary comes from the plan's own output when tofu prints it;
+	// `tofu show` of the plan file only when it does not.
+	line := &planLine{}
+	s.tf.SetStdout(io.MultiWriter(s.out, line))
 	err := s.cmd("plan", func() (err error) {
 		changed, err = s.tf.Plan(ctx, tfexec.Out(planFile), tfexec.Destroy(destroy))
 		return err
 	})
+	s.tf.SetStdout(s.out)
 	if err != nil {
 		return PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
 	}
 	if !changed && !force {
 		return PlanSummary{}, nil
 	}
-	var plan *tfjson.Plan
-	err = s.cmd("show", func() (err error) {
-		plan, err = s.tf.ShowPlanFile(ctx, planFile)
-		return err
-	})
-	if err != nil {
-		return PlanSummary{}, fmt.Errorf("tofu show plan: %w", s.redact(err))
+	sum, ok := line.summary()
+	if !ok && changed {
+		var plan *tfjson.Plan
+		err = s.cmd("show", func() (err error) {
+			plan, err = s.tf.ShowPlanFile(ctx, planFile)
+			return err
+		})
+		if err != nil {
+			return PlanSummary{}, fmt.Errorf("tofu show plan: %w", s.redact(err))
+		}
+		sum = summarize(plan)
 	}
-	sum := summarize(plan)
 	if err := s.cmd("apply", func() error { return s.tf.Apply(ctx, tfexec.DirOrPlan(planFile)) }); err != nil {
 		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
 	}
 	return sum, nil
 }
 
+// show returns the work directory's current state: read from the state
+// backend when it is a plain state file, else (encrypted) from `tofu show`.
 func (s *session) show(ctx context.Context) (*tfjson.State, error) {
+	if raw, err := s.pullState(ctx); err == nil {
+		if st, ok := stateFromFile(raw); ok {
+			return st, nil
+		}
+	}
 	var st *tfjson.State
 	err := s.cmd("show", func() (err error) {
 		st, err = s.tf.Show(ctx)
