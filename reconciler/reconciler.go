@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -308,7 +309,18 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 	run.commit.Status.Tenants = run.sortedResults()
 	run.mu.Unlock()
 	run.put()
-	for _, td := range desired.Tenants {
+	// Tenants whose manifests changed since their last apply go first: the
+	// others need no tofu and finish in moments, and must not delay them.
+	tenants := slices.Clone(desired.Tenants)
+	changed := map[string]bool{}
+	for _, td := range tenants {
+		prev := applied[td.Tenant.Metadata.Name]
+		changed[td.Tenant.Metadata.Name] = prev == nil || prev.InputHash != inputHash(td)
+	}
+	sort.SliceStable(tenants, func(i, j int) bool {
+		return changed[tenants[i].Tenant.Metadata.Name] && !changed[tenants[j].Tenant.Metadata.Name]
+	})
+	for _, td := range tenants {
 		r.queue.Enqueue(td.Tenant.Metadata.Name, &tenantJob{run: run, tenant: td.Tenant.Metadata.Name, desired: td})
 	}
 	for _, name := range deletions {
