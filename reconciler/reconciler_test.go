@@ -289,3 +289,29 @@ func TestRerunKeepsRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputTailHoldsNoSecrets: the tofu output a Commit shows (and the API
+// serves to view tokens) never holds the tenant's secrets bundle.
+func TestOutputTailHoldsNoSecrets(t *testing.T) {
+	r := newRig(t)
+	c := r.reconcile("rev1", "first", examples(t))
+	mustSucceed(t, c)
+	for _, tr := range c.Status.Tenants {
+		bundle, _, err := secretsFromStateFile([]byte(r.rawState(tr.Tenant)))
+		if err != nil || bundle == nil {
+			t.Fatalf("%s: no bundle in state", tr.Tenant)
+		}
+		if tr.OutputTail == "" {
+			t.Fatalf("%s: no output tail: the test would prove nothing", tr.Tenant)
+		}
+		for _, line := range strings.Split(string(bundle), "\n") {
+			if v := strings.TrimSpace(line); len(v) > 20 && strings.Contains(tr.OutputTail, v) {
+				t.Errorf("%s: output tail holds a line of the secrets bundle", tr.Tenant)
+				break
+			}
+		}
+		if strings.Contains(tr.OutputTail, "PRIVATE KEY") || strings.Contains(tr.OutputTail, `"format_version"`) {
+			t.Errorf("%s: output tail holds a private key or the JSON of tofu show", tr.Tenant)
+		}
+	}
+}

@@ -156,9 +156,15 @@ func (r *Runner) open(dir string, creds Creds) (*session, error) {
 
 func (s *session) close() { s.unlock() }
 
-// cmd runs one tofu command, counting and timing it.
+// cmd runs one tofu command, counting and timing it. The JSON that show
+// prints holds every value of the state or plan, secrets included: it
+// never reaches the output tail.
 func (s *session) cmd(name string, fn func() error) error {
 	s.r.runs.Add(1)
+	if name == "show" {
+		s.tf.SetStdout(io.Discard)
+		defer s.tf.SetStdout(s.out)
+	}
 	start := time.Now()
 	err := fn()
 	s.r.opts.Metrics.Tofu(name, time.Since(start).Seconds(), err)
