@@ -37,8 +37,18 @@ type Previews struct {
 	mainRef string
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	refs map[string]*Git
+	mu      sync.Mutex
+	refs    map[string]*Git
+	trigger chan struct{}
+}
+
+// Trigger makes Run poll now; triggers that arrive while one is pending
+// coalesce.
+func (p *Previews) Trigger() {
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
 }
 
 // NewPreviews checks the patterns and returns a watcher.
@@ -67,7 +77,7 @@ func NewPreviews(opts PreviewOptions) (*Previews, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Previews{opts: opts, mainRef: main, log: log.With("component", "previews"), refs: map[string]*Git{}}, nil
+	return &Previews{opts: opts, mainRef: main, log: log.With("component", "previews"), refs: map[string]*Git{}, trigger: make(chan struct{}, 1)}, nil
 }
 
 // Matches reports whether ref is previewed.
@@ -132,8 +142,8 @@ func (p *Previews) Poll(ctx context.Context) (PreviewUpdate, error) {
 	return up, nil
 }
 
-// Run polls every interval until ctx ends, sending each update that found
-// something.
+// Run polls every interval, and when triggered, until ctx ends, sending
+// each update that found something.
 func (p *Previews) Run(ctx context.Context, interval time.Duration, out chan<- PreviewUpdate) {
 	if interval <= 0 {
 		interval = DefaultPollInterval
@@ -156,6 +166,7 @@ func (p *Previews) Run(ctx context.Context, interval time.Duration, out chan<- P
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-p.trigger:
 		}
 	}
 }

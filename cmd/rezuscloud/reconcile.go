@@ -123,15 +123,15 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(runner.Runs()) })
 	srv.ServeTenantSecrets(rec, audit)
 	srv.ServePreviews(rec)
-	if err := mountWebhooks(srv, src, origin, f, m, log); err != nil {
-		return noop, err
-	}
-	log.Info("reconciling", "source", origin.Repo, "ref", origin.Ref, "path", origin.Path, "tofu", tofu)
-
 	previews, err := newPreviews(f, dataDir, auth, log)
 	if err != nil {
 		return noop, err
 	}
+	if err := mountWebhooks(srv, src, previews, origin, f, m, log); err != nil {
+		return noop, err
+	}
+	log.Info("reconciling", "source", origin.Repo, "ref", origin.Ref, "path", origin.Path, "tofu", tofu)
+
 	snaps := make(chan sources.Snapshot)
 	var wg sync.WaitGroup
 	if previews != nil {
@@ -233,7 +233,7 @@ func newPreviews(f *serveFlags, dataDir string, auth sources.Auth, log *slog.Log
 
 // mountWebhooks serves the push webhooks, which trigger an immediate poll
 // of a git source when they name the followed repository and ref.
-func mountWebhooks(srv *backend.Server, src sources.Source, origin backend.Origin, f *serveFlags, m *metrics.Metrics, log *slog.Logger) error {
+func mountWebhooks(srv *backend.Server, src sources.Source, previews *sources.Previews, origin backend.Origin, f *serveFlags, m *metrics.Metrics, log *slog.Logger) error {
 	secret, err := webhook.SecretFrom(f.webhookSecretFile, os.Getenv)
 	if err != nil && !errors.Is(err, webhook.ErrNoSecret) {
 		return err
@@ -244,6 +244,10 @@ func mountWebhooks(srv *backend.Server, src sources.Source, origin backend.Origi
 			return false
 		}
 		if ref != "" && origin.Ref != "" && ref != origin.Ref && "refs/heads/"+ref != origin.Ref && "refs/tags/"+ref != origin.Ref {
+			if previews != nil && previews.Matches(ref) {
+				previews.Trigger()
+				return true
+			}
 			return false
 		}
 		src.Trigger()
