@@ -35,29 +35,29 @@ type Snapshot struct {
 // Status is what a source last observed, for the API and for operators.
 type Status struct {
 	// URL is the repository URL without credentials, or the directory.
-	URL string
+	URL string `json:"url"`
 	// Ref is the ref the source follows ("" for a directory).
-	Ref string
+	Ref string `json:"ref"`
 	// Revision is the last revision the source yielded.
-	Revision string
+	Revision string `json:"revision"`
 	// LastFetch is when the source last polled (or read the directory),
 	// successfully or not.
-	LastFetch time.Time
+	LastFetch time.Time `json:"lastFetch,omitzero"`
 	// LastSuccess is when a poll last succeeded.
-	LastSuccess time.Time
+	LastSuccess time.Time `json:"lastSuccess,omitzero"`
 	// LastError is the error of the last poll, "" after a success.
-	LastError string
+	LastError string `json:"lastError,omitempty"`
 	// Failures counts the polls that failed in a row.
-	Failures int
+	Failures int `json:"failures"`
 	// Errors counts every poll that failed since the source started.
-	Errors int
+	Errors int `json:"errors"`
 	// NextPoll is when Run polls next, unless triggered earlier.
-	NextPoll time.Time
+	NextPoll time.Time `json:"nextPoll,omitzero"`
 	// Polls counts the polls so far, failed ones included.
-	Polls int
+	Polls int `json:"polls"`
 	// Fetches counts the fetches (downloads of objects) so far. A poll
 	// whose remote head has not moved does not fetch.
-	Fetches int
+	Fetches int `json:"fetches"`
 }
 
 // Source yields snapshots of the manifests.
