@@ -136,7 +136,7 @@ func TestReconcileScale(t *testing.T) {
 		sha := e.push(fmt.Sprintf("Scale production %s to %d", st.ng, st.count))
 		c := s.waitApplied(sha)
 		if c.Status.Phase != schema.CommitSucceeded {
-			t.Fatalf("%s=%d: phase %s: %+v", st.ng, st.count, c.Status.Phase, c.Status)
+			t.Fatalf("%s=%d: phase %s: %s", st.ng, st.count, c.Status.Phase, e2eBrief(c.Status))
 		}
 		if r := e2eResult(t, c, "production"); r.Plan != st.plan {
 			t.Errorf("%s=%d: production plan %s, want %s", st.ng, st.count, r.Plan, st.plan)
@@ -192,7 +192,7 @@ func TestReconcileInvalidCommit(t *testing.T) {
 	bad := e.push("Scale workers, with a typo")
 	c := s.waitCommit(bad)
 	if c.Status.Phase != schema.CommitInvalid {
-		t.Fatalf("phase %s, want Invalid: %+v", c.Status.Phase, c.Status)
+		t.Fatalf("phase %s, want Invalid: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	if len(c.Status.Problems) == 0 {
 		t.Fatal("an Invalid commit without problems")
@@ -205,7 +205,7 @@ func TestReconcileInvalidCommit(t *testing.T) {
 		t.Errorf("problem at line %d, which is %q, not the line with colour", p.Line, lines[p.Line-1])
 	}
 	if len(c.Status.Tenants) != 0 {
-		t.Errorf("an Invalid commit has tenant results %+v", c.Status.Tenants)
+		t.Errorf("an Invalid commit has tenant results %s", e2eBrief(c.Status))
 	}
 	st := s.status()
 	if st.Reconciler.LastCommit != bad || st.Reconciler.LastAppliedCommit != e.first {
@@ -244,7 +244,7 @@ func TestReconcileInvalidCommit(t *testing.T) {
 	good := e.push("Fix the typo")
 	c = s.waitApplied(good)
 	if c.Status.Phase != schema.CommitSucceeded || e2eResult(t, c, "production").Plan != (schema.PlanSummary{Add: 2}) {
-		t.Fatalf("fixed commit: phase %s, tenants %+v: want Succeeded, production +2", c.Status.Phase, c.Status.Tenants)
+		t.Fatalf("fixed commit: phase %s: want Succeeded, production +2: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	after := e2eMachineIDs(s.machines(""))
 	e2eSameIDs(t, "after the fix", before, after)
@@ -280,7 +280,7 @@ func TestReconcileReadmeOnly(t *testing.T) {
 			t.Errorf("%s: phase %s, want Succeeded", change.path, c.Status.Phase)
 		}
 		if len(c.Status.Tenants) != 2 {
-			t.Errorf("%s: tenant results %+v, want production and staging", change.path, c.Status.Tenants)
+			t.Errorf("%s: want results for production and staging: %s", change.path, e2eBrief(c.Status))
 		}
 		for _, r := range c.Status.Tenants {
 			if r.Plan != (schema.PlanSummary{}) || r.Phase != schema.CommitSucceeded {
@@ -299,5 +299,32 @@ func TestReconcileReadmeOnly(t *testing.T) {
 	s.mustGet("/api/v1/tenants/production", &tn)
 	if tn.Status.ObservedCommit != last {
 		t.Errorf("tenant production observedCommit %s, want %s", tn.Status.ObservedCommit, last)
+	}
+}
+
+// TestReconcileConcurrentFirstInits applies a first commit of six tenants
+// with six workers, so that six `tofu init` runs install the provider into
+// the server's empty plugin cache at the same time. Every tenant must
+// succeed; a few fresh servers in a row make a race show.
+func TestReconcileConcurrentFirstInits(t *testing.T) {
+	for round := range 3 {
+		e := newE2E(t, e2eOptions{args: []string{"--workers", "6"}, noWait: true})
+		for i := 1; i <= 4; i++ {
+			name := fmt.Sprintf("copy%d", i)
+			for _, f := range []string{"tenant.yaml", "nodegroups.yaml", "patches.yaml"} {
+				e.work.Write("clusters/"+name+"/"+f, strings.ReplaceAll(e.read("clusters/staging/"+f), "staging", name))
+			}
+		}
+		sha := e.push("Four more tenants")
+		// The server may see the first commit or both; the second is
+		// the one that must end up applied, every tenant at once or
+		// production and staging before the copies.
+		c := e.srv.waitCommit(sha)
+		if c.Status.Phase != schema.CommitSucceeded {
+			t.Fatalf("round %d: phase %s: %s", round, c.Status.Phase, e2eBrief(c.Status))
+		}
+		if n := len(e.srv.machines("")); n != 5+2*5 {
+			t.Fatalf("round %d: %d machines, want %d", round, n, 5+2*5)
+		}
 	}
 }

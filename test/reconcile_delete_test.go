@@ -21,7 +21,7 @@ func TestReconcileRemoveTenant(t *testing.T) {
 	sha := e.push("Remove tenant staging")
 	c := s.waitApplied(sha)
 	if c.Status.Phase != schema.CommitSucceeded {
-		t.Fatalf("phase %s, want Succeeded: %+v", c.Status.Phase, c.Status)
+		t.Fatalf("phase %s, want Succeeded: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	if r := e2eResult(t, c, "staging"); r.Phase != schema.CommitSucceeded || r.Plan != (schema.PlanSummary{Destroy: 2 + e2eSecretsResources}) {
 		t.Errorf("staging result %s %s (%s), want Succeeded -%d", r.Phase, r.Plan, r.Error, 2+e2eSecretsResources)
@@ -76,7 +76,7 @@ func TestReconcileMassDeletionGuard(t *testing.T) {
 	sha := e.push("Remove every tenant")
 	c := s.waitCommit(sha)
 	if c.Status.Phase != schema.CommitFailed {
-		t.Fatalf("phase %s, want Failed: %+v", c.Status.Phase, c.Status)
+		t.Fatalf("phase %s, want Failed: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	if !strings.Contains(c.Status.Message, `"Rezuscloud-Allow-Deletions: 2"`) {
 		t.Errorf("message %q does not name the trailer \"Rezuscloud-Allow-Deletions: 2\"", c.Status.Message)
@@ -107,7 +107,7 @@ func TestReconcileMassDeletionGuard(t *testing.T) {
 	allowed := e.push("Remove every tenant\n\nRezuscloud-Allow-Deletions: 2\n")
 	c = s.waitApplied(allowed)
 	if c.Status.Phase != schema.CommitSucceeded {
-		t.Fatalf("with the trailer: phase %s: %+v", c.Status.Phase, c.Status)
+		t.Fatalf("with the trailer: phase %s: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	for tenant, n := range map[string]int{"production": 5, "staging": 2} {
 		if r := e2eResult(t, c, tenant); r.Plan != (schema.PlanSummary{Destroy: n + e2eSecretsResources}) {
@@ -154,7 +154,7 @@ func TestReconcileDeletionProtection(t *testing.T) {
 	sha := e.push("Remove staging")
 	c := s.waitCommit(sha)
 	if c.Status.Phase == schema.CommitSucceeded {
-		t.Fatalf("removing a protected tenant succeeded: %+v", c.Status)
+		t.Fatalf("removing a protected tenant succeeded: %s", e2eBrief(c.Status))
 	}
 	r := e2eResult(t, c, "staging")
 	if r.Phase != schema.CommitFailed || !strings.Contains(r.Error, `rezuscloud.io/deletion-protection: "false"`) {
@@ -178,7 +178,7 @@ func TestReconcileDeletionProtection(t *testing.T) {
 	protect("false")
 	lifted := e.push("Lift staging's protection")
 	if c := s.waitApplied(lifted); c.Status.Phase != schema.CommitSucceeded {
-		t.Fatalf("lift: phase %s: %+v", c.Status.Phase, c.Status)
+		t.Fatalf("lift: phase %s: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	if diff := cmp.Diff(staging, e2eMachineIDs(s.machines("rezuscloud.io/tenant=staging"))); diff != "" {
 		t.Errorf("restoring the manifest changed machines (-before +after):\n%s", diff)
@@ -187,7 +187,7 @@ func TestReconcileDeletionProtection(t *testing.T) {
 	removed := e.push("Remove staging again")
 	c = s.waitApplied(removed)
 	if c.Status.Phase != schema.CommitSucceeded || e2eResult(t, c, "staging").Plan != (schema.PlanSummary{Destroy: 2 + e2eSecretsResources}) {
-		t.Fatalf("remove after lifting: phase %s, tenants %+v", c.Status.Phase, c.Status.Tenants)
+		t.Fatalf("remove after lifting: phase %s, tenants %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	if code := s.get("/api/v1/tenants/staging", nil); code != http.StatusNotFound {
 		t.Errorf("GET /api/v1/tenants/staging: %d, want 404", code)
