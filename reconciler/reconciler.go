@@ -343,6 +343,32 @@ type CommitRun struct {
 	// previous is the finished record of the same revision from an
 	// earlier run; while set, the record is left alone.
 	previous *schema.Commit
+	// flush is a pending write of the record (see putSoon); finished is
+	// set once the final one is done.
+	flush    *time.Timer
+	finished bool
+}
+
+// progressDelay is how long the progress of tenants that need no tofu may
+// wait before the commit's record shows it.
+const progressDelay = 250 * time.Millisecond
+
+// putSoon records the commit within progressDelay, in one write for however
+// many tenants progress meanwhile: a commit that leaves most of many
+// tenants unchanged then writes its record a few times, not twice per
+// tenant. Called with run.mu held.
+func (run *CommitRun) putSoon() {
+	if run.flush != nil || run.finished {
+		return
+	}
+	run.flush = time.AfterFunc(progressDelay, func() {
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		run.flush = nil
+		if !run.finished {
+			run.put()
+		}
+	})
 }
 
 // put records the commit, unless it is a quiet rerun of a finished one.
@@ -373,8 +399,8 @@ func (run *CommitRun) Commit() *schema.Commit {
 }
 
 // started marks the tenant, and the commit when it is the first, as
-// applying.
-func (run *CommitRun) started(tenant string) {
+// applying. quick says the tenant needs no tofu run.
+func (run *CommitRun) started(tenant string, quick bool) {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	if run.commit.Status.Phase == schema.CommitPlanning {
@@ -383,7 +409,11 @@ func (run *CommitRun) started(tenant string) {
 	}
 	run.results[tenant] = &schema.TenantResult{Tenant: tenant, Phase: schema.CommitApplying, StartedAt: run.r.opts.Now()}
 	run.commit.Status.Tenants = run.sortedResults()
-	run.put()
+	if quick {
+		run.putSoon()
+	} else {
+		run.put()
+	}
 }
 
 // record stores one tenant's result; the last one finishes the commit.
@@ -397,7 +427,11 @@ func (run *CommitRun) record(res *schema.TenantResult) {
 	last := run.outstanding == 0
 	if !last {
 		run.commit.Status.Tenants = run.sortedResults()
-		run.put()
+		if res.OutputTail == "" && res.Phase == schema.CommitSucceeded {
+			run.putSoon()
+		} else {
+			run.put()
+		}
 	}
 	run.mu.Unlock()
 	if last {
@@ -422,6 +456,11 @@ func (run *CommitRun) sortedResults() []schema.TenantResult {
 func (run *CommitRun) finish() {
 	run.mu.Lock()
 	defer run.mu.Unlock()
+	run.finished = true
+	if run.flush != nil {
+		run.flush.Stop()
+		run.flush = nil
+	}
 	c := run.commit
 	c.Status.Tenants = run.sortedResults()
 	failed, ok, superseded := 0, 0, 0
@@ -471,9 +510,11 @@ type tenantJob struct {
 }
 
 func (j *tenantJob) Run(ctx context.Context) {
-	j.run.started(j.tenant)
 	r := j.run.r
 	prev, err := r.appliedRecord(j.tenant)
+	// A tenant whose manifests are the ones last applied needs no tofu.
+	quick := err == nil && j.desired != nil && prev != nil && prev.InputHash == inputHash(j.desired)
+	j.run.started(j.tenant, quick)
 	var res *schema.TenantResult
 	switch {
 	case err != nil:
