@@ -30,12 +30,17 @@ import (
 // another size.
 var fleetSize = 100
 
+// rounds is how many rounds one op of BenchmarkOneTenantChange runs, so
+// that its medians have samples enough at -benchtime 1x.
+var rounds = 5
+
 // profileDir, when set (`-args -profile DIR`), receives a CPU profile of
 // each benchmark's measured part, named after the benchmark.
 var profileDir string
 
 func init() {
 	flag.IntVar(&fleetSize, "fleet", fleetSize, "tenants of the benchmark fleet (issue 4 §8: 100)")
+	flag.IntVar(&rounds, "rounds", rounds, "rounds of BenchmarkOneTenantChange per op")
 	flag.StringVar(&profileDir, "profile", "", "`DIR` that receives a CPU profile of each benchmark's measured part")
 }
 
