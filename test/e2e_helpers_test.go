@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -292,13 +291,13 @@ type e2eStatus struct {
 		Commits    int `json:"commits"`
 	} `json:"counts"`
 	Source struct {
-		URL       string `json:"URL"`
-		Revision  string `json:"Revision"`
-		LastError string `json:"LastError"`
-		Errors    int    `json:"Errors"`
-		Failures  int    `json:"Failures"`
-		Polls     int    `json:"Polls"`
-		Fetches   int    `json:"Fetches"`
+		URL       string `json:"url"`
+		Revision  string `json:"revision"`
+		LastError string `json:"lastError"`
+		Errors    int    `json:"errors"`
+		Failures  int    `json:"failures"`
+		Polls     int    `json:"polls"`
+		Fetches   int    `json:"fetches"`
 	} `json:"source"`
 	Reconciler struct {
 		LastCommit        string `json:"lastCommit"`
@@ -605,16 +604,4 @@ func e2eBrief(st schema.CommitStatus) string {
 		return err.Error()
 	}
 	return string(b)
-}
-
-var errE2ENoMatch = errors.New("no match")
-
-// e2eProblem returns the first problem of c whose file starts with prefix.
-func e2eProblem(c schema.Commit, prefix string) (schema.Problem, error) {
-	for _, p := range c.Status.Problems {
-		if strings.HasPrefix(p.File, prefix) {
-			return p, nil
-		}
-	}
-	return schema.Problem{}, errE2ENoMatch
 }
