@@ -40,6 +40,10 @@ const (
 // applied to each tenant. The API does not serve it.
 const kindApplied = "AppliedTenant"
 
+// kindObserved is the store kind of the reconciler's record of the last
+// revision of the main ref it received. The API does not serve it.
+const kindObserved = "ObservedRevision"
+
 // Labels the projection puts on machines, besides the tenant and role.
 const (
 	// LabelPreview marks the Commits of preview refs.
@@ -149,6 +153,19 @@ func (r *Reconciler) Close() {
 // Queue returns the apply queue.
 func (r *Reconciler) Queue() *Queue { return r.queue }
 
+// LastObserved returns the last revision of the main ref the reconciler
+// received, also from before a restart; "" when none.
+func (r *Reconciler) LastObserved() string {
+	var rev string
+	_ = r.store.View(func(tx *backend.Tx) error {
+		if res, err := tx.Get(kindObserved, "main"); err == nil {
+			_ = json.Unmarshal(res.Object, &rev)
+		}
+		return nil
+	})
+	return rev
+}
+
 // Runner returns the tofu runner, whose counter tells how many tofu
 // processes ran.
 func (r *Reconciler) Runner() *Runner { return r.runner }
@@ -225,6 +242,12 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 	r.mu.Lock()
 	r.lastCommit = snap.Revision
 	r.mu.Unlock()
+	if err := r.store.Update(func(tx *backend.Tx) error {
+		_, err := tx.Put(kindObserved, "main", mustJSON(snap.Revision))
+		return err
+	}); err != nil {
+		r.log.Error("record observed revision", "revision", snap.Revision, "err", err)
+	}
 
 	c.Status.Phase = schema.CommitValidating
 	run.put()

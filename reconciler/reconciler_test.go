@@ -43,7 +43,7 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(func() { cancel(); <-done })
 
 	cli := filepath.Join(dir, "tofu.rc")
-	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(t), PluginCacheDir: filepath.Join(dir, "plugins")}); err != nil {
+	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(t)}); err != nil {
 		t.Fatal(err)
 	}
 	simDir := filepath.Join(dir, "sim")

@@ -226,6 +226,22 @@ func cleanPath(p string) (string, error) {
 	return c, nil
 }
 
+// SetLastObserved tells the source which revision it yielded last before a
+// restart, so that a history rewrite that happened meanwhile is still
+// recorded as non-fast-forward. Call it before Run; "" is ignored.
+func (g *Git) SetLastObserved(sha string) error {
+	if sha == "" {
+		return nil
+	}
+	if !shaPattern.MatchString(sha) {
+		return fmt.Errorf("repository %s: last observed revision %q is not a full sha", g.remote.url, sha)
+	}
+	g.clone.mu.Lock()
+	defer g.clone.mu.Unlock()
+	g.prev = plumbing.NewHash(sha)
+	return nil
+}
+
 // CloneDir returns where the clone is kept.
 func (g *Git) CloneDir() string { return g.dir }
 

@@ -50,10 +50,10 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		simDir = filepath.Join(dataDir, "sim")
 	}
 	cli := filepath.Join(dataDir, "tofu.rc")
-	if err := os.MkdirAll(filepath.Join(dataDir, "plugins"), 0o700); err != nil {
-		return noop, fmt.Errorf("plugin cache dir: %w", err)
-	}
-	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: mirror, PluginCacheDir: filepath.Join(dataDir, "plugins")}); err != nil {
+	// No shared plugin cache: concurrent first inits of several tenants
+	// race on it (tofu then fails to exec the provider). Each work dir
+	// takes its providers from the mirror instead, which is as fast.
+	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: mirror}); err != nil {
 		return noop, err
 	}
 	env := map[string]string{"REZUSSIM_DIR": simDir}
@@ -132,6 +132,11 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	}
 	log.Info("reconciling", "source", origin.Repo, "ref", origin.Ref, "path", origin.Path, "tofu", tofu)
 
+	if g, ok := src.(*sources.Git); ok {
+		if err := g.SetLastObserved(rec.LastObserved()); err != nil {
+			log.Warn("last observed revision", "err", err)
+		}
+	}
 	snaps := make(chan sources.Snapshot)
 	var wg sync.WaitGroup
 	if previews != nil {
