@@ -340,12 +340,18 @@ func rolesCases(t *testing.T, e *e2e, sha, cp, worker string) []rolesCase {
 		{name: "rendered workspace", method: "GET", path: "/api/v1/tenants/production/rendered", min: rolesView, want: 200, check: contains("rezussim_machine")},
 		{name: "watch machines (chunked JSON)", method: "GET", path: "/api/v1/machines?watch=true", min: rolesView, want: 200, watch: true, check: contains(`"type":"ADDED"`)},
 		{name: "watch tenant (SSE)", method: "GET", path: "/api/v1/tenants/production/events?sse=true", min: rolesView, want: 200, watch: true, check: contains("data: {\"type\":\"ADDED\"")},
+		{name: "watch node group", method: "GET", path: "/api/v1/tenants/production/node-groups/workers/events", min: rolesView, want: 200, watch: true, check: contains(`"kind":"NodeGroup"`)},
+		{name: "watch provider", method: "GET", path: "/api/v1/providers/sim/events?sse=true", min: rolesView, want: 200, watch: true, check: contains(`"kind":"Provider"`)},
 		{name: "watch commits (Accept: text/event-stream)", method: "GET", path: "/api/v1/commits/events", header: http.Header{"Accept": {"text/event-stream"}}, min: rolesView, want: 200, watch: true, check: contains(`"kind":"Commit"`)},
 
 		{name: "PUT a tenant", method: "PUT", path: "/api/v1/tenants/production", body: static([]byte(`{}`)), min: rolesView, want: 405, check: readOnly},
 		{name: "POST a tenant", method: "POST", path: "/api/v1/tenants", body: static([]byte(`{}`)), min: rolesView, want: 405, check: readOnly},
 		{name: "DELETE a machine", method: "DELETE", path: "/api/v1/machines/" + worker, min: rolesView, want: 405, check: readOnly},
 		{name: "PATCH a node group", method: "PATCH", path: "/api/v1/tenants/production/node-groups/workers", body: static([]byte(`{}`)), min: rolesView, want: 405, check: readOnly},
+
+		// Hooks trust only their signature, never an API token; this server
+		// has no webhook secret, so every hook is refused alike.
+		{name: "webhook without a secret", method: "POST", path: "/hooks/generic", body: static([]byte(`{}`)), min: rolesOpen, want: 503, check: contains(`"reason":"InternalError"`)},
 
 		{name: "preview", method: "POST", path: "/api/v1/previews", body: static(previewBody), header: http.Header{"Content-Type": {"application/json"}}, min: rolesEdit, want: 200, check: contains(`"valid":true`)},
 
