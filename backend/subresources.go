@@ -64,15 +64,52 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 			w.Write(b)
 		})
 	}
-	s.Handle("GET /api/v1/tenants/{name}/kubeconfig", serve("kubeconfig", "application/yaml", func(r *http.Request) ([]byte, error) {
+	// Mounted past the server's authentication, so that refused attempts
+	// without valid credentials reach the audit log too.
+	mount := func(pattern, what string, get func(r *http.Request) ([]byte, error)) {
+		authed := Authenticate(s.tokens, s.log, serve(what, "application/yaml", get))
+		s.HandleUnauthenticated(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := &statusRecorder{ResponseWriter: w}
+			authed.ServeHTTP(rec, r)
+			if rec.status == http.StatusUnauthorized {
+				attrs := []any{"who", "(unauthenticated)", "what", what, "tenant", r.PathValue("name"),
+					"at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr, "reason", "credentials"}
+				if id := r.PathValue("id"); id != "" {
+					attrs = append(attrs, "machine", id)
+				}
+				audit.Warn("download refused", attrs...)
+			}
+		}))
+	}
+	mount("GET /api/v1/tenants/{name}/kubeconfig", "kubeconfig", func(r *http.Request) ([]byte, error) {
 		return p.Kubeconfig(r.Context(), r.PathValue("name"))
-	}))
-	s.Handle("GET /api/v1/tenants/{name}/talosconfig", serve("talosconfig", "application/yaml", func(r *http.Request) ([]byte, error) {
+	})
+	mount("GET /api/v1/tenants/{name}/talosconfig", "talosconfig", func(r *http.Request) ([]byte, error) {
 		return p.Talosconfig(r.Context(), r.PathValue("name"))
-	}))
-	s.Handle("GET /api/v1/tenants/{name}/machines/{id}/config", serve("machine config", "application/yaml", func(r *http.Request) ([]byte, error) {
+	})
+	mount("GET /api/v1/tenants/{name}/machines/{id}/config", "machine config", func(r *http.Request) ([]byte, error) {
 		return p.MachineConfig(r.Context(), r.PathValue("name"), r.PathValue("id"))
-	}))
+	})
+}
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
 }
 
 // Previewer shows what a tree of manifests would do without applying it.
