@@ -394,11 +394,24 @@ func (run *CommitRun) putSoon() {
 	})
 }
 
-// put records the commit, unless it is a quiet rerun of a finished one.
+// put records the commit's progress, unless it is a quiet rerun of a
+// finished one. Progress records leave out the tofu output of tenants that
+// did not fail: each would otherwise carry every finished tenant's output
+// again, and the store and the watch history keep every record written.
+// The final record, which finish writes, has all of it.
 func (run *CommitRun) put() {
-	if run.previous == nil {
-		run.r.putCommit(run.commit)
+	if run.previous != nil {
+		return
 	}
+	c := *run.commit
+	c.Status.Tenants = slices.Clone(c.Status.Tenants)
+	for i := range c.Status.Tenants {
+		if c.Status.Tenants[i].Phase != schema.CommitFailed {
+			c.Status.Tenants[i].OutputTail = ""
+		}
+	}
+	run.r.putCommit(&c)
+	run.commit.Metadata = c.Metadata
 }
 
 // quiet keeps (true) or stops keeping (false) the earlier record.
