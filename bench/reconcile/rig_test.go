@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -35,13 +36,28 @@ var fleetSize = 100
 var rounds = 5
 
 // profileDir, when set (`-args -profile DIR`), receives a CPU profile of
-// each benchmark's measured part, named after the benchmark.
+// each benchmark's measured part, named after the benchmark, and a heap
+// profile of the rig once the fleet is applied (setup.heap.pprof).
 var profileDir string
 
 func init() {
 	flag.IntVar(&fleetSize, "fleet", fleetSize, "tenants of the benchmark fleet (issue 4 §8: 100)")
 	flag.IntVar(&rounds, "rounds", rounds, "rounds of BenchmarkOneTenantChange per op")
 	flag.StringVar(&profileDir, "profile", "", "`DIR` that receives a CPU profile of each benchmark's measured part")
+}
+
+// writeHeapProfile writes a heap profile after a garbage collection.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // profile starts a CPU profile of the measured part of b when -profile is
@@ -118,6 +134,9 @@ func fleetRig(b *testing.B) *rig {
 		shared.setup = time.Since(start)
 		if err == nil {
 			err = shared.checkMachines(Fleet{Tenants: fleetSize}.Machines())
+		}
+		if err == nil && profileDir != "" {
+			err = writeHeapProfile(filepath.Join(profileDir, "setup.heap.pprof"))
 		}
 		sharedErr = err
 	})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,6 +51,9 @@ func BenchmarkServePeakRSS(b *testing.B) {
 	b.ReportMetric(last.oneChange.Seconds(), "one-change-s")
 	b.Logf("rezuscloud serve with %d tenants: peak RSS %.1f MiB (target < %d MiB), RSS at the end %.1f MiB; commits took %v (initial), %v (no change), %v (one tenant changed)",
 		fleetSize, last.peakMiB, peakRSSTarget, last.endMiB, last.initial.Round(time.Millisecond), last.noChange.Round(time.Millisecond), last.oneChange.Round(time.Millisecond))
+	b.Logf("RSS at the end: %.1f MiB anonymous, %.1f MiB file-backed (the bbolt mmap, the binary); Go heap in use %.1f MiB of %.1f MiB from the OS",
+		last.anonMiB, last.fileMiB, last.goHeapMiB, last.goSysMiB)
+	b.Logf("data dir: %s", last.dataDir)
 	b.Logf("tofu commands the server ran: %s", last.tofu)
 	if last.peakMiB >= peakRSSTarget {
 		b.Errorf("peak RSS %.1f MiB, want < %d MiB", last.peakMiB, peakRSSTarget)
@@ -58,6 +62,9 @@ func BenchmarkServePeakRSS(b *testing.B) {
 
 type serveRun struct {
 	peakMiB, endMiB              float64
+	anonMiB, fileMiB             float64 // of the RSS at the end
+	goHeapMiB, goSysMiB          float64 // the Go runtime's view at the end
+	dataDir                      string  // MiB of each entry of the data dir
 	initial, noChange, oneChange time.Duration
 	// tofu is the server's own account of its tofu commands, from
 	// /metrics: command, runs and seconds.
@@ -108,7 +115,8 @@ func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
 		b.Fatalf("after one tenant gained a worker: %d tofu runs (before %d), %d machines, want %d", one.tofuRuns, same.tofuRuns, one.machines, changed.Machines())
 	}
 
-	out.tofu = srv.tofuSeconds(b, ctx)
+	out.tofu, out.goHeapMiB, out.goSysMiB = srv.scrape(b, ctx)
+	out.dataDir = duMiB(filepath.Join(dir, "data"))
 
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.cmd.Process.Pid))
 	if err != nil {
@@ -116,7 +124,31 @@ func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
 	}
 	out.peakMiB = procKiB(b, status, "VmHWM") / 1024
 	out.endMiB = procKiB(b, status, "VmRSS") / 1024
+	out.anonMiB = procKiB(b, status, "RssAnon") / 1024
+	out.fileMiB = procKiB(b, status, "RssFile") / 1024
 	return out
+}
+
+// duMiB lists the size of each entry of dir, in MiB.
+func duMiB(dir string) string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, e := range entries {
+		var n int64
+		_ = filepath.WalkDir(filepath.Join(dir, e.Name()), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if info, err := d.Info(); err == nil {
+					n += info.Size()
+				}
+			}
+			return nil
+		})
+		parts = append(parts, fmt.Sprintf("%s %.1f", e.Name(), float64(n)/(1<<20)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // procKiB reads a "Name:  N kB" line of /proc/PID/status.
@@ -272,9 +304,10 @@ func (p *serveProc) waitApplied(b *testing.B, ctx context.Context, after string)
 	}
 }
 
-// tofuSeconds sums the server's rezuscloud_tofu_duration_seconds by
-// command, as "plan 100 runs 31.2s, ...".
-func (p *serveProc) tofuSeconds(b *testing.B, ctx context.Context) string {
+// scrape reads the server's /metrics: its tofu commands, summed by command
+// as "plan 100 runs 31.2s, ...", and the Go heap in use and the memory the
+// Go runtime holds from the OS, in MiB.
+func (p *serveProc) scrape(b *testing.B, ctx context.Context) (tofu string, heapMiB, sysMiB float64) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/metrics", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -289,6 +322,14 @@ func (p *serveProc) tofuSeconds(b *testing.B, ctx context.Context) string {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
+		if v, err := strconv.ParseFloat(value, 64); ok && err == nil {
+			switch name {
+			case "go_memstats_heap_inuse_bytes":
+				heapMiB = v / (1 << 20)
+			case "go_memstats_sys_bytes":
+				sysMiB = v / (1 << 20)
+			}
+		}
 		cmd, found := strings.CutPrefix(name, `rezuscloud_tofu_duration_seconds_sum{command="`)
 		if ok && found {
 			cmd = strings.TrimSuffix(cmd, `"}`)
@@ -303,7 +344,7 @@ func (p *serveProc) tofuSeconds(b *testing.B, ctx context.Context) string {
 	for _, cmd := range order {
 		parts = append(parts, fmt.Sprintf("%s %s runs %ss", cmd, counts[cmd], sums[cmd]))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", "), heapMiB, sysMiB
 }
 
 func (p *serveProc) getJSON(ctx context.Context, path string, v any) error {
