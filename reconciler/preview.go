@@ -213,14 +213,28 @@ func (r *Reconciler) planned(t *preview.Tenant, out *PlanResult, err error) {
 
 // throwaway makes a preview's directory for one tenant, with the tenant's
 // provider lock file so that it plans with the providers it applies with.
+// The directory is the preview's own; only .terraform is borrowed.
 func (r *Reconciler) throwaway(key, tenant string) (string, error) {
 	dir := filepath.Join(r.previewDir(key), tenant)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	if b, err := os.ReadFile(filepath.Join(r.opts.DataDir, "work", tenant, ".terraform.lock.hcl")); err == nil {
-		if err := writeFileAtomic(filepath.Join(dir, ".terraform.lock.hcl"), b); err != nil {
-			return "", err
+	work := filepath.Join(r.opts.DataDir, "work", tenant)
+	for _, name := range []string{".terraform.lock.hcl", initMarker} {
+		if b, err := os.ReadFile(filepath.Join(work, name)); err == nil {
+			if err := writeFileAtomic(filepath.Join(dir, name), b); err != nil {
+				return "", err
+			}
+		}
+	}
+	// Borrow the tenant's initialised providers and backend settings, so
+	// that a preview plans without a `tofu init` of its own; init replaces
+	// the link with a directory of its own if the inputs differ.
+	if _, err := os.Lstat(filepath.Join(dir, ".terraform")); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(work, ".terraform")); err == nil {
+			if err := os.Symlink(filepath.Join(work, ".terraform"), filepath.Join(dir, ".terraform")); err != nil {
+				return "", err
+			}
 		}
 	}
 	return dir, nil

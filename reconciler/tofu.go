@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -187,9 +188,17 @@ func (s *session) init(ctx context.Context, initInputs []byte) error {
 	}
 	want := hex.EncodeToString(h.Sum(nil))
 	marker := filepath.Join(s.dir, initMarker)
+	dotTerraform := filepath.Join(s.dir, ".terraform")
 	if got, err := os.ReadFile(marker); err == nil && string(got) == want {
-		if _, err := os.Stat(filepath.Join(s.dir, ".terraform")); err == nil {
+		if _, err := os.Stat(dotTerraform); err == nil {
 			return nil
+		}
+	}
+	// A preview borrows its tenant's .terraform through a symlink while
+	// their inputs agree; init must never write through it.
+	if fi, err := os.Lstat(dotTerraform); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if err := os.Remove(dotTerraform); err != nil {
+			return err
 		}
 	}
 	if err := s.cmd("init", func() error { return s.tf.Init(ctx, tfexec.Upgrade(false), tfexec.Reconfigure(true)) }); err != nil {
@@ -333,11 +342,13 @@ func (r *Runner) Plan(ctx context.Context, dir string, initInputs []byte, creds 
 	if err := s.init(ctx, initInputs); err != nil {
 		return res, err
 	}
-	planFile := filepath.Join(dir, "preview.tfplan")
-	defer os.Remove(planFile)
+	// The machine-readable plan output names every planned change and the
+	// summary, so no `tofu show` of a plan file is needed; no plan file is
+	// written at all, since nothing applies it.
+	var stream planStream
 	var changed bool
 	err = s.cmd("plan", func() (err error) {
-		changed, err = s.tf.Plan(ctx, tfexec.Out(planFile), tfexec.Destroy(destroy), tfexec.Lock(false))
+		changed, err = s.tf.PlanJSON(ctx, &stream, tfexec.Destroy(destroy), tfexec.Lock(false))
 		return err
 	})
 	if err != nil {
@@ -346,26 +357,69 @@ func (r *Runner) Plan(ctx context.Context, dir string, initInputs []byte, creds 
 	if !changed {
 		return res, nil
 	}
-	var plan *tfjson.Plan
-	err = s.cmd("show", func() (err error) {
-		plan, err = s.tf.ShowPlanFile(ctx, planFile)
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("tofu show plan: %w", s.redact(err))
-	}
-	res.Plan = summarize(plan)
-	for _, rc := range plan.ResourceChanges {
-		if rc.Change == nil || rc.Change.Actions.NoOp() || rc.Change.Actions.Read() {
-			continue
-		}
-		var acts []string
-		for _, a := range rc.Change.Actions {
-			acts = append(acts, string(a))
-		}
-		res.Resources = append(res.Resources, PlannedChange{Address: rc.Address, Actions: acts})
-	}
+	res.Plan, res.Resources = stream.result()
 	return res, nil
+}
+
+// planStream reads the JSON lines of `tofu plan -json`: each planned
+// change, and the change summary.
+type planStream struct {
+	buf     []byte
+	sum     PlanSummary
+	changes []PlannedChange
+}
+
+func (p *planStream) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		p.line(p.buf[:i])
+		p.buf = p.buf[i+1:]
+	}
+}
+
+func (p *planStream) line(l []byte) {
+	var msg struct {
+		Type   string `json:"type"`
+		Change struct {
+			Resource struct {
+				Addr string `json:"addr"`
+			} `json:"resource"`
+			Action string `json:"action"`
+		} `json:"change"`
+		Changes struct {
+			Add, Change, Remove int
+		} `json:"changes"`
+	}
+	if json.Unmarshal(l, &msg) != nil {
+		return
+	}
+	switch msg.Type {
+	case "planned_change":
+		var acts []string
+		switch msg.Change.Action {
+		case "replace":
+			acts = []string{"delete", "create"}
+		case "noop", "read":
+			return
+		default:
+			acts = []string{msg.Change.Action}
+		}
+		p.changes = append(p.changes, PlannedChange{Address: msg.Change.Resource.Addr, Actions: acts})
+	case "change_summary":
+		p.sum = PlanSummary{Add: msg.Changes.Add, Change: msg.Changes.Change, Destroy: msg.Changes.Remove}
+	}
+}
+
+func (p *planStream) result() (PlanSummary, []PlannedChange) {
+	if len(p.buf) > 0 {
+		p.line(p.buf)
+		p.buf = nil
+	}
+	return p.sum, p.changes
 }
 
 // State returns the current state of a work directory without changing it.
