@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -46,7 +47,7 @@ func TestFleetWriteDirRewritesOnlyChanges(t *testing.T) {
 	}
 	old := filepath.Join(dir, "tenants", "t000.yaml")
 	changed := filepath.Join(dir, "tenants", "t001.yaml")
-	past := mustStat(t, old).ModTime().Add(-time2s)
+	past := mustStat(t, old).ModTime().Add(-2 * time.Second)
 	for _, p := range []string{old, changed} {
 		if err := os.Chtimes(p, past, past); err != nil {
 			t.Fatal(err)
@@ -70,8 +71,6 @@ func TestFleetWriteDirRewritesOnlyChanges(t *testing.T) {
 		t.Fatalf("t001 workers = %d after the rewrite, want 5", got)
 	}
 }
-
-const time2s = 2e9
 
 func mustStat(t *testing.T, p string) os.FileInfo {
 	t.Helper()
