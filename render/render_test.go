@@ -200,7 +200,7 @@ func TestRenderTalos(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Variable map[string]map[string]any           `json:"variable"`
+		Variable map[string]map[string]any            `json:"variable"`
 		Resource map[string]map[string]map[string]any `json:"resource"`
 	}
 	if err := json.Unmarshal(ws.Files[MainFile], &doc); err != nil {
@@ -218,7 +218,7 @@ func TestRenderTalos(t *testing.T) {
 	wk := doc.Resource["rezussim_machine"]["ng_workers"]["user_data"].(string)
 	for _, c := range []struct {
 		name, cfg, want string
-		has        bool
+		has             bool
 	}{
 		{"controlplane type", cp, "type: controlplane", true},
 		{"worker type", wk, "type: worker", true},
