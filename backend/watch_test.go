@@ -877,8 +877,11 @@ func TestWatchSlowClient(t *testing.T) {
 	slices.Sort(latencies)
 	p99, worst := latencies[len(latencies)*99/100], latencies[len(latencies)-1]
 	t.Logf("slow client cut off after event %d; fast client latency p50 %v p99 %v max %v", cutAt, latencies[len(latencies)/2], p99, worst)
-	if p99 > 100*time.Millisecond {
-		t.Errorf("fast client p99 latency %v, want under 100ms", p99)
+	// A publisher held up by the slow client would stall the fast one for
+	// seconds; the bound leaves room for a loaded machine. Delivery
+	// latency itself is measured by bench/watch.
+	if p99 > time.Second {
+		t.Errorf("fast client p99 latency %v while another client stalled, want under 1s", p99)
 	}
 
 	// The slow client's stream has ended: draining it reaches the end
