@@ -74,3 +74,16 @@ func redactURLError(err error) error {
 	}
 	return err
 }
+
+// Endpoint parses a repository URL the way the git source does and returns
+// it without credentials, safe to show, together with the go-git
+// authentication for it (nil for anonymous access). Other git clients of
+// the project, such as the git-notes reporter, use it so that credentials
+// are handled in one place.
+func Endpoint(raw string, auth Auth) (string, transport.AuthMethod, error) {
+	r, err := newRemote(raw, auth)
+	if err != nil {
+		return "", nil, err
+	}
+	return r.url, r.auth, nil
+}
