@@ -69,7 +69,7 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 	mount := func(pattern, what string, get func(r *http.Request) ([]byte, error)) {
 		authed := Authenticate(s.tokens, s.log, serve(what, "application/yaml", get))
 		s.HandleUnauthenticated(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rec := &statusRecorder{ResponseWriter: w}
+			rec := &statusWriter{ResponseWriter: w}
 			authed.ServeHTTP(rec, r)
 			if rec.status == http.StatusUnauthorized {
 				attrs := []any{"who", "(unauthenticated)", "what", what, "tenant", r.PathValue("name"),
@@ -90,26 +90,6 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 	mount("GET /api/v1/tenants/{name}/machines/{id}/config", "machine config", func(r *http.Request) ([]byte, error) {
 		return p.MachineConfig(r.Context(), r.PathValue("name"), r.PathValue("id"))
 	})
-}
-
-// statusRecorder remembers the status code a handler wrote.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
 }
 
 // Previewer shows what a tree of manifests would do without applying it.
