@@ -162,16 +162,19 @@ RezusCloud is running the example manifests on the simulated cloud.
              curl -s '%[1]s/api/v1/machines?labelSelector=rezuscloud.io/role=worker'
   commits    curl -s %[1]s/api/v1/commits
   one tenant curl -s %[1]s/api/v1/tenants/production/node-groups
+  CLI        %[3]s get machines -s %[1]s
+             %[3]s describe tenant production -s %[1]s
 
 Change something and watch it apply:
 
   cd %[2]s
   sed -i 's/count: 2/count: 3/' examples/production/nodegroups.yaml
+  %[3]s diff -s %[1]s examples
   git commit -am 'Scale production workers to 3'
-  curl -s %[1]s/api/v1/tenants/production/machines
+  %[3]s get machines -t production -s %[1]s
 
 Stop with Ctrl-C; run it again to restart with nothing to do.
-`, u, repo)
+`, u, repo, rezusctlPath())
 	if c.Status.Phase != schema.CommitSucceeded {
 		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's status at %s/api/v1/commits/%s\n", c.Status.Phase, u, sha)
 	}
@@ -192,6 +195,19 @@ Stop with Ctrl-C; run it again to restart with nothing to do.
 		return err
 	}
 	return shutdown()
+}
+
+// rezusctlPath is where the CLI that was built beside this binary is.
+func rezusctlPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "rezusctl"
+	}
+	p := filepath.Join(filepath.Dir(exe), "rezusctl")
+	if _, err := os.Stat(p); err != nil {
+		return "rezusctl"
+	}
+	return p
 }
 
 // demoRepository makes sure dir holds a git repository with the example
