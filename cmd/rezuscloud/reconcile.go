@@ -71,11 +71,10 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	m := metrics.New()
 	srv.Handle("/metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
 	runner, err := reconciler.NewRunner(reconciler.TofuOptions{
-		Binary:         tofu,
-		CLIConfigFile:  cli,
-		Env:            env,
-		Metrics:        m,
-		InterruptDelay: time.Minute,
+		Binary:        tofu,
+		CLIConfigFile: cli,
+		Env:           env,
+		Metrics:       m,
 	})
 	if err != nil {
 		return noop, err
