@@ -93,7 +93,10 @@ func runDiff(cmd *cobra.Command, dir string, f *diffFlags) error {
 	if err != nil {
 		return &exitError{code: exitUsage, msg: err.Error()}
 	}
-	desired, probs := loadAndCheck(tree)
+	desired, probs, err := tree.check()
+	if err != nil {
+		return &exitError{code: exitUsage, msg: err.Error()}
+	}
 	if len(probs) > 0 {
 		for _, p := range probs {
 			p.File = tree.display(p.File)
@@ -170,7 +173,7 @@ func runDiff(cmd *cobra.Command, dir string, f *diffFlags) error {
 		}
 	}
 	if f.plan {
-		pr, err := c.Preview(ctx, preview.Request{Files: tree.files, Root: tree.root, Plan: true})
+		pr, err := c.Preview(ctx, preview.Request{Files: tree.manifests(), Root: tree.root, Plan: true})
 		if err != nil {
 			return apiError(err)
 		}
@@ -267,21 +270,21 @@ func renderedDiff(ctx context.Context, c *client.Client, td *schema.TenantDesire
 			return "", &exitError{code: exitUsage, msg: err.Error()}
 		}
 	}
-	if len(applied) > 0 {
-		var v any
-		if json.Unmarshal(applied, &v) == nil {
-			applied, _ = json.MarshalIndent(v, "", "  ")
-			applied = append(applied, '\n')
-		}
+	return unifiedDiff("applied/"+tenant+"/main.tf.json", "local/"+tenant+"/main.tf.json", indentJSON(applied), indentJSON(proposed)), nil
+}
+
+// indentJSON lays out a JSON document one value per line, so that a line
+// diff of two shows what changed; other bytes are returned as they are.
+func indentJSON(b []byte) string {
+	var v any
+	if len(b) == 0 || json.Unmarshal(b, &v) != nil {
+		return string(b)
 	}
-	if len(proposed) > 0 {
-		var v any
-		if json.Unmarshal(proposed, &v) == nil {
-			proposed, _ = json.MarshalIndent(v, "", "  ")
-			proposed = append(proposed, '\n')
-		}
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return string(b)
 	}
-	return unifiedDiff("applied/"+tenant+"/main.tf.json", "local/"+tenant+"/main.tf.json", string(applied), string(proposed)), nil
+	return string(out) + "\n"
 }
 
 // unifiedDiff returns a unified diff of two texts with three lines of

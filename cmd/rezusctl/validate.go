@@ -82,8 +82,6 @@ type tree struct {
 	revision string
 	// display turns a file name in fsys into the one to show the operator.
 	display func(string) string
-	// files holds the manifests' contents by path, for uploading.
-	files map[string]string
 }
 
 // readTree opens dir, or with rev the tree of that revision in the git
@@ -111,34 +109,38 @@ func readTree(dir, rev, repo string) (*tree, error) {
 	return t, nil
 }
 
-// loadAndCheck loads the tree and runs the checks the server runs before
-// anything else: the schema and the provider modules. It also collects the
-// manifests' contents for an upload.
-func loadAndCheck(t *tree) (*schema.Desired, []schema.Problem) {
+// check loads the tree and runs the checks the server runs before anything
+// else: the schema, then the provider modules. It returns the desired state
+// when the schema accepts the tree (even if a provider module does not),
+// and an error only when the tree cannot be read at all.
+func (t *tree) check() (*schema.Desired, []schema.Problem, error) {
 	desired, err := schema.Load(t.fsys, t.root, nil)
 	var list *schema.ProblemList
 	switch {
 	case errors.As(err, &list):
-		return nil, list.Problems
+		return nil, list.Problems, nil
 	case err != nil:
-		return nil, []schema.Problem{{File: t.root, Message: err.Error()}}
+		return nil, nil, err
 	}
-	if probs := render.Builtin().Validate(desired); len(probs) > 0 {
-		return nil, probs
-	}
-	t.files = map[string]string{}
+	return desired, render.Builtin().Validate(desired), nil
+}
+
+// manifests returns the contents of the tree's manifests by path, for an
+// upload.
+func (t *tree) manifests() map[string]string {
+	files := map[string]string{}
 	_ = fs.WalkDir(t.fsys, t.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
 		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
 			if b, err := fs.ReadFile(t.fsys, p); err == nil {
-				t.files[p] = string(b)
+				files[p] = string(b)
 			}
 		}
 		return nil
 	})
-	return desired, nil
+	return files
 }
 
 // validate loads the manifests and collects their problems. It returns an
@@ -149,18 +151,14 @@ func validate(dir, rev, repo string) (*validateResult, error) {
 		return nil, err
 	}
 	res := &validateResult{Revision: t.revision}
-	desired, err := schema.Load(t.fsys, t.root, nil)
-	var list *schema.ProblemList
-	switch {
-	case errors.As(err, &list):
-		res.Problems = list.Problems
-	case err != nil:
+	desired, probs, err := t.check()
+	if err != nil {
 		return nil, err
-	default:
-		res.Files, res.Tenants, res.Skipped = desired.Files, len(desired.Tenants), desired.Skipped
-		// The provider modules check each node group's providerConfig.
-		res.Problems = render.Builtin().Validate(desired)
 	}
+	if desired != nil {
+		res.Files, res.Tenants, res.Skipped = desired.Files, len(desired.Tenants), desired.Skipped
+	}
+	res.Problems = probs
 	for i := range res.Problems {
 		res.Problems[i].File = t.display(res.Problems[i].File)
 	}
