@@ -242,11 +242,13 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 	r.mu.Lock()
 	r.lastCommit = snap.Revision
 	r.mu.Unlock()
-	if err := r.store.Update(func(tx *backend.Tx) error {
-		_, err := tx.Put(kindObserved, "main", mustJSON(snap.Revision))
-		return err
-	}); err != nil {
-		r.log.Error("record observed revision", "revision", snap.Revision, "err", err)
+	if r.LastObserved() != snap.Revision {
+		if err := r.store.Update(func(tx *backend.Tx) error {
+			_, err := tx.Put(kindObserved, "main", mustJSON(snap.Revision))
+			return err
+		}); err != nil {
+			r.log.Error("record observed revision", "revision", snap.Revision, "err", err)
+		}
 	}
 
 	c.Status.Phase = schema.CommitValidating
