@@ -1,0 +1,98 @@
+package schema
+
+import (
+	"slices"
+	"time"
+)
+
+// Condition is one Kubernetes-style observation about an object, as
+// status.conditions[] lists them: what is true of it, since when, and why.
+type Condition struct {
+	// Type names the aspect, such as Ready or Stalled (see the Condition*
+	// constants).
+	Type string `json:"type"`
+	// Status is True, False or Unknown.
+	Status ConditionStatus `json:"status"`
+	// Reason is a one-word CamelCase cause, for machines to match on.
+	Reason string `json:"reason,omitempty"`
+	// Message says the same for people, in a sentence.
+	Message string `json:"message,omitempty"`
+	// LastTransitionTime is when Status last changed; a new reason or
+	// message alone does not move it.
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+	// ObservedGeneration is the generation of the object (for a tenant, its
+	// observed commit's sequence) the condition was computed for, where one
+	// applies.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ConditionStatus is the status of a Condition.
+type ConditionStatus string
+
+// Condition statuses.
+const (
+	ConditionTrue    ConditionStatus = "True"
+	ConditionFalse   ConditionStatus = "False"
+	ConditionUnknown ConditionStatus = "Unknown"
+)
+
+// Condition types of tenants, node groups and commits.
+const (
+	// ConditionReady: the object is as its manifests declare and healthy.
+	ConditionReady = "Ready"
+	// ConditionReconciling: work toward the declared state is in progress
+	// or waits for a retry.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled: the object cannot make progress until a new commit
+	// changes something; retrying would not help.
+	ConditionStalled = "Stalled"
+	// ConditionDrifted: the real infrastructure differs from what was
+	// applied.
+	ConditionDrifted = "Drifted"
+	// ConditionSuspended: reconciliation is paused by annotation.
+	ConditionSuspended = "Suspended"
+	// ConditionUpgrading: a rolling change of the machines is in progress.
+	ConditionUpgrading = "Upgrading"
+)
+
+// Conditions is an object's status.conditions list, kept in a stable order
+// (by type, in the order first set).
+type Conditions []Condition
+
+// Get returns the condition of type t, or nil.
+func (cs Conditions) Get(t string) *Condition {
+	for i := range cs {
+		if cs[i].Type == t {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// IsTrue reports whether the condition of type t is present and True.
+func (cs Conditions) IsTrue(t string) bool {
+	c := cs.Get(t)
+	return c != nil && c.Status == ConditionTrue
+}
+
+// Set records c, replacing the condition of the same type. The
+// LastTransitionTime moves to now only when the status changes (or the
+// condition is new); a changed reason or message keeps it. It returns the
+// updated list.
+func (cs Conditions) Set(c Condition, now time.Time) Conditions {
+	if old := cs.Get(c.Type); old != nil {
+		c.LastTransitionTime = old.LastTransitionTime
+		if old.Status != c.Status || c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = now
+		}
+		*old = c
+		return cs
+	}
+	c.LastTransitionTime = now
+	return append(cs, c)
+}
+
+// Remove drops the condition of type t.
+func (cs Conditions) Remove(t string) Conditions {
+	return slices.DeleteFunc(cs, func(c Condition) bool { return c.Type == t })
+}
