@@ -36,7 +36,7 @@ func (r *Reconciler) Recover() {
 	dirs, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "work", "*"))
 	refs, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "previews", "ref-*", "*"))
 	for _, dir := range append(dirs, refs...) {
-		if applyRunning(dir) {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || applyRunning(dir) {
 			continue
 		}
 		if err := removeLeftovers(dir); err != nil {
