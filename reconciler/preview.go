@@ -174,7 +174,12 @@ func (r *Reconciler) previewTenant(ctx context.Context, t *preview.Tenant, td *s
 			return
 		}
 	}
-	out, err := r.runner.Plan(ctx, dir, ws.InitInputs, creds, false)
+	vars, err := ws.VarFile()
+	if err != nil {
+		t.Error = err.Error()
+		return
+	}
+	out, err := r.runner.Plan(ctx, dir, ws.InitInputs, vars, creds, false)
 	r.planned(t, out, err)
 }
 
@@ -194,9 +199,14 @@ func (r *Reconciler) previewDestroy(ctx context.Context, t *preview.Tenant, prev
 		t.Error = err.Error()
 		return
 	}
+	vars, err := placeholderVars(dir)
+	if err != nil {
+		t.Error = err.Error()
+		return
+	}
 	creds, revoke := r.creds(prev.Tenant)
 	defer revoke()
-	out, err := r.runner.Plan(ctx, dir, prev.InitInputs, creds, true)
+	out, err := r.runner.Plan(ctx, dir, prev.InitInputs, vars, creds, true)
 	r.planned(t, out, err)
 }
 

@@ -57,6 +57,11 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		return noop, err
 	}
 	env := map[string]string{"REZUSSIM_DIR": simDir}
+	// A knob of the simulated cloud for tests: how long creating a
+	// machine takes.
+	if d := os.Getenv(simCreateDelay); d != "" {
+		env[simCreateDelay] = d
+	}
 	encrypt, err := stateEncryption(f.stateEncryption, os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"))
 	if err != nil {
 		return noop, err
@@ -103,14 +108,19 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		KubeconfigValidity: f.kubeconfigValid,
 		Logger:             log.With("component", "reconciler"),
 		Credentials: func(tenant string) (string, string, func()) {
-			name := "reconciler-" + tenant
+			name := runToken(tenant)
 			secret, revoke := tokens.Ephemeral(name, backend.RoleEdit)
 			return name, secret, revoke
 		},
+		LockHolder: runToken,
+		Audit:      audit,
 	})
 	if err != nil {
 		return noop, err
 	}
+	// Before any run: what runs of an earlier process left (their locks,
+	// var files and plans) goes.
+	rec.Recover()
 	srv.SetStatus(backend.StatusFunc(func() any {
 		return map[string]any{"source": src.Status(), "reconciler": rec.Status()}
 	}))
@@ -181,6 +191,14 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	}()
 	return wg.Wait, nil
 }
+
+// runToken names the ephemeral token of a tenant's runs, which is also
+// the holder that the locks of those runs record.
+func runToken(tenant string) string { return "reconciler-" + tenant }
+
+// simCreateDelay is the sim provider's variable for a delay of every
+// machine creation.
+const simCreateDelay = "REZUSSIM_CREATE_DELAY"
 
 // stateEncryption returns the TF_ENCRYPTION configuration that --state-encryption
 // and the passphrase ask for, or "" for none.
