@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"time"
 
@@ -76,6 +77,19 @@ type Status struct {
 	// Fetches counts the fetches (downloads of objects) so far. A poll
 	// whose remote head has not moved does not fetch.
 	Fetches int `json:"fetches"`
+}
+
+// Ready reports whether the source has fetched (or read) its manifests
+// successfully at least once: nil after that, and before it an error that
+// says why not, with the last failure.
+func (s Status) Ready() error {
+	switch {
+	case !s.LastSuccess.IsZero():
+		return nil
+	case s.LastError != "":
+		return fmt.Errorf("%s has never been fetched successfully (failed polls: %d); the last error: %s", s.URL, s.Failures, s.LastError)
+	}
+	return fmt.Errorf("%s has not been fetched yet", s.URL)
 }
 
 // Source yields snapshots of the manifests.
