@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -237,8 +237,9 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 		APIVersion: schema.APIVersion, Kind: schema.KindCommit,
 		Metadata: schema.ObjectMeta{Name: commitName(snap.Revision)},
 		Spec: schema.CommitSpec{
-			SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author, Message: snap.Message,
-		},
+			SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author,
+			Message: snap.Message, MessageTruncated: snap.MessageTruncated,
+		}.Bounded(),
 	}
 	c.Status.NonFastForward = snap.NonFastForward
 	c.Status.Timings.ReceivedAt = r.opts.Now()
@@ -308,7 +309,7 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 		deletions = append(deletions, name)
 	}
 	if n := len(deletions); n > 0 {
-		allowed := allowedDeletions(snap.Message)
+		allowed := allowedDeletions(snap.Trailers)
 		all := len(desired.Tenants) == 0 && len(applied) > 0
 		if (n > r.opts.MaxDeletions || all) && allowed < n {
 			why := fmt.Sprintf("this commit would destroy %d tenants (%s)", n, strings.Join(deletions, ", "))
@@ -637,16 +638,16 @@ func (r *Reconciler) fail(c *schema.Commit, err error) error {
 	return err
 }
 
-var trailerRE = regexp.MustCompile(`(?mi)^` + TrailerAllowDeletions + `:\s*(\d+)\s*$`)
-
-// allowedDeletions reads the Rezuscloud-Allow-Deletions trailer of a commit
-// message; 0 when absent.
-func allowedDeletions(message string) int {
-	m := trailerRE.FindAllStringSubmatch(message, -1)
-	if len(m) == 0 {
+// allowedDeletions reads the Rezuscloud-Allow-Deletions trailer of a
+// commit: a whole number, 0 when absent or not a number. The trailers come
+// from the snapshot, which read them from the full message as git does;
+// a line elsewhere in the message is no trailer.
+func allowedDeletions(trailers commitmsg.Trailers) int {
+	v, ok := trailers.Get(TrailerAllowDeletions)
+	if !ok || v == "" || strings.TrimLeft(v, "0123456789") != "" {
 		return 0
 	}
-	n, err := strconv.Atoi(m[len(m)-1][1])
+	n, err := strconv.Atoi(v)
 	if err != nil {
 		return 0
 	}

@@ -124,6 +124,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	srv.SetStatus(backend.StatusFunc(func() any {
 		return map[string]any{"source": src.Status(), "reconciler": rec.Status()}
 	}))
+	srv.AddReadyCheck("source", func(context.Context) error { return src.Status().Ready() })
 	m.GaugeFunc("rezuscloud_queue_depth", "Tenant runs waiting for a worker.", func() float64 { return float64(rec.Queue().Depth()) })
 	m.GaugeFunc("rezuscloud_queue_running", "Tenant runs in progress.", func() float64 { return float64(rec.Queue().Running()) })
 	m.CounterFunc("rezuscloud_source_fetch_errors_total", "Polls of the repository that failed.", func() float64 { return float64(src.Status().Errors) })
