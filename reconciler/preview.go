@@ -279,7 +279,8 @@ func (j *previewJob) Run(ctx context.Context) {
 	c := &schema.Commit{
 		APIVersion: schema.APIVersion, Kind: schema.KindCommit,
 		Metadata: schema.ObjectMeta{Name: "preview-" + commitName(snap.Revision), Labels: map[string]string{LabelPreview: "true"}},
-		Spec:     schema.CommitSpec{SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author, Message: snap.Message, Preview: true},
+		Spec: schema.CommitSpec{SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author, Message: snap.Message,
+			MessageTruncated: snap.MessageTruncated, Preview: true}.Bounded(),
 	}
 	c.Status.Timings.ReceivedAt = r.opts.Now()
 	c.Status.Phase = schema.CommitPlanning
