@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 )
 
 // Reason says in one word why a request failed.
@@ -43,15 +44,53 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// MaxEcho bounds how much of one argument of Errorf reaches a message:
+// callers quote what a client sent (a path, a query parameter, a parser's
+// error that repeats its input), and an answer must not echo megabytes.
+const MaxEcho = 256
+
 // Errorf returns an Error with the given HTTP status code, the reason that
-// belongs to it and a formatted message.
+// belongs to it and a formatted message. Every argument that is text (a
+// string, []byte or error) is cut to MaxEcho bytes first, marked with how
+// much was left out; other arguments pass untouched.
 func Errorf(code int, format string, args ...any) *Error {
 	return &Error{
 		Status:  StatusFailure,
-		Message: fmt.Sprintf(format, args...),
+		Message: fmt.Sprintf(format, boundArgs(args)...),
 		Reason:  ReasonFor(code),
 		Code:    code,
 	}
+}
+
+// boundArgs returns args with every text argument cut by Shorten.
+func boundArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = Shorten(v)
+		case []byte:
+			out[i] = Shorten(string(v))
+		case error:
+			out[i] = Shorten(v.Error())
+		default:
+			out[i] = a
+		}
+	}
+	return out
+}
+
+// Shorten cuts s to at most MaxEcho bytes, on a UTF-8 boundary, and says
+// how many bytes it left out.
+func Shorten(s string) string {
+	if len(s) <= MaxEcho {
+		return s
+	}
+	cut := MaxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d more bytes)", s[:cut], len(s)-cut)
 }
 
 // ReasonFor maps an HTTP status code to its reason. Codes without a reason
