@@ -127,6 +127,11 @@ func (s *Server) ServePreviews(p Previewer) {
 				api.WriteError(w, api.Errorf(http.StatusRequestEntityTooLarge, "preview upload over %d bytes", limit))
 				return
 			}
+			var ae *api.Error
+			if errors.As(err, &ae) {
+				api.WriteError(w, ae)
+				return
+			}
 			api.WriteError(w, api.Errorf(http.StatusBadRequest, "preview request: %v", err))
 			return
 		}

@@ -230,6 +230,10 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *hookError) {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, tooLarge("body")
 		}
+		if ae, ok := errors.AsType[*api.Error](err); ok {
+			// The server's limits on bodies: too slow, or no memory free.
+			return nil, &hookError{result: ResultBadRequest, err: ae}
+		}
 		return nil, refuse(ResultBadRequest, http.StatusBadRequest, "read body: %v", err)
 	}
 	return body, nil

@@ -69,7 +69,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		return noop, err
 	}
 	m := metrics.New()
-	srv.Handle("/metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
+	srv.Handle("GET /metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
 	runner, err := reconciler.NewRunner(reconciler.TofuOptions{
 		Binary:        tofu,
 		CLIConfigFile: cli,
