@@ -51,8 +51,8 @@ const MaxEcho = 256
 
 // Errorf returns an Error with the given HTTP status code, the reason that
 // belongs to it and a formatted message. Every argument that is text (a
-// string, []byte or error) is cut to MaxEcho bytes first, marked with how
-// much was left out; other arguments pass untouched.
+// string, []byte or error) is cut to about MaxEcho bytes first (see
+// Shorten); other arguments pass untouched.
 func Errorf(code int, format string, args ...any) *Error {
 	return &Error{
 		Status:  StatusFailure,
@@ -80,17 +80,22 @@ func boundArgs(args []any) []any {
 	return out
 }
 
-// Shorten cuts s to at most MaxEcho bytes, on a UTF-8 boundary, and says
-// how many bytes it left out.
+// Shorten cuts s to about MaxEcho bytes: it keeps the start and the end,
+// on UTF-8 boundaries, and says how many bytes it left out between them.
+// The end stays because an error that quotes its input often says after
+// it what is wrong.
 func Shorten(s string) string {
 	if len(s) <= MaxEcho {
 		return s
 	}
-	cut := MaxEcho
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	head, tail := MaxEcho/2, len(s)-MaxEcho/2
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
 	}
-	return fmt.Sprintf("%s…(%d more bytes)", s[:cut], len(s)-cut)
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s…(%d bytes left out)…%s", s[:head], tail-head, s[tail:])
 }
 
 // ReasonFor maps an HTTP status code to its reason. Codes without a reason
