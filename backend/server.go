@@ -272,6 +272,10 @@ func (s *Server) Hub() *Hub { return s.hub }
 // WatchSubscribers returns how many watches are open, for a gauge.
 func (s *Server) WatchSubscribers() int { return s.hub.Subscribers() }
 
+// SetAudit sets the audit log of the state backend, which records every
+// force-unlock there. Call it before Run.
+func (s *Server) SetAudit(audit *slog.Logger) { s.state.opts.Audit = audit }
+
 // StateHandler returns the state backend handler, without authentication.
 func (s *Server) StateHandler() *StateHandler { return s.state }
 

@@ -41,6 +41,9 @@ type StateOptions struct {
 	StaleLockAge time.Duration
 	// Logger receives lock, force-unlock and error events. Default: none.
 	Logger *slog.Logger
+	// Audit, when set, receives one record per force-unlock: who forced
+	// it, whose lock it was, and when. Server.SetAudit sets it.
+	Audit *slog.Logger
 	// FailPost is a test hook: when it returns true for a state name, POST
 	// answers 500 without storing anything. Leave it nil.
 	FailPost func(name string) bool
@@ -401,6 +404,11 @@ func (h *StateHandler) unlock(w http.ResponseWriter, r *http.Request, name strin
 	if released.Token != id.Name || info.ID == "" {
 		h.log.Warn("state force-unlocked", "state", name, "lock", released.ID, "holder", released.Token,
 			"locked_at", released.Created, "by", id.Name, "by_role", id.Role.String(), "lock_id_given", info.ID != "", "remote", r.RemoteAddr)
+		if h.opts.Audit != nil {
+			h.opts.Audit.Warn("state force-unlocked", "who", id.Name, "role", id.Role.String(), "what", "force-unlock",
+				"tenant", name, "at", h.now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr,
+				"lock", released.ID, "holder", released.Token, "locked_at", released.Created, "lock_id_given", info.ID != "")
+		}
 	} else {
 		h.log.Info("state unlocked", "state", name, "lock", released.ID, "token", id.Name)
 	}

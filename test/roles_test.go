@@ -74,6 +74,9 @@ type rolesCase struct {
 	// download names what the audit log calls the download ("kubeconfig",
 	// "talosconfig", "machine config"); "" for other endpoints.
 	download string
+	// forceUnlock: a granted answer is a force-unlock, which the audit
+	// log records as "force-unlock".
+	forceUnlock bool
 	// secretBody: a granted answer holds cluster keys by design (a machine
 	// config); it is left out of the key-material check.
 	secretBody bool
@@ -386,7 +389,7 @@ func rolesCases(t *testing.T, e *e2e, sha, cp, worker string) []rolesCase {
 		// An UNLOCK without the lock ID (terraform's force-unlock) is a
 		// force-unlock, even of the caller's own lock: admin only.
 		{name: "state LOCK of the caller's own state", method: "LOCK", path: "/tfstate/roles-force-{caller}", body: lockBody, min: rolesEdit, want: 200},
-		{name: "state UNLOCK without the lock ID", method: "UNLOCK", path: "/tfstate/roles-force-{caller}", min: rolesAdmin, want: 200},
+		{name: "state UNLOCK without the lock ID", method: "UNLOCK", path: "/tfstate/roles-force-{caller}", min: rolesAdmin, want: 200, forceUnlock: true},
 
 		// Methods an endpoint does not serve get 405, before credentials.
 		{name: "POST metrics", method: "POST", path: "/metrics", min: rolesOpen, want: 405, check: contains(`"reason":"MethodNotAllowed"`)},
@@ -439,6 +442,9 @@ func (r *rolesRun) try(c rolesCaller, rc rolesCase) {
 	}
 	if rc.download != "" && c.role == rolesNone {
 		r.audited[rolesUnauthenticated+" "+rc.download]++
+	}
+	if rc.forceUnlock && c.role >= rc.min {
+		r.audited[c.token+" force-unlock"]++
 	}
 
 	want, reason := rc.want, ""
@@ -642,7 +648,11 @@ func (r *rolesRun) checkAudit(t *testing.T, data string, unauth bool) {
 			continue
 		}
 		at, err := time.Parse(time.RFC3339Nano, line.At)
-		if err != nil || time.Since(at) > time.Hour || line.Tenant != "production" || line.What == "" {
+		tenant := "production"
+		if line.What == "force-unlock" {
+			tenant = "roles-force-admin" // the admin's own scratch state
+		}
+		if err != nil || time.Since(at) > time.Hour || line.Tenant != tenant || line.What == "" {
 			t.Errorf("audit.log line %d lacks who/what/when: %s", n, sc.Bytes())
 		}
 		who := line.Who
