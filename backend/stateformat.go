@@ -6,19 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
-// stateHead is what the backend reads of a TF state: the top-level members
-// that tell a state from other bytes and that the guards compare. Go's
-// encoding/json matches keys as tofu and terraform do (the last of
-// duplicate keys wins, case-insensitively), so the backend reads the same
-// serial and lineage as they will.
+// stateHead holds the raw top-level members the backend reads of a TF
+// state: those that tell a state from other bytes and that the guards
+// compare.
 type stateHead struct {
-	Version           json.RawMessage `json:"version"`
-	Serial            json.RawMessage `json:"serial"`
-	Lineage           json.RawMessage `json:"lineage"`
-	EncryptionVersion json.RawMessage `json:"encryption_version"`
-	EncryptedData     json.RawMessage `json:"encrypted_data"`
+	version, serial, lineage, encryptionVersion, encryptedData []byte
 }
 
 // parseState checks that body is a TF state the backend may store and
@@ -30,7 +25,10 @@ type stateHead struct {
 //     encryption_version, encrypted_data as a string, and serial and
 //     lineage in clear text as above.
 //
-// The whole body must be valid JSON. The error says what is wrong.
+// The whole body must be valid JSON. Members are matched as Go's
+// encoding/json, which tofu and terraform read states with, matches them:
+// case-insensitively, the last of duplicates winning; so the backend
+// reads the serial and lineage they will. The error says what is wrong.
 func parseState(body []byte) (serial uint64, lineage string, err error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		if !json.Valid(body) {
@@ -38,37 +36,74 @@ func parseState(body []byte) (serial uint64, lineage string, err error) {
 		}
 		return 0, "", errors.New("the body is JSON but not an object")
 	}
-	var h stateHead
-	if err := json.Unmarshal(body, &h); err != nil {
+	if !json.Valid(body) {
+		// Unmarshal checks the whole body before it decodes anything,
+		// and says where it is broken.
+		err := json.Unmarshal(body, &struct{}{})
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			return 0, "", fmt.Errorf("the body is not valid JSON at byte %d: %v", se.Offset, se)
 		}
-		return 0, "", fmt.Errorf("the body is not a JSON object: %v", err)
+		return 0, "", errors.New("the body is not valid JSON")
 	}
-	encrypted := len(h.EncryptionVersion) > 0 && string(h.EncryptionVersion) != "null"
-	if encrypted {
+	h, err := readStateHead(body)
+	if err != nil {
+		return 0, "", err
+	}
+	if h.encryptionVersion != nil && string(h.encryptionVersion) != "null" {
 		var v, data string
-		if json.Unmarshal(h.EncryptionVersion, &v) != nil || v == "" {
+		if json.Unmarshal(h.encryptionVersion, &v) != nil || v == "" {
 			return 0, "", errors.New("encryption_version must be a non-empty string")
 		}
-		if json.Unmarshal(h.EncryptedData, &data) != nil {
+		if json.Unmarshal(h.encryptedData, &data) != nil {
 			return 0, "", errors.New("an encrypted state needs encrypted_data as a string")
 		}
-	} else if _, err := wholeNumber(h.Version, "version"); err != nil {
+	} else if _, err := wholeNumber(h.version, "version"); err != nil {
 		return 0, "", err
 	}
-	if serial, err = wholeNumber(h.Serial, "serial"); err != nil {
+	if serial, err = wholeNumber(h.serial, "serial"); err != nil {
 		return 0, "", err
 	}
-	if json.Unmarshal(h.Lineage, &lineage) != nil || lineage == "" {
+	if json.Unmarshal(h.lineage, &lineage) != nil || lineage == "" {
 		return 0, "", errors.New("lineage must be a non-empty string")
 	}
 	return serial, lineage, nil
 }
 
+// readStateHead walks the top-level members of body, a valid JSON object,
+// with eachMember and keeps the raw values of those parseState reads. The
+// other values are skipped without decoding: a large state's resources
+// cost one pass.
+func readStateHead(body []byte) (stateHead, error) {
+	var h stateHead
+	err := eachMember(body, func(m member) bool {
+		var key string
+		if json.Unmarshal(m.key, &key) != nil {
+			return true
+		}
+		v := body[m.value:m.end]
+		switch {
+		case strings.EqualFold(key, "version"):
+			h.version = v
+		case strings.EqualFold(key, "serial"):
+			h.serial = v
+		case strings.EqualFold(key, "lineage"):
+			h.lineage = v
+		case strings.EqualFold(key, "encryption_version"):
+			h.encryptionVersion = v
+		case strings.EqualFold(key, "encrypted_data"):
+			h.encryptedData = v
+		}
+		return true
+	})
+	if err != nil {
+		return h, fmt.Errorf("the body's members cannot be read: %v", err)
+	}
+	return h, nil
+}
+
 // wholeNumber reads a JSON integer of 0 or more.
-func wholeNumber(raw json.RawMessage, what string) (uint64, error) {
+func wholeNumber(raw []byte, what string) (uint64, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return 0, fmt.Errorf("it has no %s", what)
 	}
