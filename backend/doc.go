@@ -20,7 +20,10 @@
 // UNLOCK. A POST must be a TF state, plain or OpenTofu-encrypted (see
 // parseState); anything else is refused with 400. Stored bytes round-trip
 // untouched; the backend does no crypto. A POST whose lineage differs from
-// the stored one, or whose serial is lower, is refused with 409. Reading a
+// the stored one, or whose serial is lower, is refused with 409; over bytes
+// an older server stored unchecked, the guards compare with the newest kept
+// version that is a state, and when none is, only an admin may overwrite
+// them (anyone may after a DELETE). Reading a
 // state needs the edit role, since a state holds the tenant's secrets (in
 // clear unless OpenTofu encrypts it). Every POST keeps the previous version
 // (50 by default); /api/v1/tfstate/{name}/versions lists their metadata
