@@ -39,12 +39,12 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 	serve := func(what, contentType string, get func(r *http.Request) ([]byte, error)) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tenant, machine := r.PathValue("name"), r.PathValue("id")
-			id, ok := IdentityFrom(r.Context())
+			id, _ := IdentityFrom(r.Context())
 			attrs := []any{"who", id.Name, "role", id.Role.String(), "what", what, "tenant", tenant, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr}
 			if machine != "" {
 				attrs = append(attrs, "machine", machine)
 			}
-			if _, ok = requireRole(w, r, RoleAdmin, "downloading a "+what); !ok {
+			if _, ok := requireRole(w, r, RoleAdmin, "downloading a "+what); !ok {
 				audit.Warn("download refused", append(attrs, "reason", "role")...)
 				return
 			}
@@ -55,7 +55,7 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 					api.WriteError(w, api.Errorf(http.StatusNotFound, "%v", err))
 					return
 				}
-				api.WriteError(w, api.Errorf(http.StatusInternalServerError, "%s of tenant %s: %v", what, tenant, err))
+				api.WriteError(w, api.Errorf(http.StatusInternalServerError, "%s of tenant %s could not be made; the server log has the details", what, tenant))
 				return
 			}
 			audit.Info("download", attrs...)
@@ -147,6 +147,7 @@ func (s *Server) ServePreviews(p Previewer) {
 				api.WriteError(w, api.Errorf(http.StatusNotFound, "%v", err))
 				return
 			}
+			s.log.Error("rendered workspace", "tenant", r.PathValue("name"), "err", err)
 			api.WriteError(w, err)
 			return
 		}
