@@ -1,6 +1,6 @@
 // Package api holds the wire shapes of RezusCloud's read API that clients
-// share with the server: the error body, the list body and the writers that
-// produce them. It is a leaf package so that clients such as rezusctl can
+// share with the server: the error body, the list body, the status body
+// (Status) and the writers that produce them. It is a leaf package so that clients such as rezusctl can
 // decode answers without importing the server; it must not import anything
 // else of the project.
 package api

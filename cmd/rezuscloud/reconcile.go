@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/backend/webhook"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
@@ -111,9 +112,10 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	if err != nil {
 		return noop, err
 	}
-	srv.SetStatus(backend.StatusFunc(func() any {
-		return map[string]any{"source": src.Status(), "reconciler": rec.Status()}
-	}))
+	srv.SetStatus(func(st *api.Status) {
+		source, reconciler := api.SourceStatus(src.Status()), rec.Status()
+		st.Source, st.Reconciler = &source, &reconciler
+	})
 	m.GaugeFunc("rezuscloud_queue_depth", "Tenant runs waiting for a worker.", func() float64 { return float64(rec.Queue().Depth()) })
 	m.GaugeFunc("rezuscloud_queue_running", "Tenant runs in progress.", func() float64 { return float64(rec.Queue().Running()) })
 	m.CounterFunc("rezuscloud_source_fetch_errors_total", "Polls of the repository that failed.", func() float64 { return float64(src.Status().Errors) })
