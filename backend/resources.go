@@ -298,18 +298,17 @@ func served(kind string, obj []byte) (json.RawMessage, error) {
 // getServed returns the stored object kind/key as served, or nil when it
 // does not exist.
 func getServed(tx *Tx, kind, key string) (json.RawMessage, error) {
-	r, err := tx.stored(kind, key)
+	r, err := tx.Get(kind, key)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	obj, err := served(kind, r.Object)
-	if err != nil {
-		return nil, fmt.Errorf("%s %q: %w", kind, key, err)
+	if !json.Valid(r.Object) {
+		return nil, fmt.Errorf("%s %q: stored object is not valid JSON: %.60q", kind, key, r.Object)
 	}
-	return obj, nil
+	return r.Object, nil
 }
 
 // kindWord is how messages name one object of kind.
@@ -324,7 +323,7 @@ func notFound(kind, name string) *api.Error {
 
 // needTenant returns a 404 naming the tenant unless it exists.
 func needTenant(tx *Tx, tenant string) error {
-	if _, err := tx.stored(schema.KindTenant, tenant); errors.Is(err, ErrNotFound) {
+	if _, err := tx.Get(schema.KindTenant, tenant); errors.Is(err, ErrNotFound) {
 		return api.Errorf(http.StatusNotFound, "tenant %q not found; GET %stenants lists the tenants", tenant, APIPrefix)
 	} else if err != nil {
 		return err

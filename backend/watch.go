@@ -363,7 +363,7 @@ func (a *resourceAPI) snapshot(scope watchScope, sel labels.Selector) ([]*Event,
 			switch {
 			case p.key != "":
 				var r Resource
-				if r, err = tx.stored(p.kind, p.key); err == nil {
+				if r, err = tx.Get(p.kind, p.key); err == nil {
 					err = add(r)
 				} else if errors.Is(err, ErrNotFound) {
 					err = nil

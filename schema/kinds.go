@@ -35,15 +35,18 @@ type KindInfo struct {
 	// InTenant says the kind's objects belong to a tenant, which their
 	// LabelTenant label names (see TenantOf).
 	InTenant bool
+	// Declarable kinds are declared in git; the others only the API
+	// serves.
+	Declarable bool
 	// New returns an empty object of the kind.
 	New func() Object
 }
 
 // kinds is the table of served kinds, in the order the API lists them.
 var kinds = []KindInfo{
-	{Kind: KindTenant, Word: "tenant", New: func() Object { return new(Tenant) }},
-	{Kind: KindNodeGroup, Word: "node group", InTenant: true, New: func() Object { return new(NodeGroup) }},
-	{Kind: KindConfigPatch, Word: "config patch", InTenant: true, New: func() Object { return new(ConfigPatch) }},
+	{Kind: KindTenant, Word: "tenant", Declarable: true, New: func() Object { return new(Tenant) }},
+	{Kind: KindNodeGroup, Word: "node group", InTenant: true, Declarable: true, New: func() Object { return new(NodeGroup) }},
+	{Kind: KindConfigPatch, Word: "config patch", InTenant: true, Declarable: true, New: func() Object { return new(ConfigPatch) }},
 	{Kind: KindMachine, Word: "machine", InTenant: true, New: func() Object { return new(Machine) }},
 	{Kind: KindProvider, Word: "provider", New: func() Object { return new(Provider) }},
 	{Kind: KindCommit, Word: "commit", New: func() Object { return new(Commit) }},
@@ -61,6 +64,17 @@ func LookupKind(kind string) (k KindInfo, ok bool) {
 		}
 	}
 	return KindInfo{}, false
+}
+
+// kindNames returns the names of the kinds that are declarable, or not.
+func kindNames(declarable bool) []string {
+	var out []string
+	for _, k := range kinds {
+		if k.Declarable == declarable {
+			out = append(out, k.Kind)
+		}
+	}
+	return out
 }
 
 // TenantOf is the one rule of ownership: a Tenant belongs to itself, an
