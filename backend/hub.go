@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,13 +96,11 @@ func (e *Event) SSE() []byte { return e.frame }
 // point into a transaction; the event does not keep it.
 func newEvent(c Change) (*Event, error) {
 	r := c.Resource
-	m, err := objectMeta(r.Object)
-	if err == nil && !json.Valid(r.Object) {
-		err = errors.New("not valid JSON")
+	var head metaHead
+	if err := r.decodeMeta(&head); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%s %q: %w", r.Kind, r.Name, err)
-	}
+	m := head.meta()
 	ev := &Event{Type: c.Type, Kind: r.Kind, Name: r.Name, ResourceVersion: r.ResourceVersion,
 		Labels: m.Labels, Tenant: schema.TenantOf(r.Kind, &m)}
 	switch r.Kind {

@@ -19,17 +19,21 @@ import (
 )
 
 // change builds a Change of kind/name at rv with obj as JSON; an API
-// object gets rv into its metadata, as the store writes it.
+// object gets rv into its metadata and its header, as the store writes it.
 func change(t testing.TB, typ EventType, kind, name string, rv uint64, obj any) Change {
 	t.Helper()
+	r := Resource{Kind: kind, Name: name, ResourceVersion: rv}
+	var err error
 	if o, ok := obj.(schema.Object); ok {
 		o.Meta().ResourceVersion = fmt.Sprint(rv)
+		r.Object, r.head, err = encodeObject(o)
+	} else {
+		r.Object, err = json.Marshal(obj)
 	}
-	b, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Change{Type: typ, Resource: Resource{Kind: kind, Name: name, ResourceVersion: rv, Object: b}}
+	return Change{Type: typ, Resource: r}
 }
 
 func machineChange(t testing.TB, rv uint64, id string) Change {

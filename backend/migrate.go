@@ -19,29 +19,29 @@ import (
 //     metadata.resourceVersion, which format 1 added only when serving;
 //   - so does every API object in the event log, with the resourceVersion
 //     of its logged change;
-//   - the tenant index is built.
+//   - every stored value gets the header of the current format (see
+//     value.go), and the tenant index is built.
 //
-// An object that does not decode is left as it is; the API answers 500
-// for it, as before.
+// An object that does not decode keeps its JSON as it is; the API answers
+// 500 for it, as before.
 func migrateFormat1(btx *bolt.Tx) error {
 	tx := &Tx{tx: btx}
-	for _, k := range schema.Kinds() {
-		b := btx.Bucket(bucketResources).Bucket([]byte(k.Kind))
-		if b == nil {
-			continue
-		}
+	err := btx.Bucket(bucketResources).ForEachBucket(func(kind []byte) error {
+		b := btx.Bucket(bucketResources).Bucket(kind)
+		k, served := schema.LookupKind(string(kind))
 		var keys, values [][]byte
 		err := b.ForEach(func(key, v []byte) error {
-			r, err := decodeResource(k.Kind, string(key), v)
-			if err != nil {
+			if v == nil || len(v) < 8 {
 				return nil
 			}
-			obj, err := restamp(k, r.Object, r.ResourceVersion)
-			if err != nil {
-				return nil
+			rv, data := binary.BigEndian.Uint64(v), v[8:]
+			value := encodeValue(rv, objectHead{}, data)
+			if served {
+				if obj, head, err := restamp(k, data, rv); err == nil {
+					value = encodeValue(rv, head, obj)
+				}
 			}
-			keys = append(keys, bytes.Clone(key))
-			values = append(values, append(binary.BigEndian.AppendUint64(nil, r.ResourceVersion), obj...))
+			keys, values = append(keys, bytes.Clone(key)), append(values, value)
 			return nil
 		})
 		if err != nil {
@@ -49,16 +49,24 @@ func migrateFormat1(btx *bolt.Tx) error {
 		}
 		for i, key := range keys {
 			if err := b.Put(key, values[i]); err != nil {
-				return fmt.Errorf("migrate %s %q: %w", k.Kind, key, err)
+				return fmt.Errorf("migrate %s %q: %w", kind, key, err)
 			}
-			m, err := objectMeta(values[i][8:])
-			if err != nil {
-				return fmt.Errorf("migrate %s %q: %w", k.Kind, key, err)
+			if !served {
+				continue
 			}
-			if err := tx.reindex(k.Kind, string(key), "", schema.TenantOf(k.Kind, &m)); err != nil {
-				return err
+			r, err := decodeResource(k.Kind, string(key), values[i])
+			var head metaHead
+			if err == nil && r.decodeMeta(&head) == nil {
+				m := head.meta()
+				if err := tx.reindex(k.Kind, string(key), "", schema.TenantOf(k.Kind, &m)); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := migrateEvents(btx.Bucket(bucketEvents)); err != nil {
 		return err
@@ -82,7 +90,7 @@ func migrateEvents(events *bolt.Bucket) error {
 		if !ok {
 			return nil
 		}
-		obj, err := restamp(k, c.Resource.Object, c.Resource.ResourceVersion)
+		obj, _, err := restamp(k, c.Resource.Object, c.Resource.ResourceVersion)
 		if err != nil {
 			return nil
 		}

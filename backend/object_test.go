@@ -401,3 +401,48 @@ func TestMigrateFormat1(t *testing.T) {
 		}
 	}
 }
+
+// TestStoredHeader checks what the header of every stored API object says
+// against its JSON: the metadata range decodes to the object's metadata,
+// and createdAt is the metadata's.
+func TestStoredHeader(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	sd := seedResources(t, s)
+	var changes []Change
+	s.OnCommit(func(cs []Change) { changes = append(changes, cs...) })
+	deleteObj(t, s, schema.KindMachine, "sim-a1")
+	n := 0
+	check := func(r Resource) {
+		t.Helper()
+		n++
+		var whole schema.ObjectMeta
+		if err := objectMeta(r.Object, &whole); err != nil {
+			t.Fatal(err)
+		}
+		var ranged schema.ObjectMeta
+		if r.head.metaEnd == 0 || json.Unmarshal(r.Object[r.head.metaStart:r.head.metaEnd], &ranged) != nil || !cmp.Equal(whole, ranged) {
+			t.Errorf("%s %s: header range %d..%d gives %+v, want %+v", r.Kind, r.Name, r.head.metaStart, r.head.metaEnd, ranged, whole)
+		}
+		if r.head.created != whole.CreatedAt.UnixNano() {
+			t.Errorf("%s %s: header createdAt %d, want %d", r.Kind, r.Name, r.head.created, whole.CreatedAt.UnixNano())
+		}
+	}
+	err := s.View(func(tx *Tx) error {
+		for _, k := range schema.Kinds() {
+			if err := tx.Scan(k.Kind, "", func(r Resource) error { check(r); return nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range changes {
+		check(c.Resource)
+	}
+	if want := len(sd.objects) - 2; n != want { // all but the two internal records, sim-a1 as its delete
+		t.Errorf("checked %d objects, want %d", n, want)
+	}
+}

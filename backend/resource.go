@@ -3,7 +3,6 @@ package backend
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -43,13 +42,13 @@ type Resource struct {
 	Name            string
 	ResourceVersion uint64
 	Object          []byte
+
+	// head is what the stored value's header says of Object.
+	head objectHead
 }
 
 // ErrNotFound is returned for a resource that does not exist.
 var ErrNotFound = errors.New("not found")
-
-// A stored value is the resourceVersion (8 bytes, big endian) followed by
-// the JSON.
 
 func (tx *Tx) bucket(kind string) *bolt.Bucket {
 	return tx.tx.Bucket(bucketResources).Bucket([]byte(kind))
@@ -178,7 +177,7 @@ func (tx *Tx) Put(kind, key string, data []byte) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("put %s %q: %w", kind, key, err)
 	}
-	return rv, tx.write(typ, kind, key, rv, data)
+	return rv, tx.write(typ, kind, key, encodeValue(rv, objectHead{}, data))
 }
 
 // PutObject stores obj, an object of an API kind, as kind/key, and stamps
@@ -210,9 +209,9 @@ func (tx *Tx) PutObject(kind, key string, obj schema.Object) (changed bool, err 
 	}
 	typ, oldTenant := Added, ""
 	if err == nil {
-		prev, err := objectMeta(old.Object)
-		if err != nil {
-			return false, fmt.Errorf("put %s %q: stored object: %w", kind, key, err)
+		var prev schema.ObjectMeta
+		if err := old.decodeMeta(&prev); err != nil {
+			return false, fmt.Errorf("put: stored object: %w", err)
 		}
 		typ, oldTenant = Modified, schema.TenantOf(kind, &prev)
 		m.UID, m.CreatedAt, m.UpdatedAt, m.ResourceVersion = prev.UID, prev.CreatedAt, prev.UpdatedAt, prev.ResourceVersion
@@ -236,31 +235,31 @@ func (tx *Tx) PutObject(kind, key string, obj schema.Object) (changed bool, err 
 		return false, fmt.Errorf("put %s %q: %w", kind, key, err)
 	}
 	m.UpdatedAt, m.ResourceVersion = now, strconv.FormatUint(rv, 10)
-	data, err := json.Marshal(obj)
+	data, head, err := encodeObject(obj)
 	if err != nil {
 		return false, fmt.Errorf("put %s %q: %w", kind, key, err)
 	}
-	if err := tx.write(typ, kind, key, rv, data); err != nil {
+	if err := tx.write(typ, kind, key, encodeValue(rv, head, data)); err != nil {
 		return false, err
 	}
 	return true, tx.reindex(kind, key, oldTenant, tenant)
 }
 
-// write stores data as kind/key at rv and records the change.
-func (tx *Tx) write(typ EventType, kind, key string, rv uint64, data []byte) error {
+// write stores the value v as kind/key and records the change.
+func (tx *Tx) write(typ EventType, kind, key string, v []byte) error {
 	b, err := tx.tx.Bucket(bucketResources).CreateBucketIfNotExists([]byte(kind))
 	if err != nil {
 		return fmt.Errorf("put %s %q: %w", kind, key, err)
 	}
-	v := make([]byte, 8+len(data))
-	binary.BigEndian.PutUint64(v, rv)
-	copy(v[8:], data)
 	if err := b.Put([]byte(key), v); err != nil {
 		return fmt.Errorf("put %s %q: %w", kind, key, err)
 	}
-	tx.changes = append(tx.changes, Change{Type: typ, Resource: Resource{
-		Kind: kind, Name: key, ResourceVersion: rv, Object: v[8:],
-	}})
+	// bbolt keeps v until the commit.
+	r, err := decodeResource(kind, key, v)
+	if err != nil {
+		return err
+	}
+	tx.changes = append(tx.changes, Change{Type: typ, Resource: r})
 	return nil
 }
 
@@ -276,79 +275,24 @@ func (tx *Tx) Delete(kind, key string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("delete %s %q: %w", kind, key, err)
 	}
-	obj := bytes.Clone(old.Object)
+	gone := Resource{Kind: kind, Name: key, ResourceVersion: rv, Object: bytes.Clone(old.Object)}
 	if k, ok := schema.LookupKind(kind); ok {
-		m, err := objectMeta(obj)
-		if err != nil {
-			return 0, fmt.Errorf("delete %s %q: stored object: %w", kind, key, err)
+		var m schema.ObjectMeta
+		if err := old.decodeMeta(&m); err != nil {
+			return 0, fmt.Errorf("delete: stored object: %w", err)
 		}
 		if err := tx.reindex(kind, key, schema.TenantOf(kind, &m), ""); err != nil {
 			return 0, err
 		}
-		if restamped, err := restamp(k, obj, rv); err == nil {
-			obj = restamped
+		if data, head, err := restamp(k, gone.Object, rv); err == nil {
+			gone.Object, gone.head = data, head
 		}
 	}
 	if err := tx.bucket(kind).Delete([]byte(key)); err != nil {
 		return 0, fmt.Errorf("delete %s %q: %w", kind, key, err)
 	}
-	tx.changes = append(tx.changes, Change{Type: Deleted, Resource: Resource{
-		Kind: kind, Name: key, ResourceVersion: rv, Object: obj,
-	}})
+	tx.changes = append(tx.changes, Change{Type: Deleted, Resource: gone})
 	return rv, nil
-}
-
-// restamp returns the API object data, of kind k, with its
-// metadata.resourceVersion set to rv: decoded into its Go type and encoded
-// again, which gives back the bytes PutObject writes.
-func restamp(k schema.KindInfo, data []byte, rv uint64) ([]byte, error) {
-	obj := k.New()
-	if err := json.Unmarshal(data, obj); err != nil {
-		return nil, err
-	}
-	obj.Meta().ResourceVersion = strconv.FormatUint(rv, 10)
-	return json.Marshal(obj)
-}
-
-// objectMeta decodes the metadata of a stored object and reads nothing
-// after it: the Go types of every kind put apiVersion and kind first, so
-// that a list filtering by labels decodes only the head of each object.
-func objectMeta(data []byte) (schema.ObjectMeta, error) {
-	var m schema.ObjectMeta
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return m, errors.New("decode object: not a JSON object")
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return m, fmt.Errorf("decode object: %w", err)
-		}
-		if t == "metadata" {
-			if err := dec.Decode(&m); err != nil {
-				return m, fmt.Errorf("decode object: metadata: %w", err)
-			}
-			return m, nil
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return m, fmt.Errorf("decode object: %w", err)
-		}
-	}
-	return m, nil
-}
-
-// decodeResource splits a stored value; Object points into v.
-func decodeResource(kind, key string, v []byte) (Resource, error) {
-	if len(v) < 8 {
-		return Resource{}, fmt.Errorf("%s %q: stored value of %d bytes is too short", kind, key, len(v))
-	}
-	return Resource{
-		Kind:            kind,
-		Name:            key,
-		ResourceVersion: binary.BigEndian.Uint64(v),
-		Object:          v[8:],
-	}, nil
 }
 
 // newUID returns a random (version 4) UUID.

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,7 +166,9 @@ func (a *resourceAPI) internal(w http.ResponseWriter, r *http.Request, err error
 }
 
 // writeResult writes the outcome of a handler's store read: an *api.Error
-// as itself, another error as a logged 500, and otherwise body.
+// as itself, another error as a logged 500, and otherwise body. Encoding
+// body checks the stored objects in it, which are served as they are: one
+// that is not JSON (a damaged store) is a logged 500 too.
 func (a *resourceAPI) writeResult(w http.ResponseWriter, r *http.Request, body any, err error) {
 	var ae *api.Error
 	switch {
@@ -174,7 +177,12 @@ func (a *resourceAPI) writeResult(w http.ResponseWriter, r *http.Request, body a
 	case err != nil:
 		a.internal(w, r, err)
 	default:
-		api.WriteJSON(w, http.StatusOK, body)
+		b, err := json.Marshal(body)
+		if err != nil {
+			a.internal(w, r, fmt.Errorf("encode answer: a stored object is not JSON: %w", err))
+			return
+		}
+		api.WriteBody(w, http.StatusOK, b)
 	}
 }
 
@@ -235,27 +243,33 @@ type listSpec struct {
 // memory and is valid only inside it.
 type hit struct {
 	obj     []byte
-	created time.Time
+	created int64 // Unix nanoseconds
 }
 
-// list answers a list request from one read transaction. Objects are
-// decoded (their metadata only) when a filter or the order needs it, and
-// only the objects of the requested page are copied out.
+// list answers a list request from one read transaction. The metadata of
+// an object is decoded, and only the part the filter or the order needs,
+// when they need it; only the objects of the requested page are copied
+// out. Encoding the answer checks that they are JSON (see writeResult).
 func list(tx *Tx, spec listSpec, q listQuery) (api.List[json.RawMessage], error) {
 	out := api.List[json.RawMessage]{Items: []json.RawMessage{}}
-	decode := len(q.sel) > 0 || spec.newestFirst
 	var hits []hit
 	visit := func(r Resource) error {
 		h := hit{obj: r.Object}
-		if decode {
-			m, err := objectMeta(r.Object)
-			if err != nil {
-				return fmt.Errorf("%s %q: %w", r.Kind, r.Name, err)
+		if len(q.sel) > 0 {
+			var head metaHead
+			if err := r.decodeMeta(&head); err != nil {
+				return err
 			}
-			if !q.sel.Matches(m.Labels) {
+			if !q.sel.Matches(head.Labels) {
 				return nil
 			}
-			h.created = m.CreatedAt
+		}
+		if spec.newestFirst {
+			created, err := r.createdAt()
+			if err != nil {
+				return err
+			}
+			h.created = created
 		}
 		hits = append(hits, h)
 		return nil
@@ -271,28 +285,15 @@ func list(tx *Tx, spec listSpec, q listQuery) (api.List[json.RawMessage], error)
 	}
 	if spec.newestFirst {
 		// The scan gave key order; a stable sort keeps it among equals.
-		slices.SortStableFunc(hits, func(x, y hit) int { return y.created.Compare(x.created) })
+		slices.SortStableFunc(hits, func(x, y hit) int { return cmp.Compare(y.created, x.created) })
 	}
 	out.Total = len(hits)
 	start := min(q.offset, len(hits))
 	end := min(start+q.limit, len(hits))
 	for _, h := range hits[start:end] {
-		obj, err := served(spec.kind, h.obj)
-		if err != nil {
-			return out, err
-		}
-		out.Items = append(out.Items, obj)
+		out.Items = append(out.Items, bytes.Clone(h.obj))
 	}
 	return out, nil
-}
-
-// served returns a copy of a stored object to serve as it is, or an error
-// when it is not valid JSON.
-func served(kind string, obj []byte) (json.RawMessage, error) {
-	if !json.Valid(obj) {
-		return nil, fmt.Errorf("stored %s is not valid JSON: %.60q", kind, obj)
-	}
-	return bytes.Clone(obj), nil
 }
 
 // getServed returns the stored object kind/key as served, or nil when it
@@ -302,13 +303,7 @@ func getServed(tx *Tx, kind, key string) (json.RawMessage, error) {
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	if !json.Valid(r.Object) {
-		return nil, fmt.Errorf("%s %q: stored object is not valid JSON: %.60q", kind, key, r.Object)
-	}
-	return r.Object, nil
+	return r.Object, err
 }
 
 // kindWord is how messages name one object of kind.
@@ -440,17 +435,17 @@ func (a *resourceAPI) getTenantMachine(w http.ResponseWriter, r *http.Request, p
 		if err := needTenant(tx, tenant); err != nil {
 			return err
 		}
-		obj, err = getServed(tx, schema.KindMachine, name)
-		if err != nil {
+		m, err := tx.Get(schema.KindMachine, name)
+		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if obj != nil {
-			m, err := objectMeta(obj)
-			if err != nil {
-				return fmt.Errorf("machine %q: %w", name, err)
+		if err == nil {
+			var head metaHead
+			if err := m.decodeMeta(&head); err != nil {
+				return err
 			}
-			if schema.TenantOf(schema.KindMachine, &m) != tenant {
-				obj = nil
+			if meta := head.meta(); schema.TenantOf(schema.KindMachine, &meta) == tenant {
+				obj = m.Object
 			}
 		}
 		if obj == nil {

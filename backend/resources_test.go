@@ -2,7 +2,6 @@ package backend
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -795,7 +794,7 @@ func putStored(t testing.TB, s *Store, kind, key string, rv uint64, data []byte)
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte(key), append(binary.BigEndian.AppendUint64(nil, rv), data...))
+		return b.Put([]byte(key), encodeValue(rv, objectHead{}, data))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -873,7 +872,8 @@ func FuzzObjectMeta(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		m, err := objectMeta(in)
+		var m schema.ObjectMeta
+		err := objectMeta(in, &m)
 		var full struct {
 			Metadata schema.ObjectMeta `json:"metadata"`
 		}

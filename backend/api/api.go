@@ -99,6 +99,12 @@ func WriteJSON(w http.ResponseWriter, code int, v any) {
 		code = http.StatusInternalServerError
 		body, _ = json.Marshal(Errorf(code, "encode response: %v", err))
 	}
+	WriteBody(w, code, body)
+}
+
+// WriteBody writes body, JSON already encoded, and a newline with the
+// given status code.
+func WriteBody(w http.ResponseWriter, code int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)+1))
 	w.WriteHeader(code)
