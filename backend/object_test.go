@@ -386,6 +386,9 @@ func TestMigrateFormat1(t *testing.T) {
 		if diff := cmp.Diff(machines, tenantKeys(t, ts.Store(), "alpha", schema.KindMachine)); diff != "" {
 			t.Errorf("open %d: tenant index of machines (-want +got):\n%s", round, diff)
 		}
+		if got := storedJSON(t, ts.Store(), applied, "alpha"); got != `{"tenant":"alpha"}` {
+			t.Errorf("open %d: internal record %s, want it as it was", round, got)
+		}
 		var format []byte
 		ts.Store().db.View(func(tx *bolt.Tx) error { format = tx.Bucket(bucketMeta).Get(keyFormat); return nil })
 		if string(format) != storeFormat {
