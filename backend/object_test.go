@@ -449,3 +449,26 @@ func TestStoredHeader(t *testing.T) {
 		t.Errorf("checked %d objects, want %d", n, want)
 	}
 }
+
+// FuzzStoredValue reads arbitrary bytes as a stored value, as a damaged
+// file may hold them: reading it and its metadata must not panic.
+func FuzzStoredValue(f *testing.F) {
+	obj := machineObj("sim-1", "alpha", "w", schema.RoleWorker, "small", 1)
+	data, head, err := encodeObject(obj)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(encodeValue(7, head, data))
+	f.Add(encodeValue(7, objectHead{}, []byte(`{"metadata":{"labels":{"a":"b"}}}`)))
+	f.Add([]byte("short"))
+	f.Add(append(make([]byte, 16), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02, '{', '}'))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		r, err := decodeResource(schema.KindMachine, "sim-1", v)
+		if err != nil {
+			return
+		}
+		var m metaHead
+		r.decodeMeta(&m)
+		r.createdAt()
+	})
+}

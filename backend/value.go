@@ -50,7 +50,7 @@ func decodeResource(kind, key string, v []byte) (Resource, error) {
 		return r, fmt.Errorf("%s %q: stored value has a damaged header", kind, key)
 	}
 	r.Object = v[16+n+m:]
-	if length > 0 && start+length <= uint64(len(r.Object)) {
+	if size := uint64(len(r.Object)); length > 0 && start <= size && length <= size-start {
 		r.head.metaStart, r.head.metaEnd = int(start), int(start+length)
 	}
 	return r, nil
