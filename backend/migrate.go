@@ -31,7 +31,7 @@ func migrateFormat1(btx *bolt.Tx) error {
 		k, served := schema.LookupKind(string(kind))
 		var keys, values [][]byte
 		err := b.ForEach(func(key, v []byte) error {
-			if v == nil || len(v) < 8 {
+			if len(v) < 8 { // a nested bucket, or nothing of ours
 				return nil
 			}
 			rv, data := binary.BigEndian.Uint64(v), v[8:]
