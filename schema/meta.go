@@ -26,8 +26,18 @@ const (
 
 // Labels that tie objects together, and the roles a machine can have.
 const (
-	LabelTenant      = "rezuscloud.io/tenant"
-	LabelRole        = "rezuscloud.io/role"
+	// LabelTenant names the tenant a node group, config patch or machine
+	// belongs to (see TenantOf).
+	LabelTenant = "rezuscloud.io/tenant"
+	// LabelRole names the role of a node group or machine.
+	LabelRole = "rezuscloud.io/role"
+	// LabelNodeGroup names the node group of a machine.
+	LabelNodeGroup = "rezuscloud.io/node-group"
+	// LabelProvider names the provider class of a machine.
+	LabelProvider = "rezuscloud.io/provider"
+	// LabelPreview marks the Commits of preview runs.
+	LabelPreview = "rezuscloud.io/preview"
+
 	RoleControlPlane = "controlplane"
 	RoleWorker       = "worker"
 )
