@@ -47,7 +47,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	}
 	simDir := f.simDir
 	if simDir == "" {
-		simDir = filepath.Join(dataDir, "sim")
+		simDir = defaultSimDir(dataDir)
 	}
 	cli := filepath.Join(dataDir, "tofu.rc")
 	// No shared plugin cache: concurrent first inits of several tenants
@@ -180,6 +180,14 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		rec.ObserveSim(ctx, simDir, 2*time.Second)
 	}()
 	return wg.Wait, nil
+}
+
+// defaultSimDir is where the simulated cloud lives without --sim-dir: a
+// sibling of the data dir, "<data>-sim". The simulated cloud is another
+// party than RezusCloud: its machines' disks hold their Talos configs, as a
+// real machine's disk does, and must not rest inside RezusCloud's data dir.
+func defaultSimDir(dataDir string) string {
+	return filepath.Clean(dataDir) + "-sim"
 }
 
 // stateEncryption returns the TF_ENCRYPTION configuration that --state-encryption
