@@ -48,7 +48,9 @@ func services(t *testing.T, ctx context.Context, c *client.Client) map[string]*m
 }
 
 func TestBootstrapOncePerClusterOnAControlPlane(t *testing.T) {
-	h := openHost(t, "")
+	slow := testTimings
+	slow.Boot = 2 * time.Second // long enough to call Bootstrap while the nodes boot
+	h := openHostWith(t, "", slow)
 	secrets := bundle(t, "a")
 	cps, workers := bootCluster(t, h, secrets, 3, 1)
 	ctx := ctxT(t)

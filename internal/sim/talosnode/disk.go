@@ -203,6 +203,9 @@ func (h *Host) appendJournal(n *node, e JournalEntry) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	h.mu.Lock()
+	n.notify() // followed logs show the call
+	h.mu.Unlock()
 	return err
 }
 

@@ -72,10 +72,15 @@ func machineConfig(t testing.TB, secrets []byte, role string, metal bool, patche
 // openHost starts a host on a new sim dir with the test timings.
 func openHost(t testing.TB, dir string) *Host {
 	t.Helper()
+	return openHostWith(t, dir, testTimings)
+}
+
+func openHostWith(t testing.TB, dir string, tm Timings) *Host {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	h, err := Open(Options{Dir: dir, Timings: testTimings, PollInterval: 100 * time.Millisecond})
+	h, err := Open(Options{Dir: dir, Timings: tm, PollInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,15 +110,15 @@ func (a *machineAPI) Logs(in *machine.LogsRequest, srv machine.MachineService_Lo
 		sent = lines[len(lines)-1].at
 	}
 	return a.follow(srv, n, func(changed bool, now time.Time) error {
-		if !changed {
-			return sendLines(srv, in.Id, []logLine{{at: now, text: heartbeat(in.Id, now)}})
-		}
 		var fresh []logLine
 		for _, l := range h.history(n, in.Id) {
 			if l.at.After(sent) {
 				fresh = append(fresh, l)
 				sent = l.at
 			}
+		}
+		if len(fresh) == 0 && !changed {
+			fresh = []logLine{{at: now, text: heartbeat(in.Id, now)}}
 		}
 		return sendLines(srv, in.Id, fresh)
 	})
