@@ -321,7 +321,7 @@ func (h *Host) Remove(id string) error {
 // Talos API is what clients use.
 type NodeInfo struct {
 	ID, Name, Hostname, Address, Origin, Platform string
-	Stage                                          runtime.MachineStage
+	Stage                                         runtime.MachineStage
 	// Reachable is false while the machine is down or refuses
 	// connections.
 	Reachable       bool

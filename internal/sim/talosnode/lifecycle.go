@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"time"
-
 )
 
 // add creates the node of st, powers it on with its user data at
