@@ -15,6 +15,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/webhook"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -56,6 +57,17 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: mirror}); err != nil {
 		return noop, err
 	}
+	// The sim cloud's machines are simulated Talos nodes, served from here.
+	nodes, err := talosnode.Open(talosnode.Options{Dir: simDir, Logger: log.With("component", "simnodes")})
+	if err != nil {
+		return noop, fmt.Errorf("simulated Talos nodes: %w", err)
+	}
+	stopNodes := sync.OnceFunc(func() { nodes.Close() })
+	defer func() {
+		if err != nil {
+			stopNodes()
+		}
+	}()
 	env := map[string]string{"REZUSSIM_DIR": simDir}
 	encrypt, err := stateEncryption(f.stateEncryption, os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"))
 	if err != nil {
@@ -178,6 +190,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	go func() {
 		defer wg.Done()
 		rec.ObserveSim(ctx, simDir, 2*time.Second)
+		stopNodes()
 	}()
 	return wg.Wait, nil
 }
