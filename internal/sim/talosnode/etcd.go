@@ -28,7 +28,9 @@ func (h *Host) members(cluster string, now time.Time) []member {
 	}
 	nodes := make([]*node, 0, len(h.clusters[cluster]))
 	for m := range h.clusters[cluster] {
-		nodes = append(nodes, m)
+		if m.controlPlane() {
+			nodes = append(nodes, m)
+		}
 	}
 	for _, m := range nodes {
 		h.advance(m, now)
