@@ -284,6 +284,15 @@ func TestSimProviderMachines(t *testing.T) {
 		if fi.Mode().Perm() != 0o600 {
 			t.Fatalf("machine file mode %v", fi.Mode())
 		}
+		// The machine's own disk holds its user data, as a real one does.
+		disk := filepath.Join(w.machines, sim.DisksDir, r.ID, sim.UserDataFile)
+		ud, err := os.ReadFile(disk)
+		if want := fmt.Sprintf("machine:\n  token: TOPSECRET-%d\n", i); err != nil || string(ud) != want {
+			t.Fatalf("machine %d: disk %q, %v; want %q", i, ud, err, want)
+		}
+		if fi, _ := os.Stat(disk); fi.Mode().Perm() != 0o600 {
+			t.Fatalf("disk file mode %v", fi.Mode())
+		}
 	}
 	if fi, _ := os.Stat(w.machines); fi.Mode().Perm() != 0o700 {
 		t.Fatalf("machine dir mode %v", fi.Mode())
@@ -323,7 +332,7 @@ func TestSimProviderMachines(t *testing.T) {
 			t.Fatalf("machine %d changed when scaling down: %+v -> %+v", i, three[i], two[i])
 		}
 	}
-	if files, _ := filepath.Glob(filepath.Join(w.machines, "*.json")); len(files) != 2 {
+	if files, _ := filepath.Glob(filepath.Join(w.machines, "sim-*.json")); len(files) != 2 {
 		t.Fatalf("%d machine files after scaling to 2: %v", len(files), files)
 	}
 
@@ -360,8 +369,11 @@ func TestSimProviderMachines(t *testing.T) {
 	}
 
 	w.must("destroy", "-auto-approve", "-input=false", "-var=n=2")
-	if files, _ := filepath.Glob(filepath.Join(w.machines, "*.json")); len(files) != 0 {
+	if files, _ := filepath.Glob(filepath.Join(w.machines, "sim-*.json")); len(files) != 0 {
 		t.Fatalf("machine files after destroy: %v", files)
+	}
+	if disks, _ := filepath.Glob(filepath.Join(w.machines, sim.DisksDir, "*")); len(disks) != 0 {
+		t.Fatalf("machine disks after destroy: %v", disks)
 	}
 }
 
