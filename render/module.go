@@ -44,8 +44,10 @@ type MachineInput struct {
 	TalosVersion string
 	// ResourceName is the TF resource name to use, unique in the workspace.
 	ResourceName string
-	// UserData is the machine config every machine of the group boots
-	// with; "" when there is none.
+	// UserData is a TF expression, "${var.…}", whose value is the machine
+	// config every machine of the group boots with; "" when there is none.
+	// The config itself is a sensitive variable's value and never part of
+	// the rendered files.
 	UserData string
 }
 
