@@ -2,7 +2,6 @@ package talosnode
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"path"
 
@@ -177,8 +176,4 @@ func peerRoles(p *peer.Peer) role.Set {
 	}
 	roles, _ := role.Parse(info.State.VerifiedChains[0][0].Subject.Organization)
 	return roles
-}
-
-func unavailable(n *node) error {
-	return status.Error(codes.Unavailable, fmt.Sprintf("node %s is not ready", n.st.Address))
 }

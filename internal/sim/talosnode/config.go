@@ -100,6 +100,7 @@ func summarize(cfg config.Provider) (summary, error) {
 	if h := cfg.NetworkHostnameConfig(); h != nil && h.Hostname() != "" {
 		s.Hostname = h.Hostname()
 	} else if raw := cfg.RawV1Alpha1(); raw != nil && raw.MachineConfig != nil && raw.MachineConfig.MachineNetwork != nil {
+		//lint:ignore SA1019 configs of older contracts set the host name here
 		s.Hostname = raw.MachineConfig.MachineNetwork.NetworkHostname
 	}
 	return s, nil
@@ -158,11 +159,13 @@ func canApplyImmediately(cur, next config.Provider) error {
 	n.ClusterConfig = old.ClusterConfig
 	if nm, om := n.MachineConfig, old.MachineConfig; nm != nil && om != nil {
 		nm.MachineCA, nm.MachineAcceptedCAs = om.MachineCA, om.MachineAcceptedCAs
-		nm.MachineTime = om.MachineTime //nolint:staticcheck // still part of v1alpha1
+		//lint:ignore SA1019 Talos 1.12 still applies machine.time live
+		nm.MachineTime = om.MachineTime
 		nm.MachineCertSANs, nm.MachineInstall, nm.MachineNetwork = om.MachineCertSANs, om.MachineInstall, om.MachineNetwork
 		nm.MachineSysfs, nm.MachineSysctls, nm.MachineLogging = om.MachineSysfs, om.MachineSysctls, om.MachineLogging
 		nm.MachineControlPlane, nm.MachineKubelet, nm.MachineKernel = om.MachineControlPlane, om.MachineKubelet, om.MachineKernel
-		nm.MachineRegistries = om.MachineRegistries //nolint:staticcheck // still part of v1alpha1
+		//lint:ignore SA1019 Talos 1.12 still applies machine.registries live
+		nm.MachineRegistries = om.MachineRegistries
 		nm.MachinePods, nm.MachineSeccompProfiles = om.MachinePods, om.MachineSeccompProfiles
 		nm.MachineNodeAnnotations, nm.MachineNodeLabels, nm.MachineNodeTaints = om.MachineNodeAnnotations, om.MachineNodeLabels, om.MachineNodeTaints
 		if nf, of := nm.MachineFeatures, om.MachineFeatures; nf != nil && of != nil {
