@@ -281,3 +281,51 @@ func TestUpgradeThenRollback(t *testing.T) {
 		t.Fatalf("journal: %q, want %q", calls, want)
 	}
 }
+
+func TestEtcdLeaveAndRemoveMember(t *testing.T) {
+	h := openHost(t, "")
+	secrets := bundle(t, "a")
+	cps, _ := bootCluster(t, h, secrets, 3, 0)
+	for _, a := range cps {
+		waitRunning(t, h, a)
+	}
+	ctx := ctxT(t)
+	c0 := adminClient(t, secrets, cps[0])
+	if err := c0.Bootstrap(ctx, &machine.BootstrapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	members := func() []*machine.EtcdMember {
+		t.Helper()
+		l, err := c0.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Messages[0].Members
+	}
+	eventually(t, "three members", func() bool { return len(members()) == 3 })
+	if err := adminClient(t, secrets, cps[2]).EtcdLeaveCluster(ctx, &machine.EtcdLeaveClusterRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	ms := members()
+	if len(ms) != 2 || slices.ContainsFunc(ms, func(m *machine.EtcdMember) bool { return m.Hostname == "talos-vm-2" }) {
+		t.Fatalf("after leave: %v", ms)
+	}
+	if err := c0.EtcdRemoveMemberByID(ctx, &machine.EtcdRemoveMemberByIDRequest{MemberId: 12345}); err == nil || !strings.Contains(err.Error(), "member not found") {
+		t.Fatalf("remove unknown member: %v", err)
+	}
+	if err := c0.EtcdRemoveMemberByID(ctx, &machine.EtcdRemoveMemberByIDRequest{MemberId: ms[1].Id}); err != nil {
+		t.Fatal(err)
+	}
+	if ms := members(); len(ms) != 1 || ms[0].Hostname != "talos-vm-0" {
+		t.Fatalf("after remove: %v", ms)
+	}
+	// A node that left joins again when it boots again.
+	if err := adminClient(t, secrets, cps[2]).Reboot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "rejoined after reboot", func() bool { i, _ := h.Node(cps[2]); return i.EtcdMember })
+	j, _ := h.Journal(cps[0])
+	if last := j[len(j)-1]; last.Call != "EtcdRemoveMemberByID" || last.MemberID != ms[1].Id || last.Error != "" {
+		t.Fatalf("journal: %+v", j)
+	}
+}

@@ -163,7 +163,7 @@ func (a *machineAPI) EtcdLeaveCluster(ctx context.Context, _ *machine.EtcdLeaveC
 		a.journal(n, e, err)
 		return nil, err
 	}
-	n.st.Etcd.Member = false
+	n.st.Etcd.Member, n.st.Etcd.LeftAt = false, h.now()
 	save := h.changed(n)
 	h.notifyCluster(n)
 	h.mu.Unlock()
@@ -198,7 +198,7 @@ func (a *machineAPI) EtcdRemoveMemberByID(ctx context.Context, in *machine.EtcdR
 		a.journal(n, e, err)
 		return nil, err
 	}
-	target.st.Etcd.Member = false
+	target.st.Etcd.Member, target.st.Etcd.LeftAt = false, h.now()
 	saveTarget := h.changed(target)
 	h.notifyCluster(n)
 	h.mu.Unlock()

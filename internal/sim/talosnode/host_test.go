@@ -1,6 +1,7 @@
 package talosnode
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,9 +34,24 @@ func TestMaintenanceModeThenApplyInstallsMetal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
+	// A client may pin the maintenance certificate.
+	fp, err := h.MaintenanceFingerprint(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, _ := x509.ParseFingerprint(fp)
+	pc := newClient(t, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true, VerifyConnection: x509.MatchSPKIFingerprints(pinned)}), client.WithEndpoints(a))
+	if _, err := machineStatus(ctx, pc); err != nil {
+		t.Fatalf("pinned maintenance client: %v", err)
+	}
+	other, _ := x509.ParseFingerprint(strings.Repeat("ab", 32))
+	wrong := newClient(t, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true, VerifyConnection: x509.MatchSPKIFingerprints(other)}), client.WithEndpoints(a))
+	if _, err := machineStatus(ctx, wrong); err == nil {
+		t.Fatal("a client pinning another fingerprint was answered")
+	}
 	ic := insecureClient(t, a)
 	// The maintenance server answers only ApplyConfiguration (and COSI reads).
-	_, err := ic.Version(ctx)
+	_, err = ic.Version(ctx)
 	wantCode(t, "Version in maintenance", err, codes.Unimplemented, "API is not implemented in maintenance mode")
 	_, err = ic.ServiceList(ctx)
 	wantCode(t, "ServiceList in maintenance", err, codes.Unimplemented, "method ServiceList not implemented")

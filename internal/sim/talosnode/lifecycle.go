@@ -198,6 +198,7 @@ func (h *Host) effect(n *node, e string) {
 		}
 	case effectLeaveEtcd:
 		st.Etcd.Member = false
+		st.Etcd.LeftAt = st.Plan.Start
 	case effectWipe:
 		h.wipe(n)
 	case effectRebootCount:
@@ -226,7 +227,7 @@ func (h *Host) wipe(n *node) {
 // joinEtcd makes a running control plane of a bootstrapped cluster an etcd
 // member, as of when both were true. Called with h.mu held.
 func (h *Host) joinEtcd(n *node, now time.Time) bool {
-	if n.st.Etcd.Member || !n.controlPlane() || !n.running(now) {
+	if n.st.Etcd.Member || !n.controlPlane() || !n.running(now) || !n.st.UpSince.After(n.st.Etcd.LeftAt) {
 		return false
 	}
 	since, ok := h.bootstrappedSince(n.cluster(), n)

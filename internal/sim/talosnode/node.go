@@ -35,6 +35,9 @@ type etcdState struct {
 	ID       uint64    `json:"id,omitempty"`
 	// Bootstrapped is set on the node that created its cluster's etcd.
 	Bootstrapped bool `json:"bootstrapped,omitempty"`
+	// LeftAt is when the member left or was removed; its etcd stays
+	// stopped until the node boots again.
+	LeftAt time.Time `json:"leftAt,omitzero"`
 }
 
 // state is what a node keeps on its disk (state.json) across restarts of

@@ -138,3 +138,25 @@ func addrOf(a net.Addr) (netip.Addr, bool) {
 	ip, ok := netip.AddrFromSlice(t.IP)
 	return ip.Unmap(), ok
 }
+
+// MaintenanceFingerprint returns the SPKI fingerprint of the maintenance
+// server's certificate of a node in maintenance mode (by id, name, host
+// name or address), which a client may pin (x509.MatchSPKIFingerprints).
+// As on Talos, the certificate is new at every boot of the host.
+func (h *Host) MaintenanceFingerprint(key string) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.lookup(key)
+	if n == nil {
+		return "", fmt.Errorf("no machine %q", key)
+	}
+	cfg, err := h.maintenanceTLS(n)
+	if err != nil {
+		return "", err
+	}
+	fp, err := x509.SPKIFingerprintFromDER(cfg.Certificates[0].Certificate[0])
+	if err != nil {
+		return "", err
+	}
+	return fp.String(), nil
+}
