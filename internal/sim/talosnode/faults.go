@@ -38,8 +38,8 @@ type Fault struct {
 // machine name, host name or address.
 type Faults map[string]Fault
 
-// For returns the fault of n: by id first, then name, host name, address.
-func (f Faults) For(n *node) Fault {
+// faultFor returns the fault of n: by id first, then name, host name, address.
+func (f Faults) faultFor(n *node) Fault {
 	for _, k := range []string{n.st.ID, n.st.Name, n.hostname(), n.st.Address} {
 		if x, ok := f[k]; ok && k != "" {
 			return x
@@ -113,7 +113,7 @@ func (h *Host) applyFaults(all Faults) {
 	defer h.mu.Unlock()
 	h.faults = all
 	for _, n := range h.byID {
-		if f := all.For(n); f != n.fault {
+		if f := all.faultFor(n); f != n.fault {
 			n.fault = f
 			n.notify()
 			h.syncListener(n)
