@@ -94,6 +94,7 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 		maxDeletions: 1, workers: 2, shutdownTimeout: 30 * time.Second,
 		stateMaxBytes: backend.DefaultMaxStateBytes, stateHistory: backend.DefaultStateHistory,
 		staleLockAge: backend.DefaultStaleLockAge,
+		bodyTimeout:  backend.DefaultBodyTimeout, idleTimeout: backend.DefaultIdleTimeout,
 	}
 	cfg, err := serverConfig(sf, log)
 	if err != nil {
