@@ -32,30 +32,43 @@ type MachineStage string
 // Machine stages.
 const (
 	StageInitializing MachineStage = "initializing"
-	StageInstalling   MachineStage = "installing"
-	StageConfiguring  MachineStage = "configuring"
-	StageReady        MachineStage = "ready"
-	StageRestarting   MachineStage = "restarting"
-	StageStopping     MachineStage = "stopping"
-	StageOff          MachineStage = "off"
-	StageUpdating     MachineStage = "updating"
-	StageRemoving     MachineStage = "removing"
+	// StageMaintenance: the machine runs Talos's maintenance mode and waits
+	// for its first config (Talos's own stage of that name).
+	StageMaintenance MachineStage = "maintenance"
+	StageInstalling  MachineStage = "installing"
+	StageConfiguring MachineStage = "configuring"
+	StageReady       MachineStage = "ready"
+	StageRestarting  MachineStage = "restarting"
+	StageStopping    MachineStage = "stopping"
+	StageOff         MachineStage = "off"
+	StageUpdating    MachineStage = "updating"
+	StageRemoving    MachineStage = "removing"
 )
 
 // MachineStages lists every stage in life order.
 var MachineStages = []MachineStage{
-	StageInitializing, StageInstalling, StageConfiguring, StageReady,
+	StageInitializing, StageMaintenance, StageInstalling, StageConfiguring, StageReady,
 	StageRestarting, StageStopping, StageOff, StageUpdating, StageRemoving,
 }
 
 // MachineStatus is what the server observes about a machine. It may lag or be
-// absent, and never overrides the spec.
+// absent, and never overrides the spec. For machines with a Talos API the
+// observations come from the machine itself: MachineStatus (stage, ready),
+// Version (talosVersion) and the running config (kubernetesVersion,
+// configUpToDate).
 type MachineStatus struct {
 	Stage             MachineStage `json:"stage,omitempty"`
 	Ready             bool         `json:"ready"`
 	TalosVersion      string       `json:"talosVersion,omitempty"`
 	KubernetesVersion string       `json:"kubernetesVersion,omitempty"`
-	Addresses         []string     `json:"addresses,omitempty"`
-	LastSeen          time.Time    `json:"lastSeen,omitzero"`
-	Message           string       `json:"message,omitempty"`
+	// ConfigUpToDate: the config the machine runs is the one rendered for
+	// its node group (their SHA-256 hashes are equal).
+	ConfigUpToDate bool `json:"configUpToDate"`
+	// Connected: the machine answered the last probe. LastError says why
+	// the last probe failed, if it did.
+	Connected bool      `json:"connected"`
+	LastError string    `json:"lastError,omitempty"`
+	Addresses []string  `json:"addresses,omitempty"`
+	LastSeen  time.Time `json:"lastSeen,omitzero"`
+	Message   string    `json:"message,omitempty"`
 }

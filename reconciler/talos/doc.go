@@ -1,0 +1,28 @@
+// Package talos is the reconciler's Talos plane: everything that happens
+// inside a tenant's machines, through the Talos API, beside tofu and never
+// inside it.
+//
+// It talks to each machine directly (gRPC with mTLS on ADDRESS:50000)
+// with the machinery client and an os:admin client certificate issued from
+// the tenant's secrets bundle (Pool). On top of that it
+//
+//   - bootstraps etcd exactly once per tenant, on the first control plane
+//     by stable order, after asking every control plane for its etcd
+//     membership (Plane.Bootstrap);
+//   - rolls changes through the machines one at a time, control planes
+//     first, behind health gates: a changed machine config with
+//     ApplyConfiguration, a new Talos version with Upgrade (and Rollback
+//     when the machine does not come back), restarts declared with the
+//     rezuscloud.io/restartedAt annotation with Reboot (Plane.Roll);
+//   - observes machines for their status: stage, readiness, versions and
+//     the hash of the running config, one probe per machine per TTL with
+//     bounded concurrency (Prober).
+//
+// What must survive a restart of the server (that a tenant was
+// bootstrapped, which machine a rollout is working on) is kept as internal
+// records of the store before the call it guards is made.
+//
+// The plane never changes spec or TF state, never writes a rendered
+// config or a secret to disk or to a log, and imports nothing of the
+// reconciler: the reconciler calls it.
+package talos

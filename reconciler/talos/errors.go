@@ -1,0 +1,35 @@
+package talos
+
+import "fmt"
+
+// WaitingError says that the plane cannot go on yet for a passing reason:
+// a machine is not ready, etcd is not healthy, a machine does not answer.
+// The same call later may succeed.
+type WaitingError struct {
+	Tenant string
+	// Machine is the machine waited for, if one.
+	Machine string
+	Reason  string
+}
+
+func (e *WaitingError) Error() string {
+	if e.Machine != "" {
+		return fmt.Sprintf("tenant %s: waiting for machine %s: %s", e.Tenant, e.Machine, e.Reason)
+	}
+	return fmt.Sprintf("tenant %s: waiting: %s", e.Tenant, e.Reason)
+}
+
+// StoppedError says that a rollout stopped at a machine that failed, and
+// stays stopped until the desired state changes (a new commit).
+type StoppedError struct {
+	Tenant  string
+	Machine string
+	// Op is what failed: "apply", "upgrade" or "reboot".
+	Op     string
+	Reason string
+}
+
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("tenant %s: rollout stopped at machine %s (%s): %s; the other machines were left as they are until a new commit changes the tenant",
+		e.Tenant, e.Machine, e.Op, e.Reason)
+}

@@ -1,0 +1,231 @@
+package talos
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// Observation is what one machine said about itself at one instant.
+type Observation struct {
+	Machine string    `json:"machine"`
+	At      time.Time `json:"at"`
+	// Connected is false when the machine did not answer (or refused the
+	// tenant's credentials); Error then says why.
+	Connected bool   `json:"connected"`
+	Error     string `json:"error,omitempty"`
+	// TalosStage is MachineStatus's stage as Talos names it ("running",
+	// "rebooting", ...); Stage is its schema counterpart.
+	TalosStage string              `json:"talosStage,omitempty"`
+	Stage      schema.MachineStage `json:"stage,omitempty"`
+	// Ready is MachineStatus's readiness; Unmet its unmet conditions.
+	Ready bool     `json:"ready"`
+	Unmet []string `json:"unmet,omitempty"`
+	// Hostname is the machine's own, from Version.
+	Hostname          string `json:"hostname,omitempty"`
+	TalosVersion      string `json:"talosVersion,omitempty"`
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// ConfigSHA256 is the SHA-256 of the running machine config as the
+	// node serves it (COSI MachineConfig); "" when it has none.
+	ConfigSHA256 string `json:"configSHA256,omitempty"`
+	// Control planes only: the etcd service runs and is healthy, waits
+	// for a bootstrap (Preparing), and kube-apiserver runs.
+	EtcdHealthy      bool `json:"etcdHealthy,omitempty"`
+	EtcdPreparing    bool `json:"etcdPreparing,omitempty"`
+	APIServerRunning bool `json:"apiServerRunning,omitempty"`
+}
+
+// Busy reports whether the machine is between stages: booting,
+// rebooting, upgrading, installing or resetting.
+func (o Observation) Busy() bool {
+	return o.Connected && o.TalosStage != runtime.MachineStageRunning.String() && o.TalosStage != runtime.MachineStageMaintenance.String()
+}
+
+// StageOf maps a Talos machine stage to the schema's stages; ready is
+// MachineStatus's readiness. Talos's maintenance stage (a machine waiting
+// for its first config) is schema.StageMaintenance.
+func StageOf(s runtime.MachineStage, ready bool) schema.MachineStage {
+	switch s {
+	case runtime.MachineStageBooting, runtime.MachineStageUnknown:
+		return schema.StageInitializing
+	case runtime.MachineStageInstalling:
+		return schema.StageInstalling
+	case runtime.MachineStageMaintenance:
+		return schema.StageMaintenance
+	case runtime.MachineStageRunning:
+		if ready {
+			return schema.StageReady
+		}
+		return schema.StageConfiguring
+	case runtime.MachineStageRebooting:
+		return schema.StageRestarting
+	case runtime.MachineStageShuttingDown:
+		return schema.StageStopping
+	case runtime.MachineStageResetting:
+		return schema.StageRemoving
+	case runtime.MachineStageUpgrading:
+		return schema.StageUpdating
+	}
+	return schema.StageInitializing
+}
+
+// observe asks a machine through c: Version, MachineStatus and the running
+// MachineConfig over COSI, and for control planes ServiceList. The first
+// call that fails for want of a connection ends the observation as not
+// connected; other refusals are noted in Error.
+func observe(ctx context.Context, c *client.Client, m Machine, now time.Time) Observation {
+	o := Observation{Machine: m.ID, At: now}
+	v, err := c.Version(ctx)
+	if err != nil {
+		o.Error = callError("Version", err)
+		return o
+	}
+	o.Connected = true
+	if msg := v.GetMessages(); len(msg) > 0 {
+		o.Hostname = msg[0].GetMetadata().GetHostname()
+		o.TalosVersion = msg[0].GetVersion().GetTag()
+	}
+	var errs []string
+	if ms, err := safe.StateGet[*runtime.MachineStatus](ctx, c.COSI, runtime.NewMachineStatus().Metadata()); err != nil {
+		errs = append(errs, callError("MachineStatus", err))
+	} else {
+		spec := ms.TypedSpec()
+		o.TalosStage, o.Ready = spec.Stage.String(), spec.Status.Ready
+		o.Stage = StageOf(spec.Stage, spec.Status.Ready)
+		for _, u := range spec.Status.UnmetConditions {
+			o.Unmet = append(o.Unmet, u.Name+": "+u.Reason)
+		}
+	}
+	if err := o.readConfig(ctx, c); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if m.ControlPlane {
+		if err := o.readServices(ctx, c); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	o.Error = strings.Join(errs, "; ")
+	return o
+}
+
+// readConfig fills the running config's hash and Kubernetes version.
+func (o *Observation) readConfig(ctx context.Context, c *client.Client) error {
+	mc, err := safe.StateGet[*config.MachineConfig](ctx, c.COSI, config.NewMachineConfig(nil).Metadata())
+	if state.IsNotFoundError(err) {
+		return nil
+	}
+	if err != nil {
+		return errors.New(callError("MachineConfig", err))
+	}
+	b, err := mc.Provider().Bytes()
+	if err != nil {
+		return fmt.Errorf("MachineConfig: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	o.ConfigSHA256 = hex.EncodeToString(sum[:])
+	if m := mc.Config().Machine(); m != nil {
+		o.KubernetesVersion = imageTag(m.Kubelet().Image())
+	}
+	return nil
+}
+
+// readServices fills the etcd and kube-apiserver facts of a control plane.
+func (o *Observation) readServices(ctx context.Context, c *client.Client) error {
+	resp, err := c.ServiceList(ctx)
+	if err != nil {
+		return errors.New(callError("ServiceList", err))
+	}
+	for _, msg := range resp.GetMessages() {
+		for _, s := range msg.GetServices() {
+			switch s.GetId() {
+			case "etcd":
+				o.EtcdPreparing = s.GetState() == "Preparing"
+				o.EtcdHealthy = s.GetState() == "Running" && s.GetHealth().GetHealthy()
+			case "kube-apiserver":
+				o.APIServerRunning = s.GetState() == "Running"
+			}
+		}
+	}
+	return nil
+}
+
+// imageTag returns the tag of an image reference, "" without one.
+func imageTag(image string) string {
+	if i := strings.LastIndex(image, "@"); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndex(image, ":"); i >= 0 && !strings.Contains(image[i:], "/") {
+		return image[i+1:]
+	}
+	return ""
+}
+
+// callError describes a failed call in a few words: the gRPC message
+// without the status wrapping.
+func callError(call string, err error) string {
+	if s, ok := status.FromError(err); ok {
+		return fmt.Sprintf("%s: %s", call, s.Message())
+	}
+	return fmt.Sprintf("%s: %v", call, err)
+}
+
+// unreachable reports whether err means no answer came from the machine,
+// rather than a refusal by it.
+func unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// etcdAnswer is what one control plane says about the etcd cluster.
+type etcdAnswer struct {
+	// Members are the member host names; none when the node sees no
+	// cluster.
+	Members []string
+	// NoCluster is set when the node answered that it knows of none.
+	NoCluster bool
+	Err       error
+}
+
+// noClusterMessages are the answers of EtcdMemberList on a control plane
+// whose etcd has no data: no member was ever discovered, or etcd does not
+// run on it. Every other answer may come from a node of a cluster.
+var noClusterMessages = []string{"no controlplane endpoints discovered yet", "etcd is not running"}
+
+// etcdMembers asks one control plane for the members of its etcd cluster.
+func etcdMembers(ctx context.Context, c *client.Client) etcdAnswer {
+	resp, err := c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
+	if err != nil {
+		for _, m := range noClusterMessages {
+			if strings.Contains(err.Error(), m) {
+				return etcdAnswer{NoCluster: true}
+			}
+		}
+		return etcdAnswer{Err: err}
+	}
+	var a etcdAnswer
+	for _, msg := range resp.GetMessages() {
+		for _, mem := range msg.GetMembers() {
+			a.Members = append(a.Members, mem.GetHostname())
+		}
+	}
+	a.NoCluster = len(a.Members) == 0
+	return a
+}

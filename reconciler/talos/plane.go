@@ -1,0 +1,161 @@
+package talos
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+)
+
+// Store kinds of the plane's internal records, keyed by tenant. The API
+// does not serve them.
+const (
+	// KindBootstrap records that a tenant's etcd was bootstrapped, or is
+	// being bootstrapped on one named machine.
+	KindBootstrap = "TalosBootstrap"
+	// KindRollout records a tenant's rollout: the machine being worked on,
+	// the restarts handled, a failure that stopped it, and the config
+	// hashes its node groups should run.
+	KindRollout = "TalosRollout"
+)
+
+// DefaultInstaller is the installer image repository whose tag names the
+// Talos version an Upgrade installs: ghcr.io/siderolabs/installer:v1.12.6.
+const DefaultInstaller = "ghcr.io/siderolabs/installer"
+
+// Options configure a Plane. Store and Pool are required.
+type Options struct {
+	Store *backend.Store
+	Pool  *Pool
+	// Prober, when set, receives the plane's own fresh observations, so
+	// that status shows what rollouts see; nil makes a private one.
+	Prober *Prober
+	// Installer is the image repository of Talos installers (registry and
+	// image, no tag). Default DefaultInstaller.
+	Installer string
+	// Timeout is how long a machine may take to be back and ready after
+	// an operation (a config apply, an upgrade, a reboot) before it counts
+	// as failed: an upgraded machine is then rolled back. Default 10 min.
+	Timeout time.Duration
+	// Wait is how long a call waits for a machine or etcd to become ready
+	// before it gives up with a WaitingError. Default 5 min.
+	Wait time.Duration
+	// Poll is how often a machine being worked on is asked how it is.
+	// Default 200 ms.
+	Poll time.Duration
+	// CallTimeout bounds every single API call. Default 10 s.
+	CallTimeout time.Duration
+	// OnProgress, when set, is called with every change of a rollout's
+	// progress. It must not block for long.
+	OnProgress func(Progress)
+	Logger     *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Plane bootstraps tenants and rolls changes through their machines.
+// Calls for one tenant must not run concurrently (the reconciler runs a
+// tenant's steps one at a time); calls for different tenants may.
+type Plane struct {
+	opts   Options
+	store  *backend.Store
+	pool   *Pool
+	prober *Prober
+	log    *slog.Logger
+
+	progressMu   sync.Mutex
+	lastProgress map[string]Progress // by tenant, as last reported
+}
+
+// New returns a plane.
+func New(opts Options) (*Plane, error) {
+	if opts.Store == nil || opts.Pool == nil {
+		return nil, errors.New("talos plane: Store and Pool are required")
+	}
+	if opts.Installer == "" {
+		opts.Installer = DefaultInstaller
+	}
+	if strings.Contains(opts.Installer[strings.LastIndex(opts.Installer, "/")+1:], ":") {
+		return nil, fmt.Errorf("talos plane: installer %q: give the image without a tag; the tag is the Talos version", opts.Installer)
+	}
+	defaults := []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&opts.Timeout, 10 * time.Minute}, {&opts.Wait, 5 * time.Minute}, {&opts.Poll, 200 * time.Millisecond}, {&opts.CallTimeout, 10 * time.Second}}
+	for _, d := range defaults {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Prober == nil {
+		opts.Prober = NewProber(opts.Pool, ProberOptions{Now: opts.Now, Timeout: opts.CallTimeout})
+	}
+	return &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger, lastProgress: map[string]Progress{}}, nil
+}
+
+// InstallerImage returns the installer image of a Talos version
+// ("1.12.6" or "v1.12.6").
+func (pl *Plane) InstallerImage(version string) string {
+	return pl.opts.Installer + ":" + vTag(version)
+}
+
+func vTag(version string) string { return "v" + strings.TrimPrefix(version, "v") }
+
+// load reads a record; found is false when there is none.
+func (pl *Plane) load(kind, tenant string, into any) (found bool, err error) {
+	err = pl.store.View(func(tx *backend.Tx) error {
+		res, err := tx.Get(kind, tenant)
+		if errors.Is(err, backend.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return json.Unmarshal(res.Object, into)
+	})
+	if err != nil {
+		return false, fmt.Errorf("read %s record of %s: %w", kind, tenant, err)
+	}
+	return found, nil
+}
+
+// save writes a record.
+func (pl *Plane) save(kind, tenant string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s record of %s: %w", kind, tenant, err)
+	}
+	err = pl.store.Update(func(tx *backend.Tx) error {
+		_, err := tx.Put(kind, tenant, b)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write %s record of %s: %w", kind, tenant, err)
+	}
+	return nil
+}
+
+// Forget removes a destroyed tenant's records and idle clients.
+func (pl *Plane) Forget(tenant string) error {
+	pl.pool.Forget(tenant)
+	return pl.store.Update(func(tx *backend.Tx) error {
+		for _, kind := range []string{KindBootstrap, KindRollout} {
+			if _, err := tx.Delete(kind, tenant); err != nil && !errors.Is(err, backend.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+}

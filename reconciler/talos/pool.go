@@ -1,0 +1,275 @@
+package talos
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+
+	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
+)
+
+// PoolOptions configure a Pool. Zero fields take the defaults.
+type PoolOptions struct {
+	// IdleTimeout is how long a client nobody uses keeps its connection.
+	// Default 5 s: shorter than a probe TTL, so that the connections of
+	// thousands of machines that are only probed do not stay open.
+	IdleTimeout time.Duration
+	// MaxIdle is how many unused clients are kept at most; beyond it the
+	// least recently used one closes at once. Default 256.
+	MaxIdle int
+	// CertificateLifetime is how long the pool uses one client
+	// certificate of a tenant before it issues a new one. The certificates
+	// themselves are valid for a year. Default 24 h.
+	CertificateLifetime time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Pool hands out Talos API clients, one per tenant and machine address,
+// authenticated with an os:admin certificate issued from the tenant's
+// secrets bundle, as a talosconfig of the tenant is. Clients left unused
+// for IdleTimeout close. A Pool is safe for concurrent use.
+type Pool struct {
+	opts PoolOptions
+
+	mu     sync.Mutex
+	creds  map[string]*tenantCreds // by tenant
+	conns  map[connKey]*pooled
+	idle   *list.List // of *pooled with no users, least recently used first
+	closed bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// tenantCreds is the talosconfig a tenant's clients share.
+type tenantCreds struct {
+	bundleSum [32]byte
+	cfg       *clientconfig.Config
+	madeAt    time.Time
+}
+
+type connKey struct {
+	tenant    string
+	bundleSum [32]byte
+	address   string
+}
+
+type pooled struct {
+	key      connKey
+	c        *client.Client
+	users    int
+	lastUsed time.Time
+	elem     *list.Element // in idle while users == 0
+}
+
+// NewPool returns a pool and starts its janitor; Close stops it.
+func NewPool(opts PoolOptions) *Pool {
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 5 * time.Second
+	}
+	if opts.MaxIdle <= 0 {
+		opts.MaxIdle = 256
+	}
+	if opts.CertificateLifetime <= 0 {
+		opts.CertificateLifetime = 24 * time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	p := &Pool{opts: opts, creds: map[string]*tenantCreds{}, conns: map[connKey]*pooled{}, idle: list.New(),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go p.janitor()
+	return p
+}
+
+// connectParams make a connection that failed try again soon: a machine
+// that reboots is back within seconds, and gRPC's default first backoff
+// of a second would add most of that to every machine of a rollout.
+var connectParams = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+	MinConnectTimeout: 5 * time.Second,
+}
+
+// ErrPoolClosed is returned by a closed pool.
+var ErrPoolClosed = errors.New("talos client pool: closed")
+
+// Client returns a client of the machine at address for tenant, whose
+// secrets bundle is bundle, and the function that hands it back; the
+// client must not be used after that. The connection is made at the first
+// call, not here.
+func (p *Pool) Client(tenant string, bundle []byte, address string) (*client.Client, func(), error) {
+	sum := sha256.Sum256(bundle)
+	key := connKey{tenant: tenant, bundleSum: sum, address: address}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, nil, ErrPoolClosed
+	}
+	pc := p.conns[key]
+	if pc == nil {
+		cfg, err := p.configLocked(tenant, sum, bundle)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := client.New(context.Background(), client.WithConfig(cfg), client.WithEndpoints(address),
+			client.WithGRPCDialOptions(grpc.WithConnectParams(connectParams)))
+		if err != nil {
+			return nil, nil, fmt.Errorf("talos client of %s: %w", address, err)
+		}
+		pc = &pooled{key: key, c: c}
+		p.conns[key] = pc
+	}
+	if pc.elem != nil {
+		p.idle.Remove(pc.elem)
+		pc.elem = nil
+	}
+	pc.users++
+	var once sync.Once
+	return pc.c, func() { once.Do(func() { p.release(pc) }) }, nil
+}
+
+// configLocked returns the tenant's talosconfig, issuing a client
+// certificate when there is none for this bundle or it is old. Called
+// with p.mu held.
+func (p *Pool) configLocked(tenant string, sum [32]byte, bundle []byte) (*clientconfig.Config, error) {
+	now := p.opts.Now()
+	if tc := p.creds[tenant]; tc != nil && tc.bundleSum == sum && now.Sub(tc.madeAt) < p.opts.CertificateLifetime {
+		return tc.cfg, nil
+	}
+	b, err := rtalos.Talosconfig(tenant, nil, bundle, now)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s: %w", tenant, err)
+	}
+	cfg, err := clientconfig.FromBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s: talosconfig: %w", tenant, err)
+	}
+	p.creds[tenant] = &tenantCreds{bundleSum: sum, cfg: cfg, madeAt: now}
+	return cfg, nil
+}
+
+// release hands a client back; it becomes idle when nobody else uses it.
+func (p *Pool) release(pc *pooled) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc.users--
+	pc.lastUsed = p.opts.Now()
+	if pc.users > 0 {
+		return
+	}
+	if p.closed || p.conns[pc.key] != pc {
+		pc.c.Close()
+		return
+	}
+	pc.elem = p.idle.PushBack(pc)
+	for p.idle.Len() > p.opts.MaxIdle {
+		p.dropLocked(p.idle.Front().Value.(*pooled))
+	}
+}
+
+// dropLocked closes an idle client. Called with p.mu held.
+func (p *Pool) dropLocked(pc *pooled) {
+	p.idle.Remove(pc.elem)
+	pc.elem = nil
+	delete(p.conns, pc.key)
+	pc.c.Close()
+}
+
+// Drop discards the client of a machine whose connection failed: the next
+// Client dials afresh instead of waiting out the failed connection's
+// backoff. Users of the old client keep it until they hand it back.
+func (p *Pool) Drop(tenant string, bundle []byte, address string) {
+	key := connKey{tenant: tenant, bundleSum: sha256.Sum256(bundle), address: address}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc := p.conns[key]
+	if pc == nil {
+		return
+	}
+	if pc.elem != nil {
+		p.dropLocked(pc)
+		return
+	}
+	delete(p.conns, key)
+}
+
+// Forget closes the idle clients of a tenant and forgets its certificate,
+// for a tenant that was destroyed; clients in use close when handed back.
+func (p *Pool) Forget(tenant string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.creds, tenant)
+	for key, pc := range p.conns {
+		if key.tenant != tenant {
+			continue
+		}
+		if pc.elem != nil {
+			p.dropLocked(pc)
+		} else {
+			delete(p.conns, key)
+		}
+	}
+}
+
+// Open returns how many clients the pool holds, in use or idle.
+func (p *Pool) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
+func (p *Pool) janitor() {
+	defer close(p.done)
+	t := time.NewTicker(p.opts.IdleTimeout / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.closeIdle()
+		}
+	}
+}
+
+// closeIdle closes the clients unused for IdleTimeout.
+func (p *Pool) closeIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cutoff := p.opts.Now().Add(-p.opts.IdleTimeout)
+	for e := p.idle.Front(); e != nil; {
+		pc := e.Value.(*pooled)
+		if pc.lastUsed.After(cutoff) {
+			return // the rest were used later
+		}
+		e = e.Next()
+		p.dropLocked(pc)
+	}
+}
+
+// Close closes every idle client and stops the janitor; clients in use
+// close when handed back.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	for p.idle.Len() > 0 {
+		p.dropLocked(p.idle.Front().Value.(*pooled))
+	}
+	p.mu.Unlock()
+	close(p.stop)
+	<-p.done
+}

@@ -1,0 +1,139 @@
+package talos
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+func TestOrderPutsControlPlanesFirstAndNumbersByValue(t *testing.T) {
+	ms := []Machine{
+		{ID: "w1", NodeGroup: "workers", Name: "m[1]"},
+		{ID: "c10", NodeGroup: "cp", Name: "m[10]", ControlPlane: true},
+		{ID: "a2", NodeGroup: "a-workers", Name: "m[2]"},
+		{ID: "c2", NodeGroup: "cp", Name: "m[2]", ControlPlane: true},
+		{ID: "w0", NodeGroup: "workers", Name: "m[0]"},
+	}
+	Order(ms)
+	if got, want := ids(ms), []string{"c2", "c10", "a2", "w0", "w1"}; !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+}
+
+func TestPoolRefusesAnotherTenantsCredentials(t *testing.T) {
+	r := newRig(t)
+	a, b := bundle(t, "a"), bundle(t, "b")
+	ms := r.cluster("acme", 1, 0, renderConfig(t, "acme", a, "controlplane"), nil)
+	ctx := ctxT(t)
+	eventually(t, "the node answers acme's client", func() bool {
+		return r.plane.prober.Fresh(ctx, "acme", a, ms[0]).Connected
+	})
+	// Another tenant's talosconfig, made by the same code: refused.
+	c, release, err := r.pool.Client("other", b, ms[0].Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if _, err := c.Version(ctx); err == nil {
+		t.Fatal("the node answered a client with another tenant's certificate")
+	}
+	o := r.plane.prober.Fresh(ctx, "other", b, ms[0])
+	if o.Connected || o.Error == "" {
+		t.Fatalf("observation with another tenant's credentials: %+v", o)
+	}
+	if o := r.plane.prober.Fresh(ctx, "acme", a, ms[0]); !o.Connected || o.TalosVersion != "v1.12.6" {
+		t.Fatalf("observation with the tenant's own credentials: %+v", o)
+	}
+}
+
+func TestPoolClosesIdleClients(t *testing.T) {
+	r := newRig(t)
+	secrets := bundle(t, "a")
+	ms := r.cluster("acme", 1, 2, renderConfig(t, "acme", secrets, "controlplane"), renderConfig(t, "acme", secrets, "worker"))
+	pool := NewPool(PoolOptions{IdleTimeout: 100 * time.Millisecond, MaxIdle: 2})
+	defer pool.Close()
+	p := NewProber(pool, ProberOptions{TTL: time.Hour})
+	p.Observe(ctxT(t), "acme", secrets, ms)
+	if n := pool.Open(); n != 2 {
+		t.Fatalf("%d clients open after probes of 3 machines, want MaxIdle 2", n)
+	}
+	eventually(t, "idle clients closed", func() bool { return pool.Open() == 0 })
+}
+
+func TestProberProbesEachMachineOncePerTTL(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 2)
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	p := NewProber(r.pool, ProberOptions{TTL: 15 * time.Second, Now: clock})
+	ctx := ctxT(t)
+	// Many callers at once: one probe per machine.
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Observe(ctx, "acme", tr.secrets, tr.ms) }()
+	}
+	wg.Wait()
+	if n := p.Probes(); n != 3 {
+		t.Fatalf("%d probes for 20 callers of 3 machines within the TTL, want 3", n)
+	}
+	obs := p.Observe(ctx, "acme", tr.secrets, tr.ms)
+	for i, o := range obs {
+		want := sha256Hex(tr.wCfg)
+		if tr.ms[i].ControlPlane {
+			want = sha256Hex(tr.cpCfg)
+		}
+		if !o.Connected || !o.Ready || o.Stage != schema.StageReady || o.TalosVersion != "v1.12.6" ||
+			o.KubernetesVersion != "v1.34.1" || o.ConfigSHA256 != want {
+			t.Errorf("observation of %s: %+v", tr.ms[i].ID, o)
+		}
+	}
+	if !obs[0].EtcdHealthy || !obs[0].APIServerRunning {
+		t.Errorf("control plane: etcd healthy %v, kube-apiserver running %v", obs[0].EtcdHealthy, obs[0].APIServerRunning)
+	}
+	mu.Lock()
+	now = now.Add(16 * time.Second)
+	mu.Unlock()
+	p.Observe(ctx, "acme", tr.secrets, tr.ms)
+	if n := p.Probes(); n != 6 {
+		t.Fatalf("%d probes after the TTL passed, want 6", n)
+	}
+}
+
+func TestProberShowsAMachineThatDoesNotAnswerWithoutSlowingTheOthers(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 2)
+	if err := r.host.SetFault(tr.ms[1].ID, talosnodeRefuse); err != nil {
+		t.Fatal(err)
+	}
+	// A machine that accepts connections but never answers: a listener
+	// on its address that does nothing.
+	silent := Machine{ID: "silent", Address: r.addr(250), NodeGroup: "w"}
+	l, err := listenSilently(silent.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := NewProber(r.pool, ProberOptions{Timeout: 300 * time.Millisecond, Concurrency: 2})
+	start := time.Now()
+	obs := p.Observe(context.Background(), "acme", tr.secrets, append(slices.Clone(tr.ms), silent))
+	took := time.Since(start)
+	if obs[0].Connected != true || obs[2].Connected != true {
+		t.Fatalf("answering machines not connected: %+v %+v", obs[0], obs[2])
+	}
+	if obs[1].Connected || !strings.Contains(obs[1].Error, "Version") {
+		t.Fatalf("refusing machine: %+v", obs[1])
+	}
+	if obs[3].Connected || obs[3].Error == "" {
+		t.Fatalf("silent machine: %+v", obs[3])
+	}
+	if took > 2*time.Second {
+		t.Fatalf("observing took %v with a silent machine and a timeout of 300ms", took)
+	}
+}

@@ -1,0 +1,103 @@
+package talos
+
+import (
+	"fmt"
+	"reflect"
+)
+
+// Progress is where a tenant's rollout stands, for status.
+type Progress struct {
+	Tenant string `json:"tenant"`
+	// Active is set while machines remain to be changed.
+	Active bool `json:"active"`
+	// N and Total: the machine being worked on is machine N of Total.
+	N     int `json:"n,omitempty"`
+	Total int `json:"total,omitempty"`
+	// Machine, NodeGroup and Op name the current operation; Stage is its
+	// machine's stage as last observed.
+	Machine   string `json:"machine,omitempty"`
+	NodeGroup string `json:"nodeGroup,omitempty"`
+	Op        string `json:"op,omitempty"`
+	Stage     string `json:"stage,omitempty"`
+	// Groups counts per node group: machines to change and changed.
+	Groups map[string]GroupProgress `json:"groups,omitempty"`
+	// Failed is why the rollout stopped, if it did.
+	Failed *Failure `json:"failed,omitempty"`
+}
+
+// GroupProgress counts one node group's machines in a rollout.
+type GroupProgress struct {
+	Total    int `json:"total"`
+	Finished int `json:"finished"`
+}
+
+// Message says in one line where the rollout stands.
+func (p Progress) Message() string {
+	switch {
+	case p.Failed != nil:
+		return fmt.Sprintf("rollout stopped at machine %s (%s): %s", labelOf(p.Failed.Machine, p.Failed.Name), p.Failed.Op, p.Failed.Reason)
+	case !p.Active:
+		return ""
+	case p.Machine == "":
+		return fmt.Sprintf("rolling out: machine %d of %d waits for its gates", p.N, p.Total)
+	}
+	s := fmt.Sprintf("rolling out: machine %d of %d, %s (%s)", p.N, p.Total, p.Machine, p.Op)
+	if p.Stage != "" {
+		s += ": " + p.Stage
+	}
+	return s
+}
+
+// ProgressOf computes the progress a rollout record shows.
+func ProgressOf(rec RolloutRecord) Progress {
+	p := Progress{Tenant: rec.Tenant, Failed: rec.Failed, Total: len(rec.Touched)}
+	for id, group := range rec.Touched {
+		if p.Groups == nil {
+			p.Groups = map[string]GroupProgress{}
+		}
+		g := p.Groups[group]
+		g.Total++
+		if rec.Finished[id] {
+			g.Finished++
+		}
+		p.Groups[group] = g
+	}
+	finished := 0
+	for id := range rec.Touched {
+		if rec.Finished[id] {
+			finished++
+		}
+	}
+	p.Active = rec.Failed == nil && (finished < p.Total || rec.Current != nil)
+	if p.Active {
+		p.N = min(finished+1, p.Total)
+	}
+	if op := rec.Current; op != nil {
+		p.Machine, p.NodeGroup, p.Op = labelOf(op.Machine, op.Name), op.NodeGroup, op.Op
+	}
+	return p
+}
+
+// report tells Options.OnProgress about a change of progress; o is the
+// current machine's latest observation, if there is one.
+func (pl *Plane) report(rec *RolloutRecord, o *Observation) {
+	if pl.opts.OnProgress == nil {
+		return
+	}
+	p := ProgressOf(*rec)
+	if o != nil && p.Machine != "" {
+		p.Stage = string(o.Stage)
+		if !o.Connected {
+			p.Stage = "not connected"
+		}
+	}
+	pl.progressMu.Lock()
+	same := reflect.DeepEqual(pl.lastProgress[rec.Tenant], p)
+	if !same {
+		pl.lastProgress[rec.Tenant] = p
+	}
+	pl.progressMu.Unlock()
+	if !same {
+		pl.opts.OnProgress(p)
+	}
+}

@@ -1,0 +1,353 @@
+package talos
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Operations a rollout makes on a machine.
+const (
+	OpApply   = "apply"   // ApplyConfiguration of the node group's config, mode auto
+	OpUpgrade = "upgrade" // Upgrade to the installer of the node group's Talos version
+	OpReboot  = "reboot"  // Reboot, for a restart declared with rezuscloud.io/restartedAt
+)
+
+// Desired is what a tenant's machines should run, as one commit renders it.
+type Desired struct {
+	Tenant string
+	// Bundle is the tenant's secrets bundle.
+	Bundle   []byte
+	Machines []Machine
+	// Groups are the node groups' targets, by node group name.
+	Groups map[string]GroupTarget
+	// RestartedAt is the Tenant's rezuscloud.io/restartedAt annotation.
+	RestartedAt string
+}
+
+// GroupTarget is what the machines of one node group should run.
+type GroupTarget struct {
+	// Config is the rendered machine config. It is held in memory only;
+	// records keep its SHA-256.
+	Config []byte
+	// TalosVersion is the effective talosVersion ("1.12.6").
+	TalosVersion string
+	// RestartedAt is the NodeGroup's rezuscloud.io/restartedAt annotation.
+	RestartedAt string
+}
+
+// GroupRecord is what the rollout record keeps of a node group's target.
+type GroupRecord struct {
+	ConfigSHA256 string `json:"configSHA256"`
+	TalosVersion string `json:"talosVersion"`
+	RestartedAt  string `json:"restartedAt,omitempty"`
+}
+
+// RolloutRecord is the store's record of a tenant's rollout. It is written
+// before each operation on a machine, so that after a restart the rollout
+// resumes with that machine and never starts another one meanwhile.
+type RolloutRecord struct {
+	Tenant string `json:"tenant"`
+	// Generation digests the targets; a new one starts a new rollout.
+	Generation string                 `json:"generation"`
+	Groups     map[string]GroupRecord `json:"groups"`
+	// Restarts are the restartedAt values whose restarts are complete:
+	// the tenant's and each node group's. Restarted lists the machines
+	// rebooted for the values now pending, with the value each got.
+	Restarts  RestartValues     `json:"restarts"`
+	Restarted map[string]string `json:"restarted,omitempty"`
+	// Touched are the machines this generation had to change, Finished
+	// those it has changed: machine len(Finished)+1 of len(Touched) is
+	// the one being worked on.
+	Touched  map[string]string `json:"touched,omitempty"` // machine → node group
+	Finished map[string]bool   `json:"finished,omitempty"`
+	// Current is the operation in progress, if any.
+	Current *Operation `json:"current,omitempty"`
+	// Failed stops the rollout of this generation.
+	Failed    *Failure  `json:"failed,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// RestartValues are restartedAt annotation values.
+type RestartValues struct {
+	Tenant string            `json:"tenant,omitempty"`
+	Groups map[string]string `json:"groups,omitempty"`
+}
+
+// Operation is one operation on one machine.
+type Operation struct {
+	Machine      string `json:"machine"`
+	Name         string `json:"name,omitempty"`
+	Address      string `json:"address"`
+	NodeGroup    string `json:"nodeGroup"`
+	ControlPlane bool   `json:"controlPlane,omitempty"`
+	Op           string `json:"op"`
+	// Issued is set once the machine acknowledged the call; before, a
+	// resumed rollout checks whether the call got through.
+	Issued       bool   `json:"issued"`
+	FromVersion  string `json:"fromVersion,omitempty"`
+	ToVersion    string `json:"toVersion,omitempty"`
+	ConfigSHA256 string `json:"configSHA256,omitempty"`
+	// Mode is the mode an apply took (no_reboot or reboot).
+	Mode string `json:"mode,omitempty"`
+	// RestartKey is the restart value the machine satisfies once it has
+	// rebooted.
+	RestartKey string `json:"restartKey,omitempty"`
+	// WentDown is set once the machine was seen going through a reboot.
+	WentDown  bool      `json:"wentDown,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+	IssuedAt  time.Time `json:"issuedAt,omitzero"`
+	// here is set when this process issued the call; an operation read
+	// back after a restart may have rebooted unseen.
+	here bool
+}
+
+// Failure is why a rollout stopped.
+type Failure struct {
+	Generation string `json:"generation"`
+	Machine    string `json:"machine"`
+	Name       string `json:"name,omitempty"`
+	NodeGroup  string `json:"nodeGroup"`
+	Op         string `json:"op"`
+	Reason     string `json:"reason"`
+	// RolledBack says that the machine was rolled back to its previous
+	// Talos version.
+	RolledBack bool      `json:"rolledBack,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// sha256Hex is the hex SHA-256 of b.
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// groupRecords digests the desired targets.
+func groupRecords(d Desired) map[string]GroupRecord {
+	out := make(map[string]GroupRecord, len(d.Groups))
+	for name, g := range d.Groups {
+		out[name] = GroupRecord{ConfigSHA256: sha256Hex(g.Config), TalosVersion: vTag(g.TalosVersion), RestartedAt: g.RestartedAt}
+	}
+	return out
+}
+
+// generation digests the targets and restart values.
+func generation(groups map[string]GroupRecord, tenantRestart string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "restart\x00%s\x00", tenantRestart)
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
+		g := groups[name]
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00", name, g.ConfigSHA256, g.TalosVersion, g.RestartedAt)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Rollout returns a tenant's rollout record, and whether there is one.
+func (pl *Plane) Rollout(tenant string) (RolloutRecord, bool, error) {
+	var rec RolloutRecord
+	found, err := pl.load(KindRollout, tenant, &rec)
+	return rec, found, err
+}
+
+// prepare loads the record and brings it to the desired generation.
+func (pl *Plane) prepare(d Desired) (*RolloutRecord, error) {
+	rec := &RolloutRecord{}
+	found, err := pl.load(KindRollout, d.Tenant, rec)
+	if err != nil {
+		return nil, err
+	}
+	groups := groupRecords(d)
+	if !found {
+		// Machines that exist when the plane first sees a tenant booted
+		// after its restart annotations were set: nothing to restart.
+		rec = &RolloutRecord{Tenant: d.Tenant, Restarts: currentRestarts(d)}
+	}
+	gen := generation(groups, d.RestartedAt)
+	if rec.Generation != gen || !found {
+		rec.Generation, rec.Groups = gen, groups
+		rec.Touched, rec.Finished = nil, nil
+		if rec.Failed != nil && rec.Failed.Generation != gen {
+			rec.Failed = nil
+		}
+		rec.UpdatedAt = pl.opts.Now()
+		if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
+}
+
+func currentRestarts(d Desired) RestartValues {
+	v := RestartValues{Tenant: d.RestartedAt}
+	for name, g := range d.Groups {
+		if g.RestartedAt != "" {
+			if v.Groups == nil {
+				v.Groups = map[string]string{}
+			}
+			v.Groups[name] = g.RestartedAt
+		}
+	}
+	return v
+}
+
+// restartKey is the restart value machine m must have rebooted for, or ""
+// when no restart of it is pending.
+func restartKey(rec *RolloutRecord, d Desired, m Machine) string {
+	t, g := d.RestartedAt, d.Groups[m.NodeGroup].RestartedAt
+	pending := (t != "" && t != rec.Restarts.Tenant) || (g != "" && g != rec.Restarts.Groups[m.NodeGroup])
+	if !pending {
+		return ""
+	}
+	return t + "\x00" + g
+}
+
+// work is an operation some machine needs.
+type work struct {
+	m   Machine
+	op  string
+	obs Observation
+}
+
+// plan returns the machines that need an operation, in rollout order, each
+// with the first operation it needs: its config, then its Talos version,
+// then a pending restart.
+func (pl *Plane) plan(rec *RolloutRecord, d Desired, obs map[string]Observation) []work {
+	ms := slices.Clone(d.Machines)
+	Order(ms)
+	var out []work
+	for _, m := range ms {
+		g, ok := rec.Groups[m.NodeGroup]
+		if !ok {
+			continue
+		}
+		o := obs[m.ID]
+		var op string
+		switch {
+		case o.ConfigSHA256 != g.ConfigSHA256:
+			op = OpApply
+		case o.TalosVersion != g.TalosVersion:
+			op = OpUpgrade
+		case restartKey(rec, d, m) != "" && rec.Restarted[m.ID] != restartKey(rec, d, m):
+			op = OpReboot
+		default:
+			continue
+		}
+		out = append(out, work{m: m, op: op, obs: o})
+	}
+	return out
+}
+
+// Roll brings the tenant's machines to d, one machine at a time, control
+// planes first, and returns when every machine runs its node group's
+// config and Talos version and has rebooted for pending restarts. Before a
+// machine's operation it waits until the machine is ready and, for a
+// control plane, until every etcd member is healthy; after it, until the
+// machine is back, ready, on the new config or version, and etcd healthy.
+//
+// A machine that is not back within Options.Timeout, or comes back on the
+// old version, fails the rollout: an upgraded machine is rolled back, the
+// rollout stops there with a *StoppedError, and stays stopped until d
+// changes. Gates that do not open within Options.Wait give a
+// *WaitingError. The call must follow Bootstrap: a rollout needs etcd.
+func (pl *Plane) Roll(ctx context.Context, d Desired) error {
+	rec, err := pl.prepare(d)
+	if err != nil {
+		return err
+	}
+	for {
+		if rec.Failed != nil {
+			pl.report(rec, nil)
+			f := rec.Failed
+			return &StoppedError{Tenant: d.Tenant, Machine: labelOf(f.Machine, f.Name), Op: f.Op, Reason: f.Reason}
+		}
+		if rec.Current != nil {
+			if err := pl.finish(ctx, d, rec); err != nil {
+				return err
+			}
+			continue
+		}
+		obs := pl.observeAll(ctx, d)
+		todo := pl.plan(rec, d, obs)
+		pl.track(rec, todo)
+		if len(todo) == 0 {
+			return pl.complete(d, rec)
+		}
+		next := todo[0]
+		if err := pl.gate(ctx, d, next.m); err != nil {
+			pl.report(rec, nil)
+			return err
+		}
+		if err := pl.start(ctx, d, rec, next); err != nil {
+			return err
+		}
+	}
+}
+
+func labelOf(id, name string) string { return Machine{ID: id, Name: name}.label() }
+
+// observeAll probes every machine of d now.
+func (pl *Plane) observeAll(ctx context.Context, d Desired) map[string]Observation {
+	out := make(map[string]Observation, len(d.Machines))
+	obs := make([]Observation, len(d.Machines))
+	pl.each(d.Machines, func(i int, m Machine) { obs[i] = pl.prober.Fresh(ctx, d.Tenant, d.Bundle, m) })
+	for i, m := range d.Machines {
+		out[m.ID] = obs[i]
+	}
+	return out
+}
+
+// track notes the machines the generation touches and those it finished.
+func (pl *Plane) track(rec *RolloutRecord, todo []work) {
+	pending := map[string]bool{}
+	for _, w := range todo {
+		pending[w.m.ID] = true
+		if rec.Touched == nil {
+			rec.Touched = map[string]string{}
+		}
+		rec.Touched[w.m.ID] = w.m.NodeGroup
+	}
+	for id := range rec.Touched {
+		if !pending[id] {
+			if rec.Finished == nil {
+				rec.Finished = map[string]bool{}
+			}
+			rec.Finished[id] = true
+		}
+	}
+}
+
+// complete records a finished rollout: the pending restarts are handled.
+func (pl *Plane) complete(d Desired, rec *RolloutRecord) error {
+	rec.Restarts, rec.Restarted = currentRestarts(d), nil
+	rec.UpdatedAt = pl.opts.Now()
+	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
+		return err
+	}
+	pl.report(rec, nil)
+	return nil
+}
+
+// machineByID finds a machine of d.
+func machineByID(d Desired, id string) (Machine, bool) {
+	for _, m := range d.Machines {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Machine{}, false
+}
+
+// sortedIDs returns the keys of a set, sorted.
+func sortedIDs[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
