@@ -65,7 +65,7 @@ func renderConfig(t testing.TB, tenant string, secrets []byte, role string, patc
 
 // rig is a host of simulated nodes, a store, and a plane over both.
 type rig struct {
-	t     *testing.T
+	t     testing.TB
 	host  *talosnode.Host
 	store *backend.Store
 	pool  *Pool
