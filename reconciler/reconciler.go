@@ -737,7 +737,10 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	if err := r.putManifests(td, prev == nil); err != nil {
 		return failf("%v", err)
 	}
-	apply := r.runner.Apply
+	check := replaceCheck(td, snap.Trailers)
+	apply := func(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
+		return r.runner.ApplyChecked(ctx, dir, initInputs, vars, creds, check)
+	}
 	if rewrite {
 		apply = r.runner.Rewrite
 	}

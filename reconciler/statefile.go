@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,12 +192,19 @@ func (s *session) pullState(ctx context.Context) ([]byte, error) {
 // import and forget counts tofu adds when it has them.
 var planLineRE = regexp.MustCompile(`^Plan: (?:\d+ to import, )?(\d+) to add, (\d+) to change, (\d+) to destroy(?:, \d+ to forget)?\.$`)
 
-// planLine watches tofu's output for the plan's summary line.
+// planResourceRE matches the comment line above each resource of tofu's
+// human plan output that says the resource goes: destroyed, or replaced
+// (destroyed and created again).
+var planResourceRE = regexp.MustCompile(`^\s*# (.+?) (must be replaced|will be replaced|will be destroyed)(?:,.*)?$`)
+
+// planLine watches tofu's output for the plan's summary line, and for the
+// resources the plan destroys or replaces.
 type planLine struct {
 	mu      sync.Mutex
 	partial []byte
 	sum     schema.PlanSummary
 	found   bool
+	gone    []PlannedChange
 }
 
 var _ io.Writer = (*planLine)(nil)
@@ -220,15 +228,29 @@ func (p *planLine) Write(b []byte) (int, error) {
 			line = append(p.partial, line...)
 			p.partial = p.partial[:0]
 		}
-		if m := planLineRE.FindSubmatch(bytes.TrimRight(line, "\r")); m != nil {
+		line = bytes.TrimRight(line, "\r")
+		if m := planLineRE.FindSubmatch(line); m != nil {
 			p.sum.Add, _ = strconv.Atoi(string(m[1]))
 			p.sum.Change, _ = strconv.Atoi(string(m[2]))
 			p.sum.Destroy, _ = strconv.Atoi(string(m[3]))
 			p.found = true
+		} else if m := planResourceRE.FindSubmatch(line); m != nil {
+			acts := []string{"delete", "create"}
+			if string(m[2]) == "will be destroyed" {
+				acts = []string{"delete"}
+			}
+			p.gone = append(p.gone, PlannedChange{Address: string(m[1]), Actions: acts})
 		}
 		b = b[i+1:]
 	}
 	return n, nil
+}
+
+// goneResources returns the resources the plan destroys or replaces.
+func (p *planLine) goneResources() []PlannedChange {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.gone)
 }
 
 // summary returns the last summary line seen.

@@ -285,7 +285,9 @@ func (s *session) redact(err error) error {
 // With force it applies a plan without changes too, which rewrites the
 // state: that is how state written before encryption was turned on gets
 // encrypted.
-func (s *session) planApply(ctx context.Context, vars []byte, destroy, force bool) (schema.PlanSummary, error) {
+// A check, when set, sees the resources the plan destroys or replaces
+// before anything is applied; an error from it stops the run there.
+func (s *session) planApply(ctx context.Context, vars []byte, destroy, force bool, check Check) (schema.PlanSummary, error) {
 	planFile := filepath.Join(s.dir, planFile)
 	defer os.Remove(planFile)
 	varPath, removeVars, err := s.withVars(vars)
@@ -325,6 +327,11 @@ func (s *session) planApply(ctx context.Context, vars []byte, destroy, force boo
 		}
 		sum = summarize(plan)
 	}
+	if check != nil {
+		if err := check(line.goneResources()); err != nil {
+			return sum, err
+		}
+	}
 	if err := s.cmd("apply", func() error { return s.applyDetached(ctx, planFile) }); err != nil {
 		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
 	}
@@ -356,21 +363,31 @@ func (s *session) show(ctx context.Context) (*tfjson.State, error) {
 // only while tofu plans), apply that plan when it changes anything, and
 // show the resulting state for projection.
 func (r *Runner) Apply(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, vars, creds, false, false)
+	return r.run(ctx, dir, initInputs, vars, creds, false, false, nil)
+}
+
+// Check judges the resources a plan destroys or replaces (each with the
+// actions "delete", or "delete" and "create") before the plan is applied.
+type Check func(gone []PlannedChange) error
+
+// ApplyChecked is Apply with a check between plan and apply: when the
+// check fails, nothing is applied and its error is returned.
+func (r *Runner) ApplyChecked(ctx context.Context, dir string, initInputs, vars []byte, creds Creds, check Check) (*Result, error) {
+	return r.run(ctx, dir, initInputs, vars, creds, false, false, check)
 }
 
 // Rewrite is Apply that also applies a plan without changes, so that tofu
 // writes the state again (encrypting it, once encryption is configured).
 func (r *Runner) Rewrite(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, vars, creds, false, true)
+	return r.run(ctx, dir, initInputs, vars, creds, false, true, nil)
 }
 
 // Destroy removes everything the work directory's state holds.
 func (r *Runner) Destroy(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, vars, creds, true, false)
+	return r.run(ctx, dir, initInputs, vars, creds, true, false, nil)
 }
 
-func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, creds Creds, destroy, force bool) (*Result, error) {
+func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, creds Creds, destroy, force bool, check Check) (*Result, error) {
 	s, err := r.open(ctx, dir, creds)
 	if err != nil {
 		return nil, err
@@ -384,7 +401,7 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, c
 	if err := s.pushErrored(ctx); err != nil {
 		return res, err
 	}
-	if res.Plan, err = s.planApply(ctx, vars, destroy, force); err != nil {
+	if res.Plan, err = s.planApply(ctx, vars, destroy, force, check); err != nil {
 		return res, err
 	}
 	if res.State, err = s.show(ctx); err != nil {

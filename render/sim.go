@@ -20,6 +20,11 @@ var simShapes = []string{"small", "medium", "large"}
 //
 //	shape: small | medium | large   (default small)
 //	image: a free-form image name   (default "talos-<talosVersion>")
+//
+// A machine keeps the user data (its Talos config) and the default image
+// it was created with: their resources ignore later changes, which the
+// Talos plane applies in place. An image given in providerConfig is the
+// machine's own: a change of it replaces the machines.
 type Sim struct{}
 
 var _ Module = Sim{}
@@ -77,8 +82,14 @@ func (Sim) Resources(m MachineInput) []Resource {
 		shape = "small"
 	}
 	image, _ := ng.Spec.ProviderConfig["image"].(string)
+	// A machine takes its config and its image when it is created; later
+	// changes reach it in place through the Talos plane (ApplyConfiguration,
+	// Upgrade), never by a new machine. An image the node group names
+	// itself is a field of the machine: changing it replaces the machines.
+	ignore := []string{"user_data"}
 	if image == "" {
 		image = "talos-" + strings.TrimPrefix(m.TalosVersion, "v")
+		ignore = append(ignore, "image")
 	}
 	body := map[string]any{
 		"count":      ng.Spec.Count,
@@ -92,6 +103,7 @@ func (Sim) Resources(m MachineInput) []Resource {
 	if m.UserData != "" {
 		body["user_data"] = m.UserData
 	}
+	body["lifecycle"] = map[string]any{"ignore_changes": ignore}
 	return []Resource{{Type: "rezussim_machine", Name: m.ResourceName, Body: body}}
 }
 
