@@ -1,0 +1,92 @@
+package talos
+
+import (
+	"testing"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// putMachines stores the tenant's machines as projection does.
+func (tr *tenantRig) putMachines() {
+	tr.t.Helper()
+	err := tr.store.Update(func(tx *backend.Tx) error {
+		for _, m := range tr.ms {
+			role := schema.RoleWorker
+			if m.ControlPlane {
+				role = schema.RoleControlPlane
+			}
+			obj := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
+				Metadata: schema.ObjectMeta{Name: m.ID, Labels: map[string]string{schema.LabelTenant: tr.tenant}},
+				Spec: schema.MachineSpec{ManagementAddress: m.Address, ProviderID: m.ID, Role: role, Tenant: tr.tenant,
+					NodeGroup: m.NodeGroup, TFAddress: m.Name}}
+			if _, err := tx.PutObject(schema.KindMachine, m.ID, obj); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+}
+
+func (tr *tenantRig) storedStatus(id string) schema.MachineStatus {
+	tr.t.Helper()
+	var m schema.Machine
+	if err := tr.store.View(func(tx *backend.Tx) error { return tx.GetObject(schema.KindMachine, id, &m) }); err != nil {
+		tr.t.Fatal(err)
+	}
+	return m.Status
+}
+
+func TestObserveMachinesWritesWhatTheMachinesSay(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 2)
+	tr.putMachines()
+	ctx := ctxT(t)
+	// The rollout record holds the config hashes; the worker group's is
+	// another config than the one its machines run.
+	d := tr.desired(tr.cpCfg, renderConfig(t, "acme", tr.secrets, "worker", "machine:\n  kubelet:\n    extraArgs:\n      v: \"3\"\n"), "1.12.6")
+	if _, err := r.plane.prepare(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.host.SetFault(tr.ms[2].ID, talosnodeRefuse); err != nil {
+		t.Fatal(err)
+	}
+	// A tenant whose bundle is not known is left alone.
+	bundles := func(tenant string) []byte {
+		if tenant == "acme" {
+			return tr.secrets
+		}
+		return nil
+	}
+	pl := r.newPlane(r.opts) // its prober has no observations yet
+	obs, err := pl.ObserveMachines(ctx, bundles)
+	if err != nil || len(obs) != 3 {
+		t.Fatalf("%d observations, %v", len(obs), err)
+	}
+	cp := tr.storedStatus(tr.ms[0].ID)
+	if cp.Stage != schema.StageReady || !cp.Ready || !cp.Connected || !cp.ConfigUpToDate || cp.TalosVersion != "v1.12.6" ||
+		cp.KubernetesVersion != "v1.34.1" || cp.LastSeen.IsZero() || cp.LastError != "" {
+		t.Errorf("control plane status %+v", cp)
+	}
+	if w := tr.storedStatus(tr.ms[1].ID); !w.Ready || !w.Connected || w.ConfigUpToDate {
+		t.Errorf("worker with an old config: %+v", w)
+	}
+	if w := tr.storedStatus(tr.ms[2].ID); w.Ready || w.Connected || w.LastError == "" || w.Stage != schema.StageInitializing {
+		t.Errorf("worker that refuses connections: %+v", w)
+	}
+	// Nothing changed: nothing is written.
+	var rv uint64
+	r.store.View(func(tx *backend.Tx) error { rv = tx.ResourceVersion(); return nil })
+	if _, err := pl.ObserveMachines(ctx, bundles); err != nil {
+		t.Fatal(err)
+	}
+	r.store.View(func(tx *backend.Tx) error {
+		if got := tx.ResourceVersion(); got != rv {
+			t.Errorf("an observation that changed nothing wrote the store (rv %d → %d)", rv, got)
+		}
+		return nil
+	})
+}
