@@ -191,7 +191,7 @@ func putFleet(b *testing.B, st *backend.Store, ms []Machine) {
 			}
 			obj := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
 				Metadata: schema.ObjectMeta{Name: m.ID, Labels: map[string]string{schema.LabelTenant: tenant}},
-				Spec: schema.MachineSpec{ManagementAddress: m.Address, Role: role, Tenant: tenant, NodeGroup: m.NodeGroup, TFAddress: m.Name}}
+				Spec:     schema.MachineSpec{ManagementAddress: m.Address, Role: role, Tenant: tenant, NodeGroup: m.NodeGroup, TFAddress: m.Name}}
 			if _, err := tx.PutObject(schema.KindMachine, m.ID, obj); err != nil {
 				return err
 			}
