@@ -59,7 +59,11 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		return noop, err
 	}
 	// The sim cloud's machines are simulated Talos nodes, served from here.
-	nodes, err := talosnode.Open(talosnode.Options{Dir: simDir, Logger: log.With("component", "simnodes")})
+	timings, err := parseSimTimings(f.talos.simTimings)
+	if err != nil {
+		return noop, err
+	}
+	nodes, err := talosnode.Open(talosnode.Options{Dir: simDir, Timings: timings, Logger: log.With("component", "simnodes")})
 	if err != nil {
 		return noop, fmt.Errorf("simulated Talos nodes: %w", err)
 	}

@@ -57,6 +57,19 @@ type serveFlags struct {
 
 	reports     reportFlags
 	previewRefs string
+
+	talos talosFlags
+}
+
+// talosFlags configure the Talos plane and the simulated nodes.
+type talosFlags struct {
+	installer        string
+	timeout          time.Duration
+	wait             time.Duration
+	probeTTL         time.Duration
+	probeConcurrency int
+	probeTimeout     time.Duration
+	simTimings       string
 }
 
 // newServeCmd builds `serve`; run does the serving once the settings are
@@ -131,6 +144,13 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.StringVar(&f.reports.gitlabAPI, "gitlab-api-url", "", "GitLab API base `URL`, https://HOST/api/v4; default gitlab.com")
 	fs.StringVar(&f.reports.gitlabTokenFile, "gitlab-token-file", "", "`FILE` holding the token for GitLab commit statuses; or set REZUSCLOUD_GITLAB_TOKEN")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "`FILE` holding the secret that push webhooks (/hooks/github, /hooks/gitlab, /hooks/generic) are signed with; or set REZUSCLOUD_WEBHOOK_SECRET")
+	fs.StringVar(&f.talos.installer, "talos-installer", "ghcr.io/siderolabs/installer", "installer `IMAGE` (registry and repository, no tag) whose tag vX.Y.Z a Talos upgrade installs")
+	fs.DurationVar(&f.talos.timeout, "talos-timeout", 10*time.Minute, "how long a machine may take to be back and ready after a config apply, upgrade or reboot; an upgraded machine that is not is rolled back and the rollout stops")
+	fs.DurationVar(&f.talos.wait, "talos-wait", 5*time.Minute, "how long a tenant's run waits for a machine or etcd to be ready (bootstrap, rollout gates) before it retries later")
+	fs.DurationVar(&f.talos.probeTTL, "probe-ttl", 15*time.Second, "how often each machine is asked for its status over the Talos API, at most")
+	fs.IntVar(&f.talos.probeConcurrency, "probe-concurrency", 32, "machines probed at the same time")
+	fs.DurationVar(&f.talos.probeTimeout, "probe-timeout", 3*time.Second, "how long a probe waits for a machine; one that does not answer is shown as not connected")
+	fs.StringVar(&f.talos.simTimings, "sim-timings", "", "stage durations of the simulated nodes, e.g. boot=200ms,reboot=400ms,upgrade=300ms,fallback=2s (also install, reset, log); default: the nodes' own")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	documentEnv(fs)
