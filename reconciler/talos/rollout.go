@@ -69,7 +69,9 @@ type RolloutRecord struct {
 	// Current is the operation in progress, if any.
 	Current *Operation `json:"current,omitempty"`
 	// Failed stops the rollout of this generation.
-	Failed    *Failure  `json:"failed,omitempty"`
+	Failed *Failure `json:"failed,omitempty"`
+	// Completed is set once every machine runs this generation.
+	Completed bool      `json:"completed,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
@@ -154,6 +156,23 @@ func (pl *Plane) Rollout(tenant string) (RolloutRecord, bool, error) {
 	return rec, found, err
 }
 
+// Pending reports whether the tenant's machines may need the plane even
+// when its manifests did not change: it was never bootstrapped or rolled
+// out, or a rollout was under way (a restart of the server interrupted
+// it). A stopped rollout waits for a new commit and is not pending.
+func (pl *Plane) Pending(tenant string) (bool, error) {
+	var b BootstrapRecord
+	found, err := pl.load(KindBootstrap, tenant, &b)
+	if err != nil || !found || !b.Done {
+		return true, err
+	}
+	rec, found, err := pl.Rollout(tenant)
+	if err != nil || !found {
+		return true, err
+	}
+	return rec.Failed == nil && (rec.Current != nil || !rec.Completed), nil
+}
+
 // prepare loads the record and brings it to the desired generation.
 func (pl *Plane) prepare(d Desired) (*RolloutRecord, error) {
 	rec := &RolloutRecord{}
@@ -170,7 +189,7 @@ func (pl *Plane) prepare(d Desired) (*RolloutRecord, error) {
 	gen := generation(groups, d.RestartedAt)
 	if rec.Generation != gen || !found {
 		rec.Generation, rec.Groups = gen, groups
-		rec.Touched, rec.Finished = nil, nil
+		rec.Touched, rec.Finished, rec.Completed = nil, nil, false
 		if rec.Failed != nil && rec.Failed.Generation != gen {
 			rec.Failed = nil
 		}
@@ -323,7 +342,7 @@ func (pl *Plane) track(rec *RolloutRecord, todo []work) {
 
 // complete records a finished rollout: the pending restarts are handled.
 func (pl *Plane) complete(d Desired, rec *RolloutRecord) error {
-	rec.Restarts, rec.Restarted = currentRestarts(d), nil
+	rec.Restarts, rec.Restarted, rec.Completed = currentRestarts(d), nil, true
 	rec.UpdatedAt = pl.opts.Now()
 	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
 		return err

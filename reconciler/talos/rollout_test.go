@@ -245,6 +245,9 @@ func TestRollResumesAfterAStopWithTheSameMachine(t *testing.T) {
 	if rec.Current == nil || rec.Current.Machine != tr.ms[1].ID || !rec.Current.Issued {
 		t.Fatalf("record after the stop: %+v", rec.Current)
 	}
+	if pending, err := r.plane.Pending("acme"); !pending || err != nil {
+		t.Fatalf("an interrupted rollout is not pending: %v %v", pending, err)
+	}
 	// A new server resumes: it waits for that machine before the next.
 	if err := r.newPlane(r.opts).Roll(ctxT(t), d); err != nil {
 		t.Fatal(err)
@@ -254,6 +257,9 @@ func TestRollResumesAfterAStopWithTheSameMachine(t *testing.T) {
 		t.Fatalf("upgrades on %v, want one per machine", got)
 	}
 	checkOneAtATime(t, ups, testTimings.Upgrade+testTimings.Reboot+testTimings.Boot)
+	if pending, err := r.plane.Pending("acme"); pending || err != nil {
+		t.Fatalf("a finished rollout is pending: %v %v", pending, err)
+	}
 }
 
 func TestRollMakesARecordedCallThatNeverReachedTheMachine(t *testing.T) {
