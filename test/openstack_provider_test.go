@@ -101,7 +101,7 @@ func TestOpenStackProviderApplyDestroy(t *testing.T) {
 		"terraform": map[string]any{"required_providers": map[string]any{"openstack": map[string]any{
 			"source": "terraform-provider-openstack/openstack", "version": "= 3.4.0"}}},
 		"provider": map[string]any{"openstack": map[string]any{"cloud": "sim"}},
-		"data": map[string]any{"openstack_networking_network_v2": map[string]any{"net": map[string]any{"name": "tenant-net"}}},
+		"data":     map[string]any{"openstack_networking_network_v2": map[string]any{"net": map[string]any{"name": "tenant-net"}}},
 		"resource": map[string]any{
 			"openstack_networking_port_v2": map[string]any{"p": map[string]any{
 				"name": "node-0", "network_id": "${data.openstack_networking_network_v2.net.id}", "admin_state_up": true,
