@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/render/provider/sim"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -113,8 +114,8 @@ func TestRenderShape(t *testing.T) {
 	if http, ok := doc.Terraform.Backend["http"]; !ok || len(http) != 0 {
 		t.Errorf("backend = %v, want an empty http block (address and credentials come from the environment)", doc.Terraform.Backend)
 	}
-	if src := doc.Terraform.RequiredProviders["rezussim"]["source"]; src != SimSource {
-		t.Errorf("required provider source = %v, want %s", src, SimSource)
+	if src := doc.Terraform.RequiredProviders["rezussim"]["source"]; src != sim.Source {
+		t.Errorf("required provider source = %v, want %s", src, sim.Source)
 	}
 	cp := doc.Resource["rezussim_machine"]["ng_controlplane"]
 	if cp["count"] != float64(3) || cp["role"] != "controlplane" || cp["shape"] != "medium" || cp["tenant"] != "production" {

@@ -3,12 +3,13 @@ package render
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
+	"github.com/rezuscloud/rezuscloud/render/module"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -54,8 +55,9 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 		return nil, fmt.Errorf("render %s: no Talos secrets bundle", tenant)
 	}
 	providers := map[string]any{}
-	providerBlocks := map[string]any{}
+	configs := map[string]map[string]map[string]any{} // local name -> alias -> block
 	resources := map[string]map[string]any{}
+	data := map[string]map[string]any{}
 	for _, ng := range td.NodeGroups {
 		m, ok := ms[ng.Spec.ProviderClass]
 		if !ok {
@@ -67,32 +69,43 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 			req["version"] = p.Version
 		}
 		providers[p.LocalName] = req
-		cfg := p.Config
-		if cfg == nil {
-			cfg = map[string]any{}
+		if err := addProviderConfig(configs, p.LocalName, m.ProviderConfig(ng)); err != nil {
+			return nil, fmt.Errorf("render %s: node group %s: %w", tenant, ng.Metadata.Name, err)
 		}
-		providerBlocks[p.LocalName] = cfg
 		machineConfig, err := talos.MachineConfig(talos.InputFor(td, ng, secretsBundle))
 		if err != nil {
 			return nil, fmt.Errorf("render %s: node group %s: %w", tenant, ng.Metadata.Name, err)
 		}
+		if cc, ok := m.(module.ConfigChecker); ok {
+			if probs := cc.CheckConfig(ng, machineConfig); len(probs) > 0 {
+				return nil, fmt.Errorf("render %s: %s", tenant, probs[0])
+			}
+		}
+		sum := sha256.Sum256(machineConfig)
 		in := MachineInput{
-			Tenant:       tenant,
-			NodeGroup:    ng,
-			Role:         ng.Role(),
-			TalosVersion: talosVersion(td, ng),
-			ResourceName: ResourceName(ng.Metadata.Name),
-			UserData:     EscapeTemplate(string(machineConfig)),
+			Tenant:         tenant,
+			NodeGroup:      ng,
+			Role:           ng.Role(),
+			TalosVersion:   talosVersion(td, ng),
+			ResourceName:   ResourceName(ng.Metadata.Name),
+			UserData:       EscapeTemplate(string(machineConfig)),
+			UserDataBase64: base64.StdEncoding.EncodeToString(machineConfig),
+			ConfigHash:     hex.EncodeToString(sum[:]),
 		}
 		for _, r := range m.Resources(in) {
-			r.Body["depends_on"] = []string{SecretsResource}
-			byName := resources[r.Type]
+			target := resources
+			if r.Data {
+				target = data
+			} else {
+				r.Body["depends_on"] = []string{SecretsResource}
+			}
+			byName := target[r.Type]
 			if byName == nil {
 				byName = map[string]any{}
-				resources[r.Type] = byName
+				target[r.Type] = byName
 			}
 			if _, dup := byName[r.Name]; dup {
-				return nil, fmt.Errorf("render %s: two resources named %s.%s", tenant, r.Type, r.Name)
+				return nil, fmt.Errorf("render %s: two blocks named %s.%s", tenant, r.Type, r.Name)
 			}
 			byName[r.Name] = r.Body
 		}
@@ -103,8 +116,11 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 		terraform["required_providers"] = providers
 	}
 	doc := map[string]any{"terraform": terraform}
-	if len(providerBlocks) > 0 {
-		doc["provider"] = providerBlocks
+	if len(configs) > 0 {
+		doc["provider"] = providerBlocks(configs)
+	}
+	if len(data) > 0 {
+		doc["data"] = data
 	}
 	doc["variable"] = map[string]any{SecretsVariable: map[string]any{
 		"type":        "string",
@@ -134,6 +150,61 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 	return ws, nil
 }
 
+// addProviderConfig records the provider block a node group needs; node
+// groups that share an alias must agree on its body.
+func addProviderConfig(configs map[string]map[string]map[string]any, localName string, pc module.ProviderConfig) error {
+	body := pc.Body
+	if body == nil {
+		body = map[string]any{}
+	}
+	byAlias := configs[localName]
+	if byAlias == nil {
+		byAlias = map[string]map[string]any{}
+		configs[localName] = byAlias
+	}
+	if prev, ok := byAlias[pc.Alias]; ok {
+		a, _ := marshal(prev)
+		b, _ := marshal(body)
+		if !bytes.Equal(a, b) {
+			return fmt.Errorf("provider %s configuration %q differs from another node group's", localName, pc.Alias)
+		}
+		return nil
+	}
+	byAlias[pc.Alias] = body
+	return nil
+}
+
+// providerBlocks is the "provider" object: one block per provider with only
+// a default configuration, else a list of blocks, the default first and the
+// aliases in sorted order.
+func providerBlocks(configs map[string]map[string]map[string]any) map[string]any {
+	out := map[string]any{}
+	for name, byAlias := range configs {
+		if len(byAlias) == 1 && byAlias[""] != nil {
+			out[name] = byAlias[""]
+			continue
+		}
+		aliases := make([]string, 0, len(byAlias))
+		for a := range byAlias {
+			aliases = append(aliases, a)
+		}
+		sort.Strings(aliases)
+		var list []any
+		for _, a := range aliases {
+			block := map[string]any{}
+			for k, v := range byAlias[a] {
+				block[k] = v
+			}
+			if a != "" {
+				block["alias"] = a
+			}
+			list = append(list, block)
+		}
+		out[name] = list
+	}
+	return out
+}
+
 // talosVersion is the Talos version a node group's machines run: its own,
 // else the tenant's.
 func talosVersion(td *schema.TenantDesired, ng *schema.NodeGroup) string {
@@ -145,10 +216,7 @@ func talosVersion(td *schema.TenantDesired, ng *schema.NodeGroup) string {
 
 // EscapeTemplate makes s a literal in a .tf.json string, where "${" and
 // "%{" would otherwise start template sequences.
-func EscapeTemplate(s string) string {
-	s = strings.ReplaceAll(s, "${", "$${")
-	return strings.ReplaceAll(s, "%{", "%%{")
-}
+func EscapeTemplate(s string) string { return module.Literal(s) }
 
 // ResourceName turns a node group name (a DNS-1123 label, which may start
 // with a digit) into a TF resource name, which may not.
