@@ -29,7 +29,7 @@ type Modules map[string]Module
 // openstack and oci.
 func Builtin() Modules {
 	return Modules{
-		schema.ProviderSim:       sim.Module{},
+		schema.ProviderSim:        sim.Module{},
 		openstack.Module{}.Name(): openstack.Module{},
 		oci.Module{}.Name():       oci.Module{},
 	}
