@@ -38,14 +38,22 @@ func loadExamples(t *testing.T) *schema.Desired {
 	return d
 }
 
-// TestGolden renders every example tenant and compares the workspace with
-// testdata/golden/TENANT.tf.json. Run with -update to rewrite them.
+// TestGolden renders every example tenant, and those of testdata/cases,
+// and compares the workspace with testdata/golden/TENANT.tf.json. Run with
+// -update to rewrite them.
 func TestGolden(t *testing.T) {
 	d := loadExamples(t)
-	if len(d.Tenants) < 2 {
-		t.Fatalf("examples hold %d tenants, want at least 2", len(d.Tenants))
+	if len(d.Tenants) < 4 {
+		t.Fatalf("examples hold %d tenants, want at least 4 (sim, openstack, oci)", len(d.Tenants))
 	}
-	for _, td := range d.Tenants {
+	cases, err := schema.Load(os.DirFS(filepath.Join("testdata", "cases")), ".", nil)
+	if err != nil {
+		t.Fatalf("load testdata/cases: %v", err)
+	}
+	if probs := Builtin().Validate(cases); len(probs) > 0 {
+		t.Fatalf("testdata/cases: %v", probs)
+	}
+	for _, td := range append(d.Tenants, cases.Tenants...) {
 		ws, err := Builtin().Render(td, testSecrets(t))
 		if err != nil {
 			t.Fatalf("render %s: %v", td.Tenant.Metadata.Name, err)
