@@ -329,3 +329,79 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigLimits: a tenant-wide patch that makes the machine config too
+// big for OCI's metadata but not for Nova's user_data fails validation for
+// the OCI node group only, naming it at its file:line, and fails the render.
+func TestConfigLimits(t *testing.T) {
+	big := strings.Repeat("x", 26000)
+	fsys := fstest.MapFS{"t.yaml": {Data: []byte(`apiVersion: rezuscloud.io/v1
+kind: Tenant
+metadata:
+  name: acme
+spec:
+  kubernetesVersion: "1.34.1"
+  talosVersion: "1.12.6"
+  controlPlaneEndpoint: https://acme.example.internal:6443
+  configPatches:
+    - name: big-file
+      patch: |
+        machine:
+          files:
+            - path: /var/big
+              op: create
+              permissions: 0o644
+              content: ` + big + `
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: on-openstack
+  labels:
+    rezuscloud.io/tenant: acme
+    rezuscloud.io/role: worker
+spec:
+  count: 1
+  providerClass: openstack
+  providerConfig: {cloud: c, flavor: f, image: i, networks: [{name: n}]}
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: on-oci
+  labels:
+    rezuscloud.io/tenant: acme
+    rezuscloud.io/role: worker
+spec:
+  count: 1
+  providerClass: oci
+  providerConfig:
+    profile: DEFAULT
+    compartmentId: ocid1.compartment.oc1..aaaa
+    availabilityDomain: AD-1
+    shape: VM.Standard2.1
+    image: ocid1.image.oc1.r.aaaa
+    subnetId: ocid1.subnet.oc1.r.aaaa
+`)}}
+	d, err := schema.Load(fsys, ".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs := Builtin().Validate(d); len(probs) != 0 {
+		t.Fatalf("providerConfig problems: %v", probs)
+	}
+	probs := ValidateTalos(d.Tenants[0])
+	if len(probs) != 1 || probs[0].File != "t.yaml" || probs[0].Line != 31 || !strings.Contains(probs[0].Message, "node group on-oci") {
+		t.Fatalf("problems = %v, want one for node group on-oci at t.yaml:31", probs)
+	}
+	if _, err := Builtin().Render(d.Tenants[0], testSecrets(t)); err == nil || !strings.Contains(err.Error(), "on-oci") {
+		t.Fatalf("render: err = %v, want the OCI node group's limit", err)
+	}
+	// Twice the patch is too much for Nova as well.
+	fsys["t.yaml"].Data = []byte(strings.Replace(string(fsys["t.yaml"].Data), big, big+big, 1))
+	d, _ = schema.Load(fsys, ".", nil)
+	probs = ValidateTalos(d.Tenants[0])
+	if all := fmt.Sprint(probs); len(probs) != 2 || !strings.Contains(all, "t.yaml:19:1: node group on-openstack") || !strings.Contains(all, "Nova's limit") {
+		t.Fatalf("problems = %v, want the OpenStack node group at t.yaml:19 too", probs)
+	}
+}

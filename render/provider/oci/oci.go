@@ -93,7 +93,7 @@ func ocid(types ...string) func(v any) string {
 				}
 			}
 		}
-		return fmt.Sprintf("%q is not an OCID of a %s", v, strings.Join(types, " or "))
+		return fmt.Sprintf("%q is not an OCID of type %s", v, strings.Join(types, " or "))
 	}
 }
 
