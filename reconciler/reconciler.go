@@ -50,6 +50,14 @@ const (
 	LabelPreview   = "rezuscloud.io/preview"
 	LabelNodeGroup = "rezuscloud.io/node-group"
 	LabelProvider  = "rezuscloud.io/provider"
+	// LabelZone is the availability zone (or domain) of a machine on a
+	// cloud that has them.
+	LabelZone = "topology.kubernetes.io/zone"
+	// AnnotationPublicAddress and AnnotationProviderState carry a
+	// machine's public IP and its cloud's state of it, when the provider
+	// records them.
+	AnnotationPublicAddress = "rezuscloud.io/public-address"
+	AnnotationProviderState = "rezuscloud.io/provider-state"
 )
 
 // Options configure a Reconciler. DataDir and StateURL are required.

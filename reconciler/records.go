@@ -263,6 +263,7 @@ func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson
 					TFAddress: res.Address,
 				},
 			}
+			projectCloudFacts(mc, f)
 			out = append(out, mc)
 		}
 		for _, c := range m.ChildModules {
@@ -272,6 +273,21 @@ func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson
 	walk(st.Values.RootModule)
 	sort.Slice(out, func(i, j int) bool { return out[i].Metadata.Name < out[j].Metadata.Name })
 	return out, nil
+}
+
+// projectCloudFacts records what a real cloud's provider says about a
+// machine beyond the spec: its zone as the Kubernetes topology label, its
+// public address and the cloud's state of it as annotations.
+func projectCloudFacts(mc *schema.Machine, f render.MachineFacts) {
+	if f.Zone != "" {
+		mc.Metadata.Labels[LabelZone] = f.Zone
+	}
+	if f.PublicAddress != "" {
+		mc.Metadata.Annotations[AnnotationPublicAddress] = f.PublicAddress
+	}
+	if f.State != "" {
+		mc.Metadata.Annotations[AnnotationProviderState] = f.State
+	}
 }
 
 // storedMachines returns the machines of a tenant as the store has them.

@@ -57,6 +57,19 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		return noop, err
 	}
 	env := map[string]string{"REZUSSIM_DIR": simDir}
+	cl, err := setupClouds(&f.clouds, dataDir, log)
+	if err != nil {
+		return noop, err
+	}
+	for k, v := range cl.env {
+		env[k] = v
+	}
+	started := false
+	defer func() {
+		if !started {
+			cl.close()
+		}
+	}()
 	encrypt, err := stateEncryption(f.stateEncryption, os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"))
 	if err != nil {
 		return noop, err
@@ -179,7 +192,11 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		defer wg.Done()
 		rec.ObserveSim(ctx, simDir, 2*time.Second)
 	}()
-	return wg.Wait, nil
+	started = true
+	return func() {
+		wg.Wait()
+		cl.close()
+	}, nil
 }
 
 // stateEncryption returns the TF_ENCRYPTION configuration that --state-encryption
