@@ -207,12 +207,41 @@ func (s *session) init(ctx context.Context, initInputs []byte) error {
 	return os.WriteFile(marker, []byte(want), 0o600)
 }
 
-// redact strips known secrets from an error's text.
+// redact strips known secrets from an error's text and condenses it to
+// one line; the run's output keeps the whole of it.
 func (s *session) redact(err error) error {
 	if err == nil {
 		return nil
 	}
-	return errors.New(s.out.redact(err.Error()))
+	return errors.New(oneLine(s.out.redact(err.Error())))
+}
+
+// oneLine condenses tofu's error text to one line: its first line, then
+// each diagnostic's summary ("Error: ...") with the resource it is about.
+// Text without diagnostics has its lines joined.
+func oneLine(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	var parts []string
+	for _, l := range lines[1:] {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "Error: "):
+			parts = append(parts, strings.TrimPrefix(l, "Error: "))
+		case strings.HasPrefix(l, "with ") && len(parts) > 0:
+			parts[len(parts)-1] += " (" + strings.TrimSuffix(l, ",") + ")"
+		}
+	}
+	if len(parts) == 0 {
+		for _, l := range lines[1:] {
+			if l = strings.TrimSpace(l); l != "" {
+				parts = append(parts, l)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return strings.TrimSpace(lines[0])
+	}
+	return strings.TrimSpace(lines[0]) + ": " + strings.Join(parts, "; ")
 }
 
 // planApply plans into a plan file and applies exactly that plan when it

@@ -13,8 +13,9 @@ import (
 type Fault struct {
 	// Method matches the request method; "" matches any.
 	Method string `json:"method,omitempty"`
-	// Path matches a request path that equals it or starts with it
-	// followed by "/", such as "/compute/v2.1/servers".
+	// Path matches a request path that equals it, such as
+	// "/compute/v2.1/servers" (the create of a server, not the reads of
+	// one); a Path ending in "/" matches every path below it.
 	Path string `json:"path"`
 	// Status is the answer; 500 when zero.
 	Status int `json:"status,omitempty"`
@@ -33,7 +34,10 @@ func (f Fault) matches(method, path string) bool {
 	if f.Method != "" && !strings.EqualFold(f.Method, method) {
 		return false
 	}
-	return path == f.Path || strings.HasPrefix(path, strings.TrimSuffix(f.Path, "/")+"/")
+	if strings.HasSuffix(f.Path, "/") {
+		return strings.HasPrefix(path, f.Path)
+	}
+	return path == f.Path
 }
 
 // Faults is the content of a faults.json that a process drops into the

@@ -180,8 +180,13 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("faulted create %d: %d, want 500", i, code)
 		}
 	}
-	if code, _ := cl.createServer("ok", "u"); code != http.StatusAccepted {
-		t.Fatalf("create after the faults: %d", code)
+	_, ok := cl.createServer("ok", "u")
+	if ok == "" {
+		t.Fatal("create after the faults failed")
+	}
+	c.Inject(Fault{Path: "/compute/v2.1/servers/"})
+	if code, _, _ := cl.do("GET", "/compute/v2.1/servers/"+ok, ""); code != http.StatusInternalServerError {
+		t.Fatalf("a fault on every path below /compute/v2.1/servers/: GET %d, want 500", code)
 	}
 	if err := c.NextServers("BUILD", "ERROR"); err != nil {
 		t.Fatal(err)
