@@ -6,7 +6,7 @@ func TestOneLine(t *testing.T) {
 	for in, want := range map[string]string{
 		"exit status 1\n\nError: Error creating OpenStack server: got 500\n\n  with openstack_compute_instance_v2.ng_workers[1],\n  on main.tf.json line 111:\n 111: }\n\nError: second\n": "exit status 1: Error creating OpenStack server: got 500 (with openstack_compute_instance_v2.ng_workers[1]); second",
 		"exit status 1\nsomething\n  broke\n": "exit status 1: something; broke",
-		"plain": "plain",
+		"plain":                               "plain",
 	} {
 		if got := oneLine(in); got != want {
 			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
