@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,32 +218,53 @@ func (s *session) redact(err error) error {
 }
 
 // oneLine condenses tofu's error text to one line: its first line, then
-// each diagnostic's summary ("Error: ...") with the resource it is about.
-// Text without diagnostics has its lines joined.
+// each diagnostic ("Error: summary") with the resource it is about and its
+// detail, without the source snippet. Text without diagnostics has its
+// lines joined.
 func oneLine(msg string) string {
 	lines := strings.Split(strings.TrimSpace(msg), "\n")
-	var parts []string
+	head := strings.TrimSpace(lines[0])
+	type diag struct{ summary, with, detail string }
+	var diags []*diag
+	var loose []string
 	for _, l := range lines[1:] {
 		l = strings.TrimSpace(l)
+		var d *diag
+		if len(diags) > 0 {
+			d = diags[len(diags)-1]
+		}
 		switch {
+		case l == "" || snippetRE.MatchString(l):
 		case strings.HasPrefix(l, "Error: "):
-			parts = append(parts, strings.TrimPrefix(l, "Error: "))
-		case strings.HasPrefix(l, "with ") && len(parts) > 0:
-			parts[len(parts)-1] += " (" + strings.TrimSuffix(l, ",") + ")"
+			diags = append(diags, &diag{summary: strings.TrimPrefix(l, "Error: ")})
+		case d == nil:
+			loose = append(loose, l)
+		case strings.HasPrefix(l, "with ") && d.with == "":
+			d.with = strings.TrimSuffix(l, ",")
+		case strings.HasPrefix(l, "on ") && strings.Contains(l, " line "):
+		default:
+			d.detail = strings.TrimSpace(d.detail + " " + l)
 		}
 	}
-	if len(parts) == 0 {
-		for _, l := range lines[1:] {
-			if l = strings.TrimSpace(l); l != "" {
-				parts = append(parts, l)
-			}
+	parts := loose
+	for _, d := range diags {
+		p := d.summary
+		if d.with != "" {
+			p += " (" + d.with + ")"
 		}
+		if d.detail != "" {
+			p += ": " + d.detail
+		}
+		parts = append(parts, p)
 	}
 	if len(parts) == 0 {
-		return strings.TrimSpace(lines[0])
+		return head
 	}
-	return strings.TrimSpace(lines[0]) + ": " + strings.Join(parts, "; ")
+	return head + ": " + strings.Join(parts, "; ")
 }
+
+// snippetRE matches the lines of a diagnostic's source snippet.
+var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 
 // planApply plans into a plan file and applies exactly that plan when it
 // has changes.
