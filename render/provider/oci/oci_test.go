@@ -249,3 +249,21 @@ func TestCheckConfigMetadataLimit(t *testing.T) {
 		t.Fatalf("problems = %v, want one at t.yaml:10 naming node group cp and the limit", probs)
 	}
 }
+
+func TestExtract(t *testing.T) {
+	mps := (oci.Module{}).Mappings()
+	if len(mps) != 1 || mps[0].TFType != oci.TypeInstance || mps[0].Kind != schema.KindMachine {
+		t.Fatalf("mappings = %+v", mps)
+	}
+	f := mps[0].Extract(map[string]any{
+		"id": "ocid1.instance.oc1.r.aaaa", "private_ip": "10.0.0.5", "public_ip": "203.0.113.9", "display_name": "acme-cp-0",
+		"shape": "VM.Standard.E5.Flex", "availability_domain": "AD-1", "state": "RUNNING",
+		"metadata": map[string]any{oci.MetaTenant: "acme", oci.MetaNodeGroup: "cp", oci.MetaRole: "controlplane", oci.MetaConfigHash: "abc", "user_data": "eA=="},
+	})
+	want := module.MachineFacts{ProviderID: "ocid1.instance.oc1.r.aaaa", Address: "10.0.0.5", PublicAddress: "203.0.113.9",
+		Hostname: "acme-cp-0", Shape: "VM.Standard.E5.Flex", Zone: "AD-1", State: "RUNNING",
+		Tenant: "acme", NodeGroup: "cp", Role: "controlplane", ConfigHash: "abc"}
+	if f != want {
+		t.Fatalf("facts = %+v, want %+v", f, want)
+	}
+}
