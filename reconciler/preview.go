@@ -174,7 +174,12 @@ func (r *Reconciler) previewTenant(ctx context.Context, t *preview.Tenant, td *s
 			return
 		}
 	}
-	out, err := r.runner.Plan(ctx, dir, ws.InitInputs, creds, false)
+	vars, err := ws.VarFile()
+	if err != nil {
+		t.Error = err.Error()
+		return
+	}
+	out, err := r.runner.Plan(ctx, dir, ws.InitInputs, vars, creds, false)
 	r.planned(t, out, err)
 }
 
@@ -194,9 +199,14 @@ func (r *Reconciler) previewDestroy(ctx context.Context, t *preview.Tenant, prev
 		t.Error = err.Error()
 		return
 	}
+	vars, err := placeholderVars(dir)
+	if err != nil {
+		t.Error = err.Error()
+		return
+	}
 	creds, revoke := r.creds(prev.Tenant)
 	defer revoke()
-	out, err := r.runner.Plan(ctx, dir, prev.InitInputs, creds, true)
+	out, err := r.runner.Plan(ctx, dir, prev.InitInputs, vars, creds, true)
 	r.planned(t, out, err)
 }
 
@@ -269,7 +279,8 @@ func (j *previewJob) Run(ctx context.Context) {
 	c := &schema.Commit{
 		APIVersion: schema.APIVersion, Kind: schema.KindCommit,
 		Metadata: schema.ObjectMeta{Name: "preview-" + commitName(snap.Revision), Labels: map[string]string{LabelPreview: "true"}},
-		Spec:     schema.CommitSpec{SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author, Message: snap.Message, Preview: true},
+		Spec: schema.CommitSpec{SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author, Message: snap.Message,
+			MessageTruncated: snap.MessageTruncated, Preview: true}.Bounded(),
 	}
 	c.Status.Timings.ReceivedAt = r.opts.Now()
 	c.Status.Phase = schema.CommitPlanning

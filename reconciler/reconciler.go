@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -71,6 +71,13 @@ type Options struct {
 	// backend and a function that revokes them afterwards. Nil means the
 	// backend needs none.
 	Credentials func(tenant string) (username, password string, revoke func())
+	// LockHolder names the token that the state lock records for the runs
+	// of a tenant: the username Credentials gives. A lock it holds while
+	// no run of the tenant is in progress was left by a run that died, and
+	// is released (see Recover). Nil: locks are never released.
+	LockHolder func(tenant string) string
+	// Audit, when set, records every state lock the reconciler releases.
+	Audit *slog.Logger
 	// MaxDeletions is how many tenants one commit may destroy without the
 	// Rezuscloud-Allow-Deletions trailer. Default 1.
 	MaxDeletions int
@@ -238,8 +245,9 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 		APIVersion: schema.APIVersion, Kind: schema.KindCommit,
 		Metadata: schema.ObjectMeta{Name: commitName(snap.Revision)},
 		Spec: schema.CommitSpec{
-			SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author, Message: snap.Message,
-		},
+			SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author,
+			Message: snap.Message, MessageTruncated: snap.MessageTruncated,
+		}.Bounded(),
 	}
 	c.Status.NonFastForward = snap.NonFastForward
 	c.Status.Timings.ReceivedAt = r.opts.Now()
@@ -309,7 +317,7 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 		deletions = append(deletions, name)
 	}
 	if n := len(deletions); n > 0 {
-		allowed := allowedDeletions(snap.Message)
+		allowed := allowedDeletions(snap.Trailers)
 		all := len(desired.Tenants) == 0 && len(applied) > 0
 		if (n > r.opts.MaxDeletions || all) && allowed < n {
 			why := fmt.Sprintf("this commit would destroy %d tenants (%s)", n, strings.Join(deletions, ", "))
@@ -638,16 +646,16 @@ func (r *Reconciler) fail(c *schema.Commit, err error) error {
 	return err
 }
 
-var trailerRE = regexp.MustCompile(`(?mi)^` + TrailerAllowDeletions + `:\s*(\d+)\s*$`)
-
-// allowedDeletions reads the Rezuscloud-Allow-Deletions trailer of a commit
-// message; 0 when absent.
-func allowedDeletions(message string) int {
-	m := trailerRE.FindAllStringSubmatch(message, -1)
-	if len(m) == 0 {
+// allowedDeletions reads the Rezuscloud-Allow-Deletions trailer of a
+// commit: a whole number, 0 when absent or not a number. The trailers come
+// from the snapshot, which read them from the full message as git does;
+// a line elsewhere in the message is no trailer.
+func allowedDeletions(trailers commitmsg.Trailers) int {
+	v, ok := trailers.Get(TrailerAllowDeletions)
+	if !ok || v == "" || strings.TrimLeft(v, "0123456789") != "" {
 		return 0
 	}
-	n, err := strconv.Atoi(m[len(m)-1][1])
+	n, err := strconv.Atoi(v)
 	if err != nil {
 		return 0
 	}
@@ -707,11 +715,17 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 		return res
 	}
 	rewrite := r.opts.EncryptState && prev != nil && r.plainState(name)
-	if !rewrite && prev != nil && prev.InputHash == inHash && len(modeldiff.Diff(prev.Model, desired)) == 0 {
+	// A run that was interrupted runs again, whether or not anything changed.
+	again := rewrite || r.needsRecovery(name)
+	if !again && prev != nil && prev.InputHash == inHash && len(modeldiff.Diff(prev.Model, desired)) == 0 {
 		return unchanged("")
 	}
 	dir, err := r.workDir(name)
 	if err != nil {
+		return failf("%v", err)
+	}
+	// Nothing of the tenant runs before an earlier run of it is over.
+	if err := r.settle(ctx, name, dir); err != nil {
 		return failf("%v", err)
 	}
 	creds, revoke := r.creds(name)
@@ -728,8 +742,12 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	if err != nil {
 		return failf("%v", err)
 	}
-	if !rewrite && prev != nil && !fresh && prev.RenderedHash == ws.Hash && len(modeldiff.Diff(prev.Model, desired)) == 0 {
+	if !again && prev != nil && !fresh && prev.RenderedHash == ws.Hash && len(modeldiff.Diff(prev.Model, desired)) == 0 {
 		return unchanged(ws.Hash)
+	}
+	vars, err := ws.VarFile()
+	if err != nil {
+		return failf("%v", err)
 	}
 	for fname, b := range ws.Files {
 		if err := writeFileAtomic(filepath.Join(dir, fname), b); err != nil {
@@ -743,7 +761,7 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	if rewrite {
 		apply = r.runner.Rewrite
 	}
-	out, err := apply(ctx, dir, ws.InitInputs, creds)
+	out, err := apply(ctx, dir, ws.InitInputs, vars, creds)
 	if out != nil {
 		res.Plan = schema.PlanSummary{Add: out.Plan.Add, Change: out.Plan.Change, Destroy: out.Plan.Destroy}
 		res.OutputTail = out.Output
@@ -797,7 +815,15 @@ func (r *Reconciler) destroyTenant(ctx context.Context, snap sources.Snapshot, p
 	}
 	creds, revoke := r.creds(name)
 	defer revoke()
-	out, err := r.runner.Destroy(ctx, dir, prev.InitInputs, creds)
+	vars, err := placeholderVars(dir)
+	if err == nil {
+		err = r.settle(ctx, name, dir)
+	}
+	if err != nil {
+		res.Phase, res.Error = schema.CommitFailed, err.Error()
+		return res
+	}
+	out, err := r.runner.Destroy(ctx, dir, prev.InitInputs, vars, creds)
 	if out != nil {
 		res.Plan = schema.PlanSummary{Add: out.Plan.Add, Change: out.Plan.Change, Destroy: out.Plan.Destroy}
 		res.OutputTail = out.Output

@@ -21,7 +21,7 @@ func TestStateFromBackendMatchesShow(t *testing.T) {
 	for _, tenant := range []string{"production", "staging"} {
 		dir := filepath.Join(r.rec.opts.DataDir, "work", tenant)
 		creds, revoke := r.rec.creds(tenant)
-		s, err := r.rec.runner.open(dir, creds)
+		s, err := r.rec.runner.open(ctx, dir, creds)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -97,25 +98,56 @@ type Result struct {
 	State  *tfjson.State
 }
 
+// Files a run keeps in its work directory only while it lasts.
+const (
+	// varFile holds the values of the workspace's sensitive variables
+	// while tofu plans; apply takes them from the plan.
+	varFile = "rezuscloud.tfvars.json"
+	// planFile is the plan that apply applies (encrypted when state
+	// encryption is on).
+	planFile = "rezuscloud.tfplan"
+	// erroredState is where tofu saves the state of an apply whose final
+	// write to the backend failed.
+	erroredState = "errored.tfstate"
+)
+
 // session is one sequence of tofu commands in a work directory.
 type session struct {
 	r      *Runner
 	tf     *tfexec.Terraform
 	dir    string
 	creds  Creds
+	env    map[string]string
 	out    *tailBuffer
 	unlock func()
 }
 
-func (r *Runner) open(dir string, creds Creds) (*session, error) {
+// dirLock returns the mutex that serialises runs in dir.
+func (r *Runner) dirLock(dir string) *sync.Mutex {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	l, ok := r.locks[dir]
 	if !ok {
 		l = &sync.Mutex{}
 		r.locks[dir] = l
 	}
-	r.mu.Unlock()
+	return l
+}
+
+// open starts a session in dir once no other run uses it: none of this
+// runner, and no tofu that an earlier server process left running there.
+// What an interrupted run left behind (its var file and plan) goes first.
+func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, error) {
+	l := r.dirLock(dir)
 	l.Lock()
+	if err := waitIdle(ctx, dir); err != nil {
+		l.Unlock()
+		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
+	}
+	if err := removeLeftovers(dir); err != nil {
+		l.Unlock()
+		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
+	}
 
 	tf, err := tfexec.NewTerraform(dir, r.opts.Binary)
 	if err != nil {
@@ -153,7 +185,52 @@ func (r *Runner) open(dir string, creds Creds) (*session, error) {
 	out := newTailBuffer(16<<10, secrets)
 	tf.SetStdout(out)
 	tf.SetStderr(out)
-	return &session{r: r, tf: tf, dir: dir, creds: creds, out: out, unlock: l.Unlock}, nil
+	return &session{r: r, tf: tf, dir: dir, creds: creds, env: env, out: out, unlock: l.Unlock}, nil
+}
+
+// WaitIdle waits until no tofu runs in dir: neither one of this runner nor
+// one that an earlier server process started and left running when it
+// died. It returns at once when none runs.
+func (r *Runner) WaitIdle(ctx context.Context, dir string) error {
+	l := r.dirLock(dir)
+	l.Lock()
+	defer l.Unlock()
+	return waitIdle(ctx, dir)
+}
+
+// removeLeftovers removes the var file and plan of a run that was
+// interrupted before it could remove them itself.
+func removeLeftovers(dir string) error {
+	for _, name := range []string{varFile, planFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// withVars writes vars to the work directory's var file (0600) and returns
+// its path and a func that removes it. With no vars it writes nothing.
+func (s *session) withVars(vars []byte) (path string, remove func(), err error) {
+	if vars == nil {
+		return "", func() {}, nil
+	}
+	path = filepath.Join(s.dir, varFile)
+	_ = os.Remove(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", nil, fmt.Errorf("write var file: %w", err)
+	}
+	remove = func() { _ = os.Remove(path) }
+	_, err = f.Write(vars)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		remove()
+		return "", nil, fmt.Errorf("write var file: %w", err)
+	}
+	return path, remove, nil
 }
 
 func (s *session) close() { s.unlock() }
@@ -267,23 +344,33 @@ func oneLine(msg string) string {
 var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 
 // planApply plans into a plan file and applies exactly that plan when it
-// has changes.
+// has changes. The variables exist on disk only while tofu plans: the
+// plan carries them to apply.
 //
 // With force it applies a plan without changes too, which rewrites the
 // state: that is how state written before encryption was turned on gets
 // encrypted.
-func (s *session) planApply(ctx context.Context, destroy, force bool) (PlanSummary, error) {
-	planFile := filepath.Join(s.dir, "rezuscloud.tfplan")
+func (s *session) planApply(ctx context.Context, vars []byte, destroy, force bool) (PlanSummary, error) {
+	planFile := filepath.Join(s.dir, planFile)
 	defer os.Remove(planFile)
+	varPath, removeVars, err := s.withVars(vars)
+	if err != nil {
+		return PlanSummary{}, err
+	}
+	opts := []tfexec.PlanOption{tfexec.Out(planFile), tfexec.Destroy(destroy)}
+	if varPath != "" {
+		opts = append(opts, tfexec.VarFile(varPath))
+	}
 	var changed bool
 	// The summary comes from the plan's own output when tofu prints it;
 	// `tofu show` of the plan file only when it does not.
 	line := &planLine{}
 	s.tf.SetStdout(io.MultiWriter(s.out, line))
-	err := s.cmd("plan", func() (err error) {
-		changed, err = s.tf.Plan(ctx, tfexec.Out(planFile), tfexec.Destroy(destroy))
+	err = s.cmd("plan", func() (err error) {
+		changed, err = s.tf.Plan(ctx, opts...)
 		return err
 	})
+	removeVars()
 	s.tf.SetStdout(s.out)
 	if err != nil {
 		return PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
@@ -303,7 +390,7 @@ func (s *session) planApply(ctx context.Context, destroy, force bool) (PlanSumma
 		}
 		sum = summarize(plan)
 	}
-	if err := s.cmd("apply", func() error { return s.tf.Apply(ctx, tfexec.DirOrPlan(planFile)) }); err != nil {
+	if err := s.cmd("apply", func() error { return s.applyDetached(ctx, planFile) }); err != nil {
 		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
 	}
 	return sum, nil
@@ -329,25 +416,27 @@ func (s *session) show(ctx context.Context) (*tfjson.State, error) {
 }
 
 // Apply brings the work directory's configuration into effect: init when
-// needed, plan, apply that plan when it changes anything, and show the
-// resulting state for projection.
-func (r *Runner) Apply(ctx context.Context, dir string, initInputs []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, creds, false, false)
+// needed, push the state an interrupted apply left in errored.tfstate,
+// plan with vars (the .tfvars.json of the sensitive variables, on disk
+// only while tofu plans), apply that plan when it changes anything, and
+// show the resulting state for projection.
+func (r *Runner) Apply(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
+	return r.run(ctx, dir, initInputs, vars, creds, false, false)
 }
 
 // Rewrite is Apply that also applies a plan without changes, so that tofu
 // writes the state again (encrypting it, once encryption is configured).
-func (r *Runner) Rewrite(ctx context.Context, dir string, initInputs []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, creds, false, true)
+func (r *Runner) Rewrite(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
+	return r.run(ctx, dir, initInputs, vars, creds, false, true)
 }
 
 // Destroy removes everything the work directory's state holds.
-func (r *Runner) Destroy(ctx context.Context, dir string, initInputs []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, creds, true, false)
+func (r *Runner) Destroy(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
+	return r.run(ctx, dir, initInputs, vars, creds, true, false)
 }
 
-func (r *Runner) run(ctx context.Context, dir string, initInputs []byte, creds Creds, destroy, force bool) (*Result, error) {
-	s, err := r.open(dir, creds)
+func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, creds Creds, destroy, force bool) (*Result, error) {
+	s, err := r.open(ctx, dir, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +446,10 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs []byte, creds C
 	if err := s.init(ctx, initInputs); err != nil {
 		return res, err
 	}
-	if res.Plan, err = s.planApply(ctx, destroy, force); err != nil {
+	if err := s.pushErrored(ctx); err != nil {
+		return res, err
+	}
+	if res.Plan, err = s.planApply(ctx, vars, destroy, force); err != nil {
 		return res, err
 	}
 	if res.State, err = s.show(ctx); err != nil {
@@ -381,9 +473,10 @@ type PlannedChange struct {
 
 // Plan plans the work directory's configuration against the current state
 // without taking the state lock (-lock=false), and never applies: previews
-// use it, so it must never delay or disturb an apply.
-func (r *Runner) Plan(ctx context.Context, dir string, initInputs []byte, creds Creds, destroy bool) (*PlanResult, error) {
-	s, err := r.open(dir, creds)
+// use it, so it must never delay or disturb an apply. vars are handled as
+// Apply handles them.
+func (r *Runner) Plan(ctx context.Context, dir string, initInputs, vars []byte, creds Creds, destroy bool) (*PlanResult, error) {
+	s, err := r.open(ctx, dir, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -396,10 +489,19 @@ func (r *Runner) Plan(ctx context.Context, dir string, initInputs []byte, creds 
 	// The machine-readable plan output names every planned change and the
 	// summary, so no `tofu show` of a plan file is needed; no plan file is
 	// written at all, since nothing applies it.
+	varPath, removeVars, err := s.withVars(vars)
+	if err != nil {
+		return res, err
+	}
+	defer removeVars()
+	opts := []tfexec.PlanOption{tfexec.Destroy(destroy), tfexec.Lock(false)}
+	if varPath != "" {
+		opts = append(opts, tfexec.VarFile(varPath))
+	}
 	var stream planStream
 	var changed bool
 	err = s.cmd("plan", func() (err error) {
-		changed, err = s.tf.PlanJSON(ctx, &stream, tfexec.Destroy(destroy), tfexec.Lock(false))
+		changed, err = s.tf.PlanJSON(ctx, &stream, opts...)
 		return err
 	})
 	if err != nil {
@@ -475,7 +577,7 @@ func (p *planStream) result() (PlanSummary, []PlannedChange) {
 
 // State returns the current state of a work directory without changing it.
 func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds Creds) (*tfjson.State, error) {
-	s, err := r.open(dir, creds)
+	s, err := r.open(ctx, dir, creds)
 	if err != nil {
 		return nil, err
 	}

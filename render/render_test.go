@@ -39,7 +39,8 @@ func loadExamples(t *testing.T) *schema.Desired {
 }
 
 // TestGolden renders every example tenant, and those of testdata/cases,
-// and compares the workspace with testdata/golden/TENANT.tf.json. Run with
+// and compares the workspace with testdata/golden/TENANT.tf.json and its
+// variables (the machine configs) with TENANT.tfvars.json. Run with
 // -update to rewrite them.
 func TestGolden(t *testing.T) {
 	d := loadExamples(t)
@@ -58,20 +59,25 @@ func TestGolden(t *testing.T) {
 		if err != nil {
 			t.Fatalf("render %s: %v", td.Tenant.Metadata.Name, err)
 		}
-		got := ws.Files[MainFile]
-		golden := filepath.Join("testdata", "golden", td.Tenant.Metadata.Name+".tf.json")
-		if *update {
-			if err := os.WriteFile(golden, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(golden)
+		vars, err := ws.VarFile()
 		if err != nil {
-			t.Fatalf("%v (run go test ./render -update)", err)
+			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from %s:\n%s", MainFile, golden, got)
+		for suffix, got := range map[string][]byte{".tf.json": ws.Files[MainFile], ".tfvars.json": vars} {
+			golden := filepath.Join("testdata", "golden", td.Tenant.Metadata.Name+suffix)
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./render -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("render of %s differs from %s:\n%s", td.Tenant.Metadata.Name, golden, got)
+			}
 		}
 	}
 }
@@ -215,16 +221,29 @@ func TestRenderTalos(t *testing.T) {
 	if err := json.Unmarshal(ws.Files[MainFile], &doc); err != nil {
 		t.Fatal(err)
 	}
-	v := doc.Variable[SecretsVariable]
-	if v["sensitive"] != true || v["default"] != string(testSecrets(t)) {
-		t.Errorf("secrets variable = sensitive %v, default of %d bytes", v["sensitive"], len(fmt.Sprint(v["default"])))
+	for _, name := range []string{SecretsVariable, MachineConfigVariable("controlplane"), MachineConfigVariable("workers")} {
+		v := doc.Variable[name]
+		if _, has := v["default"]; v["sensitive"] != true || v["type"] != "string" || has {
+			t.Errorf("variable %s = %v, want a sensitive string without a default", name, v)
+		}
+	}
+	if len(doc.Variable) != 3 || len(ws.Variables) != 3 {
+		t.Errorf("%d variables declared, %d with values, want 3 of each", len(doc.Variable), len(ws.Variables))
+	}
+	if ws.Variables[SecretsVariable] != string(testSecrets(t)) {
+		t.Errorf("secrets variable holds %d bytes, not the bundle", len(ws.Variables[SecretsVariable]))
 	}
 	td := doc.Resource["terraform_data"]["talos_secrets"]
 	if td["input"] != "${var."+SecretsVariable+"}" || fmt.Sprint(td["lifecycle"]) != "map[ignore_changes:[input]]" {
 		t.Errorf("terraform_data.talos_secrets = %v", td)
 	}
-	cp := doc.Resource["rezussim_machine"]["ng_controlplane"]["user_data"].(string)
-	wk := doc.Resource["rezussim_machine"]["ng_workers"]["user_data"].(string)
+	for ng, res := range map[string]string{"controlplane": "ng_controlplane", "workers": "ng_workers"} {
+		if got := doc.Resource["rezussim_machine"][res]["user_data"]; got != "${var."+MachineConfigVariable(ng)+"}" {
+			t.Errorf("%s user_data = %.40q, want a reference to its variable", res, got)
+		}
+	}
+	cp := ws.Variables[MachineConfigVariable("controlplane")]
+	wk := ws.Variables[MachineConfigVariable("workers")]
 	for _, c := range []struct {
 		name, cfg, want string
 		has             bool
@@ -246,9 +265,65 @@ func TestRenderTalos(t *testing.T) {
 	}
 }
 
-func TestEscapeTemplate(t *testing.T) {
-	if got := EscapeTemplate("a ${b} %{c} $d"); got != "a $${b} %%{c} $d" {
-		t.Errorf("EscapeTemplate = %q", got)
+// TestNoSecretsInFiles renders every example and expects no key, token or
+// bundle in the workspace's files, and a hash that changes with the
+// secrets although the files do not.
+func TestNoSecretsInFiles(t *testing.T) {
+	secrets := testSecrets(t)
+	for _, td := range loadExamples(t).Tenants {
+		ws, err := Builtin().Render(td, secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range ws.Files {
+			for _, leak := range []string{string(secrets[:60]), "BEGIN", "LS0tLS1CRUdJ", "machine:", "token:"} {
+				if strings.Contains(string(b), leak) {
+					t.Errorf("%s: %s holds %q", td.Tenant.Metadata.Name, name, leak)
+				}
+			}
+		}
+		vars, err := ws.VarFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var values map[string]string
+		if err := json.Unmarshal(vars, &values); err != nil || len(values) != len(ws.Variables) {
+			t.Fatalf("var file: %v, %d values", err, len(values))
+		}
+		other, err := Builtin().Render(td, append(bytes.Clone(secrets), '\n'))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(other.Files[MainFile], ws.Files[MainFile]) || other.Hash == ws.Hash {
+			t.Errorf("%s: other secrets: files equal %v, hash equal %v; want equal files, other hash", td.Tenant.Metadata.Name,
+				bytes.Equal(other.Files[MainFile], ws.Files[MainFile]), other.Hash == ws.Hash)
+		}
+	}
+}
+
+func TestPlaceholderVarFile(t *testing.T) {
+	ws, err := Builtin().Render(loadExamples(t).Tenants[0], testSecrets(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := PlaceholderVarFile(ws.Files[MainFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(ws.Variables) {
+		t.Fatalf("placeholders %v, want one for each of %d variables", got, len(ws.Variables))
+	}
+	for name := range ws.Variables {
+		if v, ok := got[name]; !ok || v != "" {
+			t.Errorf("placeholder of %s = %q, %v; want an empty value", name, v, ok)
+		}
+	}
+	if _, err := PlaceholderVarFile([]byte("not json")); err == nil {
+		t.Error("PlaceholderVarFile of a broken workspace: no error")
 	}
 }
 
@@ -319,9 +394,7 @@ func TestRedact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// "dmVyc2lvbjog" is "version: " in base64: how an OCI machine config
-		// starts in metadata.user_data.
-		for _, leak := range []string{string(secrets[:60]), "BEGIN", "machine:", "secretboxEncryptionSecret", "token:", "dmVyc2lvbjog"} {
+		for _, leak := range []string{string(secrets[:60]), "BEGIN", "machine:", "secretboxEncryptionSecret", "token:"} {
 			if strings.Contains(string(red), leak) {
 				t.Errorf("%s: redacted workspace still holds %q", td.Tenant.Metadata.Name, leak)
 			}

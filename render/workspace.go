@@ -3,7 +3,6 @@ package render
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -18,13 +17,25 @@ import (
 const MainFile = "main.tf.json"
 
 // Workspace is the rendered OpenTofu configuration of one tenant.
+//
+// Its files hold no secret: the secrets bundle and the machine configs,
+// which carry the cluster's private keys, are values of sensitive
+// variables that the configuration declares without a default. A run hands
+// them to tofu in a var file (VarFile) that exists only while tofu plans,
+// so that nothing secret rests in a work directory between runs.
 type Workspace struct {
 	Tenant string
 	// Files maps file names to their bytes. Rendering the same desired
-	// state and projected state again gives the same bytes.
+	// state and projected state again gives the same bytes. They are safe
+	// to keep on disk.
 	Files map[string][]byte
-	// Hash is the sha256 of all files, names included: equal hashes mean
-	// byte-identical workspaces.
+	// Variables are the values of the configuration's sensitive variables,
+	// by name: the secrets bundle and the machine config of each node
+	// group. They must never be written with Files.
+	Variables map[string]string
+	// Hash is the sha256 of all files, names included, and of the
+	// variables: equal hashes mean byte-identical workspaces with equal
+	// secrets.
 	Hash string
 	// InitInputs are the parts of the configuration that `tofu init`
 	// depends on (backend and required providers); init runs again only
@@ -40,13 +51,20 @@ const (
 	SecretsVariable = "talos_secrets"
 )
 
+// MachineConfigVariable names the sensitive variable that holds the Talos
+// machine config a node group's machines boot with.
+func MachineConfigVariable(nodeGroup string) string {
+	return "machine_config_" + nodeGroup
+}
+
 // Render turns one tenant's desired state into its workspace: every node
 // group's machines with the Talos machine config of their role as user
 // data, and the tenant's secrets bundle kept in state by a terraform_data
 // resource whose later input changes are ignored, so the cluster's CAs live
-// as long as the tenant. The backend block is an empty http backend: the
-// address and credentials reach tofu through TF_HTTP_* variables, never
-// through files.
+// as long as the tenant. The bundle and the machine configs are variables
+// (see Workspace). The backend block is an empty http backend: the address
+// and credentials reach tofu through TF_HTTP_* variables, never through
+// files.
 //
 // The same desired state and the same bundle give byte-identical files.
 func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Workspace, error) {
@@ -58,6 +76,8 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 	configs := map[string]map[string]map[string]any{} // local name -> alias -> block
 	resources := map[string]map[string]any{}
 	data := map[string]map[string]any{}
+	variables := map[string]any{SecretsVariable: sensitiveVariable("The tenant's Talos secrets bundle. Only its first value is kept: later changes are ignored.")}
+	values := map[string]string{SecretsVariable: string(secretsBundle)}
 	for _, ng := range td.NodeGroups {
 		m, ok := ms[ng.Spec.ProviderClass]
 		if !ok {
@@ -82,14 +102,17 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 			}
 		}
 		sum := sha256.Sum256(machineConfig)
+		configVar := MachineConfigVariable(ng.Metadata.Name)
+		variables[configVar] = sensitiveVariable("The Talos machine config the machines of node group " + ng.Metadata.Name + " boot with.")
+		values[configVar] = string(machineConfig)
 		in := MachineInput{
-			Tenant:         tenant,
-			NodeGroup:      ng,
-			Role:           ng.Role(),
-			TalosVersion:   talosVersion(td, ng),
+			Tenant:       tenant,
+			NodeGroup:    ng,
+			Role:         ng.Role(),
+			TalosVersion: talosVersion(td, ng),
 			ResourceName:   ResourceName(ng.Metadata.Name),
-			UserData:       EscapeTemplate(string(machineConfig)),
-			UserDataBase64: base64.StdEncoding.EncodeToString(machineConfig),
+			UserData:       "${var." + configVar + "}",
+			UserDataBase64: "${base64encode(var." + configVar + ")}",
 			ConfigHash:     hex.EncodeToString(sum[:]),
 		}
 		for _, r := range m.Resources(in) {
@@ -122,12 +145,7 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 	if len(data) > 0 {
 		doc["data"] = data
 	}
-	doc["variable"] = map[string]any{SecretsVariable: map[string]any{
-		"type":        "string",
-		"sensitive":   true,
-		"description": "The tenant's Talos secrets bundle. Only its first value is kept: later changes are ignored.",
-		"default":     string(secretsBundle),
-	}}
+	doc["variable"] = variables
 	resources["terraform_data"] = map[string]any{"talos_secrets": map[string]any{
 		"input":     "${var." + SecretsVariable + "}",
 		"lifecycle": map[string]any{"ignore_changes": []string{"input"}},
@@ -144,10 +162,46 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 	ws := &Workspace{
 		Tenant:     tenant,
 		Files:      map[string][]byte{MainFile: main},
+		Variables:  values,
 		InitInputs: initInputs,
 	}
-	ws.Hash = hashFiles(ws.Files)
+	vars, err := ws.VarFile()
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", tenant, err)
+	}
+	ws.Hash = hashFiles(ws.Files, vars)
 	return ws, nil
+}
+
+// sensitiveVariable declares a string variable that tofu never shows and
+// that has no default: a run without its value fails instead of creating
+// machines without a config.
+func sensitiveVariable(description string) map[string]any {
+	return map[string]any{"type": "string", "sensitive": true, "description": description}
+}
+
+// VarFile returns the workspace's variables as a .tfvars.json document.
+// The same variables give the same bytes.
+func (ws *Workspace) VarFile() ([]byte, error) {
+	return marshal(ws.Variables)
+}
+
+// PlaceholderVarFile returns a .tfvars.json document that gives every
+// variable a rendered main.tf.json declares an empty value. A destroy plan
+// needs a value for each variable but uses none of them, and the secrets
+// of a tenant that is being destroyed need not be rendered again.
+func PlaceholderVarFile(mainTF []byte) ([]byte, error) {
+	var doc struct {
+		Variable map[string]json.RawMessage `json:"variable"`
+	}
+	if err := json.Unmarshal(mainTF, &doc); err != nil {
+		return nil, fmt.Errorf("read workspace variables: %w", err)
+	}
+	vals := make(map[string]string, len(doc.Variable))
+	for name := range doc.Variable {
+		vals[name] = ""
+	}
+	return marshal(vals)
 }
 
 // addProviderConfig records the provider block a node group needs; node
@@ -214,10 +268,6 @@ func talosVersion(td *schema.TenantDesired, ng *schema.NodeGroup) string {
 	return td.Tenant.Spec.TalosVersion
 }
 
-// EscapeTemplate makes s a literal in a .tf.json string, where "${" and
-// "%{" would otherwise start template sequences.
-func EscapeTemplate(s string) string { return module.Literal(s) }
-
 // ResourceName turns a node group name (a DNS-1123 label, which may start
 // with a digit) into a TF resource name, which may not.
 func ResourceName(nodeGroup string) string {
@@ -237,7 +287,8 @@ func marshal(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func hashFiles(files map[string][]byte) string {
+// hashFiles digests the files, names included, and the var file.
+func hashFiles(files map[string][]byte, vars []byte) string {
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
@@ -248,5 +299,7 @@ func hashFiles(files map[string][]byte) string {
 		fmt.Fprintf(h, "%s\x00%d\x00", n, len(files[n]))
 		h.Write(files[n])
 	}
+	fmt.Fprintf(h, "\x00variables\x00%d\x00", len(vars))
+	h.Write(vars)
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -3,6 +3,8 @@ package schema
 import (
 	"strconv"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 )
 
 // Commit is one reconciled revision of the manifest repository and its
@@ -15,14 +17,35 @@ type Commit struct {
 	Status     CommitStatus `json:"status,omitzero"`
 }
 
-// CommitSpec identifies the revision.
+// CommitSpec identifies the revision. What it records of the commit is
+// bounded, however large the commit: see Bounded.
 type CommitSpec struct {
-	SHA     string `json:"sha"`
-	Ref     string `json:"ref"`
-	Author  string `json:"author,omitempty"`
+	SHA string `json:"sha"`
+	// Ref is the ref the revision came from, at most 1 KiB.
+	Ref string `json:"ref"`
+	// Author is "Name <email>", at most 1 KiB.
+	Author string `json:"author,omitempty"`
+	// Message is the commit message's first line (at most 1 KiB) and at
+	// most 64 KiB of the rest. The trailers that steer the reconciler are
+	// read from the whole message, so a cut never loses them.
 	Message string `json:"message,omitempty"`
+	// MessageTruncated is true when the commit message was longer than
+	// Message: read the whole message with git.
+	MessageTruncated bool `json:"messageTruncated,omitempty"`
 	// Preview is true for a plan-only run (a pull request): nothing is applied.
 	Preview bool `json:"preview"`
+}
+
+// Bounded returns the spec with Message cut to its bound (setting
+// MessageTruncated when it was cut), and Ref and Author cut to 1 KiB,
+// ending in "…".
+func (s CommitSpec) Bounded() CommitSpec {
+	var cut bool
+	s.Message, cut = commitmsg.Bound(s.Message)
+	s.MessageTruncated = s.MessageTruncated || cut
+	s.Ref, _ = commitmsg.BoundLine(s.Ref, commitmsg.MaxLine)
+	s.Author, _ = commitmsg.BoundLine(s.Author, commitmsg.MaxLine)
+	return s
 }
 
 // CommitPhase is where the handling of a commit, or of one tenant in it, is.

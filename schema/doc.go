@@ -22,7 +22,10 @@
 //     or one to a directory, is a problem, worded differently when it leaves
 //     the tree. Other non-regular files with a manifest's name are problems,
 //     and are never opened. An empty file, or one of only comments, is a
-//     problem: it is more likely a truncated write than an intent.
+//     problem: it is more likely a truncated write than an intent. The path
+//     of a manifest file must be valid UTF-8 without control characters;
+//     a problem says which character is wrong and where, and shows the
+//     path with Go escapes (bad\x01.yaml).
 //   - Documents: a file may hold several, separated by "---". Every document
 //     needs an apiVersion. Documents of other apiVersions are skipped
 //     and counted; Tenant, NodeGroup or ConfigPatch under another apiVersion,

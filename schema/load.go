@@ -126,7 +126,7 @@ type manifestFile struct {
 }
 
 func (l *loader) problem(file string, format string, args ...any) {
-	l.problems = append(l.problems, Problem{File: file, Message: fmt.Sprintf(format, args...)})
+	l.problems = append(l.problems, Problem{File: displayPath(file), Message: fmt.Sprintf(format, args...)})
 }
 
 func isManifestName(name string) bool {
@@ -173,6 +173,9 @@ func (l *loader) collect(root string) []manifestFile {
 			l.symlink(root, name, base)
 			return nil
 		case !isManifestName(base):
+			return nil
+		case nameProblem(name) != "":
+			l.problem(name, "%s", nameProblem(name))
 			return nil
 		case !t.IsRegular():
 			l.problem(name, "is not a regular file but a %s; manifests must be regular files", fileTypeName(t))

@@ -14,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 )
 
 // maxPacks is how many packs the clone may hold before they are merged
@@ -74,16 +76,18 @@ func (g *Git) snapshot(commit *object.Commit) (Snapshot, error) {
 	if err := checkRoot(fsys, g.root); err != nil {
 		return Snapshot{}, fmt.Errorf("%s commit %s: %w", g.remote.url, commit.Hash, err)
 	}
-	return Snapshot{
+	author, _ := commitmsg.BoundLine(commit.Author.Name+" <"+commit.Author.Email+">", commitmsg.MaxLine)
+	snap := Snapshot{
 		Source:   g.remote.url,
 		Ref:      g.refLabel,
 		Revision: commit.Hash.String(),
-		Author:   commit.Author.Name + " <" + commit.Author.Email + ">",
-		Message:  commit.Message,
+		Author:   author,
 		Time:     commit.Committer.When,
 		FS:       fsys,
 		Root:     g.root,
-	}, nil
+	}
+	snap.SetMessage(commit.Message)
+	return snap, nil
 }
 
 // compact merges the clone's packs into one when there are more than

@@ -11,6 +11,11 @@
 // keeps going; it never turns a failure into an empty snapshot. Credentials
 // stay out of URLs, errors and logs.
 //
+// A snapshot's commit metadata is bounded, whatever the commit holds: the
+// message to its first line and 64 KiB of the rest, the author to 1 KiB.
+// The trailers are read from the full message first (internal/commitmsg),
+// so that a long message cannot hide or fake them.
+//
 // It knows nothing of what happens to a snapshot afterwards: it must not
 // import schema, render, reconciler or backend.
 package sources

@@ -69,8 +69,8 @@ func (g *gitTree) tree(dir string) (*object.Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := parent.FindEntry(path.Base(dir))
-	if err != nil || e.Mode != filemode.Dir {
+	e, ok := findEntry(parent, path.Base(dir))
+	if !ok || e.Mode != filemode.Dir {
 		return nil, fs.ErrNotExist
 	}
 	var t *object.Tree
@@ -95,11 +95,31 @@ func (g *gitTree) find(name string) (e object.TreeEntry, ok bool, err error) {
 	if err != nil {
 		return object.TreeEntry{}, false, err
 	}
-	te, err := parent.FindEntry(path.Base(name))
-	if err != nil {
+	te, ok := findEntry(parent, path.Base(name))
+	if !ok {
 		return object.TreeEntry{}, false, fs.ErrNotExist
 	}
 	return *te, true, nil
+}
+
+// findEntry returns the entry called name in t. go-git's lookup refuses
+// names that git itself would not check out, such as ones with control
+// characters; those are looked up here too, so that the loader can say
+// what is wrong with such a name instead of reporting a missing file.
+func findEntry(t *object.Tree, name string) (*object.TreeEntry, bool) {
+	e, err := t.FindEntry(name)
+	if err == nil {
+		return e, true
+	}
+	if errors.Is(err, object.ErrEntryNotFound) {
+		return nil, false
+	}
+	for i := range t.Entries {
+		if t.Entries[i].Name == name {
+			return &t.Entries[i], true
+		}
+	}
+	return nil, false
 }
 
 func (g *gitTree) stat(name string) (node, error) {

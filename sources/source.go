@@ -2,8 +2,11 @@ package sources
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 )
 
 // Snapshot is one immutable revision of the manifests.
@@ -15,10 +18,19 @@ type Snapshot struct {
 	Ref string
 	// Revision is the commit sha, or "sha256:<hex>" of a directory's content.
 	Revision string
-	// Author is "Name <email>" of the commit's author; "" for a directory.
+	// Author is "Name <email>" of the commit's author, cut to
+	// commitmsg.MaxLine bytes; "" for a directory.
 	Author string
-	// Message is the full commit message, trailers included.
+	// Message is what is kept of the commit message (see SetMessage): its
+	// first line and at most commitmsg.MaxBody bytes of the rest.
 	Message string
+	// MessageTruncated is true when the commit message was longer than
+	// Message.
+	MessageTruncated bool
+	// Trailers are the trailers of the full commit message, read before
+	// it was cut: whatever reads a trailer reads it here, never from
+	// Message.
+	Trailers commitmsg.Trailers
 	// Time is the commit (committer) time, or when a directory was read.
 	Time time.Time
 	// NonFastForward is true when Revision does not descend from the
@@ -30,6 +42,13 @@ type Snapshot struct {
 	FS fs.FS
 	// Root is the path inside FS to load, "." for the whole tree.
 	Root string
+}
+
+// SetMessage sets Message, MessageTruncated and Trailers from a commit's
+// full message.
+func (s *Snapshot) SetMessage(full string) {
+	s.Trailers = commitmsg.ParseTrailers(full)
+	s.Message, s.MessageTruncated = commitmsg.Bound(full)
 }
 
 // Status is what a source last observed, for the API and for operators.
@@ -58,6 +77,19 @@ type Status struct {
 	// Fetches counts the fetches (downloads of objects) so far. A poll
 	// whose remote head has not moved does not fetch.
 	Fetches int `json:"fetches"`
+}
+
+// Ready reports whether the source has fetched (or read) its manifests
+// successfully at least once: nil after that, and before it an error that
+// says why not, with the last failure.
+func (s Status) Ready() error {
+	switch {
+	case !s.LastSuccess.IsZero():
+		return nil
+	case s.LastError != "":
+		return fmt.Errorf("%s has never been fetched successfully (failed polls: %d); the last error: %s", s.URL, s.Failures, s.LastError)
+	}
+	return fmt.Errorf("%s has not been fetched yet", s.URL)
 }
 
 // Source yields snapshots of the manifests.

@@ -6,8 +6,10 @@ package openstack
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -143,15 +145,66 @@ func (r *rig) reconcile(b *testing.B, cp, w int) time.Duration {
 
 func (r *rig) workDir() string { return filepath.Join(r.dir, "data", "work", tenant) }
 
+// varFile writes the values of the workspace's sensitive variables (the
+// secrets bundle, read back from the tenant's state, and the machine
+// configs) where a bare tofu run can read them, as the reconciler gives
+// them to its own runs.
+func (r *rig) varFile(b *testing.B) string {
+	b.Helper()
+	resp, err := http.Get(r.srv.URL() + "/tfstate/" + tenant)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Resources []struct {
+			Type      string `json:"type"`
+			Instances []struct {
+				Attributes struct {
+					Input struct {
+						Value string `json:"value"`
+					} `json:"input"`
+				} `json:"attributes"`
+			} `json:"instances"`
+		} `json:"resources"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		b.Fatal(err)
+	}
+	var bundle string
+	for _, res := range st.Resources {
+		if res.Type == "terraform_data" && len(res.Instances) == 1 {
+			bundle = res.Instances[0].Attributes.Input.Value
+		}
+	}
+	d, err := schema.Load(manifests(b, 3, 5), ".", nil)
+	if err != nil || bundle == "" {
+		b.Fatalf("load manifests: %v; bundle of %d bytes", err, len(bundle))
+	}
+	ws, err := render.Builtin().Render(d.Tenants[0], []byte(bundle))
+	if err != nil {
+		b.Fatal(err)
+	}
+	vars, err := ws.VarFile()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(r.dir, "bare.tfvars.json")
+	if err := os.WriteFile(path, vars, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
 // bareApply writes main into the tenant's work directory and runs a bare
 // `tofu apply` there with the environment the reconciler gives tofu.
-func (r *rig) bareApply(b *testing.B, main []byte) time.Duration {
+func (r *rig) bareApply(b *testing.B, main []byte, vars string) time.Duration {
 	b.Helper()
 	if err := os.WriteFile(filepath.Join(r.workDir(), render.MainFile), main, 0o600); err != nil {
 		b.Fatal(err)
 	}
 	addr := r.srv.URL() + "/tfstate/" + tenant
-	cmd := exec.Command(r.tofu, "apply", "-auto-approve", "-input=false", "-no-color")
+	cmd := exec.Command(r.tofu, "apply", "-auto-approve", "-input=false", "-no-color", "-var-file="+vars)
 	cmd.Dir = r.workDir()
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TF_CLI_CONFIG_FILE=" + r.cli,
 		"CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "OS_CLIENT_CONFIG_FILE=" + r.clouds,
@@ -189,6 +242,7 @@ func BenchmarkApplyTenant(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	vars := r.varFile(b)
 	var high []byte
 	var rec, bare []time.Duration
 	b.ResetTimer()
@@ -198,8 +252,8 @@ func BenchmarkApplyTenant(b *testing.B) {
 			if high == nil {
 				high, _ = os.ReadFile(filepath.Join(r.workDir(), render.MainFile))
 			}
-			r.bareApply(b, low)
-			bare = append(bare, r.bareApply(b, high))
+			r.bareApply(b, low, vars)
+			bare = append(bare, r.bareApply(b, high, vars))
 			r.reconcile(b, 0, 0)
 		}
 	}

@@ -57,6 +57,11 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		return noop, err
 	}
 	env := map[string]string{"REZUSSIM_DIR": simDir}
+	// A knob of the simulated cloud for tests: how long creating a
+	// machine takes.
+	if d := os.Getenv(simCreateDelay); d != "" {
+		env[simCreateDelay] = d
+	}
 	cl, err := setupClouds(&f.clouds, dataDir, log)
 	if err != nil {
 		return noop, err
@@ -116,17 +121,23 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		KubeconfigValidity: f.kubeconfigValid,
 		Logger:             log.With("component", "reconciler"),
 		Credentials: func(tenant string) (string, string, func()) {
-			name := "reconciler-" + tenant
+			name := runToken(tenant)
 			secret, revoke := tokens.Ephemeral(name, backend.RoleEdit)
 			return name, secret, revoke
 		},
+		LockHolder: runToken,
+		Audit:      audit,
 	})
 	if err != nil {
 		return noop, err
 	}
+	// Before any run: what runs of an earlier process left (their locks,
+	// var files and plans) goes.
+	rec.Recover()
 	srv.SetStatus(backend.StatusFunc(func() any {
 		return map[string]any{"source": src.Status(), "reconciler": rec.Status()}
 	}))
+	srv.AddReadyCheck("source", func(context.Context) error { return src.Status().Ready() })
 	m.GaugeFunc("rezuscloud_queue_depth", "Tenant runs waiting for a worker.", func() float64 { return float64(rec.Queue().Depth()) })
 	m.GaugeFunc("rezuscloud_queue_running", "Tenant runs in progress.", func() float64 { return float64(rec.Queue().Running()) })
 	m.CounterFunc("rezuscloud_source_fetch_errors_total", "Polls of the repository that failed.", func() float64 { return float64(src.Status().Errors) })
@@ -198,6 +209,14 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		cl.close()
 	}, nil
 }
+
+// runToken names the ephemeral token of a tenant's runs, which is also
+// the holder that the locks of those runs record.
+func runToken(tenant string) string { return "reconciler-" + tenant }
+
+// simCreateDelay is the sim provider's variable for a delay of every
+// machine creation.
+const simCreateDelay = "REZUSSIM_CREATE_DELAY"
 
 // stateEncryption returns the TF_ENCRYPTION configuration that --state-encryption
 // and the passphrase ask for, or "" for none.

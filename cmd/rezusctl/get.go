@@ -69,6 +69,9 @@ func newGetCmd() *cobra.Command {
 			if err := checkOutput(o.output, outTable, outWide, outJSON, outYAML, outName); err != nil {
 				return err
 			}
+			if err := checkSelector(o.selector); err != nil {
+				return err
+			}
 			rt, err := lookupType(args[0])
 			if err != nil {
 				return err

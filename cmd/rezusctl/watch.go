@@ -64,6 +64,9 @@ func newWatchCmd() *cobra.Command {
 			if o.output != "text" && o.output != outJSON {
 				return &exitError{code: exitUsage, msg: fmt.Sprintf("unknown output format %q: use text or json", o.output)}
 			}
+			if err := checkSelector(o.selector); err != nil {
+				return err
+			}
 			if o.resourceVersion != "" {
 				if _, err := strconv.ParseUint(o.resourceVersion, 10, 64); err != nil {
 					return &exitError{code: exitUsage, msg: fmt.Sprintf("--resource-version %q: want a whole number", o.resourceVersion)}

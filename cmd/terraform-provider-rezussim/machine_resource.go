@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -138,7 +140,34 @@ func (r *machineResource) Create(ctx context.Context, req resource.CreateRequest
 		return
 	}
 	m.fromRecord(rec)
+	// The machine exists from here on, as in a real cloud while the
+	// instance boots: until Create returns, only the machine file knows it.
+	if err := createDelay(ctx); err != nil {
+		resp.Diagnostics.AddError("Cannot create machine", err.Error())
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// createDelayEnv names the environment variable that makes every machine
+// creation take that long after the machine file is written (a Go
+// duration): a knob for tests of interrupted applies.
+const createDelayEnv = "REZUSSIM_CREATE_DELAY"
+
+func createDelay(ctx context.Context) error {
+	v := os.Getenv(createDelayEnv)
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%s=%q: want a duration such as 5s", createDelayEnv, v)
+	}
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (r *machineResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {

@@ -81,13 +81,14 @@ type MachineInput struct {
 	// ResourceName is the TF resource name to use, unique in the workspace;
 	// a module naming several resources derives their names from it.
 	ResourceName string
-	// UserData is the machine config every machine of the group boots
-	// with, as the value of a string attribute: a literal (escaped for
-	// templates) or an expression such as "${var.x}". "" when there is
-	// none. Modules place it as given and never assume it holds the bytes.
+	// UserData is a TF expression, "${var.…}", whose value is the machine
+	// config every machine of the group boots with; "" when there is none.
+	// The config itself is a sensitive variable's value and never part of
+	// the rendered files: modules place the expression as given.
 	UserData string
-	// UserDataBase64 is the same config base64-encoded, again as a string
-	// attribute's value, for clouds that want it encoded by the caller.
+	// UserDataBase64 is the same config base64-encoded, again as an
+	// expression ("${base64encode(var.…)}"), for clouds that want it
+	// encoded by the caller.
 	UserDataBase64 string
 	// ConfigHash is the hex SHA-256 of the config's bytes.
 	ConfigHash string

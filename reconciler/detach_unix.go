@@ -1,0 +1,166 @@
+//go:build unix
+
+package reconciler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+)
+
+// runOutput is the file in a work directory that a running `tofu apply`
+// writes its output to. The server holds an exclusive flock on it, and so
+// does tofu, which shares the open file as its stdout and stderr: the lock
+// lasts as long as the apply does, even when the server dies first.
+const runOutput = ".rezuscloud-tofu.out"
+
+// applyDetached runs `tofu apply PLAN` so that it can outlive the server.
+// terraform-exec starts tofu with a parent-death signal (SIGKILL) and with
+// pipes for its output; a server killed mid-apply then takes tofu with it,
+// before tofu can write what it created anywhere, and no state knows those
+// machines. Here tofu gets a process group of its own, no parent-death
+// signal, and a file for its output, so it finishes the apply, retries the
+// final write of the state and, when the server is gone, saves the state
+// in errored.tfstate, which the next run pushes (pushErrored).
+//
+// A cancelled ctx interrupts tofu with SIGINT and gives it the runner's
+// InterruptDelay before it is killed. The output goes to the session's
+// tail when tofu exits, and the file is removed.
+func (s *session) applyDetached(ctx context.Context, plan string) error {
+	path := filepath.Join(s.dir, runOutput)
+	_ = os.Remove(path)
+	out, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("apply output: %w", err)
+	}
+	defer func() {
+		out.Close()
+		_ = os.Remove(path)
+	}()
+	if err := flock(out, syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("apply output: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, s.r.opts.Binary, "apply", "-no-color", "-auto-approve", "-input=false", plan)
+	cmd.Dir = s.dir
+	cmd.Env = s.environ()
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = s.r.opts.InterruptDelay
+	runErr := cmd.Run()
+	tail, err := readTail(out, int64(s.out.max))
+	if err != nil {
+		return fmt.Errorf("apply output: %w", err)
+	}
+	_, _ = s.out.Write(tail)
+	if runErr != nil {
+		return fmt.Errorf("%w\n%s", runErr, errorLines(tail))
+	}
+	return nil
+}
+
+// environ returns the session's environment for exec, in a fixed order,
+// with what terraform-exec sets for every command it runs.
+func (s *session) environ() []string {
+	env := map[string]string{"TF_IN_AUTOMATION": "1"}
+	for k, v := range s.env {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// readTail returns up to n bytes from the end of f.
+func readTail(f *os.File, n int64) ([]byte, error) {
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, err
+	}
+	start := max(0, end-n)
+	b := make([]byte, end-start)
+	_, err = f.ReadAt(b, start)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return b, err
+}
+
+// errorLines returns the part of tofu's output from its first error on,
+// which is what its error diagnostics say; the last lines when there is
+// none.
+func errorLines(out []byte) []byte {
+	if i := bytes.Index(out, []byte("Error: ")); i >= 0 {
+		if j := bytes.LastIndexByte(out[:i], '\n'); j >= 0 {
+			i = j + 1
+		}
+		return out[i:]
+	}
+	const keep = 2 << 10
+	if len(out) > keep {
+		out = out[len(out)-keep:]
+	}
+	return out
+}
+
+// waitIdle waits until no tofu apply that an earlier server process left
+// running still writes to dir (see runOutput), then removes its output.
+// It returns at once when there is none.
+func waitIdle(ctx context.Context, dir string) error {
+	path := filepath.Join(dir, runOutput)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for {
+		err := flock(f, syscall.LOCK_SH|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the tofu of an earlier run to finish in %s: %w", dir, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return os.Remove(path)
+}
+
+// applyRunning reports whether a tofu apply, of this process or of an
+// earlier one, still runs in dir.
+func applyRunning(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, runOutput))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return errors.Is(flock(f, syscall.LOCK_SH|syscall.LOCK_NB), syscall.EWOULDBLOCK)
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package reconciler
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pushErrored writes the state that an interrupted apply saved in
+// errored.tfstate back to the state backend, so that what the apply created
+// is known again, and removes the file.
+//
+// It does what `tofu state push` does, over the backend's own protocol:
+// lock, read the stored state, refuse a saved state of another lineage or
+// of a lower serial (the push is never forced), write, unlock. tofu itself
+// cannot do it when state encryption is on: `tofu state push` reads its
+// source file without decryption, and the file tofu saves is encrypted. The
+// bytes are pushed as tofu saved them, encrypted or not. When the push is
+// refused, the file stays for an operator to look at.
+func (s *session) pushErrored(ctx context.Context) error {
+	path := filepath.Join(s.dir, erroredState)
+	saved, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("push %s, the state an interrupted apply saved (the file stays): %s", path, fmt.Sprintf(format, args...))
+	}
+	serial, lineage := stateSerial(saved)
+	if serial == nil || lineage == "" {
+		return fail("it has no serial and lineage")
+	}
+	id := newUID()
+	info := mustJSON(map[string]any{"ID": id, "Operation": "OperationTypeInvalid", "Info": "push " + erroredState,
+		"Who": "rezuscloud reconciler", "Created": time.Now().UTC()})
+	if err := s.backend(ctx, "LOCK", "", info); err != nil {
+		return fail("%v", err)
+	}
+	defer func() { _ = s.backend(context.WithoutCancel(ctx), "UNLOCK", "", info) }()
+	current, err := s.pullState(ctx)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if len(current) > 0 {
+		curSerial, curLineage := stateSerial(current)
+		if curLineage != "" && curLineage != lineage {
+			return fail("it has lineage %s, the stored state %s: it belongs to another state", lineage, curLineage)
+		}
+		if curSerial != nil && *serial < *curSerial {
+			return fail("it has serial %d, lower than the stored state's %d: the stored state is newer", *serial, *curSerial)
+		}
+	}
+	if err := s.backend(ctx, http.MethodPost, "?ID="+id, saved); err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(s.out, "rezuscloud: pushed %s (serial %d, lineage %s), the state an interrupted apply saved\n", erroredState, *serial, lineage)
+	return os.Remove(path)
+}
+
+// stateSerial reads serial and lineage from a state file, plain or
+// encrypted (OpenTofu keeps both in clear text beside the ciphertext).
+func stateSerial(raw []byte) (serial *uint64, lineage string) {
+	var h struct {
+		Serial  *uint64 `json:"serial"`
+		Lineage string  `json:"lineage"`
+	}
+	if json.Unmarshal(raw, &h) != nil {
+		return nil, ""
+	}
+	return h.Serial, h.Lineage
+}
+
+// backend sends one request of the HTTP state backend protocol to the
+// session's state, as tofu would, and fails unless it is answered 200.
+func (s *session) backend(ctx context.Context, method, query string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, method, s.creds.Address+query, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	sum := md5.Sum(body)
+	req.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
+	req.Header.Set("Content-Type", "application/json")
+	if s.creds.Username != "" || s.creds.Password != "" {
+		req.SetBasicAuth(s.creds.Username, s.creds.Password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s of the state: %s: %s", method, resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
+}
