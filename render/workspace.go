@@ -106,10 +106,10 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 		variables[configVar] = sensitiveVariable("The Talos machine config the machines of node group " + ng.Metadata.Name + " boot with.")
 		values[configVar] = string(machineConfig)
 		in := MachineInput{
-			Tenant:       tenant,
-			NodeGroup:    ng,
-			Role:         ng.Role(),
-			TalosVersion: talosVersion(td, ng),
+			Tenant:         tenant,
+			NodeGroup:      ng,
+			Role:           ng.Role(),
+			TalosVersion:   talosVersion(td, ng),
 			ResourceName:   ResourceName(ng.Metadata.Name),
 			UserData:       "${var." + configVar + "}",
 			UserDataBase64: "${base64encode(var." + configVar + ")}",
