@@ -17,14 +17,22 @@
 //
 // StateHandler speaks the protocol of tofu's http backend on
 // /tfstate/{name}: GET, POST (?ID= while locked), DELETE, LOCK and
-// UNLOCK. Stored bytes round-trip untouched, OpenTofu-encrypted state
-// included; the backend does no crypto. A POST whose lineage differs from
-// the stored one, or whose serial is lower, is refused with 409. Every
-// POST keeps the previous version (50 by default), listed by
-// /api/v1/tfstate/{name}/versions and served by GET ?version=N to admins.
+// UNLOCK. A POST must be a TF state, plain or OpenTofu-encrypted (see
+// parseState); anything else is refused with 400. Stored bytes round-trip
+// untouched; the backend does no crypto. A POST whose lineage differs from
+// the stored one, or whose serial is lower, is refused with 409; over bytes
+// an older server stored unchecked, the guards compare with the newest kept
+// version that is a state, and when none is, only an admin may overwrite
+// them (anyone may after a DELETE). Reading a
+// state needs the edit role, since a state holds the tenant's secrets (in
+// clear unless OpenTofu encrypts it). Every POST keeps the previous version
+// (50 by default); /api/v1/tfstate/{name}/versions lists their metadata
+// and the lock to the view role, and GET ?version=N serves them to admins.
 // Locks record the token that took them; one older than the stale-lock
-// age is reported, never broken. A POST is one bbolt transaction, so a
-// crash leaves the old version or the new one.
+// age is reported, never broken. Releasing a lock without its ID, or
+// another token's lock, is a force-unlock: admins only, logged as a
+// warning. A POST is one bbolt transaction, so a crash leaves the old
+// version or the new one.
 //
 // # Authentication
 //

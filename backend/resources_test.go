@@ -667,9 +667,9 @@ func TestResourcesAuth(t *testing.T) {
 		t.Errorf("bearer list = %s, want sim-a1", body)
 	}
 	// The state API behind the same prefix keeps its own routes and roles.
+	code, body = ts.do(t, req{method: "GET", path: "/tfstate/alpha", token: "viewer"})
+	wantCode(t, "state as viewer", code, body, http.StatusForbidden)
 	code, body = ts.do(t, req{method: "GET", path: "/api/v1/tfstate/alpha/versions", token: "viewer"})
-	wantCode(t, "versions as viewer", code, body, http.StatusForbidden)
-	code, body = ts.do(t, req{method: "GET", path: "/api/v1/tfstate/alpha/versions", token: "admin"})
 	wantCode(t, "versions of no state", code, body, http.StatusNotFound)
 	wantAPIError(t, body, http.StatusNotFound, api.ReasonNotFound, "alpha")
 }

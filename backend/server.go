@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +35,21 @@ type Config struct {
 	// ShutdownTimeout bounds how long Run waits for requests in flight
 	// after its context ends. Default 30s.
 	ShutdownTimeout time.Duration
+	// BodyTimeout is how long a request body may take to arrive, from
+	// the start of its request; a slower one gets 408 and its connection
+	// is closed. Requests without a body (watches) have no such limit.
+	// Default DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request before the server closes it. Default
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// BodyMemory is how many bytes of request bodies all requests
+	// together may hold at once; a body that would need more waits for
+	// them, until its BodyTimeout, then gets 503 with Retry-After. It
+	// must be at least MaxStateBytes. Default: DefaultBodyMemory or twice
+	// MaxStateBytes, whichever is more.
+	BodyMemory int64
 	// Version is what /version reports. Default "dev".
 	Version string
 	// Logger receives the request log and server events. Default: none.
@@ -78,6 +95,11 @@ type Server struct {
 	readyMu sync.Mutex
 	ready   []readyCheck
 
+	// allow holds, per path mounted with a method ("GET /x"), the methods
+	// mounted on it; see mount.
+	allowMu sync.Mutex
+	allow   map[string][]string
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -101,6 +123,22 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.WatchHeartbeat <= 0 {
 		cfg.WatchHeartbeat = DefaultWatchHeartbeat
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	maxState := cfg.MaxStateBytes
+	if maxState <= 0 {
+		maxState = DefaultMaxStateBytes
+	}
+	if cfg.BodyMemory <= 0 {
+		cfg.BodyMemory = max(DefaultBodyMemory, 2*maxState)
+	}
+	if cfg.BodyMemory < maxState {
+		return nil, fmt.Errorf("body memory of %d bytes is less than the largest state a POST may send (%d bytes): raise it or lower the state limit", cfg.BodyMemory, maxState)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -137,16 +175,19 @@ func NewServer(cfg Config) (*Server, error) {
 			FailPost:     cfg.FailStatePost,
 		}),
 	}
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.HandleFunc("GET /version", s.version)
+	s.mount("GET /healthz", http.HandlerFunc(s.healthz))
+	s.mount("GET /readyz", http.HandlerFunc(s.readyz))
+	s.mount("GET /version", http.HandlerFunc(s.version))
 	s.Handle(StatePrefix, s.state)
 	s.Handle(VersionsPrefix, s.state)
 	s.api = newResourceAPI(store, hub, cfg.WatchHeartbeat, log, cfg.Origin, cfg.Version)
 	s.Handle(APIPrefix, s.api)
+	// No ReadTimeout or WriteTimeout: they would end watches, which last
+	// for hours. Bodies have their own deadline (bodyLimits).
 	s.http = &http.Server{
-		Handler:           LogRequests(log, s.mux),
+		Handler:           newBodyLimits(cfg.BodyTimeout, cfg.BodyMemory).wrap(LogRequests(log, s.mux)),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	// Watches never go idle by themselves: end them when shutdown starts.
@@ -155,15 +196,56 @@ func NewServer(cfg Config) (*Server, error) {
 }
 
 // Handle mounts h at pattern (http.ServeMux syntax) behind authentication:
-// h finds the caller with IdentityFrom.
+// h finds the caller with IdentityFrom. A pattern with a method, such as
+// "GET /metrics", makes its path answer every other method with 405 and
+// an Allow header that names the methods mounted there (GET brings HEAD);
+// a pattern without one leaves methods to h.
 func (s *Server) Handle(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, Authenticate(s.tokens, s.log, h))
+	s.mount(pattern, Authenticate(s.tokens, s.log, h))
 }
 
 // HandleUnauthenticated mounts h at pattern without token authentication,
 // for endpoints that check their own credentials, such as signed webhooks.
+// Methods are handled as with Handle.
 func (s *Server) HandleUnauthenticated(pattern string, h http.Handler) {
+	s.mount(pattern, h)
+}
+
+// mount registers h at pattern and, for a pattern with a method, the 405
+// answer of its path for the methods not mounted there. The 405 comes
+// before authentication: it tells nothing about the resource.
+func (s *Server) mount(pattern string, h http.Handler) {
 	s.mux.Handle(pattern, h)
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		return
+	}
+	path = strings.TrimSpace(path)
+	s.allowMu.Lock()
+	defer s.allowMu.Unlock()
+	if s.allow == nil {
+		s.allow = map[string][]string{}
+	}
+	if _, seen := s.allow[path]; !seen {
+		s.mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			allow := s.allowed(path)
+			w.Header().Set("Allow", allow)
+			api.WriteError(w, api.Errorf(http.StatusMethodNotAllowed, "%s %s: this endpoint serves %s", r.Method, r.URL.Path, allow))
+		}))
+	}
+	s.allow[path] = append(s.allow[path], method)
+}
+
+// allowed returns the Allow header of a path mounted with methods.
+func (s *Server) allowed(path string) string {
+	s.allowMu.Lock()
+	methods := slices.Clone(s.allow[path])
+	s.allowMu.Unlock()
+	if slices.Contains(methods, http.MethodGet) {
+		methods = append(methods, http.MethodHead)
+	}
+	slices.Sort(methods)
+	return strings.Join(slices.Compact(methods), ", ")
 }
 
 // AddReadyCheck adds a check that /readyz runs; the server is ready when
@@ -189,6 +271,10 @@ func (s *Server) Hub() *Hub { return s.hub }
 
 // WatchSubscribers returns how many watches are open, for a gauge.
 func (s *Server) WatchSubscribers() int { return s.hub.Subscribers() }
+
+// SetAudit sets the audit log of the state backend, which records every
+// force-unlock there. Call it before Run.
+func (s *Server) SetAudit(audit *slog.Logger) { s.state.opts.Audit = audit }
 
 // StateHandler returns the state backend handler, without authentication.
 func (s *Server) StateHandler() *StateHandler { return s.state }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -329,47 +328,6 @@ func (tx *Tx) stateVersions(name string) ([]api.StateVersion, error) {
 	return out, nil
 }
 
-// stateHeader reads serial and lineage from the top level of a JSON state,
-// plain or OpenTofu-encrypted (which keeps both in clear text). It stops
-// as soon as it has both, so it does not scan a whole large state. ok is
-// false when data is not a JSON object.
-func stateHeader(data []byte) (serial *uint64, lineage string, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, "", false
-	}
-	haveLineage := false
-	for dec.More() && (serial == nil || !haveLineage) {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, "", false
-		}
-		key, _ := t.(string)
-		switch key {
-		case "serial":
-			var n json.Number
-			if err := dec.Decode(&n); err != nil {
-				return nil, "", false
-			}
-			if s, err := strconv.ParseUint(n.String(), 10, 64); err == nil {
-				serial = &s
-			}
-		case "lineage":
-			if err := dec.Decode(&lineage); err != nil {
-				return nil, "", false
-			}
-			haveLineage = true
-		default:
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return nil, "", false
-			}
-		}
-	}
-	return serial, lineage, true
-}
-
 // currentMeta returns the current version's key and meta, or errNoState.
 func (tx *Tx) currentMeta(name string) ([]byte, *stateMeta, error) {
 	b := tx.stateBucket(name)
@@ -382,4 +340,29 @@ func (tx *Tx) currentMeta(name string) ([]byte, *stateMeta, error) {
 	}
 	meta, err := readMeta(b, cur)
 	return cur, meta, err
+}
+
+// guardMeta returns the meta the lineage and serial guards of a POST
+// compare with: the current version's, or, when the current bytes have no
+// lineage (not a TF state, stored by a server that did not check), the
+// newest earlier version's that has one. It returns errNoState when there
+// is no current version, and a nil meta when no kept version up to the
+// current one has a lineage: the lineage is unknown.
+func (tx *Tx) guardMeta(name string) (*stateMeta, error) {
+	cur, meta, err := tx.currentMeta(name)
+	if err != nil || meta.Lineage != "" {
+		return meta, err
+	}
+	metas := tx.stateBucket(name).Bucket(bucketMetaOfState)
+	c := metas.Cursor()
+	for k, raw := c.Seek(cur); k != nil; k, raw = c.Prev() {
+		var m stateMeta
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("state %q version %d meta: %w", name, binary.BigEndian.Uint64(k), err)
+		}
+		if m.Lineage != "" {
+			return &m, nil
+		}
+	}
+	return nil, nil
 }

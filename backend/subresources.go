@@ -39,12 +39,12 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 	serve := func(what, contentType string, get func(r *http.Request) ([]byte, error)) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tenant, machine := r.PathValue("name"), r.PathValue("id")
-			id, ok := IdentityFrom(r.Context())
+			id, _ := IdentityFrom(r.Context())
 			attrs := []any{"who", id.Name, "role", id.Role.String(), "what", what, "tenant", tenant, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr}
 			if machine != "" {
 				attrs = append(attrs, "machine", machine)
 			}
-			if _, ok = requireRole(w, r, RoleAdmin, "downloading a "+what); !ok {
+			if _, ok := requireRole(w, r, RoleAdmin, "downloading a "+what); !ok {
 				audit.Warn("download refused", append(attrs, "reason", "role")...)
 				return
 			}
@@ -125,6 +125,11 @@ func (s *Server) ServePreviews(p Previewer) {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
 				api.WriteError(w, api.Errorf(http.StatusRequestEntityTooLarge, "preview upload over %d bytes", limit))
+				return
+			}
+			var ae *api.Error
+			if errors.As(err, &ae) {
+				api.WriteError(w, ae)
 				return
 			}
 			api.WriteError(w, api.Errorf(http.StatusBadRequest, "preview request: %v", err))

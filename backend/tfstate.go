@@ -41,6 +41,9 @@ type StateOptions struct {
 	StaleLockAge time.Duration
 	// Logger receives lock, force-unlock and error events. Default: none.
 	Logger *slog.Logger
+	// Audit, when set, receives one record per force-unlock: who forced
+	// it, whose lock it was, and when. Server.SetAudit sets it.
+	Audit *slog.Logger
 	// FailPost is a test hook: when it returns true for a state name, POST
 	// answers 500 without storing anything. Leave it nil.
 	FailPost func(name string) bool
@@ -172,7 +175,7 @@ func (h *StateHandler) get(w http.ResponseWriter, r *http.Request, name string) 
 		writeState(w, data, meta)
 		return
 	}
-	if _, ok := requireRole(w, r, RoleView, "reading state"); !ok {
+	if _, ok := requireRole(w, r, RoleEdit, "reading a TF state, which holds the tenant's secrets,"); !ok {
 		return
 	}
 	var data []byte
@@ -216,7 +219,11 @@ func (h *StateHandler) post(w http.ResponseWriter, r *http.Request, name string)
 		api.WriteError(w, api.Errorf(http.StatusBadRequest, "POST %s%s: empty body; DELETE removes a state", StatePrefix, name))
 		return
 	}
-	serial, lineage, _ := stateHeader(body)
+	serial, lineage, err := parseState(body)
+	if err != nil {
+		api.WriteError(w, api.Errorf(http.StatusBadRequest, "POST %s%s: not a TF state, nothing stored: %v. A state is a JSON object with version, serial and lineage, or OpenTofu's encrypted state with serial and lineage in clear text", StatePrefix, name, err))
+		return
+	}
 	if h.opts.FailPost != nil && h.opts.FailPost(name) {
 		h.log.Warn("test hook failed a state POST", "state", name)
 		api.WriteError(w, api.Errorf(http.StatusInternalServerError, "test hook: POST of state %q failed on purpose", name))
@@ -242,20 +249,11 @@ func (h *StateHandler) post(w http.ResponseWriter, r *http.Request, name string)
 		case l == nil && lockID != "":
 			return api.Errorf(http.StatusConflict, "state %q is not locked, but this POST carries lock ID %s: the lock was released (force-unlocked?) while the writer ran; pull the state and run again", name, lockID)
 		}
-		_, cur, err := tx.currentMeta(name)
-		if err != nil && !errors.Is(err, errNoState) {
+		if err := checkGuards(tx, name, id, serial, lineage); err != nil {
 			return err
 		}
-		if cur != nil {
-			if cur.Lineage != "" && lineage != "" && cur.Lineage != lineage {
-				return api.Errorf(http.StatusConflict, "state %q has lineage %s, but this POST has lineage %s: it is a different state. Pull the current state, or DELETE %s%s first to replace it", name, cur.Lineage, lineage, StatePrefix, name)
-			}
-			if cur.Serial != nil && serial != nil && *serial < *cur.Serial {
-				return api.Errorf(http.StatusConflict, "state %q is at serial %d, but this POST has serial %d: a stale writer. Pull the current state and run again", name, *cur.Serial, *serial)
-			}
-		}
 		meta := &stateMeta{
-			Serial: serial, Lineage: lineage, Size: int64(len(body)), MD5: sum,
+			Serial: &serial, Lineage: lineage, Size: int64(len(body)), MD5: sum,
 			Time: now, Token: id.Name, Lock: l,
 		}
 		version, err = tx.putState(name, body, meta, h.opts.History)
@@ -267,6 +265,31 @@ func (h *StateHandler) post(w http.ResponseWriter, r *http.Request, name string)
 	}
 	h.log.Debug("state stored", "state", name, "version", version, "size", len(body), "token", id.Name)
 	w.WriteHeader(http.StatusOK)
+}
+
+// checkGuards refuses a POST of serial and lineage that would replace a
+// different state (another lineage) or a newer one (a higher serial). The
+// guards compare with the newest kept version that has a lineage (see
+// Tx.guardMeta). When the current version's lineage is unknown, because
+// an older server stored bytes that are not a state, only an admin token
+// may overwrite it; anyone may after a DELETE.
+func checkGuards(tx *Tx, name string, id Identity, serial uint64, lineage string) error {
+	ref, err := tx.guardMeta(name)
+	switch {
+	case errors.Is(err, errNoState):
+		return nil
+	case err != nil:
+		return err
+	case ref == nil && id.Role >= RoleAdmin:
+		return nil
+	case ref == nil:
+		return api.Errorf(http.StatusConflict, "state %q holds bytes that are not a TF state, so its lineage is unknown and this POST of lineage %s may belong to another state; an admin token may overwrite it, or DELETE %s%s first to replace it", name, lineage, StatePrefix, name)
+	case ref.Lineage != lineage:
+		return api.Errorf(http.StatusConflict, "state %q has lineage %s, but this POST has lineage %s: it is a different state. Pull the current state, or DELETE %s%s first to replace it", name, ref.Lineage, lineage, StatePrefix, name)
+	case ref.Serial != nil && serial < *ref.Serial:
+		return api.Errorf(http.StatusConflict, "state %q is at serial %d, but this POST has serial %d: a stale writer. Pull the current state and run again", name, *ref.Serial, serial)
+	}
+	return nil
 }
 
 func (h *StateHandler) delete(w http.ResponseWriter, r *http.Request, name string) {
@@ -365,6 +388,9 @@ func (h *StateHandler) unlock(w http.ResponseWriter, r *http.Request, name strin
 		if info.ID != "" && info.ID != l.ID {
 			return &lockedError{name: name, lock: l, why: fmt.Sprintf("UNLOCK names lock ID %s", info.ID)}
 		}
+		if info.ID == "" && id.Role < RoleAdmin {
+			return api.Errorf(http.StatusForbidden, "state %q is locked by token %q (lock ID %s); an UNLOCK without the lock ID (terraform force-unlock sends none) is a force-unlock, which needs an admin token", name, l.Token, l.ID)
+		}
 		if l.Token != id.Name && id.Role < RoleAdmin {
 			return api.Errorf(http.StatusForbidden, "state %q is locked by token %q (lock ID %s); releasing another token's lock is a force-unlock, which needs an admin token", name, l.Token, l.ID)
 		}
@@ -377,7 +403,12 @@ func (h *StateHandler) unlock(w http.ResponseWriter, r *http.Request, name strin
 	}
 	if released.Token != id.Name || info.ID == "" {
 		h.log.Warn("state force-unlocked", "state", name, "lock", released.ID, "holder", released.Token,
-			"locked_at", released.Created, "by", id.Name)
+			"locked_at", released.Created, "by", id.Name, "by_role", id.Role.String(), "lock_id_given", info.ID != "", "remote", r.RemoteAddr)
+		if h.opts.Audit != nil {
+			h.opts.Audit.Warn("state force-unlocked", "who", id.Name, "role", id.Role.String(), "what", "force-unlock",
+				"tenant", name, "at", h.now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr,
+				"lock", released.ID, "holder", released.Token, "locked_at", released.Created, "lock_id_given", info.ID != "")
+		}
 	} else {
 		h.log.Info("state unlocked", "state", name, "lock", released.ID, "token", id.Name)
 	}
@@ -385,7 +416,7 @@ func (h *StateHandler) unlock(w http.ResponseWriter, r *http.Request, name strin
 }
 
 func (h *StateHandler) versions(w http.ResponseWriter, r *http.Request, name string) {
-	if _, ok := requireRole(w, r, RoleAdmin, "listing state history"); !ok {
+	if _, ok := requireRole(w, r, RoleView, "listing state versions"); !ok {
 		return
 	}
 	var list api.StateVersionList

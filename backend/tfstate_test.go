@@ -62,7 +62,7 @@ func wantHolder(t *testing.T, body []byte, id, token string) {
 
 func TestStateGet(t *testing.T) {
 	ts := startServer(t, Config{}, true)
-	code, body := ts.do(t, req{method: "GET", path: "/tfstate/t1", token: "viewer"})
+	code, body := ts.do(t, req{method: "GET", path: "/tfstate/t1", token: "editor"})
 	wantCode(t, "GET of no state", code, body, http.StatusNoContent)
 	if len(body) != 0 {
 		t.Fatalf("204 with body %q", body)
@@ -72,7 +72,7 @@ func TestStateGet(t *testing.T) {
 	code, body = ts.do(t, req{method: "POST", path: "/tfstate/t1", token: "editor", body: state, md5: true})
 	wantCode(t, "POST", code, body, http.StatusOK)
 
-	resp := ts.doResp(t, req{method: "GET", path: "/tfstate/t1", token: "viewer"})
+	resp := ts.doResp(t, req{method: "GET", path: "/tfstate/t1", token: "editor"})
 	got := new(bytes.Buffer)
 	got.ReadFrom(resp.Body)
 	resp.Body.Close()
@@ -87,15 +87,29 @@ func TestStateGet(t *testing.T) {
 	wantCode(t, "GET without credentials", code, body, http.StatusUnauthorized)
 	wantAPIError(t, body, http.StatusUnauthorized, api.ReasonUnauthorized)
 
-	code, body = ts.do(t, req{method: "GET", path: "/tfstate/t1", bearer: ts.tokens["viewer"]})
+	code, body = ts.do(t, req{method: "GET", path: "/tfstate/t1", bearer: ts.tokens["admin"]})
 	wantCode(t, "GET with bearer token", code, body, http.StatusOK)
 
-	code, body = ts.do(t, req{method: "GET", path: "/tfstate/NotALabel", token: "viewer"})
+	// The view role sees the metadata of a state, never its bytes.
+	code, body = ts.do(t, req{method: "GET", path: "/tfstate/t1", token: "viewer"})
+	wantCode(t, "GET as view", code, body, http.StatusForbidden)
+	wantAPIError(t, body, http.StatusForbidden, api.ReasonForbidden, "viewer", "needs edit")
+	if bytes.Contains(body, []byte("lin-1")) {
+		t.Errorf("the 403 to a viewer holds state content: %s", body)
+	}
+	code, body = ts.do(t, req{method: "GET", path: "/api/v1/tfstate/t1/versions", token: "viewer"})
+	wantCode(t, "versions as view", code, body, http.StatusOK)
+	var list api.StateVersionList
+	if err := json.Unmarshal(body, &list); err != nil || list.Total != 1 || list.Items[0].Lineage != "lin-1" || *list.Items[0].Serial != 1 {
+		t.Fatalf("versions as view = %s (%v)", body, err)
+	}
+
+	code, body = ts.do(t, req{method: "GET", path: "/tfstate/NotALabel", token: "editor"})
 	wantCode(t, "GET of a bad name", code, body, http.StatusBadRequest)
 	wantAPIError(t, body, http.StatusBadRequest, api.ReasonBadRequest, "DNS-1123")
 
 	for _, p := range []string{"/tfstate/", "/tfstate/a/b", "/tfstate/-a", "/tfstate/a_b", "/tfstate/" + strings.Repeat("a", 64)} {
-		code, body = ts.do(t, req{method: "GET", path: p, token: "viewer"})
+		code, body = ts.do(t, req{method: "GET", path: p, token: "editor"})
 		wantCode(t, "GET "+p, code, body, http.StatusBadRequest)
 	}
 
@@ -136,8 +150,9 @@ func TestStateAuth(t *testing.T) {
 		{req{method: "POST", path: "/tfstate/t1", token: "viewer", body: stateJSON(1, "l", "")}, http.StatusForbidden},
 		{req{method: "LOCK", path: "/tfstate/t1", token: "viewer", body: lockJSON("a", "w")}, http.StatusForbidden},
 		{req{method: "DELETE", path: "/tfstate/t1", token: "viewer"}, http.StatusForbidden},
+		{req{method: "GET", path: "/tfstate/t1", token: "viewer"}, http.StatusForbidden},
 		{req{method: "GET", path: "/tfstate/t1?version=1", token: "editor"}, http.StatusForbidden},
-		{req{method: "GET", path: "/api/v1/tfstate/t1/versions", token: "editor"}, http.StatusForbidden},
+		{req{method: "GET", path: "/tfstate/t1?version=1", token: "viewer"}, http.StatusForbidden},
 	} {
 		code, body := ts.do(t, c.r)
 		wantCode(t, c.r.method+" "+c.r.path+" as "+c.r.token, code, body, c.want)
@@ -211,7 +226,7 @@ func TestStatePost(t *testing.T) {
 	wantAPIError(t, body, http.StatusConflict, api.ReasonConflict, "not locked")
 
 	// Nothing refused was stored.
-	code, body = ts.do(t, req{method: "GET", path: "/tfstate/t1", token: "viewer"})
+	code, body = ts.do(t, req{method: "GET", path: "/tfstate/t1", token: "editor"})
 	wantCode(t, "GET", code, body, http.StatusOK)
 	if want := stateJSON(4, "lin-a", `{"same":"serial"}`); !bytes.Equal(body, want) {
 		t.Fatalf("state = %s, want %s", body, want)
@@ -229,19 +244,99 @@ func TestStatePostEncryptedAndOpaque(t *testing.T) {
 	wantCode(t, "POST encrypted with an older serial", code, body, http.StatusConflict)
 	code, body = ts.do(t, req{method: "POST", path: "/tfstate/enc", token: "editor", body: enc(3, "lin-x"), md5: true})
 	wantCode(t, "POST encrypted with another lineage", code, body, http.StatusConflict)
-	code, body = ts.do(t, req{method: "GET", path: "/tfstate/enc", token: "viewer"})
+	code, body = ts.do(t, req{method: "GET", path: "/tfstate/enc", token: "editor"})
 	if code != http.StatusOK || !bytes.Equal(body, enc(2, "lin-e")) {
 		t.Fatalf("GET encrypted = %d %s", code, body)
 	}
 
-	// Bytes that are not JSON at all are stored and served untouched.
-	opaque := []byte{0x00, 0xff, '{', 0x80, '\n', 0x01}
-	code, body = ts.do(t, req{method: "POST", path: "/tfstate/raw", token: "editor", body: opaque, md5: true})
-	wantCode(t, "POST opaque", code, body, http.StatusOK)
-	code, body = ts.do(t, req{method: "GET", path: "/tfstate/raw", token: "viewer"})
-	if code != http.StatusOK || !bytes.Equal(body, opaque) {
-		t.Fatalf("GET opaque = %d %q, want %q", code, body, opaque)
+	// Anything but a state is refused with a reason, and changes nothing.
+	for _, c := range []struct {
+		name, body, why string
+	}{
+		{"binary", "\x00\xff{\x80\n\x01", "not JSON"},
+		{"text", "hello", "not JSON"},
+		{"truncated", `{"version":4,"serial":1,"lineage":"lin-e"`, "not valid JSON"},
+		{"trailing bytes", `{"version":4,"serial":3,"lineage":"lin-e"} x`, "not valid JSON"},
+		{"array", `[{"version":4,"serial":3,"lineage":"lin-e"}]`, "not an object"},
+		{"null", `null`, "not an object"},
+		{"object without anything", `{}`, "no version"},
+		{"no serial", `{"version":4,"lineage":"lin-e"}`, "no serial"},
+		{"negative serial", `{"version":4,"serial":-1,"lineage":"lin-e"}`, "serial -1 is not a whole number"},
+		{"serial as a string", `{"version":4,"serial":"3","lineage":"lin-e"}`, "not a whole number"},
+		{"fractional version", `{"version":4.5,"serial":3,"lineage":"lin-e"}`, "version 4.5"},
+		{"no lineage", `{"version":4,"serial":3}`, "lineage"},
+		{"empty lineage", `{"version":4,"serial":3,"lineage":""}`, "lineage"},
+		{"lineage as a number", `{"version":4,"serial":3,"lineage":7}`, "lineage"},
+		{"envelope without lineage", `{"serial":3,"encrypted_data":"eA==","encryption_version":"v0"}`, "lineage"},
+		{"envelope without serial", `{"lineage":"lin-e","encrypted_data":"eA==","encryption_version":"v0"}`, "no serial"},
+		{"envelope without data", `{"serial":3,"lineage":"lin-e","encryption_version":"v0"}`, "encrypted_data"},
+		{"envelope with an empty version", `{"serial":3,"lineage":"lin-e","encrypted_data":"eA==","encryption_version":""}`, "encryption_version"},
+	} {
+		code, body = ts.do(t, req{method: "POST", path: "/tfstate/enc", token: "editor", body: []byte(c.body), md5: true})
+		wantCode(t, "POST of "+c.name, code, body, http.StatusBadRequest)
+		wantAPIError(t, body, http.StatusBadRequest, api.ReasonBadRequest, "not a TF state, nothing stored", c.why)
+		code, body = ts.do(t, req{method: "POST", path: "/tfstate/new-" + strings.ReplaceAll(c.name, " ", "-"), token: "admin", body: []byte(c.body)})
+		wantCode(t, "POST of "+c.name+" to a new state as admin", code, body, http.StatusBadRequest)
 	}
+	code, body = ts.do(t, req{method: "GET", path: "/tfstate/enc", token: "editor"})
+	if code != http.StatusOK || !bytes.Equal(body, enc(2, "lin-e")) {
+		t.Fatalf("GET after refused POSTs = %d %s", code, body)
+	}
+	code, body = ts.do(t, req{method: "GET", path: "/api/v1/tfstate/enc/versions", token: "viewer"})
+	if code != http.StatusOK || !strings.Contains(string(body), `"total":1`) {
+		t.Fatalf("versions after refused POSTs = %d %s", code, body)
+	}
+	code, body = ts.do(t, req{method: "GET", path: "/api/v1/tfstate/new-binary/versions", token: "viewer"})
+	wantCode(t, "versions of a state whose only POST was refused", code, body, http.StatusNotFound)
+}
+
+// TestStateGuardsOverGarbage stores what an older server accepted without
+// checking, bytes that are not a state, and checks that the guards still
+// hold: the lineage of the last real state keeps foreign lineages out and
+// lets its own writer back in, and a state that never had a lineage takes
+// a POST only from an admin or after DELETE.
+func TestStateGuardsOverGarbage(t *testing.T) {
+	ts := startServer(t, Config{}, true)
+	post := func(name, token string, body []byte) (int, []byte) {
+		return ts.do(t, req{method: "POST", path: "/tfstate/" + name, token: token, body: body})
+	}
+	garbage := func(name string) {
+		t.Helper()
+		err := ts.Store().Update(func(tx *Tx) error {
+			_, err := tx.putState(name, []byte("not a state\x00"), &stateMeta{Size: 12, Token: "old-server"}, 10)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	code, body := post("g", "editor", stateJSON(5, "lin-real", ""))
+	wantCode(t, "first POST", code, body, http.StatusOK)
+	garbage("g")
+	code, body = post("g", "editor", stateJSON(9, "lin-foreign", ""))
+	wantCode(t, "POST of a foreign lineage over garbage", code, body, http.StatusConflict)
+	wantAPIError(t, body, http.StatusConflict, api.ReasonConflict, "lineage lin-real", "lin-foreign")
+	code, body = post("g", "admin", stateJSON(9, "lin-foreign", ""))
+	wantCode(t, "POST of a foreign lineage over garbage, as admin", code, body, http.StatusConflict)
+	code, body = post("g", "editor", stateJSON(4, "lin-real", ""))
+	wantCode(t, "POST of an older serial over garbage", code, body, http.StatusConflict)
+	wantAPIError(t, body, http.StatusConflict, api.ReasonConflict, "serial 5", "serial 4")
+	code, body = post("g", "editor", stateJSON(6, "lin-real", ""))
+	wantCode(t, "POST of the real lineage over garbage", code, body, http.StatusOK)
+
+	// Only garbage was ever stored: the lineage is unknown.
+	garbage("u")
+	code, body = post("u", "editor", stateJSON(1, "lin-any", ""))
+	wantCode(t, "POST over garbage of unknown lineage", code, body, http.StatusConflict)
+	wantAPIError(t, body, http.StatusConflict, api.ReasonConflict, "lineage is unknown", "admin", "DELETE")
+	code, body = post("u", "admin", stateJSON(1, "lin-any", ""))
+	wantCode(t, "POST over garbage of unknown lineage, as admin", code, body, http.StatusOK)
+	garbage("d")
+	code, body = ts.do(t, req{method: "DELETE", path: "/tfstate/d", token: "editor"})
+	wantCode(t, "DELETE of garbage", code, body, http.StatusOK)
+	code, body = post("d", "editor", stateJSON(1, "lin-any", ""))
+	wantCode(t, "POST after DELETE of garbage", code, body, http.StatusOK)
 }
 
 func TestStateLockUnlock(t *testing.T) {
@@ -303,7 +398,7 @@ func TestStateLockUnlock(t *testing.T) {
 	wantCode(t, "DELETE", code, body, http.StatusOK)
 	code, body = do("DELETE", "editor2", nil, "")
 	wantCode(t, "DELETE of no state", code, body, http.StatusNotFound)
-	code, body = do("GET", "viewer", nil, "")
+	code, body = do("GET", "editor", nil, "")
 	wantCode(t, "GET after DELETE", code, body, http.StatusNoContent)
 }
 
@@ -325,10 +420,14 @@ func TestStateForceUnlock(t *testing.T) {
 	code, body = ts.do(t, req{method: "UNLOCK", path: "/tfstate/t1", token: "admin", body: onlyID("l1")})
 	wantCode(t, "OpenTofu force-unlock by admin", code, body, http.StatusOK)
 
-	// Terraform's force-unlock: an empty body.
+	// Terraform's force-unlock: an empty body, whatever ID was given. Not
+	// even the token that holds the lock may release it without the ID.
 	lock("l2")
 	code, body = ts.do(t, req{method: "UNLOCK", path: "/tfstate/t1", token: "editor2"})
 	wantCode(t, "Terraform force-unlock by an edit token", code, body, http.StatusForbidden)
+	code, body = ts.do(t, req{method: "UNLOCK", path: "/tfstate/t1", token: "editor"})
+	wantCode(t, "Terraform force-unlock by the holder's token", code, body, http.StatusForbidden)
+	wantAPIError(t, body, http.StatusForbidden, api.ReasonForbidden, "without the lock ID", "admin")
 	code, body = ts.do(t, req{method: "UNLOCK", path: "/tfstate/t1", token: "admin"})
 	wantCode(t, "Terraform force-unlock by admin", code, body, http.StatusOK)
 
@@ -457,7 +556,7 @@ func TestStateFailPostHook(t *testing.T) {
 	code, body := ts.do(t, req{method: "POST", path: "/tfstate/f", token: "editor", body: stateJSON(1, "l", "")})
 	wantCode(t, "POST with the hook on", code, body, http.StatusInternalServerError)
 	wantAPIError(t, body, http.StatusInternalServerError, api.ReasonInternalError)
-	code, _ = ts.do(t, req{method: "GET", path: "/tfstate/f", token: "viewer"})
+	code, _ = ts.do(t, req{method: "GET", path: "/tfstate/f", token: "editor"})
 	wantCode(t, "GET after the failed POST", code, nil, http.StatusNoContent)
 	fail.Store(false)
 	code, body = ts.do(t, req{method: "POST", path: "/tfstate/f", token: "editor", body: stateJSON(1, "l", "")})

@@ -74,6 +74,9 @@ type rolesCase struct {
 	// download names what the audit log calls the download ("kubeconfig",
 	// "talosconfig", "machine config"); "" for other endpoints.
 	download string
+	// forceUnlock: a granted answer is a force-unlock, which the audit
+	// log records as "force-unlock".
+	forceUnlock bool
 	// secretBody: a granted answer holds cluster keys by design (a machine
 	// config); it is left out of the key-material check.
 	secretBody bool
@@ -95,7 +98,7 @@ type rolesBody struct {
 	body []byte
 }
 
-// TestRoles is the role × endpoint matrix of issue 6, on one real server
+// TestRoles is the role × endpoint matrix, on one real server
 // with a tokens file that holds a view, an edit and an admin token, and
 // encrypted TF state. Every endpoint is called without a token, with wrong
 // credentials and with each role: no or wrong credentials get 401
@@ -315,6 +318,20 @@ func rolesCases(t *testing.T, e *e2e, sha, cp, worker string) []rolesCase {
 		}
 	}
 	static := func(b []byte) func(rolesCaller) []byte { return func(rolesCaller) []byte { return b } }
+	stateMetadata := func(t *testing.T, b []byte) {
+		var l struct {
+			Items []struct {
+				Serial  *int   `json:"serial"`
+				Lineage string `json:"lineage"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(b, &l); err != nil || len(l.Items) == 0 || l.Items[0].Serial == nil || l.Items[0].Lineage == "" {
+			t.Errorf("want versions with serial and lineage: %v %.300s", err, b)
+		}
+		if bytes.Contains(b, []byte("encrypted_data")) {
+			t.Errorf("the versions listing holds state bytes: %.300s", b)
+		}
+	}
 
 	return []rolesCase{
 		{name: "healthz", method: "GET", path: "/healthz", min: rolesOpen, want: 200, check: contains("ok")},
@@ -359,13 +376,24 @@ func rolesCases(t *testing.T, e *e2e, sha, cp, worker string) []rolesCase {
 		{name: "talosconfig", method: "GET", path: "/api/v1/tenants/production/talosconfig", min: rolesAdmin, want: 200, download: "talosconfig", check: contains("contexts:")},
 		{name: "machine config", method: "GET", path: "/api/v1/tenants/production/machines/" + worker + "/config", min: rolesAdmin, want: 200, download: "machine config", secretBody: true, check: contains("machine:")},
 
-		{name: "state GET", method: "GET", path: "/tfstate/production", min: rolesView, want: 200, check: contains(`"encrypted_data"`)},
+		// A state holds the tenant's secrets: whoever runs tofu on it (edit,
+		// as the reconciler's per-run tokens are) reads it, and with
+		// encryption on what they read is ciphertext. View sees metadata.
+		{name: "state GET", method: "GET", path: "/tfstate/production", min: rolesEdit, want: 200, check: contains(`"encrypted_data"`)},
 		{name: "state GET of an earlier version", method: "GET", path: "/tfstate/production?version=1", min: rolesAdmin, want: 200, check: contains(`"serial"`)},
-		{name: "state versions", method: "GET", path: "/api/v1/tfstate/production/versions", min: rolesAdmin, want: 200, check: contains(`"items"`)},
+		{name: "state versions", method: "GET", path: "/api/v1/tfstate/production/versions", min: rolesView, want: 200, check: stateMetadata},
 		{name: "state LOCK", method: "LOCK", path: "/tfstate/roles-scratch", body: lockBody, min: rolesEdit, want: 200},
 		{name: "state POST under the lock", method: "POST", path: "/tfstate/roles-scratch?ID=", body: stateBody, min: rolesEdit, want: 200},
 		{name: "state UNLOCK", method: "UNLOCK", path: "/tfstate/roles-scratch", body: lockBody, min: rolesEdit, want: 200},
 		{name: "state DELETE", method: "DELETE", path: "/tfstate/roles-scratch", min: rolesEdit, want: 200},
+		// An UNLOCK without the lock ID (terraform's force-unlock) is a
+		// force-unlock, even of the caller's own lock: admin only.
+		{name: "state LOCK of the caller's own state", method: "LOCK", path: "/tfstate/roles-force-{caller}", body: lockBody, min: rolesEdit, want: 200},
+		{name: "state UNLOCK without the lock ID", method: "UNLOCK", path: "/tfstate/roles-force-{caller}", min: rolesAdmin, want: 200, forceUnlock: true},
+
+		// Methods an endpoint does not serve get 405, before credentials.
+		{name: "POST metrics", method: "POST", path: "/metrics", min: rolesOpen, want: 405, check: contains(`"reason":"MethodNotAllowed"`)},
+		{name: "DELETE a kubeconfig", method: "DELETE", path: "/api/v1/tenants/production/kubeconfig", min: rolesOpen, want: 405, check: contains(`"reason":"MethodNotAllowed"`)},
 	}
 }
 
@@ -381,7 +409,7 @@ type rolesAPIError struct {
 func (r *rolesRun) try(c rolesCaller, rc rolesCase) {
 	t := r.t
 	t.Helper()
-	path := rc.path
+	path := strings.ReplaceAll(rc.path, "{caller}", rolesSlug(c))
 	if strings.HasSuffix(path, "?ID=") {
 		path += rolesLockID(c)
 	}
@@ -414,6 +442,9 @@ func (r *rolesRun) try(c rolesCaller, rc rolesCase) {
 	}
 	if rc.download != "" && c.role == rolesNone {
 		r.audited[rolesUnauthenticated+" "+rc.download]++
+	}
+	if rc.forceUnlock && c.role >= rc.min {
+		r.audited[c.token+" force-unlock"]++
 	}
 
 	want, reason := rc.want, ""
@@ -617,7 +648,11 @@ func (r *rolesRun) checkAudit(t *testing.T, data string, unauth bool) {
 			continue
 		}
 		at, err := time.Parse(time.RFC3339Nano, line.At)
-		if err != nil || time.Since(at) > time.Hour || line.Tenant != "production" || line.What == "" {
+		tenant := "production"
+		if line.What == "force-unlock" {
+			tenant = "roles-force-admin" // the admin's own scratch state
+		}
+		if err != nil || time.Since(at) > time.Hour || line.Tenant != tenant || line.What == "" {
 			t.Errorf("audit.log line %d lacks who/what/when: %s", n, sc.Bytes())
 		}
 		who := line.Who
@@ -667,6 +702,17 @@ func rolesCreateToken(t *testing.T, bin, name, role string) (token, line string)
 
 // rolesLockID is the ID of the scratch state lock caller c takes.
 func rolesLockID(c rolesCaller) string { return "roles-lock-" + strings.ReplaceAll(c.name, " ", "-") }
+
+// rolesSlug is caller c's name as part of a state name.
+func rolesSlug(c rolesCaller) string {
+	slug := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(c.name))
+	return strings.Trim(strings.Join(strings.FieldsFunc(slug, func(r rune) bool { return r == '-' }), "-"), "-")
+}
 
 func rolesBearer(token string) http.Header {
 	return http.Header{"Authorization": {"Bearer " + token}}

@@ -185,7 +185,7 @@ func TestTFStateKillMidPost(t *testing.T) {
 		code := <-result
 
 		p = tfsServe(t, bin, args...)
-		code2, got := req(p, "GET", "/tfstate/big", "dash", nil)
+		code2, got := req(p, "GET", "/tfstate/big", "ops", nil)
 		if code2 != http.StatusOK {
 			t.Fatalf("round %d: GET after restart: %d", i, code2)
 		}
@@ -222,7 +222,7 @@ func TestTFStateKillMidPost(t *testing.T) {
 	t.Logf("after %d kills: %v", rounds, outcomes)
 
 	// SIGHUP reloads the tokens file.
-	tok, line, err := backend.NewToken("carol", backend.RoleView)
+	tok, line, err := backend.NewToken("carol", backend.RoleEdit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -278,7 +278,7 @@ type tfsStateDoc struct {
 
 func (s *tfsServer) state(name string) tfsStateDoc {
 	s.t.Helper()
-	code, body := s.request("GET", "/tfstate/"+name, "dash", nil)
+	code, body := s.request("GET", "/tfstate/"+name, "ops", nil)
 	if code != http.StatusOK {
 		s.t.Fatalf("GET state %s: %d %s", name, code, body)
 	}
@@ -338,7 +338,7 @@ func (s *tfsServer) waitLock(name string, timeout time.Duration) *api.StateLock 
 func TestTFStateTofuLifecycle(t *testing.T) {
 	s := tfsStart(t, backend.Config{})
 	w := s.work("life", "alice", tfsDataTF(map[string]string{"a": "one"}, 0))
-	if code, _ := s.request("GET", "/tfstate/life", "dash", nil); code != http.StatusNoContent {
+	if code, _ := s.request("GET", "/tfstate/life", "alice", nil); code != http.StatusNoContent {
 		t.Fatalf("state after init: %d, want 204", code)
 	}
 
@@ -510,7 +510,7 @@ func TestTFStateEncrypted(t *testing.T) {
 	os.WriteFile(filepath.Join(w.dir, "main.tf.json"), []byte(tfsDataTF(map[string]string{"a": secret, "b": "more"}, 0)), 0o600)
 	w.must("apply", "-auto-approve", "-input=false", "-no-color")
 
-	code, raw := s.request("GET", "/tfstate/enc", "dash", nil)
+	code, raw := s.request("GET", "/tfstate/enc", "alice", nil)
 	if code != http.StatusOK {
 		t.Fatalf("GET: %d", code)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 )
 
 // Reason says in one word why a request failed.
@@ -43,15 +44,58 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// MaxEcho bounds how much of one argument of Errorf reaches a message:
+// callers quote what a client sent (a path, a query parameter, a parser's
+// error that repeats its input), and an answer must not echo megabytes.
+const MaxEcho = 256
+
 // Errorf returns an Error with the given HTTP status code, the reason that
-// belongs to it and a formatted message.
+// belongs to it and a formatted message. Every argument that is text (a
+// string, []byte or error) is cut to about MaxEcho bytes first (see
+// Shorten); other arguments pass untouched.
 func Errorf(code int, format string, args ...any) *Error {
 	return &Error{
 		Status:  StatusFailure,
-		Message: fmt.Sprintf(format, args...),
+		Message: fmt.Sprintf(format, boundArgs(args)...),
 		Reason:  ReasonFor(code),
 		Code:    code,
 	}
+}
+
+// boundArgs returns args with every text argument cut by Shorten.
+func boundArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = Shorten(v)
+		case []byte:
+			out[i] = Shorten(string(v))
+		case error:
+			out[i] = Shorten(v.Error())
+		default:
+			out[i] = a
+		}
+	}
+	return out
+}
+
+// Shorten cuts s to about MaxEcho bytes: it keeps the start and the end,
+// on UTF-8 boundaries, and says how many bytes it left out between them.
+// The end stays because an error that quotes its input often says after
+// it what is wrong.
+func Shorten(s string) string {
+	if len(s) <= MaxEcho {
+		return s
+	}
+	head, tail := MaxEcho/2, len(s)-MaxEcho/2
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s…(%d bytes left out)…%s", s[:head], tail-head, s[tail:])
 }
 
 // ReasonFor maps an HTTP status code to its reason. Codes without a reason

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestWriteError(t *testing.T) {
@@ -52,5 +53,31 @@ func TestNewList(t *testing.T) {
 	WriteJSON(w, http.StatusOK, NewList([]int{3, 1}))
 	if got := strings.TrimSpace(w.Body.String()); got != `{"items":[3,1],"total":2}` {
 		t.Fatalf("list = %s", got)
+	}
+}
+
+func TestErrorfBoundsEcho(t *testing.T) {
+	huge := strings.Repeat("é", 500_000) // 1 MB of two-byte runes
+	for _, c := range []struct {
+		name string
+		err  *Error
+		end  string
+	}{
+		{"string", Errorf(http.StatusBadRequest, "offset %q: want a whole number", huge), `é": want a whole number`},
+		{"bytes", Errorf(http.StatusBadRequest, "body %s", []byte(huge)), "éé"},
+		{"error", Errorf(http.StatusBadRequest, "labelSelector: %v", fmt.Errorf("label selector %q: %q is bad", huge, huge)), `é" is bad`},
+	} {
+		if n := len(c.err.Message); n > MaxEcho+100 {
+			t.Errorf("%s: message of %d bytes echoes its input", c.name, n)
+		}
+		if !strings.Contains(c.err.Message, " bytes left out)") || !strings.HasSuffix(c.err.Message, c.end) {
+			t.Errorf("%s: message %q does not say it was cut, or lost its end", c.name, c.err.Message)
+		}
+		if !utf8.ValidString(c.err.Message) {
+			t.Errorf("%s: cut inside a rune", c.name)
+		}
+	}
+	if got := Errorf(http.StatusBadRequest, "limit %d of %s", 12345, "short").Message; got != "limit 12345 of short" {
+		t.Errorf("short arguments changed: %q", got)
 	}
 }

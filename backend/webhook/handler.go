@@ -173,11 +173,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) serve(hook string, w http.ResponseWriter, r *http.Request) (Answer, *hookError) {
 	if hook == HookUnknown {
 		return Answer{}, refuse(ResultNotFound, http.StatusNotFound,
-			"no webhook at %q; the hooks are %sgithub (also Gitea and Forgejo), %sgitlab and %sgeneric", shorten(r.URL.Path), Prefix, Prefix, Prefix)
+			"no webhook at %q; the hooks are %sgithub (also Gitea and Forgejo), %sgitlab and %sgeneric", r.URL.Path, Prefix, Prefix, Prefix)
 	}
 	if r.Method != http.MethodPost {
 		return Answer{}, refuse(ResultMethodNotAllowed, http.StatusMethodNotAllowed,
-			"method %s is not allowed on a webhook; forges send POST", shorten(r.Method))
+			"method %s is not allowed on a webhook; forges send POST", r.Method)
 	}
 	if len(h.secret) == 0 {
 		return Answer{}, refuse(ResultDisabled, http.StatusServiceUnavailable,
@@ -230,6 +230,10 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *hookError) {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, tooLarge("body")
 		}
+		if ae, ok := errors.AsType[*api.Error](err); ok {
+			// The server's limits on bodies: too slow, or no memory free.
+			return nil, &hookError{result: ResultBadRequest, err: ae}
+		}
 		return nil, refuse(ResultBadRequest, http.StatusBadRequest, "read body: %v", err)
 	}
 	return body, nil
@@ -240,20 +244,11 @@ func tooLarge(what string) *hookError {
 		"%s is over the limit of %d bytes for a webhook; send pushes without the commit list or use %sgeneric with a small body", what, MaxBodyBytes, Prefix)
 }
 
-// shorten bounds a caller's string quoted in an error message.
-func shorten(s string) string {
-	const max = 120
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
-}
-
 // delivery returns the forge's delivery ID, for the log.
 func delivery(r *http.Request) string {
 	for _, k := range []string{"X-GitHub-Delivery", "X-Gitea-Delivery", "X-Forgejo-Delivery", "X-Gitlab-Event-UUID", "X-Request-Id"} {
 		if v := r.Header.Get(k); v != "" {
-			return shorten(v)
+			return api.Shorten(v)
 		}
 	}
 	return ""

@@ -7,6 +7,8 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+
+	"github.com/rezuscloud/rezuscloud/backend/api"
 )
 
 // githubPush is what the handler reads of a GitHub, Gitea or Forgejo push.
@@ -131,7 +133,7 @@ func (h *Handler) triggerOne(repo, ref string) Answer {
 }
 
 func ignoreEvent(event string) Answer {
-	return Answer{Status: ResultIgnored, Message: fmt.Sprintf("ignored: event %q is not a push", shorten(event))}
+	return Answer{Status: ResultIgnored, Message: fmt.Sprintf("ignored: event %q is not a push", api.Shorten(event))}
 }
 
 // formPayload returns the JSON payload: the body itself, or its "payload"
@@ -153,5 +155,5 @@ func formPayload(r *http.Request, body []byte) ([]byte, *hookError) {
 }
 
 func badPayload(what string, err error) *hookError {
-	return refuse(ResultBadRequest, http.StatusBadRequest, "%s payload is not valid JSON: %s", what, shorten(err.Error()))
+	return refuse(ResultBadRequest, http.StatusBadRequest, "%s payload is not valid JSON: %s", what, err)
 }

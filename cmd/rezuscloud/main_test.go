@@ -42,13 +42,15 @@ tokens-file: /file/tokens
 state-history: 7
 stale-lock-age: 5m
 state-max-bytes: 1048576
+body-timeout: 30s
 `), 0o600)
 	env := map[string]string{
-		"REZUSCLOUD_CONFIG":      file,
-		"REZUSCLOUD_LISTEN":      "127.0.0.1:7002",
-		"REZUSCLOUD_TOKENS_FILE": "/env/tokens",
+		"REZUSCLOUD_CONFIG":       file,
+		"REZUSCLOUD_LISTEN":       "127.0.0.1:7002",
+		"REZUSCLOUD_TOKENS_FILE":  "/env/tokens",
+		"REZUSCLOUD_IDLE_TIMEOUT": "45s",
 	}
-	got, err := parseServe(t, env, "--tokens-file", "/flag/tokens")
+	got, err := parseServe(t, env, "--tokens-file", "/flag/tokens", "--body-memory", "134217728")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +62,9 @@ state-max-bytes: 1048576
 		StateHistory:    7,
 		StaleLockAge:    5 * time.Minute,
 		ShutdownTimeout: 30 * time.Second, // default
+		BodyTimeout:     30 * time.Second,
+		IdleTimeout:     45 * time.Second,
+		BodyMemory:      128 << 20,
 		Version:         "dev",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -87,7 +87,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		return noop, err
 	}
 	m := metrics.New()
-	srv.Handle("/metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
+	srv.Handle("GET /metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
 	runner, err := reconciler.NewRunner(reconciler.TofuOptions{
 		Binary:        tofu,
 		CLIConfigFile: cli,
@@ -144,6 +144,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	m.GaugeFunc("rezuscloud_watch_subscribers", "Open watch streams.", func() float64 { return float64(srv.WatchSubscribers()) })
 	m.CounterFunc("rezuscloud_watch_cutoffs_total", "Watch streams cut off for not keeping up.", func() float64 { return float64(srv.Hub().CutOffs()) })
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(runner.Runs()) })
+	srv.SetAudit(audit)
 	srv.ServeTenantSecrets(rec, audit)
 	srv.ServePreviews(rec)
 	previews, err := newPreviews(f, dataDir, auth, log)

@@ -27,6 +27,9 @@ type serveFlags struct {
 	stateHistory    int
 	staleLockAge    time.Duration
 	shutdownTimeout time.Duration
+	bodyTimeout     time.Duration
+	idleTimeout     time.Duration
+	bodyMemory      int64
 	logLevel        string
 	logFormat       string
 
@@ -101,6 +104,9 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.IntVar(&f.stateHistory, "state-history", backend.DefaultStateHistory, "earlier versions kept per TF state; 0 keeps none")
 	fs.DurationVar(&f.staleLockAge, "stale-lock-age", backend.DefaultStaleLockAge, "age after which a state lock is reported as stale (never broken); 0 never")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	fs.DurationVar(&f.bodyTimeout, "body-timeout", backend.DefaultBodyTimeout, "how long a request body may take to arrive; slower clients get 408 and are disconnected (watches have no body and no limit)")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", backend.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.Int64Var(&f.bodyMemory, "body-memory", 0, "bytes of request bodies all requests together may hold; a request over it waits, then gets 503 (default: 256 MiB or twice --state-max-bytes, whichever is more)")
 	fs.StringVar(&f.repo, "repo", "", "git `URL` of the manifests repository to reconcile (https://, ssh://, git:// or a local path); credentials come from REZUSCLOUD_GIT_* variables")
 	fs.StringVar(&f.branch, "branch", "", "`BRANCH` of --repo to follow (default main)")
 	fs.StringVar(&f.tag, "tag", "", "`TAG` of --repo to follow instead of a branch")
@@ -155,6 +161,12 @@ func serverConfig(f *serveFlags, log *slog.Logger) (backend.Config, error) {
 	case stale == 0:
 		stale = -1
 	}
+	if f.bodyTimeout <= 0 || f.idleTimeout <= 0 {
+		return backend.Config{}, fmt.Errorf("--body-timeout %v and --idle-timeout %v: want positive durations", f.bodyTimeout, f.idleTimeout)
+	}
+	if f.bodyMemory < 0 {
+		return backend.Config{}, fmt.Errorf("--body-memory %d: want a positive size, or 0 for the default", f.bodyMemory)
+	}
 	return backend.Config{
 		DataDir:         f.data,
 		Listen:          f.listen,
@@ -163,6 +175,9 @@ func serverConfig(f *serveFlags, log *slog.Logger) (backend.Config, error) {
 		StateHistory:    history,
 		StaleLockAge:    stale,
 		ShutdownTimeout: f.shutdownTimeout,
+		BodyTimeout:     f.bodyTimeout,
+		IdleTimeout:     f.idleTimeout,
+		BodyMemory:      f.bodyMemory,
 		Version:         version.Version,
 		Logger:          log,
 	}, nil

@@ -251,10 +251,10 @@ func TestErrors(t *testing.T) {
 	if _, err := newClient(t, s.URL(), "", nil).Tenants(ctx(t), client.ListOptions{}); client.Code(err) != http.StatusUnauthorized {
 		t.Errorf("no token: %v, want a 401", err)
 	}
-	// The view role may not read TF state versions, which need admin.
-	_, err = viewer.GetBytes(ctx(t), "/api/v1/tfstate/acme/versions")
+	// The view role may not read TF state, which needs edit.
+	_, err = viewer.GetBytes(ctx(t), "/tfstate/acme")
 	if client.Code(err) != http.StatusForbidden || !strings.HasPrefix(err.Error(), "the token may not do this (403): ") {
-		t.Errorf("viewer reading state versions: %v, want a 403", err)
+		t.Errorf("viewer reading state: %v, want a 403", err)
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
