@@ -6,12 +6,29 @@
 // # Store
 //
 // Open opens one bbolt file in the data dir (dir 0700, file 0600); all
-// access goes through Store.View and Store.Update. Resources are JSON
-// objects keyed by kind and name (Tx.Get, Tx.List, Tx.Put, Tx.Delete);
-// every change takes the next resourceVersion of one global sequence, and
-// hooks registered with Store.OnCommit receive the changes after each
-// commit. TF states, their history and their locks live in buckets of
-// their own and are reached through the state backend.
+// access goes through Store.View and Store.Update, which pass a Tx. The
+// store's API is these few types:
+//
+//   - Store: the open file; View, Update, OnCommit (hooks that receive
+//     each commit's changes, in commit order), Close.
+//   - Tx: one transaction. API objects (the kinds of schema.Kinds) are
+//     written with PutObject, which stamps uid, createdAt, updatedAt and
+//     resourceVersion into their metadata in one place and records no
+//     change when nothing else differs, and read with GetObject, Get,
+//     Scan, List and TenantObjects; Delete removes either. Internal
+//     records, which the API never serves, are written with Put.
+//     TenantObjects answers which objects belong to a tenant, from an
+//     index PutObject and Delete keep by the one rule of schema.TenantOf.
+//   - Resource: one stored object, its key, its resourceVersion and its
+//     JSON, which for an API object carries the same resourceVersion and
+//     is served as it is.
+//   - Change: one change of a committed transaction, for hooks, the
+//     event log (Tx.Events) and the event Hub.
+//
+// Every change takes the next resourceVersion of one global sequence,
+// strictly increasing across restarts. TF states, their history and
+// their locks live in buckets of their own and are reached through the
+// state backend. A file of an older format is migrated when it is opened.
 //
 // # State backend
 //

@@ -1,13 +1,11 @@
 package backend
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -41,19 +39,11 @@ func (e *goneError) Is(target error) bool { return target == ErrGone }
 // waiting unless HubOptions.Buffer says otherwise.
 const DefaultWatchBuffer = 256
 
-// labelNodeGroup is the label the reconciler puts on machines to name
-// their node group; spec.nodeGroup stands in when it is absent.
-const labelNodeGroup = "rezuscloud.io/node-group"
-
-// servedKinds are the kinds the API serves and the hub publishes. Every
-// other kind is an internal record and never becomes an event.
-var servedKinds = map[string]bool{
-	schema.KindTenant:      true,
-	schema.KindNodeGroup:   true,
-	schema.KindConfigPatch: true,
-	schema.KindMachine:     true,
-	schema.KindProvider:    true,
-	schema.KindCommit:      true,
+// servedKind reports whether the API serves kind; every other kind is an
+// internal record and never becomes an event.
+func servedKind(kind string) bool {
+	_, ok := schema.LookupKind(kind)
+	return ok
 }
 
 // HubOptions tunes NewHub. The zero value selects the defaults.
@@ -80,10 +70,11 @@ type Event struct {
 	ResourceVersion uint64
 	// Labels are the object's metadata.labels.
 	Labels map[string]string
-	// Tenant is the tenant the object belongs to (a tenant's own name),
-	// or "" for kinds outside tenants.
+	// Tenant is the tenant the object belongs to, as schema.TenantOf
+	// says: a tenant's own name, or "" for kinds outside tenants.
 	Tenant string
-	// NodeGroup is the node group of a node group or machine.
+	// NodeGroup is the node group of a node group (its name) or machine
+	// (its schema.LabelNodeGroup label).
 	NodeGroup string
 
 	// frame is the event as a Server-Sent Events frame; frame[data:] is
@@ -93,8 +84,8 @@ type Event struct {
 }
 
 // JSON returns the event as one line of a chunked watch:
-// {"type":"ADDED","object":{…}} and a newline. The object has
-// metadata.resourceVersion set.
+// {"type":"ADDED","object":{…}} and a newline. The object is as stored,
+// with its metadata.resourceVersion.
 func (e *Event) JSON() []byte { return e.frame[e.data : len(e.frame)-1] }
 
 // SSE returns the event as a Server-Sent Events frame: an `id:` line with
@@ -105,43 +96,20 @@ func (e *Event) SSE() []byte { return e.frame }
 // point into a transaction; the event does not keep it.
 func newEvent(c Change) (*Event, error) {
 	r := c.Resource
-	obj, err := servedObject(r.Object, r.ResourceVersion)
-	if err != nil {
-		return nil, fmt.Errorf("%s %q: %w", r.Kind, r.Name, err)
+	var head metaHead
+	if err := r.decodeMeta(&head); err != nil {
+		return nil, err
 	}
-	m, err := decodeListMeta(obj, false)
-	if err != nil {
-		return nil, fmt.Errorf("%s %q: %w", r.Kind, r.Name, err)
-	}
-	ev := &Event{Type: c.Type, Kind: r.Kind, Name: r.Name, ResourceVersion: r.ResourceVersion, Labels: m.Labels}
+	m := head.meta()
+	ev := &Event{Type: c.Type, Kind: r.Kind, Name: r.Name, ResourceVersion: r.ResourceVersion,
+		Labels: m.Labels, Tenant: schema.TenantOf(r.Kind, &m)}
 	switch r.Kind {
-	case schema.KindTenant:
-		ev.Tenant = r.Name
 	case schema.KindNodeGroup:
-		ev.Tenant, ev.NodeGroup, _ = strings.Cut(r.Name, "/")
-	case schema.KindConfigPatch:
-		ev.Tenant, _, _ = strings.Cut(r.Name, "/")
+		ev.NodeGroup = m.Name
 	case schema.KindMachine:
-		ev.Tenant, ev.NodeGroup = m.Labels[schema.LabelTenant], m.Labels[labelNodeGroup]
-		if ev.Tenant == "" || ev.NodeGroup == "" {
-			var o struct {
-				Spec struct {
-					Tenant    string `json:"tenant"`
-					NodeGroup string `json:"nodeGroup"`
-				} `json:"spec"`
-			}
-			if err := json.Unmarshal(obj, &o); err != nil {
-				return nil, fmt.Errorf("%s %q: %w", r.Kind, r.Name, err)
-			}
-			if ev.Tenant == "" {
-				ev.Tenant = o.Spec.Tenant
-			}
-			if ev.NodeGroup == "" {
-				ev.NodeGroup = o.Spec.NodeGroup
-			}
-		}
+		ev.NodeGroup = m.Labels[schema.LabelNodeGroup]
 	}
-	ev.frame, ev.data = encodeFrame(strconv.FormatUint(r.ResourceVersion, 10), string(c.Type), obj)
+	ev.frame, ev.data = encodeFrame(strconv.FormatUint(r.ResourceVersion, 10), string(c.Type), r.Object)
 	return ev, nil
 }
 
@@ -225,7 +193,7 @@ func (h *Hub) Attach(s *Store) error {
 			h.floor = from
 		}
 		err := tx.Events(max(from, h.last.Load()), func(c Change) error {
-			if !servedKinds[c.Resource.Kind] {
+			if !servedKind(c.Resource.Kind) {
 				return nil
 			}
 			ev, err := newEvent(c)
@@ -255,7 +223,7 @@ func (h *Hub) Publish(changes []Change) {
 	top := uint64(0)
 	for _, c := range changes {
 		top = max(top, c.Resource.ResourceVersion)
-		if !servedKinds[c.Resource.Kind] {
+		if !servedKind(c.Resource.Kind) {
 			continue
 		}
 		ev, err := newEvent(c)

@@ -18,14 +18,22 @@ import (
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// change builds a Change of kind/name at rv with obj as JSON.
+// change builds a Change of kind/name at rv with obj as JSON; an API
+// object gets rv into its metadata and its header, as the store writes it.
 func change(t testing.TB, typ EventType, kind, name string, rv uint64, obj any) Change {
 	t.Helper()
-	b, err := json.Marshal(obj)
+	r := Resource{Kind: kind, Name: name, ResourceVersion: rv}
+	var err error
+	if o, ok := obj.(schema.Object); ok {
+		o.Meta().ResourceVersion = fmt.Sprint(rv)
+		r.Object, r.head, err = encodeObject(o)
+	} else {
+		r.Object, err = json.Marshal(obj)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Change{Type: typ, Resource: Resource{Kind: kind, Name: name, ResourceVersion: rv, Object: b}}
+	return Change{Type: typ, Resource: r}
 }
 
 func machineChange(t testing.TB, rv uint64, id string) Change {
@@ -47,7 +55,7 @@ func TestHubEncodesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := machineObj("sim-1", "alpha", "workers", schema.RoleWorker, "small", 1)
-	delete(m.Metadata.Labels, labelNodeGroup) // spec.nodeGroup stands in
+	m.Spec.Tenant, m.Spec.NodeGroup = "beta", "cp" // the labels decide, not the spec
 	h.Publish([]Change{
 		change(t, Added, schema.KindTenant, "alpha", 1, tenantObj("alpha", "prod", 1)),
 		change(t, Added, applied, "alpha", 2, map[string]any{"tenant": "alpha"}),
@@ -331,6 +339,7 @@ func TestHubAttach(t *testing.T) {
 }
 
 func TestStoreEventLog(t *testing.T) {
+	const record = "Record" // an internal kind: stored as it is given
 	dir := filepath.Join(t.TempDir(), "data")
 	s, err := Open(dir, &StoreOptions{EventHistory: 5})
 	if err != nil {
@@ -356,7 +365,7 @@ func TestStoreEventLog(t *testing.T) {
 	}
 	err = s.Update(func(tx *Tx) error {
 		for i := range 4 {
-			if _, err := tx.Put("Tenant", fmt.Sprint("t", i), []byte(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+			if _, err := tx.Put(record, fmt.Sprint("t", i), []byte(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
 				return err
 			}
 		}
@@ -367,20 +376,20 @@ func TestStoreEventLog(t *testing.T) {
 	}
 	// A rolled back transaction logs nothing.
 	s.Update(func(tx *Tx) error {
-		tx.Put("Tenant", "gone", []byte(`{}`))
+		tx.Put(record, "gone", []byte(`{}`))
 		return errors.New("roll back")
 	})
-	putObj(t, s, "Tenant", "t0", map[string]int{"n": 10})
-	deleteObj(t, s, "Tenant", "t1")
+	putObj(t, s, record, "t0", map[string]int{"n": 10})
+	deleteObj(t, s, record, "t1")
 	putObj(t, s, "AppliedTenant", "t2", map[string]int{"n": 2})
 	from, got := logged(s)
 	want := []string{
-		`4 ADDED Tenant/t3 {"n":3}`,
-		`5 MODIFIED Tenant/t0 {"n":10}`,
-		`6 DELETED Tenant/t1 {"n":1}`,
+		`4 ADDED Record/t3 {"n":3}`,
+		`5 MODIFIED Record/t0 {"n":10}`,
+		`6 DELETED Record/t1 {"n":1}`,
 		`7 ADDED AppliedTenant/t2 {"n":2}`,
 	}
-	if from != 2 || !cmp.Equal(want[0:], got[1:]) || len(got) != 5 || got[0] != `3 ADDED Tenant/t2 {"n":2}` {
+	if from != 2 || !cmp.Equal(want[0:], got[1:]) || len(got) != 5 || got[0] != `3 ADDED Record/t2 {"n":2}` {
 		t.Fatalf("log: from %d\n%s\nwant from 2, 3..7", from, bytes.Join(toBytes(got), []byte("\n")))
 	}
 	s.Close()
@@ -423,7 +432,7 @@ func TestStoreEventLog(t *testing.T) {
 	if f, g := logged(s); f != 10 || len(g) != 0 {
 		t.Errorf("older file: from %d, %v; want 10 and none", f, g)
 	}
-	rv := putObj(t, s, "Tenant", "t9", map[string]int{"n": 9})
+	rv := putObj(t, s, record, "t9", map[string]int{"n": 9})
 	if f, g := logged(s); f != 10 || len(g) != 1 || rv != 11 {
 		t.Errorf("after a change: from %d, %v, rv %d", f, g, rv)
 	}
@@ -477,7 +486,8 @@ func BenchmarkHubPublish(b *testing.B) {
 func ExampleHub() {
 	dir, _ := os.MkdirTemp("", "rezuscloud-example")
 	defer os.RemoveAll(dir)
-	store, err := Open(filepath.Join(dir, "data"), nil)
+	clock := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	store, err := Open(filepath.Join(dir, "data"), &StoreOptions{Now: clock})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -486,11 +496,15 @@ func ExampleHub() {
 	if err := hub.Attach(store); err != nil {
 		log.Fatal(err)
 	}
-	put := func(kind, name, obj string) {
-		store.Update(func(tx *Tx) error { _, err := tx.Put(kind, name, []byte(obj)); return err })
+	prod := &schema.Provider{Kind: schema.KindProvider, Metadata: schema.ObjectMeta{Name: "sim", UID: "u-1", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}
+	put := func(p *schema.Provider) {
+		store.Update(func(tx *Tx) error { _, err := tx.PutObject(schema.KindProvider, "sim", p); return err })
 	}
-	put("Tenant", "prod", `{"metadata":{"name":"prod"}}`)
-	put("AppliedTenant", "prod", `{"revision":"abc"}`)
+	put(prod)
+	store.Update(func(tx *Tx) error {
+		_, err := tx.Put("AppliedTenant", "prod", []byte(`{"revision":"abc"}`))
+		return err
+	})
 
 	sub, replay, err := hub.Subscribe(SubscribeOptions{Resume: true, After: 0})
 	if err != nil {
@@ -500,12 +514,13 @@ func ExampleHub() {
 	for _, ev := range replay {
 		fmt.Printf("%s", ev.JSON())
 	}
-	put("Tenant", "prod", `{"metadata":{"name":"prod","labels":{"env":"prod"}}}`)
+	prod.Spec.Class = "sim"
+	put(prod)
 	for _, ev := range <-sub.Events() {
 		fmt.Printf("%s", ev.SSE())
 	}
 	// Output:
-	// {"type":"ADDED","object":{"metadata":{"name":"prod","resourceVersion":"1"}}}
+	// {"type":"ADDED","object":{"apiVersion":"","kind":"Provider","metadata":{"name":"sim","uid":"u-1","resourceVersion":"1","createdAt":"2026-01-02T03:04:05Z","updatedAt":"2026-01-02T03:04:05Z"},"spec":{"class":"","source":"","builtin":false,"mappings":null}}}
 	// id: 3
-	// data: {"type":"MODIFIED","object":{"metadata":{"name":"prod","resourceVersion":"3","labels":{"env":"prod"}}}}
+	// data: {"type":"MODIFIED","object":{"apiVersion":"","kind":"Provider","metadata":{"name":"sim","uid":"u-1","resourceVersion":"3","createdAt":"2026-01-02T03:04:05Z","updatedAt":"2026-01-02T03:04:05Z"},"spec":{"class":"sim","source":"","builtin":false,"mappings":null}}}
 }

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -154,11 +156,7 @@ func seedResources(t testing.TB, s *Store) *seeded {
 	}
 	err := s.Update(func(tx *Tx) error {
 		for _, e := range entries {
-			b, err := json.Marshal(e.obj)
-			if err != nil {
-				return err
-			}
-			rv, err := tx.Put(e.kind, e.key, b)
+			rv, err := txPut(tx, e.kind, e.key, e.obj)
 			if err != nil {
 				return err
 			}
@@ -171,6 +169,22 @@ func seedResources(t testing.TB, s *Store) *seeded {
 		t.Fatal(err)
 	}
 	return sd
+}
+
+// txPut stores obj as the reconciler does: an API object with PutObject,
+// anything else as JSON with Put. It returns the object's resourceVersion.
+func txPut(tx *Tx, kind, key string, obj any) (uint64, error) {
+	if o, ok := obj.(schema.Object); ok && servedKind(kind) {
+		if _, err := tx.PutObject(kind, key, o); err != nil {
+			return 0, err
+		}
+		return strconv.ParseUint(o.Meta().ResourceVersion, 10, 64)
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return 0, err
+	}
+	return tx.Put(kind, key, b)
 }
 
 // served returns the bytes the API must serve for a seeded object: its
@@ -289,11 +303,8 @@ func TestResourcesGet(t *testing.T) {
 
 	// The resourceVersion is the store's, and follows changes.
 	var rv uint64
-	err := ts.Store().Update(func(tx *Tx) error {
-		tn := tenantObj("beta", "staging", 2)
-		b, _ := json.Marshal(tn)
-		var err error
-		rv, err = tx.Put(schema.KindTenant, "beta", b)
+	err := ts.Store().Update(func(tx *Tx) (err error) {
+		rv, err = txPut(tx, schema.KindTenant, "beta", tenantObj("beta", "staging", 2))
 		return err
 	})
 	if err != nil {
@@ -423,8 +434,7 @@ func TestResourcesPaging(t *testing.T) {
 			if i%10 == 0 {
 				role = schema.RoleControlPlane
 			}
-			b, _ := json.Marshal(machineObj(id, "alpha", "ng", role, "small", i))
-			if _, err := tx.Put(schema.KindMachine, id, b); err != nil {
+			if _, err := tx.PutObject(schema.KindMachine, id, machineObj(id, "alpha", "ng", role, "small", i)); err != nil {
 				return err
 			}
 		}
@@ -674,20 +684,11 @@ func TestResourcesAuth(t *testing.T) {
 	wantAPIError(t, body, http.StatusNotFound, api.ReasonNotFound, "alpha")
 }
 
-// statusBody is /api/v1/status as a client decodes it.
-type statusBody struct {
-	Server     ServerStatus    `json:"server"`
-	Counts     ResourceCounts  `json:"counts"`
-	Source     json.RawMessage `json:"source"`
-	Reconciler json.RawMessage `json:"reconciler"`
-	Error      string          `json:"statusError"`
-}
-
-func getStatus(t *testing.T, ts *testServer) (statusBody, map[string]json.RawMessage) {
+func getStatus(t *testing.T, ts *testServer) (api.Status, map[string]json.RawMessage) {
 	t.Helper()
 	code, body := ts.do(t, req{method: "GET", path: "/api/v1/status"})
 	wantCode(t, "status", code, body, http.StatusOK)
-	var sb statusBody
+	var sb api.Status
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(body, &sb); err != nil {
 		t.Fatalf("%v: %s", err, body)
@@ -706,7 +707,7 @@ func TestResourcesStatus(t *testing.T) {
 	for _, rv := range sd.rvs {
 		maxRV = max(maxRV, rv)
 	}
-	if diff := cmp.Diff(ResourceCounts{Tenants: 2, NodeGroups: 3, ConfigPatches: 2, Machines: 4, Commits: 5}, sb.Counts); diff != "" {
+	if diff := cmp.Diff(api.ResourceCounts{Tenants: 2, NodeGroups: 3, ConfigPatches: 2, Machines: 4, Commits: 5}, sb.Counts); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
 	if sb.Server.Version != "v1.2.3" || sb.Server.ResourceVersion != fmt.Sprint(maxRV) {
@@ -719,63 +720,43 @@ func TestResourcesStatus(t *testing.T) {
 		t.Errorf("uptime %q (%d s): %v", sb.Server.Uptime, sb.Server.UptimeSeconds, err)
 	}
 	if len(members) != 2 {
-		t.Errorf("status without a provider has members %v, want server and counts", keys(members))
+		t.Errorf("status without a status function has members %v, want server and counts", keys(members))
 	}
 
-	// A provider adds its own members; server and counts stay the server's.
-	type sourceStatus struct {
-		Repo     string `json:"repo"`
-		Revision string `json:"revision"`
-	}
+	// The status function adds the source's and the reconciler's parts;
+	// server and counts stay the server's.
 	calls := 0
-	ts.SetStatus(StatusFunc(func() any {
+	ts.SetStatus(func(st *api.Status) {
 		calls++
-		return map[string]any{
-			"source":     sourceStatus{Repo: "https://git.example/infra.git", Revision: revNew},
-			"reconciler": map[string]any{"queue": 2, "lastCommit": revNew},
-			"counts":     "overridden",
-		}
-	}))
+		st.Source = &api.SourceStatus{URL: "https://git.example/infra.git", Revision: revNew}
+		st.Reconciler = &api.ReconcilerStatus{LastCommit: revNew, TofuRuns: 2}
+		st.Counts.Tenants = 99
+	})
 	sb, members = getStatus(t, ts)
 	if calls != 1 {
-		t.Errorf("provider called %d times, want 1", calls)
+		t.Errorf("status function called %d times, want 1", calls)
 	}
-	var src sourceStatus
-	json.Unmarshal(sb.Source, &src)
-	if src.Revision != revNew || !strings.Contains(string(sb.Reconciler), `"queue":2`) {
-		t.Errorf("provider members: source %s reconciler %s", sb.Source, sb.Reconciler)
+	if sb.Source == nil || sb.Source.Revision != revNew || sb.Reconciler == nil || sb.Reconciler.TofuRuns != 2 {
+		t.Errorf("status function members: source %+v reconciler %+v", sb.Source, sb.Reconciler)
 	}
 	if sb.Counts.Tenants != 2 || sb.Server.Version != "v1.2.3" {
-		t.Errorf("provider overrode server members: %+v %+v", sb.Server, sb.Counts)
+		t.Errorf("status function overrode server members: %+v %+v", sb.Server, sb.Counts)
 	}
 	if diff := cmp.Diff([]string{"counts", "reconciler", "server", "source"}, keys(members)); diff != "" {
 		t.Errorf("members (-want +got):\n%s", diff)
 	}
 
-	// A struct works as well as a map.
-	ts.SetStatus(StatusFunc(func() any {
-		return struct {
-			Source sourceStatus `json:"source"`
-		}{sourceStatus{Repo: "/srv/manifests"}}
-	}))
+	// A status function that panics is reported, not fatal.
+	ts.SetStatus(func(st *api.Status) {
+		st.Source = &api.SourceStatus{URL: "/srv/manifests"}
+		panic("boom")
+	})
 	sb, _ = getStatus(t, ts)
-	if !strings.Contains(string(sb.Source), "/srv/manifests") {
-		t.Errorf("struct provider: source %s", sb.Source)
+	if !strings.Contains(sb.Error, "boom") || sb.Counts.Tenants != 2 || sb.Source != nil {
+		t.Errorf("panicking status function: error %q counts %+v source %+v", sb.Error, sb.Counts, sb.Source)
 	}
 
-	// A provider that does not give an object is reported, not fatal.
-	ts.SetStatus(StatusFunc(func() any { return []int{1, 2} }))
-	sb, _ = getStatus(t, ts)
-	if !strings.Contains(sb.Error, "not a JSON object") || sb.Counts.Tenants != 2 {
-		t.Errorf("non-object provider: error %q counts %+v", sb.Error, sb.Counts)
-	}
-	ts.SetStatus(StatusFunc(func() any { panic("boom") }))
-	sb, _ = getStatus(t, ts)
-	if !strings.Contains(sb.Error, "boom") || sb.Counts.Tenants != 2 {
-		t.Errorf("panicking provider: error %q counts %+v", sb.Error, sb.Counts)
-	}
-
-	// SetStatus(nil) removes the provider.
+	// SetStatus(nil) removes the status function.
 	ts.SetStatus(nil)
 	if _, members = getStatus(t, ts); len(members) != 2 {
 		t.Errorf("after SetStatus(nil): members %v", keys(members))
@@ -791,54 +772,9 @@ func keys(m map[string]json.RawMessage) []string {
 	return out
 }
 
-func TestServedObject(t *testing.T) {
-	for _, tc := range []struct {
-		name, in, want string
-	}{
-		{"after uid", `{"apiVersion":"v","kind":"K","metadata":{"name":"a","uid":"u","labels":{"x":"y"}},"spec":{"a":1}}`,
-			`{"apiVersion":"v","kind":"K","metadata":{"name":"a","uid":"u","resourceVersion":"42","labels":{"x":"y"}},"spec":{"a":1}}`},
-		{"after name", `{"metadata":{"name":"a","createdAt":"2026-01-01T00:00:00Z"}}`,
-			`{"metadata":{"name":"a","resourceVersion":"42","createdAt":"2026-01-01T00:00:00Z"}}`},
-		{"first", `{"metadata":{"labels":{}},"spec":{}}`,
-			`{"metadata":{"resourceVersion":"42","labels":{}},"spec":{}}`},
-		{"empty metadata", `{"kind":"K","metadata":{}}`, `{"kind":"K","metadata":{"resourceVersion":"42"}}`},
-		{"replaces a stored one", `{"metadata":{"name":"a","resourceVersion":"7","uid":"u"}}`,
-			`{"metadata":{"name":"a","uid":"u","resourceVersion":"42"}}`},
-		{"whitespace kept", "{ \"kind\" : \"K\" ,\n \"metadata\" : { \"name\" : \"a\" , \"uid\":\"u\" } , \"spec\" : [ 1 ] }",
-			"{ \"kind\" : \"K\" ,\n \"metadata\" : {\"name\" : \"a\",\"uid\":\"u\",\"resourceVersion\":\"42\"} , \"spec\" : [ 1 ] }"},
-		{"escaped keys", `{"metadata":{"name":"a\"b","labels":{"a/b":"c\u00e9"}},"spec":{"metadata":1}}`,
-			`{"metadata":{"name":"a\"b","resourceVersion":"42","labels":{"a/b":"c\u00e9"}},"spec":{"metadata":1}}`},
-		{"no metadata", `{"kind":"K"}`, `{"kind":"K","metadata":{"resourceVersion":"42"}}`},
-		{"empty object", `{}`, `{"metadata":{"resourceVersion":"42"}}`},
-	} {
-		got, err := servedObject([]byte(tc.in), 42)
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if string(got) != tc.want {
-			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
-		}
-		if !json.Valid(got) {
-			t.Errorf("%s: invalid JSON %s", tc.name, got)
-		}
-	}
-	for _, bad := range []string{``, `[]`, `{"metadata":[1]}`, `{"metadata":"x"}`, `{"kind":`, `{"metadata":{"name":}}`, `{"kind":"K"}x`} {
-		if got, err := servedObject([]byte(bad), 1); err == nil {
-			t.Errorf("servedObject(%q) = %s, want an error", bad, got)
-		}
-	}
-}
-
 func TestResourcesCorruptObject(t *testing.T) {
 	ts := startServer(t, Config{}, false)
-	err := ts.Store().Update(func(tx *Tx) error {
-		_, err := tx.Put(schema.KindTenant, "broken", []byte(`{"metadata":`))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	putStored(t, ts.Store(), schema.KindTenant, "broken", 1, []byte(`{"metadata":`))
 	for _, path := range []string{"/api/v1/tenants/broken", "/api/v1/tenants?labelSelector=env", "/api/v1/tenants"} {
 		code, body := ts.do(t, req{method: "GET", path: path})
 		wantCode(t, path, code, body, http.StatusInternalServerError)
@@ -846,6 +782,22 @@ func TestResourcesCorruptObject(t *testing.T) {
 	}
 	if !strings.Contains(ts.logs.String(), `broken`) {
 		t.Errorf("the log does not name the broken object:\n%s", ts.logs.String())
+	}
+}
+
+// putStored writes a stored value by hand, past every check of the store,
+// as a damaged or older file may hold it.
+func putStored(t testing.TB, s *Store, kind, key string, rv uint64, data []byte) {
+	t.Helper()
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		b, err := btx.Bucket(bucketResources).CreateBucketIfNotExists([]byte(kind))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(key), encodeValue(rv, objectHead{}, data))
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -857,8 +809,7 @@ func BenchmarkResourceList(b *testing.B) {
 	err := ts.Store().Update(func(tx *Tx) error {
 		for i := range 10 {
 			name := fmt.Sprintf("t%d", i)
-			body, _ := json.Marshal(tenantObj(name, "prod", i))
-			if _, err := tx.Put(schema.KindTenant, name, body); err != nil {
+			if _, err := tx.PutObject(schema.KindTenant, name, tenantObj(name, "prod", i)); err != nil {
 				return err
 			}
 		}
@@ -868,13 +819,11 @@ func BenchmarkResourceList(b *testing.B) {
 			if i%10 == 0 {
 				role = schema.RoleControlPlane
 			}
-			body, _ := json.Marshal(machineObj(id, fmt.Sprintf("t%d", i%10), "ng", role, "small", i))
-			if _, err := tx.Put(schema.KindMachine, id, body); err != nil {
+			if _, err := tx.PutObject(schema.KindMachine, id, machineObj(id, fmt.Sprintf("t%d", i%10), "ng", role, "small", i)); err != nil {
 				return err
 			}
 			rev := fmt.Sprintf("%040x", i*7919)
-			body, _ = json.Marshal(commitObj(rev, seedTime.Add(time.Duration(i)*time.Second), schema.CommitSucceeded))
-			if _, err := tx.Put(schema.KindCommit, rev, body); err != nil {
+			if _, err := tx.PutObject(schema.KindCommit, rev, commitObj(rev, seedTime.Add(time.Duration(i)*time.Second), schema.CommitSucceeded)); err != nil {
 				return err
 			}
 		}
@@ -908,73 +857,45 @@ func BenchmarkResourceList(b *testing.B) {
 	}
 }
 
-// FuzzServedObject checks servedObject and decodeListMeta against
-// encoding/json: for any JSON object they must give what decoding the
-// whole object gives, and for any input they must not panic.
-func FuzzServedObject(f *testing.F) {
+// FuzzObjectMeta checks objectMeta against encoding/json: for any JSON
+// object whose keys are written as encoding/json writes them, it must give
+// the metadata decoding the whole object gives, and for any input it must
+// not panic.
+func FuzzObjectMeta(f *testing.F) {
 	for _, s := range []string{
 		`{"apiVersion":"rezuscloud.io/v1","kind":"Tenant","metadata":{"name":"a","uid":"u","labels":{"env":"prod"},"createdAt":"2026-01-01T00:00:00Z"},"spec":{}}`,
 		`{"metadata":{"resourceVersion":"3","labels":{"a":"b"}}}`,
 		`{"spec":{"metadata":{"x":1}},"metadata":{}}`,
 		`{ "metadata" : { "labels" : { "k\"q" : "v\\" } } , "s" : [ "}" , "]" , {"a":[{}]} ] }`,
-		`{}`, `[]`, `{"metadata":null}`, `{"a":"\u00e9"}`, `{"metadata":{"name":"x"}} `,
+		`{}`, `[]`, `{"metadata":null}`, `{"a":"\u00e9"}`, `{"metadata":{"name":"x"}} `, `{"metadata":`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := servedObject(in, 42)
-		m, merr := decodeListMeta(in, true)
-		var doc map[string]any
-		if json.Unmarshal(in, &doc) != nil || doc == nil {
-			return // not a JSON object: any error will do, but no panic
+		var m schema.ObjectMeta
+		err := objectMeta(in, &m)
+		var full struct {
+			Metadata schema.ObjectMeta `json:"metadata"`
 		}
-		if bytes.Count(in, []byte("metadata")) > 1 || bytes.Contains(in, []byte(`\u`)) {
-			return // duplicate or escaped keys, which encoding/json resolves differently
+		if json.Unmarshal(in, &full) != nil {
+			return // any error will do, but no panic
 		}
-		meta, hasMeta := doc["metadata"]
-		metaObj, isObj := meta.(map[string]any)
-		if hasMeta && !isObj {
-			if err == nil {
-				t.Fatalf("servedObject(%s) = %s, want an error for a metadata that is not an object", in, out)
+		lower := bytes.ToLower(in)
+		for _, k := range []string{"metadata"} {
+			// encoding/json matches keys ignoring case, and takes the
+			// last of duplicates; the store writes each key once, exactly.
+			if bytes.Count(lower, []byte(k)) != 1 || bytes.Contains(in, []byte(`\u`)) {
+				return
 			}
+		}
+		if in := bytes.TrimSpace(in); len(in) == 0 || in[0] != '{' {
 			return
 		}
 		if err != nil {
-			t.Fatalf("servedObject(%s): %v", in, err)
+			t.Fatalf("objectMeta(%s): %v", in, err)
 		}
-		var got map[string]any
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatalf("servedObject(%s) = %s: %v", in, out, err)
-		}
-		if metaObj == nil {
-			metaObj = map[string]any{}
-		}
-		metaObj["resourceVersion"] = "42"
-		doc["metadata"] = metaObj
-		if diff := cmp.Diff(doc, got); diff != "" {
-			t.Fatalf("servedObject(%s) = %s (-want +got):\n%s", in, out, diff)
-		}
-		// decodeListMeta agrees with encoding/json where that succeeds.
-		var full struct {
-			Metadata struct {
-				Labels    map[string]string `json:"labels"`
-				CreatedAt time.Time         `json:"createdAt"`
-			} `json:"metadata"`
-		}
-		lower := bytes.ToLower(in)
-		caseVariant := false
-		for _, k := range []string{"metadata", "labels", "createdAt"} {
-			caseVariant = caseVariant || bytes.Count(lower, []byte(strings.ToLower(k))) != bytes.Count(in, []byte(k))
-		}
-		// encoding/json matches keys ignoring case; the store's keys are
-		// exact, as encoding/json writes them.
-		if !caseVariant && json.Unmarshal(in, &full) == nil {
-			if merr != nil {
-				t.Fatalf("decodeListMeta(%s): %v", in, merr)
-			}
-			if !cmp.Equal(full.Metadata.Labels, m.Labels) || !full.Metadata.CreatedAt.Equal(m.CreatedAt) {
-				t.Fatalf("decodeListMeta(%s) = %+v, want %+v", in, m, full.Metadata)
-			}
+		if !cmp.Equal(full.Metadata, m) {
+			t.Fatalf("objectMeta(%s) = %+v, want %+v", in, m, full.Metadata)
 		}
 	})
 }

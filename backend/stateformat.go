@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 )
 
 // stateHead holds the raw top-level members the backend reads of a TF
@@ -36,26 +35,16 @@ func parseState(body []byte) (serial uint64, lineage string, err error) {
 		}
 		return 0, "", errors.New("the body is JSON but not an object")
 	}
-	if !json.Valid(body) {
-		// Unmarshal checks the whole body before it decodes anything,
-		// and says where it is broken.
-		err := json.Unmarshal(body, &struct{}{})
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return 0, "", fmt.Errorf("the body is not valid JSON at byte %d: %v", se.Offset, se)
-		}
-		return 0, "", errors.New("the body is not valid JSON")
-	}
 	h, err := readStateHead(body)
 	if err != nil {
 		return 0, "", err
 	}
 	if h.encryptionVersion != nil && string(h.encryptionVersion) != "null" {
-		var v, data string
+		var v string
 		if json.Unmarshal(h.encryptionVersion, &v) != nil || v == "" {
 			return 0, "", errors.New("encryption_version must be a non-empty string")
 		}
-		if json.Unmarshal(h.encryptedData, &data) != nil {
+		if len(h.encryptedData) == 0 || h.encryptedData[0] != '"' {
 			return 0, "", errors.New("an encrypted state needs encrypted_data as a string")
 		}
 	} else if _, err := wholeNumber(h.version, "version"); err != nil {
@@ -70,36 +59,41 @@ func parseState(body []byte) (serial uint64, lineage string, err error) {
 	return serial, lineage, nil
 }
 
-// readStateHead walks the top-level members of body, a valid JSON object,
-// with eachMember and keeps the raw values of those parseState reads. The
-// other values are skipped without decoding: a large state's resources
-// cost one pass.
+// readStateHead decodes the top-level members parseState reads, as
+// encoding/json matches them. The other members, a large state's
+// resources among them, are only scanned; encrypted_data is kept as a
+// view of its first byte, so a large encrypted state is not copied.
 func readStateHead(body []byte) (stateHead, error) {
-	var h stateHead
-	err := eachMember(body, func(m member) bool {
-		var key string
-		if json.Unmarshal(m.key, &key) != nil {
-			return true
+	var raw struct {
+		Version           json.RawMessage `json:"version"`
+		Serial            json.RawMessage `json:"serial"`
+		Lineage           json.RawMessage `json:"lineage"`
+		EncryptionVersion json.RawMessage `json:"encryption_version"`
+		EncryptedData     firstByte       `json:"encrypted_data"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return stateHead{}, fmt.Errorf("the body is not valid JSON at byte %d: %v", se.Offset, se)
 		}
-		v := body[m.value:m.end]
-		switch {
-		case strings.EqualFold(key, "version"):
-			h.version = v
-		case strings.EqualFold(key, "serial"):
-			h.serial = v
-		case strings.EqualFold(key, "lineage"):
-			h.lineage = v
-		case strings.EqualFold(key, "encryption_version"):
-			h.encryptionVersion = v
-		case strings.EqualFold(key, "encrypted_data"):
-			h.encryptedData = v
-		}
-		return true
-	})
-	if err != nil {
-		return h, fmt.Errorf("the body's members cannot be read: %v", err)
+		return stateHead{}, fmt.Errorf("the body's members cannot be read: %v", err)
+	}
+	h := stateHead{version: raw.Version, serial: raw.Serial, lineage: raw.Lineage, encryptionVersion: raw.EncryptionVersion}
+	if raw.EncryptedData != 0 {
+		h.encryptedData = []byte{byte(raw.EncryptedData)}
 	}
 	return h, nil
+}
+
+// firstByte keeps only the first byte of a JSON value: enough to tell a
+// string ('"') from anything else without copying the value.
+type firstByte byte
+
+func (f *firstByte) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 {
+		*f = firstByte(b[0])
+	}
+	return nil
 }
 
 // wholeNumber reads a JSON integer of 0 or more.

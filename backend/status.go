@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -13,74 +12,47 @@ import (
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// StatusProvider adds to the body of /api/v1/status. Status must return a
-// value that encodes as a JSON object (a struct or a map); each of its
-// members appears in the body beside "server" and "counts", such as
-// "source" and "reconciler". Members named "server" or "counts" are
-// dropped. Status is called on every request, concurrently, and must be
-// quick.
-type StatusProvider interface {
-	Status() any
-}
+// StatusFunc fills the members of /api/v1/status that the server does not
+// own: Source and Reconciler. It is called on every request, concurrently,
+// and must be quick; the members it sets to anything but Source and
+// Reconciler are overwritten.
+type StatusFunc func(*api.Status)
 
-// StatusFunc adapts a function to StatusProvider.
-type StatusFunc func() any
-
-// Status calls f.
-func (f StatusFunc) Status() any { return f() }
-
-type statusSlot struct{ p StatusProvider }
-
-// SetStatus makes /api/v1/status include what p reports; nil removes it.
+// SetStatus makes /api/v1/status include what f reports; nil removes it.
 // It may be called while the server runs.
-func (s *Server) SetStatus(p StatusProvider) {
-	if p == nil {
+func (s *Server) SetStatus(f StatusFunc) {
+	if f == nil {
 		s.api.status.Store(nil)
 		return
 	}
-	s.api.status.Store(&statusSlot{p})
+	s.api.status.Store(&f)
 }
 
-// ServerStatus is the "server" member of /api/v1/status.
-type ServerStatus struct {
-	Version   string    `json:"version"`
-	StartedAt time.Time `json:"startedAt"`
-	// Uptime is a Go duration, whole seconds, e.g. "1h2m3s".
-	Uptime        string `json:"uptime"`
-	UptimeSeconds int64  `json:"uptimeSeconds"`
-	// ResourceVersion is the store's latest resourceVersion.
-	ResourceVersion string `json:"resourceVersion"`
-}
-
-// ResourceCounts is the "counts" member of /api/v1/status: how many of
-// each kind the store holds.
-type ResourceCounts struct {
-	Tenants       int `json:"tenants"`
-	NodeGroups    int `json:"nodeGroups"`
-	ConfigPatches int `json:"configPatches"`
-	Machines      int `json:"machines"`
-	Commits       int `json:"commits"`
-}
-
-// serveStatus answers /api/v1/status: the server's own status and counts
-// of resources, merged with the status provider's members.
+// serveStatus answers /api/v1/status: the status function's members, the
+// server's own status and the counts of resources.
 func (a *resourceAPI) serveStatus(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var body api.Status
+	if f := a.status.Load(); f != nil {
+		if err := callStatus(*f, &body); err != nil {
+			a.log.Error("status", "err", err)
+			body = api.Status{Error: err.Error()}
+		}
+	}
 	up := time.Since(a.started).Truncate(time.Second)
-	server := ServerStatus{
+	body.Server = api.ServerStatus{
 		Version:       a.version,
 		StartedAt:     a.started.UTC().Truncate(time.Second),
 		Uptime:        up.String(),
 		UptimeSeconds: int64(up / time.Second),
 	}
-	var counts ResourceCounts
 	err := a.store.View(func(tx *Tx) error {
-		server.ResourceVersion = strconv.FormatUint(tx.ResourceVersion(), 10)
-		counts = ResourceCounts{
-			Tenants:       countKind(tx, schema.KindTenant),
-			NodeGroups:    countKind(tx, schema.KindNodeGroup),
-			ConfigPatches: countKind(tx, schema.KindConfigPatch),
-			Machines:      countKind(tx, schema.KindMachine),
-			Commits:       countKind(tx, schema.KindCommit),
+		body.Server.ResourceVersion = strconv.FormatUint(tx.ResourceVersion(), 10)
+		body.Counts = api.ResourceCounts{
+			Tenants:       tx.Count(schema.KindTenant),
+			NodeGroups:    tx.Count(schema.KindNodeGroup),
+			ConfigPatches: tx.Count(schema.KindConfigPatch),
+			Machines:      tx.Count(schema.KindMachine),
+			Commits:       tx.Count(schema.KindCommit),
 		}
 		return nil
 	})
@@ -88,51 +60,16 @@ func (a *resourceAPI) serveStatus(w http.ResponseWriter, r *http.Request, _ http
 		a.internal(w, r, err)
 		return
 	}
-	body := map[string]any{}
-	if slot := a.status.Load(); slot != nil {
-		members, err := statusMembers(slot.p)
-		if err != nil {
-			a.log.Error("status provider", "err", err)
-			body["statusError"] = err.Error()
-		}
-		for k, v := range members {
-			body[k] = v
-		}
-	}
-	body["server"] = server
-	body["counts"] = counts
 	api.WriteJSON(w, http.StatusOK, body)
 }
 
-// statusMembers encodes what p reports and splits it into members.
-func statusMembers(p StatusProvider) (members map[string]json.RawMessage, err error) {
+// callStatus calls f, turning a panic into an error.
+func callStatus(f StatusFunc, st *api.Status) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			members, err = nil, fmt.Errorf("status provider panicked: %v", v)
+			err = fmt.Errorf("status function panicked: %v", v)
 		}
 	}()
-	b, err := json.Marshal(p.Status())
-	if err != nil {
-		return nil, fmt.Errorf("encode status: %w", err)
-	}
-	if err := json.Unmarshal(b, &members); err != nil || members == nil {
-		return nil, fmt.Errorf("status provider returned %.40s, not a JSON object", b)
-	}
-	return members, nil
-}
-
-// countKind counts the stored objects of kind without reading them.
-func countKind(tx *Tx, kind string) int {
-	b := resourceBucket(tx, kind)
-	if b == nil {
-		return 0
-	}
-	n := 0
-	c := b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if v != nil {
-			n++
-		}
-	}
-	return n
+	f(st)
+	return nil
 }

@@ -22,13 +22,15 @@ const DBFile = "rezuscloud.db"
 // global resourceVersion sequence is bucketMeta's sequence. The event log,
 // bucketEvents, holds the most recent resource changes keyed by their
 // resourceVersion (8 bytes, big endian); bucketMeta's keyEventsFrom says
-// from where on it is complete.
+// from where on it is complete. The tenant index, bucketTenants, has a key
+// for every object that belongs to a tenant (see tenantKey).
 var (
 	bucketMeta      = []byte("meta")
 	bucketResources = []byte("resources")
 	bucketStates    = []byte("tfstate")
 	bucketLocks     = []byte("locks")
 	bucketEvents    = []byte("events")
+	bucketTenants   = []byte("tenants")
 
 	keyFormat     = []byte("format")
 	keyEventsFrom = []byte("eventsFrom")
@@ -38,9 +40,11 @@ var (
 // unless StoreOptions.EventHistory says otherwise.
 const DefaultEventHistory = 10000
 
-// storeFormat is written into the meta bucket of a new file. Open refuses
-// files of another format rather than misreading them.
-const storeFormat = "1"
+// storeFormat is written into the meta bucket of a new file. Open
+// migrates files of format "1" (API objects without their resourceVersion
+// inside, no tenant index; see migrate.go) and refuses any other format
+// rather than misreading it.
+const storeFormat = "2"
 
 // StoreOptions tunes Open. The zero value selects the defaults.
 type StoreOptions struct {
@@ -51,6 +55,9 @@ type StoreOptions struct {
 	// log keeps, so that watches resume across a restart (see
 	// Tx.Events). Default DefaultEventHistory.
 	EventHistory int
+	// Now is the clock that stamps createdAt and updatedAt (in UTC).
+	// Default time.Now; tests fix it.
+	Now func() time.Time
 }
 
 // Store is the server's durable state: one bbolt file in the data dir. All
@@ -60,6 +67,7 @@ type Store struct {
 	db           *bolt.DB
 	path         string
 	eventHistory int
+	now          func() time.Time
 
 	// commitMu serialises write transactions together with the commit
 	// hooks they trigger, so hooks see changes in commit order.
@@ -134,26 +142,33 @@ func Open(dir string, opts *StoreOptions) (*Store, error) {
 		if err != nil {
 			return err
 		}
-		switch f := meta.Get(keyFormat); {
-		case f == nil:
-			if err := meta.Put(keyFormat, []byte(storeFormat)); err != nil {
-				return err
-			}
-		case string(f) != storeFormat:
-			return fmt.Errorf("file format %q, this build reads %q", f, storeFormat)
-		}
-		for _, name := range [][]byte{bucketResources, bucketStates, bucketLocks} {
+		for _, name := range [][]byte{bucketResources, bucketStates, bucketLocks, bucketTenants} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
-		return openEventLog(tx)
+		if err := openEventLog(tx); err != nil {
+			return err
+		}
+		switch f := meta.Get(keyFormat); {
+		case f == nil:
+			return meta.Put(keyFormat, []byte(storeFormat))
+		case string(f) == "1":
+			return migrateFormat1(tx)
+		case string(f) != storeFormat:
+			return fmt.Errorf("file format %q, this build reads %q (and migrates \"1\")", f, storeFormat)
+		}
+		return nil
 	})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, eventHistory: history}, nil
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{db: db, path: path, eventHistory: history, now: now}, nil
 }
 
 // Path returns the store's file.
@@ -171,13 +186,14 @@ func (s *Store) Close() error {
 // closure it was passed to.
 type Tx struct {
 	tx      *bolt.Tx
+	now     func() time.Time
 	changes []Change
 }
 
 // View runs fn in a read-only transaction. Many can run at once.
 func (s *Store) View(fn func(*Tx) error) error {
 	return s.db.View(func(btx *bolt.Tx) error {
-		return fn(&Tx{tx: btx})
+		return fn(&Tx{tx: btx, now: s.now})
 	})
 }
 
@@ -190,7 +206,7 @@ func (s *Store) Update(fn func(*Tx) error) error {
 	defer s.commitMu.Unlock()
 	var tx *Tx
 	err := s.db.Update(func(btx *bolt.Tx) error {
-		tx = &Tx{tx: btx}
+		tx = &Tx{tx: btx, now: s.now}
 		if err := fn(tx); err != nil {
 			return err
 		}

@@ -77,13 +77,13 @@ func TestStoreResources(t *testing.T) {
 	s.OnCommit(func(c []Change) { got = append(got, c) })
 
 	err := s.Update(func(tx *Tx) error {
-		if rv, err := tx.Put("Tenant", "a", []byte(`{"n":1}`)); err != nil || rv != 1 {
+		if rv, err := tx.Put("Record", "a", []byte(`{"n":1}`)); err != nil || rv != 1 {
 			t.Fatalf("Put = %d, %v", rv, err)
 		}
-		if rv, err := tx.Put("Tenant", "b", []byte(`{"n":2}`)); err != nil || rv != 2 {
+		if rv, err := tx.Put("Record", "b", []byte(`{"n":2}`)); err != nil || rv != 2 {
 			t.Fatalf("Put = %d, %v", rv, err)
 		}
-		if rv, err := tx.Put("Machine", "m1", []byte(`{}`)); err != nil || rv != 3 {
+		if rv, err := tx.Put("Note", "m1", []byte(`{}`)); err != nil || rv != 3 {
 			t.Fatalf("Put = %d, %v", rv, err)
 		}
 		return nil
@@ -92,16 +92,16 @@ func TestStoreResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.Update(func(tx *Tx) error {
-		if rv, err := tx.Put("Tenant", "a", []byte(`{"n":1}`)); err != nil || rv != 1 {
+		if rv, err := tx.Put("Record", "a", []byte(`{"n":1}`)); err != nil || rv != 1 {
 			t.Fatalf("Put of the same bytes = %d, %v; want the old version 1", rv, err)
 		}
-		if rv, err := tx.Put("Tenant", "a", []byte(`{"n":10}`)); err != nil || rv != 4 {
+		if rv, err := tx.Put("Record", "a", []byte(`{"n":10}`)); err != nil || rv != 4 {
 			t.Fatalf("Put = %d, %v", rv, err)
 		}
-		if rv, err := tx.Delete("Tenant", "b"); err != nil || rv != 5 {
+		if rv, err := tx.Delete("Record", "b"); err != nil || rv != 5 {
 			t.Fatalf("Delete = %d, %v", rv, err)
 		}
-		if _, err := tx.Delete("Tenant", "b"); !errors.Is(err, ErrNotFound) {
+		if _, err := tx.Delete("Record", "b"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Delete of a missing resource: %v", err)
 		}
 		return nil
@@ -112,7 +112,7 @@ func TestStoreResources(t *testing.T) {
 	// A rolled-back transaction changes nothing and calls no hook.
 	boom := errors.New("boom")
 	err = s.Update(func(tx *Tx) error {
-		tx.Put("Tenant", "c", []byte(`{}`))
+		tx.Put("Record", "c", []byte(`{}`))
 		return boom
 	})
 	if !errors.Is(err, boom) {
@@ -134,8 +134,8 @@ func TestStoreResources(t *testing.T) {
 		evs = append(evs, e)
 	}
 	want := [][]ev{
-		{{Added, "Tenant", "a", 1, `{"n":1}`}, {Added, "Tenant", "b", 2, `{"n":2}`}, {Added, "Machine", "m1", 3, `{}`}},
-		{{Modified, "Tenant", "a", 4, `{"n":10}`}, {Deleted, "Tenant", "b", 5, `{"n":2}`}},
+		{{Added, "Record", "a", 1, `{"n":1}`}, {Added, "Record", "b", 2, `{"n":2}`}, {Added, "Note", "m1", 3, `{}`}},
+		{{Modified, "Record", "a", 4, `{"n":10}`}, {Deleted, "Record", "b", 5, `{"n":2}`}},
 	}
 	if diff := cmp.Diff(want, evs); diff != "" {
 		t.Fatalf("commit hooks (-want +got):\n%s", diff)
@@ -151,17 +151,17 @@ func TestStoreResources(t *testing.T) {
 		if rv := tx.ResourceVersion(); rv != 5 {
 			t.Errorf("ResourceVersion after reopen = %d, want 5", rv)
 		}
-		list, err := tx.List("Tenant")
+		list, err := tx.List("Record")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(list) != 1 || list[0].Name != "a" || list[0].ResourceVersion != 4 || string(list[0].Object) != `{"n":10}` {
 			t.Errorf("List = %+v", list)
 		}
-		if _, err := tx.Get("Tenant", "c"); !errors.Is(err, ErrNotFound) {
+		if _, err := tx.Get("Record", "c"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("rolled-back resource: %v", err)
 		}
-		if rv, err := tx.Put("Tenant", "c", []byte(`{}`)); err != nil || rv != 6 {
+		if rv, err := tx.Put("Record", "c", []byte(`{}`)); err != nil || rv != 6 {
 			t.Errorf("Put after reopen = %d, %v", rv, err)
 		}
 		if _, err := tx.Put("", "x", nil); err == nil {
@@ -173,7 +173,7 @@ func TestStoreResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.View(func(tx *Tx) error {
-		_, err := tx.Put("Tenant", "d", []byte(`{}`))
+		_, err := tx.Put("Record", "d", []byte(`{}`))
 		return err
 	})
 	if err == nil {

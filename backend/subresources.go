@@ -55,7 +55,7 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 					api.WriteError(w, api.Errorf(http.StatusNotFound, "%v", err))
 					return
 				}
-				api.WriteError(w, api.Errorf(http.StatusInternalServerError, "%s of tenant %s: %v", what, tenant, err))
+				api.WriteError(w, api.Errorf(http.StatusInternalServerError, "%s of tenant %s could not be made; the server log has the details", what, tenant))
 				return
 			}
 			audit.Info("download", attrs...)
@@ -152,6 +152,7 @@ func (s *Server) ServePreviews(p Previewer) {
 				api.WriteError(w, api.Errorf(http.StatusNotFound, "%v", err))
 				return
 			}
+			s.log.Error("rendered workspace", "tenant", r.PathValue("name"), "err", err)
 			api.WriteError(w, err)
 			return
 		}

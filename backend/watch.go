@@ -1,10 +1,8 @@
 package backend
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"net/http"
 	"net/url"
@@ -85,15 +83,13 @@ const (
 type watchPart struct {
 	kind      string
 	key       string // store key
-	prefix    string // store key prefix
-	tenant    string
+	tenant    string // the tenant the objects belong to
 	nodeGroup string
 }
 
 func (p watchPart) matches(ev *Event) bool {
 	return ev.Kind == p.kind &&
 		(p.key == "" || ev.Name == p.key) &&
-		strings.HasPrefix(ev.Name, p.prefix) &&
 		(p.tenant == "" || ev.Tenant == p.tenant) &&
 		(p.nodeGroup == "" || ev.NodeGroup == p.nodeGroup)
 }
@@ -114,8 +110,8 @@ func (sc watchScope) matches(ev *Event) bool {
 func tenantScope(tenant string) watchScope {
 	return watchScope{
 		{kind: schema.KindTenant, key: tenant},
-		{kind: schema.KindNodeGroup, prefix: tenant + "/"},
-		{kind: schema.KindConfigPatch, prefix: tenant + "/"},
+		{kind: schema.KindNodeGroup, tenant: tenant},
+		{kind: schema.KindConfigPatch, tenant: tenant},
 		{kind: schema.KindMachine, tenant: tenant},
 	}
 }
@@ -129,7 +125,7 @@ func nodeGroupScope(tenant, ng string) watchScope {
 
 // listScope is what a list endpoint's ?watch=true covers.
 func listScope(spec listSpec) watchScope {
-	return watchScope{{kind: spec.kind, prefix: spec.prefix, tenant: spec.tenant}}
+	return watchScope{{kind: spec.kind, tenant: spec.tenant}}
 }
 
 // watchQuery is the parsed query of a watch.
@@ -353,34 +349,32 @@ func (a *resourceAPI) snapshot(scope watchScope, sel labels.Selector) ([]*Event,
 	err := a.store.View(func(tx *Tx) error {
 		rv = tx.ResourceVersion()
 		for _, p := range scope {
-			b := resourceBucket(tx, p.kind)
-			if b == nil {
-				continue
-			}
-			seek := []byte(p.prefix)
-			if p.key != "" {
-				seek = []byte(p.key)
-			}
-			c := b.Cursor()
-			for k, v := c.Seek(seek); k != nil && bytes.HasPrefix(k, seek); k, v = c.Next() {
-				if p.key != "" && string(k) != p.key {
-					break
-				}
-				if v == nil {
-					continue
-				}
-				if len(v) < 8 {
-					return errors.New(p.kind + " " + strconv.Quote(string(k)) + ": stored value is too short")
-				}
-				ev, err := newEvent(Change{Type: Added, Resource: Resource{
-					Kind: p.kind, Name: string(k), ResourceVersion: binary.BigEndian.Uint64(v), Object: v[8:],
-				}})
+			add := func(r Resource) error {
+				ev, err := newEvent(Change{Type: Added, Resource: r})
 				if err != nil {
 					return err
 				}
 				if p.matches(ev) && sel.Matches(ev.Labels) {
 					evs = append(evs, ev)
 				}
+				return nil
+			}
+			var err error
+			switch {
+			case p.key != "":
+				var r Resource
+				if r, err = tx.Get(p.kind, p.key); err == nil {
+					err = add(r)
+				} else if errors.Is(err, ErrNotFound) {
+					err = nil
+				}
+			case p.tenant != "":
+				err = tx.TenantObjects(p.tenant, p.kind, add)
+			default:
+				err = tx.Scan(p.kind, "", add)
+			}
+			if err != nil {
+				return err
 			}
 		}
 		return nil

@@ -347,12 +347,8 @@ func itemNames(its []item) []string {
 // putObj stores obj and returns its resourceVersion.
 func putObj(t testing.TB, s *Store, kind, key string, obj any) uint64 {
 	t.Helper()
-	b, err := json.Marshal(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rv uint64
-	if err := s.Update(func(tx *Tx) (err error) { rv, err = tx.Put(kind, key, b); return err }); err != nil {
+	if err := s.Update(func(tx *Tx) (err error) { rv, err = txPut(tx, kind, key, obj); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return rv
@@ -567,7 +563,8 @@ func changeEverything(t *testing.T, s *Store, gen int) {
 	putObj(t, s, schema.KindTenant, "alpha", tenantObj("alpha", fmt.Sprint("staging", gen), 1))
 	putObj(t, s, schema.KindTenant, "alphabet", tenantObj("alphabet", "dev", 44))
 	putObj(t, s, schema.KindProvider, "metal", &schema.Provider{APIVersion: schema.APIVersion, Kind: schema.KindProvider, Metadata: meta("metal", 45, nil)})
-	putObj(t, s, schema.KindProvider, "sim", &schema.Provider{APIVersion: schema.APIVersion, Kind: schema.KindProvider, Metadata: meta("sim", 46+gen, nil)})
+	putObj(t, s, schema.KindProvider, "sim", &schema.Provider{APIVersion: schema.APIVersion, Kind: schema.KindProvider, Metadata: meta("sim", 46, nil),
+		Spec: schema.ProviderSpec{Version: fmt.Sprint(gen)}})
 	putObj(t, s, schema.KindCommit, revNext, commitObj(revNext, seedTime.Add(5*time.Hour), schema.CommitSucceeded))
 	deleteObj(t, s, schema.KindMachine, "sim-x1")
 }
@@ -720,10 +717,10 @@ func TestWatchResume(t *testing.T) {
 					}
 					return err
 				}
-				b, _ := json.Marshal(machineObj(id, tenant, "workers", schema.RoleWorker, fmt.Sprint(i), 60+i))
-				rv, err = tx.Put(schema.KindMachine, id, b)
+				m := machineObj(id, tenant, "workers", schema.RoleWorker, fmt.Sprint(i), 60+i)
+				rv, err = txPut(tx, schema.KindMachine, id, m)
 				if err == nil {
-					_, err = tx.Put(applied, id, b)
+					_, err = txPut(tx, applied, id, m)
 				}
 				return err
 			})
@@ -850,15 +847,7 @@ func TestWatchSlowClient(t *testing.T) {
 	for i := range n {
 		m := machineObj(fmt.Sprintf("sim-%d", i), "alpha", "workers", schema.RoleWorker, "small", i)
 		m.Metadata.Annotations = map[string]string{"pad": pad}
-		b, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rv uint64
-		err = ts.Store().Update(func(tx *Tx) (err error) { rv, err = tx.Put(schema.KindMachine, m.Metadata.Name, b); return err })
-		if err != nil {
-			t.Fatal(err)
-		}
+		rv := putObj(t, ts.Store(), schema.KindMachine, m.Metadata.Name, m)
 		// Timed from the end of the commit (the event is published just
 		// before it), so that the disk's fsync does not count.
 		committed := time.Now()

@@ -24,33 +24,19 @@ func (r *Reconciler) appliedTenant(ctx context.Context, tenant string) (*schema.
 			return err
 		}
 		td.Tenant = t
-		ngs, err := tx.List(schema.KindNodeGroup)
-		if err != nil {
-			return err
-		}
-		for _, res := range ngs {
+		err = tx.TenantObjects(tenant, schema.KindNodeGroup, func(res backend.Resource) error {
 			ng := new(schema.NodeGroup)
-			if err := json.Unmarshal(res.Object, ng); err != nil {
-				return err
-			}
-			if ng.Tenant() == tenant {
-				td.NodeGroups = append(td.NodeGroups, ng)
-			}
-		}
-		cps, err := tx.List(schema.KindConfigPatch)
+			td.NodeGroups = append(td.NodeGroups, ng)
+			return json.Unmarshal(res.Object, ng)
+		})
 		if err != nil {
 			return err
 		}
-		for _, res := range cps {
+		return tx.TenantObjects(tenant, schema.KindConfigPatch, func(res backend.Resource) error {
 			cp := new(schema.ConfigPatch)
-			if err := json.Unmarshal(res.Object, cp); err != nil {
-				return err
-			}
-			if cp.Tenant() == tenant {
-				td.Patches = append(td.Patches, cp)
-			}
-		}
-		return nil
+			td.Patches = append(td.Patches, cp)
+			return json.Unmarshal(res.Object, cp)
+		})
 	})
 	if err != nil {
 		return nil, nil, err
@@ -124,19 +110,19 @@ func (r *Reconciler) MachineConfig(ctx context.Context, tenant, machine string) 
 	if err != nil {
 		return nil, err
 	}
-	if m.Spec.Tenant != tenant {
-		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, m.Spec.Tenant, tenant, backend.ErrNotFound)
+	if owner := schema.TenantOf(schema.KindMachine, &m.Metadata); owner != tenant {
+		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, owner, tenant, backend.ErrNotFound)
 	}
 	td, bundle, err := r.appliedTenant(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	for _, ng := range td.NodeGroups {
-		if ng.Metadata.Name == m.Spec.NodeGroup {
+		if ng.Metadata.Name == m.Metadata.Labels[schema.LabelNodeGroup] {
 			return talos.MachineConfig(talos.InputFor(td, ng, bundle))
 		}
 	}
-	return nil, fmt.Errorf("node group %s of machine %s: %w", m.Spec.NodeGroup, machine, backend.ErrNotFound)
+	return nil, fmt.Errorf("node group %s of machine %s: %w", m.Metadata.Labels[schema.LabelNodeGroup], machine, backend.ErrNotFound)
 }
 
 func defaultValidity(d time.Duration) time.Duration {

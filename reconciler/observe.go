@@ -90,12 +90,12 @@ func (r *Reconciler) observeSim(dir string) error {
 // write set.
 func (r *Reconciler) observeTx(tx *backend.Tx, byID map[string]sim.Record, complete bool, now time.Time, write bool) (bool, error) {
 	changed := false
-	put := func(kind, name string, v any) error {
+	put := func(kind, name string, obj schema.Object) error {
 		changed = true
 		if !write {
 			return nil
 		}
-		_, err := tx.Put(kind, name, mustJSON(v))
+		_, err := tx.PutObject(kind, name, obj)
 		return err
 	}
 	list, err := tx.List(schema.KindMachine)
@@ -125,14 +125,15 @@ func (r *Reconciler) observeTx(tx *backend.Tx, byID map[string]sim.Record, compl
 			status.Stage, status.Ready = schema.StageOff, false
 			status.Message = "the machine is gone from the simulated cloud; the next apply of its tenant creates it again"
 		}
-		c := perTenant[m.Spec.Tenant]
+		tenant := schema.TenantOf(schema.KindMachine, &m.Metadata)
+		c := perTenant[tenant]
 		if c == nil {
 			c = &counts{}
-			perTenant[m.Spec.Tenant] = c
+			perTenant[tenant] = c
 		}
 		if status.Ready {
 			c.ready++
-			perGroup[scopedKey(m.Spec.Tenant, m.Spec.NodeGroup)]++
+			perGroup[scopedKey(tenant, m.Metadata.Labels[schema.LabelNodeGroup])]++
 		}
 		if m.Spec.Role == schema.RoleControlPlane {
 			c.cp++

@@ -215,7 +215,8 @@ func (r *Reconciler) planned(t *preview.Tenant, out *PlanResult, err error) {
 		t.Error = err.Error()
 		return
 	}
-	t.Plan = &schema.PlanSummary{Add: out.Plan.Add, Change: out.Plan.Change, Destroy: out.Plan.Destroy}
+	plan := out.Plan
+	t.Plan = &plan
 	for _, rc := range out.Resources {
 		t.Resources = append(t.Resources, preview.ResourceChange{Address: rc.Address, Actions: rc.Actions})
 	}
@@ -278,7 +279,7 @@ func (j *previewJob) Run(ctx context.Context) {
 	r, snap := j.r, j.snap
 	c := &schema.Commit{
 		APIVersion: schema.APIVersion, Kind: schema.KindCommit,
-		Metadata: schema.ObjectMeta{Name: "preview-" + commitName(snap.Revision), Labels: map[string]string{LabelPreview: "true"}},
+		Metadata: schema.ObjectMeta{Name: schema.PreviewCommitName(snap.Revision), Labels: map[string]string{schema.LabelPreview: "true"}},
 		Spec: schema.CommitSpec{SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author, Message: snap.Message,
 			MessageTruncated: snap.MessageTruncated, Preview: true}.Bounded(),
 	}

@@ -138,7 +138,7 @@ func TestPreviewRefRecordsCommit(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !c.Spec.Preview || c.Spec.Ref != "refs/heads/feature" || c.Status.Phase != schema.CommitSucceeded || c.Metadata.Labels[LabelPreview] != "true" {
+	if !c.Spec.Preview || c.Spec.Ref != "refs/heads/feature" || c.Status.Phase != schema.CommitSucceeded || c.Metadata.Labels[schema.LabelPreview] != "true" {
 		t.Fatalf("preview commit: %+v", c)
 	}
 	var st *schema.TenantResult

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
@@ -43,22 +45,6 @@ const kindApplied = "AppliedTenant"
 // kindObserved is the store kind of the reconciler's record of the last
 // revision of the main ref it received. The API does not serve it.
 const kindObserved = "ObservedRevision"
-
-// Labels the projection puts on machines, besides the tenant and role.
-const (
-	// LabelPreview marks the Commits of preview refs.
-	LabelPreview   = "rezuscloud.io/preview"
-	LabelNodeGroup = "rezuscloud.io/node-group"
-	LabelProvider  = "rezuscloud.io/provider"
-	// LabelZone is the availability zone (or domain) of a machine on a
-	// cloud that has them.
-	LabelZone = "topology.kubernetes.io/zone"
-	// AnnotationPublicAddress and AnnotationProviderState carry a
-	// machine's public IP and its cloud's state of it, when the provider
-	// records them.
-	AnnotationPublicAddress = "rezuscloud.io/public-address"
-	AnnotationProviderState = "rezuscloud.io/provider-state"
-)
 
 // Options configure a Reconciler. DataDir and StateURL are required.
 type Options struct {
@@ -185,18 +171,12 @@ func (r *Reconciler) LastObserved() string {
 // processes ran.
 func (r *Reconciler) Runner() *Runner { return r.runner }
 
-// Status is the reconciler's part of /api/v1/status.
-type Status struct {
-	LastCommit        string `json:"lastCommit,omitempty"`
-	LastAppliedCommit string `json:"lastAppliedCommit,omitempty"`
-	TofuRuns          int64  `json:"tofuRuns"`
-}
-
-// Status reports the last commits seen and applied, and the tofu run count.
-func (r *Reconciler) Status() Status {
+// Status reports the reconciler's part of /api/v1/status: the last
+// commits seen and applied, and the tofu run count.
+func (r *Reconciler) Status() api.ReconcilerStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Status{LastCommit: r.lastCommit, LastAppliedCommit: r.lastApplied, TofuRuns: r.runner.Runs()}
+	return api.ReconcilerStatus{LastCommit: r.lastCommit, LastAppliedCommit: r.lastApplied, TofuRuns: r.runner.Runs()}
 }
 
 // Run submits every snapshot it receives until ctx is done.
@@ -243,7 +223,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*sch
 func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 	c := &schema.Commit{
 		APIVersion: schema.APIVersion, Kind: schema.KindCommit,
-		Metadata: schema.ObjectMeta{Name: commitName(snap.Revision)},
+		Metadata: schema.ObjectMeta{Name: schema.CommitName(snap.Revision)},
 		Spec: schema.CommitSpec{
 			SHA: snap.Revision, Ref: snap.Ref, Author: snap.Author,
 			Message: snap.Message, MessageTruncated: snap.MessageTruncated,
@@ -763,7 +743,7 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	}
 	out, err := apply(ctx, dir, ws.InitInputs, vars, creds)
 	if out != nil {
-		res.Plan = schema.PlanSummary{Add: out.Plan.Add, Change: out.Plan.Change, Destroy: out.Plan.Destroy}
+		res.Plan = out.Plan
 		res.OutputTail = out.Output
 	}
 	if err != nil {
@@ -825,7 +805,7 @@ func (r *Reconciler) destroyTenant(ctx context.Context, snap sources.Snapshot, p
 	}
 	out, err := r.runner.Destroy(ctx, dir, prev.InitInputs, vars, creds)
 	if out != nil {
-		res.Plan = schema.PlanSummary{Add: out.Plan.Add, Change: out.Plan.Change, Destroy: out.Plan.Destroy}
+		res.Plan = out.Plan
 		res.OutputTail = out.Output
 	}
 	if err != nil {
@@ -843,10 +823,6 @@ func (r *Reconciler) destroyTenant(ctx context.Context, snap sources.Snapshot, p
 	return res
 }
 
-func commitName(revision string) string {
-	return strings.ReplaceAll(revision, ":", "-")
-}
-
 func newUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -856,15 +832,13 @@ func newUID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
+// writeFileAtomic writes b to path (mode 0600) unless path holds it
+// already, so that tofu sees only real changes.
 func writeFileAtomic(path string, b []byte) error {
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(b) {
 		return nil
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, b, 0o600)
 }
 
 func mustJSON(v any) []byte {

@@ -150,8 +150,8 @@ func TestReconcileLifecycle(t *testing.T) {
 		t.Errorf("staging machines = %d, want 2", got)
 	}
 	for id, m := range ms {
-		if m.Metadata.Labels[schema.LabelTenant] != m.Spec.Tenant || m.Metadata.Labels[LabelNodeGroup] != m.Spec.NodeGroup ||
-			m.Metadata.Labels[LabelProvider] != "sim" || m.Metadata.Labels[schema.LabelRole] != m.Spec.Role {
+		if m.Metadata.Labels[schema.LabelTenant] != m.Spec.Tenant || m.Metadata.Labels[schema.LabelNodeGroup] != m.Spec.NodeGroup ||
+			m.Metadata.Labels[schema.LabelProvider] != "sim" || m.Metadata.Labels[schema.LabelRole] != m.Spec.Role {
 			t.Errorf("machine %s labels %v do not match its spec %+v", id, m.Metadata.Labels, m.Spec)
 		}
 		if m.Metadata.UID == "" || !strings.HasPrefix(m.Spec.ManagementAddress, "192.0.2.") && !strings.HasPrefix(m.Spec.ManagementAddress, "198.51.100.") && !strings.HasPrefix(m.Spec.ManagementAddress, "203.0.113.") {

@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"time"
 
 	tfjson "github.com/hashicorp/terraform-json"
 
@@ -32,20 +30,7 @@ func scopedKey(tenant, name string) string { return tenant + "/" + name }
 
 func (r *Reconciler) putCommit(c *schema.Commit) {
 	err := r.store.Update(func(tx *backend.Tx) error {
-		now := r.opts.Now()
-		if c.Metadata.UID == "" {
-			if old, err := tx.Get(schema.KindCommit, c.Metadata.Name); err == nil {
-				var prev schema.Commit
-				if json.Unmarshal(old.Object, &prev) == nil {
-					c.Metadata.UID, c.Metadata.CreatedAt = prev.Metadata.UID, prev.Metadata.CreatedAt
-				}
-			}
-		}
-		if c.Metadata.UID == "" {
-			c.Metadata.UID, c.Metadata.CreatedAt = newUID(), now
-		}
-		c.Metadata.UpdatedAt = now
-		_, err := tx.Put(schema.KindCommit, c.Metadata.Name, mustJSON(c))
+		_, err := tx.PutObject(schema.KindCommit, c.Metadata.Name, c)
 		return err
 	})
 	if err != nil {
@@ -87,40 +72,12 @@ func (r *Reconciler) putProviders() error {
 			obj := &schema.Provider{APIVersion: schema.APIVersion, Kind: schema.KindProvider,
 				Metadata: schema.ObjectMeta{Name: name}, Spec: spec,
 				Status: schema.ProviderStatus{Available: true}}
-			keepMeta(tx, schema.KindProvider, name, &obj.Metadata, time.Time{})
-			if _, err := tx.Put(schema.KindProvider, name, mustJSON(obj)); err != nil {
+			if _, err := tx.PutObject(schema.KindProvider, name, obj); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-}
-
-// keepMeta carries the uid and creation time of a stored object over to its
-// new version, or mints them for a new one. updated is set as UpdatedAt
-// when not zero.
-func keepMeta(tx *backend.Tx, kind, key string, m *schema.ObjectMeta, updated time.Time) {
-	if old, err := tx.Get(kind, key); err == nil {
-		var prev struct {
-			Metadata schema.ObjectMeta `json:"metadata"`
-		}
-		if json.Unmarshal(old.Object, &prev) == nil && prev.Metadata.UID != "" {
-			m.UID, m.CreatedAt = prev.Metadata.UID, prev.Metadata.CreatedAt
-			if updated.IsZero() {
-				m.UpdatedAt = prev.Metadata.UpdatedAt
-			}
-		}
-	}
-	if m.UID == "" {
-		m.UID = newUID()
-		m.CreatedAt = updated
-		if m.CreatedAt.IsZero() {
-			m.CreatedAt = time.Now().UTC()
-		}
-	}
-	if !updated.IsZero() {
-		m.UpdatedAt = updated
-	}
 }
 
 func (r *Reconciler) appliedRecords() (map[string]*appliedRecord, error) {
@@ -158,13 +115,9 @@ func (r *Reconciler) appliedRecord(tenant string) (*appliedRecord, error) {
 }
 
 func getJSON[T any](tx *backend.Tx, kind, key string) (*T, error) {
-	res, err := tx.Get(kind, key)
-	if err != nil {
-		return nil, err
-	}
 	v := new(T)
-	if err := json.Unmarshal(res.Object, v); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", kind, key, err)
+	if err := tx.GetObject(kind, key, v); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -183,8 +136,7 @@ func (r *Reconciler) putManifests(td *schema.TenantDesired, first bool) error {
 		t := *td.Tenant
 		t.Metadata = cleanMeta(td.Tenant.Metadata)
 		t.Status = schema.TenantStatus{Phase: schema.TenantForming}
-		keepMeta(tx, schema.KindTenant, name, &t.Metadata, r.opts.Now())
-		_, err := tx.Put(schema.KindTenant, name, mustJSON(&t))
+		_, err := tx.PutObject(schema.KindTenant, name, &t)
 		return err
 	})
 }
@@ -204,8 +156,7 @@ func (r *Reconciler) setTenantMessage(name, msg string) {
 			return nil
 		}
 		t.Status.Message = msg
-		t.Metadata.UpdatedAt = r.opts.Now()
-		_, err = tx.Put(schema.KindTenant, name, mustJSON(t))
+		_, err = tx.PutObject(schema.KindTenant, name, t)
 		return err
 	})
 }
@@ -250,10 +201,10 @@ func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson
 				Metadata: schema.ObjectMeta{
 					Name: f.ProviderID,
 					Labels: map[string]string{
-						schema.LabelTenant: tenant,
-						schema.LabelRole:   f.Role,
-						LabelNodeGroup:     ng,
-						LabelProvider:      mp.class,
+						schema.LabelTenant:    tenant,
+						schema.LabelRole:      f.Role,
+						schema.LabelNodeGroup: ng,
+						schema.LabelProvider:  mp.class,
 					},
 					Annotations: map[string]string{modeldiff.AnnotationSlot: modeldiff.SlotKey(ng, idx)},
 				},
@@ -280,13 +231,13 @@ func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson
 // public address and the cloud's state of it as annotations.
 func projectCloudFacts(mc *schema.Machine, f render.MachineFacts) {
 	if f.Zone != "" {
-		mc.Metadata.Labels[LabelZone] = f.Zone
+		mc.Metadata.Labels[schema.LabelZone] = f.Zone
 	}
 	if f.PublicAddress != "" {
-		mc.Metadata.Annotations[AnnotationPublicAddress] = f.PublicAddress
+		mc.Metadata.Annotations[schema.AnnotationPublicAddress] = f.PublicAddress
 	}
 	if f.State != "" {
-		mc.Metadata.Annotations[AnnotationProviderState] = f.State
+		mc.Metadata.Annotations[schema.AnnotationProviderState] = f.State
 	}
 }
 
@@ -294,23 +245,14 @@ func projectCloudFacts(mc *schema.Machine, f render.MachineFacts) {
 func (r *Reconciler) storedMachines(tenant string) ([]*schema.Machine, error) {
 	var out []*schema.Machine
 	err := r.store.View(func(tx *backend.Tx) error {
-		list, err := tx.List(schema.KindMachine)
-		if err != nil {
-			return err
-		}
-		for _, res := range list {
-			if !mentions(res.Object, tenant) {
-				continue
-			}
+		return tx.TenantObjects(tenant, schema.KindMachine, func(res backend.Resource) error {
 			m := new(schema.Machine)
 			if err := json.Unmarshal(res.Object, m); err != nil {
 				return fmt.Errorf("machine %s: %w", res.Name, err)
 			}
-			if m.Spec.Tenant == tenant {
-				out = append(out, m)
-			}
-		}
-		return nil
+			out = append(out, m)
+			return nil
+		})
 	})
 	return out, err
 }
@@ -340,7 +282,6 @@ func indexOf(v any) int {
 // (keeping their observed status), and the applied record.
 func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, machines []*schema.Machine) error {
 	name := td.Tenant.Metadata.Name
-	now := r.opts.Now()
 	return r.store.Update(func(tx *backend.Tx) error {
 		// Machines: put the projected ones, drop the ones that are gone.
 		seen := map[string]bool{}
@@ -350,14 +291,8 @@ func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, 
 			seen[mc.Metadata.Name] = true
 			if old, err := getJSON[schema.Machine](tx, schema.KindMachine, mc.Metadata.Name); err == nil {
 				mc.Status = old.Status
-				mc.Metadata.UID, mc.Metadata.CreatedAt, mc.Metadata.UpdatedAt = old.Metadata.UID, old.Metadata.CreatedAt, old.Metadata.UpdatedAt
-				if string(mustJSON(old)) != string(mustJSON(mc)) {
-					mc.Metadata.UpdatedAt = now
-				}
-			} else {
-				mc.Metadata.UID, mc.Metadata.CreatedAt, mc.Metadata.UpdatedAt = newUID(), now, now
 			}
-			if _, err := tx.Put(schema.KindMachine, mc.Metadata.Name, mustJSON(mc)); err != nil {
+			if _, err := tx.PutObject(schema.KindMachine, mc.Metadata.Name, mc); err != nil {
 				return err
 			}
 			c := counts[mc.Spec.NodeGroup]
@@ -369,10 +304,7 @@ func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, 
 				countMachine(mcnt, mc)
 			}
 		}
-		if err := deleteWhere(tx, schema.KindMachine, func(b []byte) bool {
-			var m schema.Machine
-			return mentions(b, name) && json.Unmarshal(b, &m) == nil && m.Spec.Tenant == name
-		}, seen); err != nil {
+		if err := deleteTenantObjects(tx, name, schema.KindMachine, seen); err != nil {
 			return err
 		}
 
@@ -390,11 +322,11 @@ func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, 
 			c.Desired = ng.Spec.Count
 			total.Desired += ng.Spec.Count
 			obj.Status = schema.NodeGroupStatus{Machines: *c}
-			if err := putKeepingMeta(tx, schema.KindNodeGroup, key, &obj, &obj.Metadata, now); err != nil {
+			if _, err := tx.PutObject(schema.KindNodeGroup, key, &obj); err != nil {
 				return err
 			}
 		}
-		if err := deleteWhere(tx, schema.KindNodeGroup, tenantLabelIs(name), keep); err != nil {
+		if err := deleteTenantObjects(tx, name, schema.KindNodeGroup, keep); err != nil {
 			return err
 		}
 		keep = map[string]bool{}
@@ -404,11 +336,11 @@ func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, 
 			obj := *p
 			obj.Metadata = cleanMeta(p.Metadata)
 			obj.Status = schema.ConfigPatchStatus{Machines: patchMachines(td, p)}
-			if err := putKeepingMeta(tx, schema.KindConfigPatch, key, &obj, &obj.Metadata, now); err != nil {
+			if _, err := tx.PutObject(schema.KindConfigPatch, key, &obj); err != nil {
 				return err
 			}
 		}
-		if err := deleteWhere(tx, schema.KindConfigPatch, tenantLabelIs(name), keep); err != nil {
+		if err := deleteTenantObjects(tx, name, schema.KindConfigPatch, keep); err != nil {
 			return err
 		}
 
@@ -429,7 +361,7 @@ func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, 
 		case total.Total > total.Desired:
 			t.Status.Phase = schema.TenantShrinking
 		}
-		if err := putKeepingMeta(tx, schema.KindTenant, name, &t, &t.Metadata, now); err != nil {
+		if _, err := tx.PutObject(schema.KindTenant, name, &t); err != nil {
 			return err
 		}
 		_, err := tx.Put(kindApplied, name, mustJSON(rec))
@@ -464,48 +396,21 @@ func patchMachines(td *schema.TenantDesired, p *schema.ConfigPatch) int {
 	return n
 }
 
-// putKeepingMeta stores obj under kind/key, keeping the stored uid and
-// creation time, and bumping UpdatedAt only when something else changed.
-func putKeepingMeta(tx *backend.Tx, kind, key string, obj any, m *schema.ObjectMeta, now time.Time) error {
-	keepMeta(tx, kind, key, m, time.Time{})
-	if old, err := tx.Get(kind, key); err == nil {
-		if string(old.Object) == string(mustJSON(obj)) {
-			return nil
+// deleteTenantObjects deletes the objects of kind that belong to tenant,
+// except those keep names.
+func deleteTenantObjects(tx *backend.Tx, tenant, kind string, keep map[string]bool) error {
+	var gone []string
+	err := tx.TenantObjects(tenant, kind, func(res backend.Resource) error {
+		if !keep[res.Name] {
+			gone = append(gone, res.Name)
 		}
-	}
-	m.UpdatedAt = now
-	_, err := tx.Put(kind, key, mustJSON(obj))
-	return err
-}
-
-func tenantLabelIs(tenant string) func([]byte) bool {
-	return func(b []byte) bool {
-		var o struct {
-			Metadata schema.ObjectMeta `json:"metadata"`
-		}
-		return mentions(b, tenant) && json.Unmarshal(b, &o) == nil && o.Metadata.Labels[schema.LabelTenant] == tenant
-	}
-}
-
-// mentions reports whether obj, a stored JSON object, may belong to
-// tenant: one that does holds the tenant's name as a JSON string. It lets
-// one tenant's records skip decoding every other tenant's.
-func mentions(obj []byte, tenant string) bool {
-	q, _ := json.Marshal(tenant)
-	return bytes.Contains(obj, q)
-}
-
-// deleteWhere deletes the resources of kind that match and are not kept.
-func deleteWhere(tx *backend.Tx, kind string, match func([]byte) bool, keep map[string]bool) error {
-	list, err := tx.List(kind)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	for _, res := range list {
-		if keep[res.Name] || !match(res.Object) {
-			continue
-		}
-		if _, err := tx.Delete(kind, res.Name); err != nil {
+	for _, key := range gone {
+		if _, err := tx.Delete(kind, key); err != nil {
 			return err
 		}
 	}
@@ -529,8 +434,7 @@ func (r *Reconciler) markDeleting(name string) error {
 		}
 		t.Metadata.Finalizers = []string{schema.FinalizerMachines, schema.FinalizerSecrets}
 		t.Status.Phase = schema.TenantRemoving
-		t.Metadata.UpdatedAt = now
-		_, err = tx.Put(schema.KindTenant, name, mustJSON(t))
+		_, err = tx.PutObject(schema.KindTenant, name, t)
 		return err
 	})
 }
@@ -539,12 +443,8 @@ func (r *Reconciler) markDeleting(name string) error {
 // finalizer clears, the current state goes (its history stays) and the
 // secrets finalizer clears, then the tenant's records go.
 func (r *Reconciler) removeTenant(ctx context.Context, name string, creds Creds) error {
-	now := r.opts.Now()
 	err := r.store.Update(func(tx *backend.Tx) error {
-		if err := deleteWhere(tx, schema.KindMachine, func(b []byte) bool {
-			var m schema.Machine
-			return mentions(b, name) && json.Unmarshal(b, &m) == nil && m.Spec.Tenant == name
-		}, nil); err != nil {
+		if err := deleteTenantObjects(tx, name, schema.KindMachine, nil); err != nil {
 			return err
 		}
 		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
@@ -552,8 +452,7 @@ func (r *Reconciler) removeTenant(ctx context.Context, name string, creds Creds)
 			return nil
 		}
 		t.Metadata.Finalizers = []string{schema.FinalizerSecrets}
-		t.Metadata.UpdatedAt = now
-		_, err = tx.Put(schema.KindTenant, name, mustJSON(t))
+		_, err = tx.PutObject(schema.KindTenant, name, t)
 		return err
 	})
 	if err != nil {
@@ -564,14 +463,13 @@ func (r *Reconciler) removeTenant(ctx context.Context, name string, creds Creds)
 	}
 	return r.store.Update(func(tx *backend.Tx) error {
 		for _, kind := range []string{schema.KindNodeGroup, schema.KindConfigPatch} {
-			if err := deleteWhere(tx, kind, tenantLabelIs(name), nil); err != nil {
+			if err := deleteTenantObjects(tx, name, kind, nil); err != nil {
 				return err
 			}
 		}
 		if t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name); err == nil {
 			t.Metadata.Finalizers = nil
-			t.Metadata.UpdatedAt = now
-			if _, err := tx.Put(schema.KindTenant, name, mustJSON(t)); err != nil {
+			if _, err := tx.PutObject(schema.KindTenant, name, t); err != nil {
 				return err
 			}
 			if _, err := tx.Delete(schema.KindTenant, name); err != nil {

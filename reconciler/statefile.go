@@ -14,6 +14,8 @@ import (
 
 	tfjson "github.com/hashicorp/terraform-json"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // stateFile is the part of a state file, as tofu writes it (version 4),
@@ -193,7 +195,7 @@ var planLineRE = regexp.MustCompile(`^Plan: (?:\d+ to import, )?(\d+) to add, (\
 type planLine struct {
 	mu      sync.Mutex
 	partial []byte
-	sum     PlanSummary
+	sum     schema.PlanSummary
 	found   bool
 }
 
@@ -230,7 +232,7 @@ func (p *planLine) Write(b []byte) (int, error) {
 }
 
 // summary returns the last summary line seen.
-func (p *planLine) summary() (PlanSummary, bool) {
+func (p *planLine) summary() (schema.PlanSummary, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.sum, p.found

@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	tfjson "github.com/hashicorp/terraform-json"
+
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // The state read from the backend is what `tofu show -json` prints of it,
@@ -96,14 +98,14 @@ func TestStateFromFile(t *testing.T) {
 func TestPlanLine(t *testing.T) {
 	for _, c := range []struct {
 		out  string
-		want PlanSummary
+		want schema.PlanSummary
 		ok   bool
 	}{
-		{"\nOpenTofu will perform the following actions:\n\nPlan: 1 to add, 2 to change, 3 to destroy.\n", PlanSummary{1, 2, 3}, true},
-		{"Plan: 2 to import, 1 to add, 0 to change, 1 to destroy.\n", PlanSummary{1, 0, 1}, true},
-		{"Plan: 0 to add, 0 to change, 4 to destroy, 1 to forget.\r\n", PlanSummary{0, 0, 4}, true},
-		{"  # x.y will be created\n  + name = \"Plan: 9 to add, 9 to change, 9 to destroy.\"\n", PlanSummary{}, false},
-		{"Changes to Outputs:\n  + ip = \"10.0.0.1\"\n", PlanSummary{}, false},
+		{"\nOpenTofu will perform the following actions:\n\nPlan: 1 to add, 2 to change, 3 to destroy.\n", schema.PlanSummary{Add: 1, Change: 2, Destroy: 3}, true},
+		{"Plan: 2 to import, 1 to add, 0 to change, 1 to destroy.\n", schema.PlanSummary{Add: 1, Change: 0, Destroy: 1}, true},
+		{"Plan: 0 to add, 0 to change, 4 to destroy, 1 to forget.\r\n", schema.PlanSummary{Add: 0, Change: 0, Destroy: 4}, true},
+		{"  # x.y will be created\n  + name = \"Plan: 9 to add, 9 to change, 9 to destroy.\"\n", schema.PlanSummary{}, false},
+		{"Changes to Outputs:\n  + ip = \"10.0.0.1\"\n", schema.PlanSummary{}, false},
 	} {
 		for _, size := range []int{1, 7, len(c.out)} {
 			p := &planLine{}

@@ -22,6 +22,7 @@ import (
 	tfjson "github.com/hashicorp/terraform-json"
 
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // TofuOptions configure how the server runs the tofu binary.
@@ -76,24 +77,9 @@ func NewRunner(opts TofuOptions) (*Runner, error) {
 // Runs returns how many tofu processes the runner has started.
 func (r *Runner) Runs() int64 { return r.runs.Load() }
 
-// PlanSummary counts the resource changes of a plan, the way tofu prints
-// them: a replacement counts as one add and one destroy.
-type PlanSummary struct {
-	Add     int `json:"add"`
-	Change  int `json:"change"`
-	Destroy int `json:"destroy"`
-}
-
-func (s PlanSummary) String() string {
-	return fmt.Sprintf("+%d ~%d -%d", s.Add, s.Change, s.Destroy)
-}
-
-// Empty reports whether the plan changes nothing.
-func (s PlanSummary) Empty() bool { return s.Add == 0 && s.Change == 0 && s.Destroy == 0 }
-
 // Result is what one apply or destroy produced.
 type Result struct {
-	Plan   PlanSummary
+	Plan   schema.PlanSummary
 	Output string // the tail of tofu's output, with secrets redacted
 	State  *tfjson.State
 }
@@ -350,12 +336,12 @@ var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 // With force it applies a plan without changes too, which rewrites the
 // state: that is how state written before encryption was turned on gets
 // encrypted.
-func (s *session) planApply(ctx context.Context, vars []byte, destroy, force bool) (PlanSummary, error) {
+func (s *session) planApply(ctx context.Context, vars []byte, destroy, force bool) (schema.PlanSummary, error) {
 	planFile := filepath.Join(s.dir, planFile)
 	defer os.Remove(planFile)
 	varPath, removeVars, err := s.withVars(vars)
 	if err != nil {
-		return PlanSummary{}, err
+		return schema.PlanSummary{}, err
 	}
 	opts := []tfexec.PlanOption{tfexec.Out(planFile), tfexec.Destroy(destroy)}
 	if varPath != "" {
@@ -373,10 +359,10 @@ func (s *session) planApply(ctx context.Context, vars []byte, destroy, force boo
 	removeVars()
 	s.tf.SetStdout(s.out)
 	if err != nil {
-		return PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
+		return schema.PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
 	}
 	if !changed && !force {
-		return PlanSummary{}, nil
+		return schema.PlanSummary{}, nil
 	}
 	sum, ok := line.summary()
 	if !ok && changed {
@@ -386,7 +372,7 @@ func (s *session) planApply(ctx context.Context, vars []byte, destroy, force boo
 			return err
 		})
 		if err != nil {
-			return PlanSummary{}, fmt.Errorf("tofu show plan: %w", s.redact(err))
+			return schema.PlanSummary{}, fmt.Errorf("tofu show plan: %w", s.redact(err))
 		}
 		sum = summarize(plan)
 	}
@@ -460,7 +446,7 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, c
 
 // PlanResult is a plan that was only planned.
 type PlanResult struct {
-	Plan      PlanSummary
+	Plan      schema.PlanSummary
 	Resources []PlannedChange
 	Output    string
 }
@@ -518,7 +504,7 @@ func (r *Runner) Plan(ctx context.Context, dir string, initInputs, vars []byte, 
 // change, and the change summary.
 type planStream struct {
 	buf     []byte
-	sum     PlanSummary
+	sum     schema.PlanSummary
 	changes []PlannedChange
 }
 
@@ -563,11 +549,11 @@ func (p *planStream) line(l []byte) {
 		}
 		p.changes = append(p.changes, PlannedChange{Address: msg.Change.Resource.Addr, Actions: acts})
 	case "change_summary":
-		p.sum = PlanSummary{Add: msg.Changes.Add, Change: msg.Changes.Change, Destroy: msg.Changes.Remove}
+		p.sum = schema.PlanSummary{Add: msg.Changes.Add, Change: msg.Changes.Change, Destroy: msg.Changes.Remove}
 	}
 }
 
-func (p *planStream) result() (PlanSummary, []PlannedChange) {
+func (p *planStream) result() (schema.PlanSummary, []PlannedChange) {
 	if len(p.buf) > 0 {
 		p.line(p.buf)
 		p.buf = nil
@@ -588,8 +574,8 @@ func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds
 	return s.show(ctx)
 }
 
-func summarize(plan *tfjson.Plan) PlanSummary {
-	var sum PlanSummary
+func summarize(plan *tfjson.Plan) schema.PlanSummary {
+	var sum schema.PlanSummary
 	for _, rc := range plan.ResourceChanges {
 		if rc.Change == nil {
 			continue

@@ -102,7 +102,8 @@ type TenantResult struct {
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
 }
 
-// PlanSummary counts the resource changes of a plan.
+// PlanSummary counts the resource changes of a plan, the way tofu prints
+// them: a replacement counts as one add and one destroy.
 type PlanSummary struct {
 	Add     int `json:"add"`
 	Change  int `json:"change"`

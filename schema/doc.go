@@ -8,6 +8,11 @@
 // of YAML manifests, validates it and returns either the complete desired state
 // or every problem it found, each with file, line, column and JSON path.
 //
+// It is also the one home of the names the other packages share: the labels
+// (LabelTenant, LabelNodeGroup, …), the table of served kinds (Kinds,
+// LookupKind) with the one rule of which tenant an object belongs to
+// (TenantOf), the names of Commits (CommitName) and PlanSummary.
+//
 // Load never returns a partial desired state: a tree with any problem yields no
 // desired state at all, so that a typing mistake can never look like the
 // deletion of what it was meant to declare.

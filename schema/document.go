@@ -56,10 +56,10 @@ func (d *document) source() Source {
 	return Source{File: d.file, Line: d.line, Lines: lines}
 }
 
-// declarable and apiOnly are the kinds of rezuscloud.io/v1.
+// declarable and apiOnly are the kinds of rezuscloud.io/v1 (see Kinds).
 var (
-	declarable = []string{KindTenant, KindNodeGroup, KindConfigPatch}
-	apiOnly    = []string{KindMachine, KindProvider, KindCommit}
+	declarable = kindNames(true)
+	apiOnly    = kindNames(false)
 )
 
 func isOneOf(s string, list []string) bool {

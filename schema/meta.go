@@ -26,8 +26,26 @@ const (
 
 // Labels that tie objects together, and the roles a machine can have.
 const (
-	LabelTenant      = "rezuscloud.io/tenant"
-	LabelRole        = "rezuscloud.io/role"
+	// LabelTenant names the tenant a node group, config patch or machine
+	// belongs to (see TenantOf).
+	LabelTenant = "rezuscloud.io/tenant"
+	// LabelRole names the role of a node group or machine.
+	LabelRole = "rezuscloud.io/role"
+	// LabelNodeGroup names the node group of a machine.
+	LabelNodeGroup = "rezuscloud.io/node-group"
+	// LabelProvider names the provider class of a machine.
+	LabelProvider = "rezuscloud.io/provider"
+	// LabelPreview marks the Commits of preview runs.
+	LabelPreview = "rezuscloud.io/preview"
+	// LabelZone is the availability zone (or domain) of a machine on a
+	// cloud that has them.
+	LabelZone = "topology.kubernetes.io/zone"
+	// AnnotationPublicAddress and AnnotationProviderState carry a
+	// machine's public IP and its cloud's state of it, when the provider
+	// records them.
+	AnnotationPublicAddress = "rezuscloud.io/public-address"
+	AnnotationProviderState = "rezuscloud.io/provider-state"
+
 	RoleControlPlane = "controlplane"
 	RoleWorker       = "worker"
 )

@@ -59,7 +59,9 @@ const (
 // TenantStatus is what the server observes about a cluster.
 type TenantStatus struct {
 	Phase TenantPhase `json:"phase,omitempty"`
-	// Available: the Kubernetes API answers. Ready: every machine is ready.
+	// Available: every machine the node groups ask for exists
+	// (machines.total equals machines.desired), ready or not. Ready: every
+	// desired machine is in stage ready.
 	Available         bool          `json:"available"`
 	Ready             bool          `json:"ready"`
 	APIReady          bool          `json:"apiReady"`

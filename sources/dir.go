@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -92,9 +93,9 @@ func NewDir(opts DirOptions) (*Dir, error) {
 	d := &Dir{
 		path:     abs,
 		real:     real,
-		debounce: cmpOr(opts.Debounce, DefaultDebounce),
-		maxBytes: cmpOr(opts.MaxBytes, DefaultMaxDirBytes),
-		maxFiles: cmpOr(opts.MaxFiles, DefaultMaxDirFiles),
+		debounce: cmp.Or(opts.Debounce, DefaultDebounce),
+		maxBytes: cmp.Or(opts.MaxBytes, DefaultMaxDirBytes),
+		maxFiles: cmp.Or(opts.MaxFiles, DefaultMaxDirFiles),
 		log:      opts.Logger,
 		trigger:  make(chan struct{}, 1),
 	}
@@ -104,14 +105,6 @@ func NewDir(opts DirOptions) (*Dir, error) {
 	d.log = d.log.With("source", abs)
 	d.status = Status{URL: abs}
 	return d, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Trigger asks Run to read the directory now.

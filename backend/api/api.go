@@ -1,6 +1,6 @@
 // Package api holds the wire shapes of RezusCloud's read API that clients
-// share with the server: the error body, the list body and the writers that
-// produce them. It is a leaf package so that clients such as rezusctl can
+// share with the server: the error body, the list body, the status body
+// (Status) and the writers that produce them. It is a leaf package so that clients such as rezusctl can
 // decode answers without importing the server; it must not import anything
 // else of the project.
 package api
@@ -143,6 +143,12 @@ func WriteJSON(w http.ResponseWriter, code int, v any) {
 		code = http.StatusInternalServerError
 		body, _ = json.Marshal(Errorf(code, "encode response: %v", err))
 	}
+	WriteBody(w, code, body)
+}
+
+// WriteBody writes body, JSON already encoded, and a newline with the
+// given status code.
+func WriteBody(w http.ResponseWriter, code int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)+1))
 	w.WriteHeader(code)

@@ -110,9 +110,9 @@ func runFanout(b *testing.B) result {
 		}
 	}()
 	store := srv.Store()
-	tenant, _ := json.Marshal(&schema.Tenant{APIVersion: schema.APIVersion, Kind: schema.KindTenant,
-		Metadata: schema.ObjectMeta{Name: "bench"}, Spec: schema.TenantSpec{KubernetesVersion: "1.34.1", TalosVersion: "1.12.6"}})
-	if err := store.Update(func(tx *backend.Tx) error { _, err := tx.Put(schema.KindTenant, "bench", tenant); return err }); err != nil {
+	tenant := &schema.Tenant{APIVersion: schema.APIVersion, Kind: schema.KindTenant,
+		Metadata: schema.ObjectMeta{Name: "bench"}, Spec: schema.TenantSpec{KubernetesVersion: "1.34.1", TalosVersion: "1.12.6"}}
+	if err := store.Update(func(tx *backend.Tx) error { _, err := tx.PutObject(schema.KindTenant, "bench", tenant); return err }); err != nil {
 		b.Fatal(err)
 	}
 	baseline := procMiB(b, "VmRSS")
@@ -243,11 +243,10 @@ func write(b *testing.B, store *backend.Store, rate int, duration time.Duration)
 		}
 		sent := time.Now()
 		m.Metadata.Annotations = map[string]string{sentAnnotation: strconv.FormatInt(sent.UnixNano(), 10)}
-		obj, err := json.Marshal(m)
-		if err != nil {
-			b.Fatal(err)
+		err := store.Update(func(tx *backend.Tx) error { _, err := tx.PutObject(schema.KindMachine, id, m); return err })
+		if err == nil {
+			last, err = strconv.ParseUint(m.Metadata.ResourceVersion, 10, 64)
 		}
-		err = store.Update(func(tx *backend.Tx) (err error) { last, err = tx.Put(schema.KindMachine, id, obj); return err })
 		if err != nil {
 			b.Fatal(err)
 		}

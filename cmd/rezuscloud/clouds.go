@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 	"github.com/rezuscloud/rezuscloud/internal/sim/openstack"
 )
 
@@ -166,29 +167,9 @@ func startSimOpenStack(dir, addresses string) (*openstack.Cloud, string, error) 
 		return nil, "", err
 	}
 	file := filepath.Join(dir, "clouds.yaml")
-	if err := writePrivate(file, sim.CloudsYAML(SimCloudName)); err != nil {
+	if err := atomicfile.Write(file, sim.CloudsYAML(SimCloudName), 0o600); err != nil {
 		sim.Close()
 		return nil, "", err
 	}
 	return sim, file, nil
-}
-
-// writePrivate writes b to path with mode 0600, through a rename.
-func writePrivate(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o600)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	return err
 }

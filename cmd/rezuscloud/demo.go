@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -308,15 +307,12 @@ func waitForCommit(ctx context.Context, store *backend.Store, sha string) (*sche
 		var c schema.Commit
 		found := false
 		err := store.View(func(tx *backend.Tx) error {
-			res, err := tx.Get(schema.KindCommit, sha)
+			err := tx.GetObject(schema.KindCommit, schema.CommitName(sha), &c)
 			if errors.Is(err, backend.ErrNotFound) {
 				return nil
 			}
-			if err != nil {
-				return err
-			}
-			found = true
-			return json.Unmarshal(res.Object, &c)
+			found = err == nil
+			return err
 		})
 		if err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/backend/webhook"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
@@ -134,9 +135,10 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	// Before any run: what runs of an earlier process left (their locks,
 	// var files and plans) goes.
 	rec.Recover()
-	srv.SetStatus(backend.StatusFunc(func() any {
-		return map[string]any{"source": src.Status(), "reconciler": rec.Status()}
-	}))
+	srv.SetStatus(func(st *api.Status) {
+		source, reconciler := api.SourceStatus(src.Status()), rec.Status()
+		st.Source, st.Reconciler = &source, &reconciler
+	})
 	srv.AddReadyCheck("source", func(context.Context) error { return src.Status().Ready() })
 	m.GaugeFunc("rezuscloud_queue_depth", "Tenant runs waiting for a worker.", func() float64 { return float64(rec.Queue().Depth()) })
 	m.GaugeFunc("rezuscloud_queue_running", "Tenant runs in progress.", func() float64 { return float64(rec.Queue().Running()) })

@@ -110,7 +110,6 @@ func runDiff(cmd *cobra.Command, dir string, f *diffFlags) error {
 	}
 	ctx := cmd.Context()
 	res := &diffResult{Revision: tree.revision}
-	byTenant := map[string]*tenantDiff{}
 	local := map[string]*schema.TenantDesired{}
 	for _, td := range desired.Tenants {
 		local[td.Tenant.Metadata.Name] = td
@@ -158,7 +157,6 @@ func runDiff(cmd *cobra.Command, dir string, f *diffFlags) error {
 		if td.Changes == nil {
 			td.Changes = []modeldiff.ObjectChange{}
 		}
-		byTenant[name] = td
 		res.Tenants = append(res.Tenants, *td)
 	}
 	if f.rendered {

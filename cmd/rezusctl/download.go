@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 	"github.com/rezuscloud/rezuscloud/internal/client"
 )
 
@@ -110,5 +111,5 @@ func writeSecretFile(path string, b []byte, force bool) error {
 	if _, err := os.Stat(dir); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, b, 0o600)
+	return atomicfile.Write(path, b, 0o600)
 }

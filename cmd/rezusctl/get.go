@@ -362,7 +362,7 @@ func commitMatches(raw json.RawMessage, name string) bool {
 	if err != nil {
 		return false
 	}
-	key := strings.ReplaceAll(name, ":", "-")
+	key := schema.CommitName(name)
 	return strings.HasPrefix(c.Metadata.Name, key) || strings.HasPrefix(c.Metadata.Name, "sha256-"+key) || strings.HasPrefix(c.Spec.SHA, name)
 }
 

@@ -129,16 +129,6 @@ func typeNames() string {
 // singular is the lower-case kind, as `-o name` prints it.
 func (rt *resourceType) singular() string { return strings.ToLower(rt.kind) }
 
-// words are the names of a kind in error messages.
-var kindWords = map[string]string{
-	schema.KindTenant:      "tenant",
-	schema.KindNodeGroup:   "node group",
-	schema.KindConfigPatch: "config patch",
-	schema.KindMachine:     "machine",
-	schema.KindProvider:    "provider",
-	schema.KindCommit:      "commit",
-}
-
 // header is the part of every object that the commands need besides the
 // kind-specific columns.
 type header struct {

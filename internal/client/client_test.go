@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,16 +75,12 @@ func startServer(t *testing.T, cfg backend.Config, tokens bool) *server {
 
 // put stores objects as the reconciler does: each under its kind and
 // store key (TENANT/NAME for node groups and patches).
-func (s *server) put(t *testing.T, objs ...any) {
+func (s *server) put(t *testing.T, objs ...schema.Object) {
 	t.Helper()
 	err := s.Store().Update(func(tx *backend.Tx) error {
 		for _, o := range objs {
 			kind, key := storeKey(o)
-			b, err := json.Marshal(o)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Put(kind, key, b); err != nil {
+			if _, err := tx.PutObject(kind, key, o); err != nil {
 				return err
 			}
 		}
@@ -96,7 +91,7 @@ func (s *server) put(t *testing.T, objs ...any) {
 	}
 }
 
-func storeKey(o any) (string, string) {
+func storeKey(o schema.Object) (string, string) {
 	switch v := o.(type) {
 	case *schema.Tenant:
 		return schema.KindTenant, v.Metadata.Name
@@ -105,7 +100,7 @@ func storeKey(o any) (string, string) {
 	case *schema.Machine:
 		return schema.KindMachine, v.Metadata.Name
 	case *schema.Commit:
-		return schema.KindCommit, strings.ReplaceAll(v.Spec.SHA, ":", "-")
+		return schema.KindCommit, schema.CommitName(v.Spec.SHA)
 	}
 	panic(fmt.Sprintf("storeKey: %T", o))
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
-	"time"
 
+	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -159,53 +159,11 @@ func (c *Client) ServerVersion(ctx context.Context) (*Version, error) {
 	return getOf[Version](ctx, c, VersionPath)
 }
 
-// Status is the body of /api/v1/status. Source and Reconciler are absent
-// on a server that reconciles nothing. Raw keeps the whole body, members
-// this client does not know included.
+// Status is the body of /api/v1/status (see api.Status). Raw keeps the
+// whole body, members this client does not know included.
 type Status struct {
-	Server     ServerStatus      `json:"server"`
-	Counts     ResourceCounts    `json:"counts"`
-	Source     *SourceStatus     `json:"source,omitempty"`
-	Reconciler *ReconcilerStatus `json:"reconciler,omitempty"`
-	Raw        json.RawMessage   `json:"-"`
-}
-
-// ServerStatus is the server's own part of the status.
-type ServerStatus struct {
-	Version         string    `json:"version"`
-	StartedAt       time.Time `json:"startedAt"`
-	Uptime          string    `json:"uptime"`
-	UptimeSeconds   int64     `json:"uptimeSeconds"`
-	ResourceVersion string    `json:"resourceVersion"`
-}
-
-// ResourceCounts counts the resources the server holds.
-type ResourceCounts struct {
-	Tenants       int `json:"tenants"`
-	NodeGroups    int `json:"nodeGroups"`
-	ConfigPatches int `json:"configPatches"`
-	Machines      int `json:"machines"`
-	Commits       int `json:"commits"`
-}
-
-// SourceStatus is what the server's source (a git repository or a
-// directory) last observed.
-type SourceStatus struct {
-	URL         string    `json:"url"`
-	Ref         string    `json:"ref"`
-	Revision    string    `json:"revision"`
-	LastFetch   time.Time `json:"lastFetch"`
-	LastSuccess time.Time `json:"lastSuccess"`
-	LastError   string    `json:"lastError"`
-	Failures    int       `json:"failures"`
-	Errors      int       `json:"errors"`
-}
-
-// ReconcilerStatus is the reconciler's part of the status.
-type ReconcilerStatus struct {
-	LastCommit        string `json:"lastCommit"`
-	LastAppliedCommit string `json:"lastAppliedCommit"`
-	TofuRuns          int64  `json:"tofuRuns"`
+	api.Status
+	Raw json.RawMessage `json:"-"`
 }
 
 // Status asks the server for its status.

@@ -4,12 +4,13 @@
 // them to simulate boot stages.
 //
 // Layout: one file per machine, <dir>/<id>.json (mode 0600, dir 0700), each
-// written atomically through a temporary file and a rename, so a reader never
-// sees half a record. Writers serialise on <dir>/.lock, which also makes
+// written atomically (package atomicfile), so a reader never sees half a
+// record. Writers serialise on <dir>/.lock, which also makes
 // address allocation safe across provider processes sharing a directory.
 // Readers need no lock.
 //
 // A record never holds a machine's user data, only its SHA-256. Addresses
 // come from the documentation ranges (RFC 5737) and nothing ever dials them.
-// This package must not import anything else of the project.
+// This package must not import anything else of the project but
+// internal/atomicfile.
 package sim

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 )
 
 // ErrNotFound is returned, wrapped, by Get and SetShape when no file holds
@@ -203,8 +205,7 @@ func (s *Store) Delete(id string) error {
 	return nil
 }
 
-// write stores r atomically: a temporary file in the same directory, synced,
-// then renamed over the record's path.
+// write stores r atomically (see package atomicfile).
 func (s *Store) write(r *Record) error {
 	if err := r.Check(); err != nil {
 		return fmt.Errorf("write machine %s: %w", r.ID, err)
@@ -213,33 +214,8 @@ func (s *Store) write(r *Record) error {
 	if err != nil {
 		return fmt.Errorf("write machine %s: %w", r.ID, err)
 	}
-	f, err := os.CreateTemp(s.dir, ".tmp-"+r.ID+"-*")
-	if err != nil {
+	if err := atomicfile.Write(s.Path(r.ID), b, 0o600); err != nil {
 		return fmt.Errorf("write machine %s: %w", r.ID, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op once renamed
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("write machine %s: %w", r.ID, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("write machine %s: %w", r.ID, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write machine %s: %w", r.ID, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write machine %s: %w", r.ID, err)
-	}
-	if err := os.Rename(tmp, s.Path(r.ID)); err != nil {
-		return fmt.Errorf("write machine %s: %w", r.ID, err)
-	}
-	if d, err := os.Open(s.dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -3,8 +3,9 @@
 // the mirror holds (such as the OpenStack provider `make build` installs),
 // come from a filesystem mirror and never from the network; every other
 // provider installs from its registry as usual. The update checkpoint is
-// off, and an optional shared plugin cache is set. It must not import anything else of
-// the project and holds no credentials.
+// off, and an optional shared plugin cache is set. It must not import
+// anything else of the project but internal/atomicfile, and holds no
+// credentials.
 package tfcli
 
 import (
@@ -14,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 )
 
 // MirrorInclude is the provider address pattern served from the mirror.
@@ -37,25 +40,8 @@ func WriteCLIConfig(path string, c CLIConfig) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tfrc-*")
-	if err != nil {
-		return fmt.Errorf("write tofu CLI config: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op once renamed
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o600)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("write tofu CLI config %s: %w", path, err)
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
+		return fmt.Errorf("tofu CLI config: %w", err)
 	}
 	return nil
 }

@@ -139,14 +139,16 @@ func TestTokenNeverShows(t *testing.T) {
 	log.Info("token alone", slog.Any("t", opts.Token))
 	text := slog.New(slog.NewTextHandler(&logs, nil))
 	text.Info("config", "token", opts.Token)
+	//lint:ignore SA1026 what encoding/json shows of the options is what this checks
 	js, err := json.Marshal(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for what, out := range map[string]string{
-		"%v":   fmt.Sprintf("%v", opts),
-		"%+v":  fmt.Sprintf("%+v", opts),
-		"%#v":  fmt.Sprintf("%#v", opts),
+		"%v":  fmt.Sprintf("%v", opts),
+		"%+v": fmt.Sprintf("%+v", opts),
+		"%#v": fmt.Sprintf("%#v", opts),
+		//lint:ignore S1025 what %s shows of the token is what this checks
 		"%s":   fmt.Sprintf("%s", opts.Token),
 		"slog": logs.String(),
 		"json": string(js),
