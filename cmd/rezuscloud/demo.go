@@ -121,8 +121,9 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 		maxDeletions: 1, workers: 2, shutdownTimeout: 30 * time.Second,
 		stateMaxBytes: backend.DefaultMaxStateBytes, stateHistory: backend.DefaultStateHistory,
 		staleLockAge: backend.DefaultStaleLockAge,
+		bodyTimeout:  backend.DefaultBodyTimeout, idleTimeout: backend.DefaultIdleTimeout,
 	}
-	where := "sim machines in " + filepath.Join(sf.data, "sim")
+	where := "sim machines in " + defaultSimDir(sf.data)
 	if f.cloud == "openstack" {
 		sf.clouds.simOpenStack = filepath.Join(data, "openstack")
 		sf.clouds.simAddresses = "127.2.0.0/16"
