@@ -7,7 +7,8 @@
 // written atomically (package atomicfile), so a reader never sees half a
 // record. Writers serialise on <dir>/.lock, which also makes
 // address allocation safe across provider processes sharing a directory.
-// Readers need no lock.
+// Readers need no lock. <dir>/fail-next (FaultsFile), when present,
+// makes the next machine changes fail, for tests.
 //
 // A record never holds a machine's user data, only its SHA-256. Addresses
 // come from the documentation ranges (RFC 5737) and nothing ever dials them.
