@@ -7,6 +7,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -85,7 +86,8 @@ func (r *Reconciler) observeSim(dir string) error {
 	return listErr
 }
 
-// observeTx applies the observations to the machines, tenants and node
+// observeTx applies the observations to the machines, and the statuses
+// that follow from them (see package status) to the tenants and node
 // groups in tx, and reports whether anything changed; it writes only with
 // write set.
 func (r *Reconciler) observeTx(tx *backend.Tx, byID map[string]sim.Record, complete bool, now time.Time, write bool) (bool, error) {
@@ -102,51 +104,30 @@ func (r *Reconciler) observeTx(tx *backend.Tx, byID map[string]sim.Record, compl
 	if err != nil {
 		return false, err
 	}
-	type counts struct{ ready, cp, cpReady int }
-	perTenant := map[string]*counts{}
-	perGroup := map[string]int{}
+	machines := map[string][]*schema.Machine{}
+	// api says, for tenants with simulated control planes, whether the
+	// simulation has one of them booted: then its Kubernetes API answers.
+	api := map[string]bool{}
 	for _, res := range list {
-		var m schema.Machine
-		if err := json.Unmarshal(res.Object, &m); err != nil {
+		m := new(schema.Machine)
+		if err := json.Unmarshal(res.Object, m); err != nil {
 			return false, err
 		}
+		tenant := schema.TenantOf(schema.KindMachine, &m.Metadata)
+		machines[tenant] = append(machines[tenant], m)
 		if m.Spec.ProviderClass != schema.ProviderSim {
 			continue
 		}
-		status := m.Status
-		if rec, ok := byID[m.Metadata.Name]; ok {
-			status.Stage = simStage(now.Sub(rec.CreatedAt))
-			status.Ready = status.Stage == schema.StageReady
-			status.Message = ""
-			if status.Ready {
-				status.Addresses = []string{rec.Address}
-			}
-		} else if complete {
-			status.Stage, status.Ready = schema.StageOff, false
-			status.Message = "the machine is gone from the simulated cloud; the next apply of its tenant creates it again"
-		}
-		tenant := schema.TenantOf(schema.KindMachine, &m.Metadata)
-		c := perTenant[tenant]
-		if c == nil {
-			c = &counts{}
-			perTenant[tenant] = c
-		}
-		if status.Ready {
-			c.ready++
-			perGroup[scopedKey(tenant, m.Metadata.Labels[schema.LabelNodeGroup])]++
-		}
+		ms := observed(m.Status, byID, m.Metadata.Name, complete, now)
 		if m.Spec.Role == schema.RoleControlPlane {
-			c.cp++
-			if status.Ready {
-				c.cpReady++
-			}
+			api[tenant] = api[tenant] || ms.Ready
 		}
-		if statusEqual(status, m.Status) {
+		if statusEqual(ms, m.Status) {
 			continue
 		}
-		status.LastSeen = now
-		m.Status = status
-		if err := put(schema.KindMachine, res.Name, &m); err != nil {
+		ms.LastSeen = now
+		m.Status = ms
+		if err := put(schema.KindMachine, res.Name, m); err != nil {
 			return false, err
 		}
 	}
@@ -159,40 +140,51 @@ func (r *Reconciler) observeTx(tx *backend.Tx, byID map[string]sim.Record, compl
 		if err := json.Unmarshal(res.Object, &t); err != nil {
 			return false, err
 		}
-		c := perTenant[t.Metadata.Name]
-		if c == nil {
-			c = &counts{}
-		}
-		s := t.Status
-		s.Machines.Ready, s.Machines.ControlPlaneReady = c.ready, c.cpReady
-		s.Ready = s.Machines.Desired > 0 && c.ready == s.Machines.Desired
-		s.ControlPlaneReady = c.cp > 0 && c.cpReady == c.cp
-		s.APIReady = s.ControlPlaneReady
-		if s == t.Status {
-			continue
-		}
-		t.Status = s
-		if err := put(schema.KindTenant, res.Name, &t); err != nil {
+		name := t.Metadata.Name
+		ngs, _, err := storedParts(tx, name)
+		if err != nil {
 			return false, err
 		}
-	}
-	groups, err := tx.List(schema.KindNodeGroup)
-	if err != nil {
-		return false, err
-	}
-	for _, res := range groups {
-		var ng schema.NodeGroup
-		if err := json.Unmarshal(res.Object, &ng); err != nil {
-			return false, err
+		answers, simulated := api[name]
+		if !simulated {
+			answers = t.Status.APIReady // nothing here observes its API
 		}
-		if ready := perGroup[res.Name]; ready != ng.Status.Machines.Ready {
-			ng.Status.Machines.Ready = ready
-			if err := put(schema.KindNodeGroup, res.Name, &ng); err != nil {
+		st := status.Compute(status.Tenant{Status: t.Status, Generation: t.Metadata.Generation, NodeGroups: ngs,
+			Machines: machines[name], APIAnswers: answers}, now)
+		if string(mustJSON(st.Tenant)) != string(mustJSON(t.Status)) {
+			t.Status = st.Tenant
+			if err := put(schema.KindTenant, res.Name, &t); err != nil {
 				return false, err
+			}
+		}
+		for _, ng := range ngs {
+			if gs := st.NodeGroups[ng.Metadata.Name]; string(mustJSON(gs)) != string(mustJSON(ng.Status)) {
+				ng.Status = gs
+				if err := put(schema.KindNodeGroup, scopedKey(name, ng.Metadata.Name), ng); err != nil {
+					return false, err
+				}
 			}
 		}
 	}
 	return changed, nil
+}
+
+// observed is the status of simulated machine id given the simulated
+// cloud's records: its boot stage by its age, or off when its record is
+// gone (and the records read are complete).
+func observed(status schema.MachineStatus, byID map[string]sim.Record, id string, complete bool, now time.Time) schema.MachineStatus {
+	if rec, ok := byID[id]; ok {
+		status.Stage = simStage(now.Sub(rec.CreatedAt))
+		status.Ready = status.Stage == schema.StageReady
+		status.Message = ""
+		if status.Ready {
+			status.Addresses = []string{rec.Address}
+		}
+	} else if complete {
+		status.Stage, status.Ready = schema.StageOff, false
+		status.Message = "the machine is gone from the simulated cloud; the next apply of its tenant creates it again"
+	}
+	return status
 }
 
 // statusEqual compares the observed facts, not when they were seen.

@@ -29,6 +29,12 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigWith(t, func(*Options) {})
+}
+
+// newRigWith is newRig with options of the test's own.
+func newRigWith(t *testing.T, set func(*Options)) *rig {
+	t.Helper()
 	dir := t.TempDir()
 	srv, err := backend.NewServer(backend.Config{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0"})
 	if err != nil {
@@ -51,10 +57,13 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := New(srv.Store(), runner, render.Builtin(), Options{DataDir: filepath.Join(dir, "data"), StateURL: srv.URL()})
+	opts := Options{DataDir: filepath.Join(dir, "data"), StateURL: srv.URL()}
+	set(&opts)
+	rec, err := New(srv.Store(), runner, render.Builtin(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(rec.Close)
 	return &rig{t: t, srv: srv, rec: rec, simDir: simDir}
 }
 

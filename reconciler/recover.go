@@ -14,25 +14,42 @@ import (
 
 // Recover clears what a server process that died (SIGKILL, power loss)
 // left in the data dir, so that nothing secret stays there and its
-// tenants can run again. Call it once at startup, before Run:
+// tenants can run again. Call it once at startup, before Run. It runs
+// startupSteps:
 //
-//   - the var files and plans of interrupted runs are removed, in work
-//     directories and preview workspaces, and upload previews go whole;
-//   - the state locks that runs of the dead process still hold (their
-//     holder is Options.LockHolder of the tenant) are released, with a log
-//     line and an audit record.
+//   - RemoveUploadPreviews: the workspaces of upload previews go whole;
+//   - RemoveLeftovers: the var files and plans of interrupted runs are
+//     removed, in work directories and preview workspaces;
+//   - ReleaseOwnLocks: the state locks that runs of the dead process still
+//     hold (their holder is Options.LockHolder of the tenant) are
+//     released, with a log line and an audit record.
 //
 // A tofu apply that the dead process started may still run, since it
 // outlives the server to save what it created (see Runner.Apply). Its
 // work directory and its lock are left alone until it ends: the tenant's
-// next run waits for it (settle).
+// next run waits for it (settle), and pushes what it saved
+// (PushErroredState).
 func (r *Reconciler) Recover() {
+	if step, err := runSteps(context.Background(), r, startupSteps); err != nil {
+		r.log.Error("recover at startup", "step", step, "err", err)
+	}
+}
+
+// removeUploadPreviews removes the workspaces of upload previews, which
+// live only while their request does.
+func (r *Reconciler) removeUploadPreviews(context.Context) (stepResult, error) {
 	uploads, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "previews", "upload-*"))
 	for _, dir := range uploads {
 		if err := os.RemoveAll(dir); err != nil {
 			r.log.Warn("remove preview workspace", "dir", dir, "err", err)
 		}
 	}
+	return stepNext, nil
+}
+
+// removeLeftovers removes the var files and plans that interrupted runs
+// left in work directories and preview workspaces where no tofu runs.
+func (r *Reconciler) removeLeftovers(context.Context) (stepResult, error) {
 	dirs, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "work", "*"))
 	refs, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "previews", "ref-*", "*"))
 	for _, dir := range append(dirs, refs...) {
@@ -43,16 +60,21 @@ func (r *Reconciler) Recover() {
 			r.log.Warn("remove what an interrupted run left", "dir", dir, "err", err)
 		}
 	}
+	return stepNext, nil
+}
+
+// releaseOwnLocks releases the state locks that runs of a dead server
+// process hold, unless their tofu still runs.
+func (r *Reconciler) releaseOwnLocks(context.Context) (stepResult, error) {
 	if r.opts.LockHolder == nil {
-		return
+		return stepNext, nil
 	}
 	var locks []backend.HeldLock
 	if err := r.store.View(func(tx *backend.Tx) (err error) {
 		locks, err = tx.Locks()
 		return err
 	}); err != nil {
-		r.log.Error("list state locks", "err", err)
-		return
+		return stepNext, fmt.Errorf("list state locks: %w", err)
 	}
 	for _, l := range locks {
 		if l.Token != r.opts.LockHolder(l.State) {
@@ -68,6 +90,7 @@ func (r *Reconciler) Recover() {
 			r.log.Error("release state lock", "state", l.State, "err", err)
 		}
 	}
+	return stepNext, nil
 }
 
 // settle readies a tenant's work directory for a run: it waits until no

@@ -351,8 +351,7 @@ func (s *session) show(ctx context.Context) (*tfjson.State, error) {
 }
 
 // Apply brings the work directory's configuration into effect: init when
-// needed, push the state an interrupted apply left in errored.tfstate,
-// plan with vars (the .tfvars.json of the sensitive variables, on disk
+// needed, plan with vars (the .tfvars.json of the sensitive variables, on disk
 // only while tofu plans), apply that plan when it changes anything, and
 // show the resulting state for projection.
 func (r *Runner) Apply(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
@@ -381,9 +380,6 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, c
 	if err := s.init(ctx, initInputs); err != nil {
 		return res, err
 	}
-	if err := s.pushErrored(ctx); err != nil {
-		return res, err
-	}
 	if res.Plan, err = s.planApply(ctx, vars, destroy, force); err != nil {
 		return res, err
 	}
@@ -391,6 +387,25 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, c
 		return res, err
 	}
 	return res, nil
+}
+
+// PushErrored pushes the state that an interrupted apply saved in the
+// work directory's errored.tfstate back to the state backend, and removes
+// the file (see pushErrored); note says what it did, for the run's
+// output. Without the file it does nothing. Run it before Apply or
+// Destroy, which would otherwise plan against a state that lacks what the
+// interrupted apply created.
+func (r *Runner) PushErrored(ctx context.Context, dir string, creds Creds) (note string, err error) {
+	if _, err := os.Stat(filepath.Join(dir, erroredState)); errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	s, err := r.open(ctx, dir, creds)
+	if err != nil {
+		return "", err
+	}
+	defer s.close()
+	err = s.pushErrored(ctx)
+	return s.out.String(), err
 }
 
 // PlanResult is a plan that was only planned.
