@@ -93,6 +93,7 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 		maxDeletions: 1, workers: 2, shutdownTimeout: 30 * time.Second,
 		stateMaxBytes: backend.DefaultMaxStateBytes, stateHistory: backend.DefaultStateHistory,
 		staleLockAge: backend.DefaultStaleLockAge,
+		bodyTimeout:  backend.DefaultBodyTimeout, idleTimeout: backend.DefaultIdleTimeout,
 	}
 	cfg, err := serverConfig(sf, log)
 	if err != nil {
@@ -111,7 +112,7 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 		srv.Close()
 		return err
 	}
-	step(3, "server listening on %s (sim machines in %s)", srv.URL(), filepath.Join(sf.data, "sim"))
+	step(3, "server listening on %s (sim machines in %s)", srv.URL(), defaultSimDir(sf.data))
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
