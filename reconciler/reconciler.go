@@ -21,6 +21,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -107,7 +108,7 @@ type Options struct {
 // Reconciler turns snapshots of the repository into applied state.
 type Reconciler struct {
 	store   *backend.Store
-	runner  *Runner
+	runner  *tofu.Runner
 	modules render.Modules
 	opts    Options
 	log     *slog.Logger
@@ -127,7 +128,7 @@ type Reconciler struct {
 
 // New returns a Reconciler. It records the built-in provider modules as
 // Provider resources.
-func New(store *backend.Store, runner *Runner, modules render.Modules, opts Options) (*Reconciler, error) {
+func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts Options) (*Reconciler, error) {
 	if opts.DataDir == "" || opts.StateURL == "" {
 		return nil, errors.New("reconciler: DataDir and StateURL are required")
 	}
@@ -193,7 +194,7 @@ func (r *Reconciler) LastObserved() string {
 
 // Runner returns the tofu runner, whose counter tells how many tofu
 // processes ran.
-func (r *Reconciler) Runner() *Runner { return r.runner }
+func (r *Reconciler) Runner() *tofu.Runner { return r.runner }
 
 // Status reports the reconciler's part of /api/v1/status: the last
 // commits seen and applied, and the tofu run count.
@@ -300,8 +301,8 @@ func (r *Reconciler) workDir(tenant string) (string, error) {
 	return dir, nil
 }
 
-func (r *Reconciler) creds(tenant string) (Creds, func()) {
-	c := Creds{Address: strings.TrimRight(r.opts.StateURL, "/") + "/tfstate/" + tenant}
+func (r *Reconciler) creds(tenant string) (tofu.Creds, func()) {
+	c := tofu.Creds{Address: strings.TrimRight(r.opts.StateURL, "/") + "/tfstate/" + tenant}
 	if r.opts.Credentials == nil {
 		return c, func() {}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -56,7 +57,7 @@ func newRigWith(t *testing.T, set func(*Options)) *rig {
 		t.Fatal(err)
 	}
 	simDir := filepath.Join(dir, "sim")
-	runner, err := NewRunner(TofuOptions{Binary: testenv.Tofu(t), CLIConfigFile: cli, Env: map[string]string{"REZUSSIM_DIR": simDir}})
+	runner, err := tofu.NewRunner(tofu.Options{Binary: testenv.Tofu(t), CLIConfigFile: cli, Env: map[string]string{"REZUSSIM_DIR": simDir}})
 	if err != nil {
 		t.Fatal(err)
 	}

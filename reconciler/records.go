@@ -14,6 +14,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -413,7 +414,7 @@ func (r *Reconciler) markDeleting(name string, gen int64) error {
 // removeTenant runs after a successful destroy: the machines go and their
 // finalizer clears, the current state goes (its history stays) and the
 // secrets finalizer clears, then the tenant's records go.
-func (r *Reconciler) removeTenant(ctx context.Context, name string, creds Creds) error {
+func (r *Reconciler) removeTenant(ctx context.Context, name string, creds tofu.Creds) error {
 	err := r.store.Update(func(tx *backend.Tx) error {
 		if err := deleteTenantObjects(tx, name, schema.KindMachine, nil); err != nil {
 			return err
@@ -456,7 +457,7 @@ func (r *Reconciler) removeTenant(ctx context.Context, name string, creds Creds)
 
 // deleteState removes a tenant's current state through the state backend,
 // the way an operator would. The backend keeps its history.
-func deleteState(ctx context.Context, creds Creds) error {
+func deleteState(ctx context.Context, creds tofu.Creds) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, creds.Address, nil)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 )
 
@@ -53,10 +54,10 @@ func (r *Reconciler) removeLeftovers(context.Context) (stepResult, error) {
 	dirs, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "work", "*"))
 	refs, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "previews", "ref-*", "*"))
 	for _, dir := range append(dirs, refs...) {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || applyRunning(dir) {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || tofu.ApplyRunning(dir) {
 			continue
 		}
-		if err := removeLeftovers(dir); err != nil {
+		if err := tofu.RemoveLeftovers(dir); err != nil {
 			r.log.Warn("remove what an interrupted run left", "dir", dir, "err", err)
 		}
 	}
@@ -81,7 +82,7 @@ func (r *Reconciler) releaseOwnLocks(context.Context) (stepResult, error) {
 			continue
 		}
 		dir := filepath.Join(r.opts.DataDir, "work", l.State)
-		if applyRunning(dir) {
+		if tofu.ApplyRunning(dir) {
 			r.log.Warn("a tofu apply of an earlier server process still runs; its lock is released when it ends",
 				"state", l.State, "lock", l.ID, "holder", l.Token, "dir", dir)
 			continue
@@ -99,7 +100,7 @@ func (r *Reconciler) releaseOwnLocks(context.Context) (stepResult, error) {
 // holds. The queue runs a tenant's runs one at a time and previews never
 // lock, so at this point such a lock belongs to a run that is over.
 func (r *Reconciler) settle(ctx context.Context, tenant, dir string) error {
-	if applyRunning(dir) {
+	if tofu.ApplyRunning(dir) {
 		r.log.Warn("waiting for a tofu apply of an earlier server process to finish", "tenant", tenant, "dir", dir)
 	}
 	if err := r.runner.WaitIdle(ctx, dir); err != nil {
@@ -154,11 +155,8 @@ func (r *Reconciler) releaseStaleLock(tenant string) error {
 // still held by the reconciler's run. Such a tenant runs tofu even when
 // its manifests did not change.
 func (r *Reconciler) needsRecovery(tenant string) bool {
-	dir := filepath.Join(r.opts.DataDir, "work", tenant)
-	for _, name := range []string{runOutput, erroredState} {
-		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
-			return true
-		}
+	if tofu.Interrupted(filepath.Join(r.opts.DataDir, "work", tenant)) {
+		return true
 	}
 	if r.opts.LockHolder == nil {
 		return false

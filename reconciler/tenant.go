@@ -7,6 +7,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -66,7 +67,7 @@ type tenantRun struct {
 	again      bool            // tofu runs even if nothing changed
 
 	dir    string
-	creds  Creds
+	creds  tofu.Creds
 	revoke func()
 	bundle []byte
 	fresh  bool // the secrets bundle was made for this run
@@ -74,7 +75,7 @@ type tenantRun struct {
 	vars   []byte
 	notes  string // what the run says before tofu's output
 
-	out      *Result
+	out      *tofu.Result
 	machines []*schema.Machine
 }
 
@@ -239,7 +240,7 @@ func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
 }
 
 // output keeps the plan and the output tail of a tofu run in the result.
-func (t *tenantRun) output(out *Result) {
+func (t *tenantRun) output(out *tofu.Result) {
 	if out != nil {
 		t.res.Plan = out.Plan
 		t.res.OutputTail = t.notes + out.Output

@@ -22,6 +22,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -147,12 +148,12 @@ func fleetRig(b *testing.B) *rig {
 	return shared
 }
 
-func newRig(tofu, mirror string) (*rig, error) {
+func newRig(tofuBin, mirror string) (*rig, error) {
 	dir, err := os.MkdirTemp("", "rezuscloud-bench-")
 	if err != nil {
 		return nil, err
 	}
-	r := &rig{dir: dir, tofu: tofu, cli: filepath.Join(dir, "tofu.rc"), simDir: filepath.Join(dir, "sim"), stop: func() {}}
+	r := &rig{dir: dir, tofu: tofuBin, cli: filepath.Join(dir, "tofu.rc"), simDir: filepath.Join(dir, "sim"), stop: func() {}}
 	fail := func(err error) (*rig, error) {
 		r.close()
 		return nil, err
@@ -180,8 +181,8 @@ func newRig(tofu, mirror string) (*rig, error) {
 		return fail(err)
 	}
 	r.metrics = metrics.New()
-	runner, err := reconciler.NewRunner(reconciler.TofuOptions{
-		Binary: tofu, CLIConfigFile: r.cli, Env: map[string]string{"REZUSSIM_DIR": r.simDir}, Metrics: r.metrics,
+	runner, err := tofu.NewRunner(tofu.Options{
+		Binary: tofuBin, CLIConfigFile: r.cli, Env: map[string]string{"REZUSSIM_DIR": r.simDir}, Metrics: r.metrics,
 	})
 	if err != nil {
 		return fail(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/sources"
 )
@@ -35,7 +36,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	if src == nil {
 		return noop, nil
 	}
-	tofu, err := findTofu(f.tofu)
+	tofuBin, err := findTofu(f.tofu)
 	if err != nil {
 		return noop, err
 	}
@@ -88,8 +89,8 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	}
 	m := metrics.New()
 	srv.Handle("GET /metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
-	runner, err := reconciler.NewRunner(reconciler.TofuOptions{
-		Binary:        tofu,
+	runner, err := tofu.NewRunner(tofu.Options{
+		Binary:        tofuBin,
 		CLIConfigFile: cli,
 		Env:           env,
 		Metrics:       m,
@@ -155,7 +156,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	if err := mountWebhooks(srv, src, previews, origin, f, m, log); err != nil {
 		return noop, err
 	}
-	log.Info("reconciling", "source", origin.Repo, "ref", origin.Ref, "path", origin.Path, "tofu", tofu)
+	log.Info("reconciling", "source", origin.Repo, "ref", origin.Ref, "path", origin.Path, "tofu", tofuBin)
 
 	if g, ok := src.(*sources.Git); ok {
 		if err := g.SetLastObserved(rec.LastObserved()); err != nil {
@@ -235,12 +236,12 @@ func stateEncryption(mode, passphrase string) (string, error) {
 		if passphrase == "" {
 			return "", nil
 		}
-		return reconciler.EncryptionConfig(passphrase, false)
+		return tofu.EncryptionConfig(passphrase, false)
 	case "migrate":
 		if passphrase == "" {
 			return "", errors.New("--state-encryption=migrate needs REZUSCLOUD_STATE_PASSPHRASE")
 		}
-		return reconciler.EncryptionConfig(passphrase, true)
+		return tofu.EncryptionConfig(passphrase, true)
 	}
 	return "", fmt.Errorf("--state-encryption %q: want auto, migrate or off", mode)
 }
