@@ -17,6 +17,10 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend/api"
 )
 
+// DefaultShutdownTimeout is how long a shutdown waits for requests in
+// flight (Config.ShutdownTimeout).
+const DefaultShutdownTimeout = 30 * time.Second
+
 // Config configures a Server. Zero values select the defaults.
 type Config struct {
 	// DataDir holds the store; see Open. Required.
@@ -33,7 +37,7 @@ type Config struct {
 	StateHistory  int
 	StaleLockAge  time.Duration
 	// ShutdownTimeout bounds how long Run waits for requests in flight
-	// after its context ends. Default 30s.
+	// after its context ends. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// BodyTimeout is how long a request body may take to arrive, from
 	// the start of its request; a slower one gets 408 and its connection
@@ -116,7 +120,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.Listen = "127.0.0.1:8080"
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 30 * time.Second
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
