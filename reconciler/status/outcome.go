@@ -61,6 +61,12 @@ func Stalled(reason, msg string, gen int64) Outcome {
 // Record writes the outcome into st; now is the time of any condition
 // whose status changes.
 func (o Outcome) Record(st *schema.TenantStatus, now time.Time) {
+	if st.Conditions.Get(schema.ConditionReady) == nil {
+		// Ready comes first in the list, as kubectl users expect; Compute
+		// gives it its status.
+		st.Conditions = st.Conditions.Set(schema.Condition{Type: schema.ConditionReady, Status: schema.ConditionUnknown,
+			Reason: schema.ReasonProgressing}, now)
+	}
 	st.Conditions = st.Conditions.Set(schema.Condition{Type: schema.ConditionReconciling, Status: o.reconciling,
 		Reason: o.reason, Message: o.message, ObservedGeneration: o.generation}, now)
 	stalledMsg := ""

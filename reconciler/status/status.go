@@ -15,6 +15,7 @@ package status
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -152,8 +153,10 @@ func groupReady(c schema.MachineCounts) schema.Condition {
 	return cond
 }
 
-// short is a revision as people read it: 12 characters.
+// short is a revision as people read it: 12 characters; a directory's
+// content hash loses its "sha256:" too, as the CLI shows it.
 func short(rev string) string {
+	rev = strings.TrimPrefix(rev, "sha256:")
 	if len(rev) > 12 {
 		return rev[:12]
 	}
