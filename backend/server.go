@@ -72,10 +72,6 @@ type Config struct {
 	// WatchHeartbeat is how often an idle watch gets a heartbeat. Default
 	// DefaultWatchHeartbeat.
 	WatchHeartbeat time.Duration
-
-	// FailStatePost is a test hook passed to StateOptions.FailPost. Leave
-	// it nil.
-	FailStatePost func(name string) bool
 }
 
 // Server is the rezuscloud HTTP server: the state backend, health and
@@ -176,7 +172,6 @@ func NewServer(cfg Config) (*Server, error) {
 			History:      cfg.StateHistory,
 			StaleLockAge: cfg.StaleLockAge,
 			Logger:       log,
-			FailPost:     cfg.FailStatePost,
 		}),
 	}
 	s.mount("GET /healthz", http.HandlerFunc(s.healthz))
