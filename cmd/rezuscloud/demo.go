@@ -52,7 +52,7 @@ Running it again reuses the data dir: the server restarts with nothing to do.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.data, "data", filepath.Join(".data", "demo"), "data `DIR` of the demo; the repository goes into DIR/repo")
-	fs.StringVar(&f.listen, "listen", defaultListen, "loopback `ADDR` to serve on")
+	fs.StringVar(&f.listen, "listen", backend.DefaultListen, "loopback `ADDR` to serve on")
 	fs.StringVar(&f.tofu, "tofu", getenv("TOFU"), "the tofu `BINARY`; default: $TOFU, tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` holding the simulated provider; default: providers/ beside this binary")
 	fs.BoolVar(&f.exitAfterApply, "exit-after-apply", false, "stop once the first commit is reconciled, instead of serving until interrupted")

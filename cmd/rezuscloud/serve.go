@@ -69,9 +69,6 @@ type serveFlags struct {
 	getenv func(string) string
 }
 
-// defaultListen is where serve and demo listen without --listen.
-const defaultListen = "127.0.0.1:8080"
-
 // newServeCmd builds `serve`; run does the serving once the settings are
 // parsed (runServe; tests pass their own).
 func newServeCmd(getenv func(string) string, run func(context.Context, *serveFlags, io.Writer) error) *cobra.Command {
@@ -118,7 +115,7 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.config, configFlag, "", "YAML `FILE` with further settings; keys are flag names")
 	fs.StringVar(&f.data, "data", "data", "data `DIR` (mode 0700) that holds the store")
-	fs.StringVar(&f.listen, "listen", defaultListen, "TCP `ADDR` to serve on")
+	fs.StringVar(&f.listen, "listen", backend.DefaultListen, "TCP `ADDR` to serve on")
 	fs.StringVar(&f.tokensFile, "tokens-file", "", "tokens `FILE`, one 'NAME ROLE SHA256-HEX' line per token; without it only loopback is served and everyone is admin")
 	fs.Int64Var(&f.stateMaxBytes, "state-max-bytes", backend.DefaultMaxStateBytes, "largest TF state a POST may send, in bytes")
 	fs.IntVar(&f.stateHistory, "state-history", backend.DefaultStateHistory, "earlier versions kept per TF state; 0 keeps none")
