@@ -105,6 +105,16 @@ func (p *reconcilerPart) openTofu() error {
 	if d := getenv(simCreateDelay); d != "" {
 		env[simCreateDelay] = d
 	}
+	cl, err := setupClouds(&p.f.clouds, p.dataDir, getenv, p.log)
+	if err != nil {
+		return err
+	}
+	// The simulated OpenStack stops after the reconciler, whose runs
+	// may still talk to it while they finish.
+	p.m.onClose(cl.close)
+	for k, v := range cl.env {
+		env[k] = v
+	}
 	encrypt, err := stateEncryption(p.f.stateEncryption, getenv(envStatePassphrase))
 	if err != nil {
 		return err

@@ -63,6 +63,7 @@ type serveFlags struct {
 
 	reports     reportFlags
 	previewRefs string
+	clouds      cloudFlags
 
 	// getenv reads the environment: the REZUSCLOUD_* settings and the
 	// variables the parts read themselves (credentials, tofu's PATH).
@@ -133,6 +134,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.dir, "dir", "", "local `DIR` of manifests to reconcile instead of --repo, watched for changes")
 	fs.StringVar(&f.tofu, "tofu", "", "the tofu `BINARY` (OpenTofu >= 1.10); default: tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` that holds the simulated provider; default: providers/ beside this binary")
+	addCloudFlags(fs, &f.clouds)
 	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud: its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
 	fs.IntVar(&f.maxDeletions, "max-deletions", reconciler.DefaultMaxDeletions, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
 	fs.IntVar(&f.workers, "workers", reconciler.DefaultWorkers, "tenants that run tofu at the same time")
