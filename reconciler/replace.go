@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -48,7 +49,7 @@ func (e *ReplaceError) Error() string {
 // applied: it may replace control-plane machines only when the commit's
 // trailers allow it. Destroying machines (a lower count, a node group that
 // is gone) is declared in git and needs no trailer.
-func replaceCheck(td *schema.TenantDesired, trailers commitmsg.Trailers) Check {
+func replaceCheck(td *schema.TenantDesired, trailers commitmsg.Trailers) tofu.Check {
 	tenant := td.Tenant.Metadata.Name
 	cp := map[string]bool{}
 	for _, ng := range td.NodeGroups {
@@ -56,7 +57,7 @@ func replaceCheck(td *schema.TenantDesired, trailers commitmsg.Trailers) Check {
 			cp[render.ResourceName(ng.Metadata.Name)] = true
 		}
 	}
-	return func(gone []PlannedChange) error {
+	return func(gone []tofu.PlannedChange) error {
 		var replaced []string
 		for _, c := range gone {
 			if len(c.Actions) == 2 && cp[resourceNameOf(c.Address)] {
@@ -66,7 +67,7 @@ func replaceCheck(td *schema.TenantDesired, trailers commitmsg.Trailers) Check {
 		if len(replaced) == 0 || allowsReplace(trailers, tenant) {
 			return nil
 		}
-		return &ReplaceError{Tenant: tenant, Addresses: replaced}
+		return stall(schema.ReasonReplaceBlocked, &ReplaceError{Tenant: tenant, Addresses: replaced})
 	}
 }
 
