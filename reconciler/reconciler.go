@@ -21,6 +21,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -101,6 +102,14 @@ type Options struct {
 	// Metrics, when set, records each tenant's reconcile and the revision
 	// applied to it.
 	Metrics *metrics.Metrics
+	// Talos, when set, is the Talos plane: it bootstraps each tenant's
+	// etcd and rolls changes through its machines after every run that
+	// applied them (see plane.go).
+	Talos *talos.Plane
+	// NoTalosAPI lists provider classes whose machines have no Talos API
+	// this server reaches (the simulated OpenStack's servers): the plane
+	// leaves them alone.
+	NoTalosAPI []string
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time
 }

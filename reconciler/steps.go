@@ -79,6 +79,8 @@ var applySteps = []step[*tenantRun]{
 	{"Apply", (*tenantRun).apply},
 	{"Project", (*tenantRun).project},
 	{"Finish", (*tenantRun).finish},
+	{"Bootstrap", (*tenantRun).bootstrap},
+	{"Rollout", (*tenantRun).rollout},
 }
 
 // destroySteps remove a tenant that left git (see tenant.go).

@@ -129,6 +129,10 @@ func (t *tenantRun) quickCheck(context.Context) (stepResult, error) {
 	if !t.unchanged() || t.prev.InputHash != t.inHash {
 		return stepNext, nil
 	}
+	// The Talos plane's work needs the rendered configs.
+	if want, err := t.talosWanted(); err != nil || want {
+		return stepNext, retry(schema.ReasonStoreError, err)
+	}
 	return stepDone, t.finishUnchanged("")
 }
 
@@ -177,14 +181,17 @@ func (t *tenantRun) secrets(ctx context.Context) (stepResult, error) {
 
 // render renders the workspace. A render error comes from the manifests,
 // so it stalls. When the workspace is the one applied, the run ends here.
-func (t *tenantRun) render(context.Context) (stepResult, error) {
+func (t *tenantRun) render(ctx context.Context) (stepResult, error) {
 	ws, err := t.r.modules.Render(t.desired, t.bundle)
 	if err != nil {
 		return stepNext, stall(schema.ReasonInvalidManifests, err)
 	}
 	t.ws = ws
 	if !t.fresh && t.unchanged() && t.prev.RenderedHash == ws.Hash {
-		return stepDone, t.finishUnchanged(ws.Hash)
+		if err := t.finishUnchanged(ws.Hash); err != nil {
+			return stepDone, err
+		}
+		return stepDone, t.talosUnchanged(ctx)
 	}
 	return stepNext, nil
 }
@@ -301,6 +308,11 @@ func (t *tenantRun) remove(ctx context.Context) (stepResult, error) {
 	}
 	_ = os.RemoveAll(t.dir)
 	t.r.secrets.put(t.name, nil)
+	if pl := t.r.opts.Talos; pl != nil {
+		if err := pl.Forget(t.name); err != nil {
+			return stepNext, retry(schema.ReasonStoreError, err)
+		}
+	}
 	return stepNext, nil
 }
 

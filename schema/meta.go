@@ -45,6 +45,10 @@ const (
 	// records them.
 	AnnotationPublicAddress = "rezuscloud.io/public-address"
 	AnnotationProviderState = "rezuscloud.io/provider-state"
+	// AnnotationRestartedAt on a Tenant or NodeGroup (an RFC 3339 time)
+	// reboots its machines one at a time, once per distinct value, as
+	// kubectl rollout restart does.
+	AnnotationRestartedAt = "rezuscloud.io/restartedAt"
 
 	RoleControlPlane = "controlplane"
 	RoleWorker       = "worker"

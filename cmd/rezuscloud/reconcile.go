@@ -18,7 +18,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
-	"github.com/rezuscloud/rezuscloud/reconciler/simobserve"
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -45,7 +45,8 @@ type reconcilerPart struct {
 	auth            sources.Auth
 	onCommit        func(*schema.Commit)
 	closeReports    func()
-	observer        *simobserve.Observer
+	plane           *talos.Plane
+	noTalosAPI      []string
 	rec             *reconciler.Reconciler
 	previews        *sources.Previews
 }
@@ -112,6 +113,10 @@ func (p *reconcilerPart) openTofu() error {
 	// The simulated OpenStack stops after the reconciler, whose runs
 	// may still talk to it while they finish.
 	p.m.onClose(cl.close)
+	if cl.sim != nil {
+		// The simulated OpenStack's servers run no Talos API.
+		p.noTalosAPI = append(p.noTalosAPI, schema.ProviderOpenStack)
+	}
 	for k, v := range cl.env {
 		env[k] = v
 	}
@@ -129,15 +134,27 @@ func (p *reconcilerPart) openTofu() error {
 }
 
 // openSimCloud serves the simulated cloud's machines as simulated Talos
-// nodes, and observes their status.
+// nodes, and builds the Talos plane that bootstraps, rolls and observes
+// every tenant's machines through their Talos API.
 func (p *reconcilerPart) openSimCloud() error {
-	nodes, err := talosnode.Open(talosnode.Options{Dir: p.simDir, Logger: p.log.With("component", "simnodes")})
+	tf := p.f.talos
+	timings, err := parseSimTimings(tf.simTimings)
+	if err != nil {
+		return err
+	}
+	nodes, err := talosnode.Open(talosnode.Options{Dir: p.simDir, Timings: timings, Logger: p.log.With("component", "simnodes")})
 	if err != nil {
 		return fmt.Errorf("simulated Talos nodes: %w", err)
 	}
 	p.m.onClose(func() { nodes.Close() })
-	p.observer = simobserve.New(simobserve.Options{Store: p.m.Server.Store(), Dir: p.simDir, Logger: p.log.With("component", "simobserve")})
-	return nil
+	pool := talos.NewPool(talos.PoolOptions{})
+	p.m.onClose(pool.Close)
+	prober := talos.NewProber(pool, talos.ProberOptions{TTL: tf.probeTTL, Concurrency: tf.probeConcurrency, Timeout: tf.probeTimeout})
+	p.plane, err = talos.New(talos.Options{
+		Store: p.m.Server.Store(), Pool: pool, Prober: prober, Installer: tf.installer,
+		Timeout: tf.timeout, Wait: tf.wait, Logger: p.log.With("component", "talos"),
+	})
+	return err
 }
 
 // openReports builds the commit status reporters of --report, and the
@@ -184,6 +201,8 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		},
 		LockHolder: runToken,
 		Audit:      p.audit,
+		Talos:      p.plane,
+		NoTalosAPI: p.noTalosAPI,
 	})
 	if err != nil {
 		return err
@@ -247,7 +266,7 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		p.rec.Run(ctx, snaps)
 		p.closeReports()
 	})
-	goRun(func() { p.observer.Run(ctx) })
+	goRun(func() { p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle}) })
 	if p.previews != nil {
 		ups := make(chan sources.PreviewUpdate)
 		goRun(func() { p.previews.Run(ctx, p.f.pollInterval, ups) })

@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,14 +44,26 @@ func (pl *Plane) Bootstrapped(tenant string) (BootstrapRecord, bool, error) {
 // Bootstrap and that it is done after, so that a crash in between never
 // leads to a second cluster: after a restart only that machine is asked
 // again. It waits up to Options.Wait, then returns a *WaitingError.
+//
+// A tenant whose bootstrapped machine is gone (its control planes were
+// replaced, as a commit with the Rezuscloud-Allow-Replace trailer may)
+// gets a new cluster the same way, once every control plane it has now
+// says that it has none.
 func (pl *Plane) Bootstrap(ctx context.Context, tenant string, bundle []byte, ms []Machine) (BootstrapRecord, error) {
 	var rec BootstrapRecord
-	if _, err := pl.load(KindBootstrap, tenant, &rec); err != nil || rec.Done {
+	if _, err := pl.load(KindBootstrap, tenant, &rec); err != nil {
 		return rec, err
 	}
 	cps := controlPlanes(ms)
 	if len(cps) == 0 {
 		return rec, nil
+	}
+	if rec.Done {
+		if slices.ContainsFunc(cps, func(m Machine) bool { return m.ID == rec.Machine }) {
+			return rec, nil
+		}
+		pl.log.Info("the bootstrapped control plane is gone", "tenant", tenant, "machine", rec.Machine)
+		rec = BootstrapRecord{}
 	}
 	deadline := pl.opts.Now().Add(pl.opts.Wait)
 	for {

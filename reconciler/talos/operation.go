@@ -8,6 +8,8 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // start records the operation a machine needs, then asks the machine for
@@ -59,7 +61,14 @@ func (pl *Plane) issue(ctx context.Context, d Desired, rec *RolloutRecord) error
 		}
 		return fmt.Errorf("unknown operation %q", op.Op)
 	})
-	if err != nil {
+	switch {
+	case err != nil && mayHaveArrived(err):
+		// The connection broke after the call was sent, as it does when
+		// the machine goes down for it: count it as made, and let finish
+		// see the machine come back. Making it again could reboot the
+		// machine twice.
+		pl.log.Info("the answer to a call was lost", "tenant", d.Tenant, "machine", m.ID, "op", op.Op, "err", err)
+	case err != nil:
 		rec.Current = nil
 		if serr := pl.save(KindRollout, d.Tenant, rec); serr != nil {
 			return serr
@@ -73,6 +82,13 @@ func (pl *Plane) issue(ctx context.Context, d Desired, rec *RolloutRecord) error
 	}
 	pl.report(rec, nil)
 	return nil
+}
+
+// mayHaveArrived reports whether a failed call may have reached the
+// machine: the connection broke while the call was under way, rather
+// than before it was made (no connection could be dialed).
+func mayHaveArrived(err error) bool {
+	return status.Code(err) == codes.Unavailable && !strings.Contains(err.Error(), "while dialing")
 }
 
 // finish follows the current operation until its machine is back and

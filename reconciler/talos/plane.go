@@ -70,6 +70,7 @@ type Plane struct {
 
 	progressMu   sync.Mutex
 	lastProgress map[string]Progress // by tenant, as last reported
+	kick         chan struct{}       // a progress changed: observe now
 }
 
 // New returns a plane.
@@ -101,7 +102,7 @@ func New(opts Options) (*Plane, error) {
 	if opts.Prober == nil {
 		opts.Prober = NewProber(opts.Pool, ProberOptions{Now: opts.Now, Timeout: opts.CallTimeout})
 	}
-	return &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger, lastProgress: map[string]Progress{}}, nil
+	return &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger, lastProgress: map[string]Progress{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // InstallerImage returns the installer image of a Talos version

@@ -81,15 +81,9 @@ func ProgressOf(rec RolloutRecord) Progress {
 // report tells Options.OnProgress about a change of progress; o is the
 // current machine's latest observation, if there is one.
 func (pl *Plane) report(rec *RolloutRecord, o *Observation) {
-	if pl.opts.OnProgress == nil {
-		return
-	}
 	p := ProgressOf(*rec)
 	if o != nil && p.Machine != "" {
-		p.Stage = string(o.Stage)
-		if !o.Connected {
-			p.Stage = "not connected"
-		}
+		p.Stage = stageWord(*o)
 	}
 	pl.progressMu.Lock()
 	same := reflect.DeepEqual(pl.lastProgress[rec.Tenant], p)
@@ -98,6 +92,20 @@ func (pl *Plane) report(rec *RolloutRecord, o *Observation) {
 	}
 	pl.progressMu.Unlock()
 	if !same {
-		pl.opts.OnProgress(p)
+		if pl.opts.OnProgress != nil {
+			pl.opts.OnProgress(p)
+		}
+		select { // the observer writes the new progress into status
+		case pl.kick <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// stageWord is how progress names a machine's stage.
+func stageWord(o Observation) string {
+	if !o.Connected {
+		return "not connected"
+	}
+	return string(o.Stage)
 }

@@ -1,0 +1,168 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
+	"github.com/rezuscloud/rezuscloud/render"
+	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// The Talos plane's steps of a tenant run (see steps.go): after Finish has
+// recorded the machines, Bootstrap makes sure the tenant's etcd exists and
+// Rollout brings every machine to its node group's config, Talos version
+// and declared restarts, one machine at a time (package reconciler/talos).
+// A tenant whose manifests did not change runs them too while the plane
+// has work left for it: a bootstrap not done yet, a rollout a restart of
+// the server interrupted, or a restart its annotations declare.
+
+// talosMachines returns the machines the plane works on: those with a
+// management address whose provider class has a Talos API this server
+// reaches (Options.NoTalosAPI lists those that have none).
+func (r *Reconciler) talosMachines(ms []*schema.Machine) []talos.Machine {
+	var out []talos.Machine
+	for _, m := range ms {
+		if m.Spec.ManagementAddress == "" || slices.Contains(r.opts.NoTalosAPI, m.Spec.ProviderClass) {
+			continue
+		}
+		out = append(out, talos.Machine{
+			ID: m.Metadata.Name, Name: m.Spec.TFAddress, Address: m.Spec.ManagementAddress,
+			NodeGroup: m.Spec.NodeGroup, ControlPlane: m.Spec.Role == schema.RoleControlPlane,
+		})
+	}
+	return out
+}
+
+// talosDesired is what the tenant's machines should run, as this run
+// rendered it.
+func (t *tenantRun) talosDesired() talos.Desired {
+	td := t.desired
+	d := talos.Desired{
+		Tenant: t.name, Bundle: t.bundle, Machines: t.r.talosMachines(t.machines),
+		Groups:      map[string]talos.GroupTarget{},
+		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
+	}
+	for _, ng := range td.NodeGroups {
+		d.Groups[ng.Metadata.Name] = talos.GroupTarget{
+			Config:       []byte(t.ws.Variables[render.MachineConfigVariable(ng.Metadata.Name)]),
+			TalosVersion: rtalos.InputFor(td, ng, nil).TalosVersion,
+			RestartedAt:  ng.Metadata.Annotations[schema.AnnotationRestartedAt],
+		}
+	}
+	return d
+}
+
+// talosWanted reports whether a tenant whose manifests did not change
+// still needs the plane.
+func (t *tenantRun) talosWanted() (bool, error) {
+	pl := t.r.opts.Talos
+	if pl == nil {
+		return false, nil
+	}
+	if pending, err := pl.Pending(t.name); err != nil || pending {
+		return pending, err
+	}
+	rec, _, err := pl.Rollout(t.name)
+	if err != nil {
+		return false, err
+	}
+	want := map[string]string{"": t.desired.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt]}
+	for _, ng := range t.desired.NodeGroups {
+		want[ng.Metadata.Name] = ng.Metadata.Annotations[schema.AnnotationRestartedAt]
+	}
+	for group, v := range want {
+		done := rec.Restarts.Tenant
+		if group != "" {
+			done = rec.Restarts.Groups[group]
+		}
+		if v != "" && v != done {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// talosUnchanged runs the plane's steps for a tenant whose workspace is
+// the one applied, on its stored machines, when the plane has work left.
+func (t *tenantRun) talosUnchanged(ctx context.Context) error {
+	if want, err := t.talosWanted(); err != nil || !want {
+		return retry(schema.ReasonStoreError, err)
+	}
+	machines, err := t.r.storedMachines(t.name)
+	if err != nil {
+		return retry(schema.ReasonStoreError, err)
+	}
+	t.machines = machines
+	for _, step := range []func(*tenantRun, context.Context) (stepResult, error){(*tenantRun).bootstrap, (*tenantRun).rollout} {
+		if _, err := step(t, ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bootstrap bootstraps the tenant's etcd once (Plane.Bootstrap).
+func (t *tenantRun) bootstrap(ctx context.Context) (stepResult, error) {
+	pl := t.r.opts.Talos
+	if pl == nil {
+		return stepNext, nil
+	}
+	d := t.talosDesired()
+	_, err := pl.Bootstrap(ctx, t.name, t.bundle, d.Machines)
+	return stepNext, talosError(err)
+}
+
+// rollout rolls the rendered configs, Talos versions and declared
+// restarts through the machines (Plane.Roll).
+func (t *tenantRun) rollout(ctx context.Context) (stepResult, error) {
+	pl := t.r.opts.Talos
+	if pl == nil {
+		return stepNext, nil
+	}
+	return stepNext, talosError(pl.Roll(ctx, t.talosDesired()))
+}
+
+// talosError classifies an error of the plane: a rollout that stopped at
+// a failed machine waits for a new commit; waiting for machines or etcd,
+// and anything else, is retried.
+func talosError(err error) error {
+	var stopped *talos.StoppedError
+	var waiting *talos.WaitingError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &stopped):
+		return stall(schema.ReasonRolloutFailed, err)
+	case errors.As(err, &waiting):
+		return retry(schema.ReasonWaitingForMachines, err)
+	}
+	return retry(schema.ReasonFailed, err)
+}
+
+// TalosBundle returns a tenant's secrets bundle for the plane's probes:
+// from memory, else from its stored state when that is plain. It returns
+// nil when neither has it (an encrypted state that no run has read since
+// the server started).
+func (r *Reconciler) TalosBundle(tenant string) []byte {
+	if b := r.secrets.get(tenant); b != nil {
+		return b
+	}
+	var raw []byte
+	_ = r.store.View(func(tx *backend.Tx) error {
+		raw = append([]byte(nil), tx.CurrentState(tenant)...)
+		return nil
+	})
+	if len(raw) == 0 {
+		return nil
+	}
+	b, _, err := secretsFromStateFile(raw)
+	if err != nil || b == nil {
+		return nil
+	}
+	r.secrets.put(tenant, b)
+	return b
+}
