@@ -22,6 +22,8 @@ import "context"
 // can help, a RetryError when trying again later may, and stepDone when
 // the run needs nothing more (then "Finish" does not run, so stepDone is
 // for steps that wrote the tenant's records themselves).
+// Steps of the Talos plane (plane.go) come after "Finish": "Bootstrap"
+// and "Rollout" work inside the machines that Finish recorded.
 // A check that must hold before anything runs (suspension, a maintenance
 // window) goes into applySteps after "Prepare".
 

@@ -181,6 +181,8 @@ func demoServeFlags(f *demoFlags, data, repo string, getenv func(string) string)
 	sf.data, sf.listen, sf.repo, sf.path = filepath.Join(data, "server"), f.listen, repo, "examples"
 	sf.pollInterval, sf.tofu, sf.providerMirror = 2*time.Second, f.tofu, f.providerMirror
 	sf.logLevel, sf.logFormat = "warn", "text"
+	// Machine status follows the machines closely, to be watched.
+	sf.talos.probeTTL = 2 * time.Second
 	return sf
 }
 
@@ -221,6 +223,20 @@ Change something and watch it apply:
 
 Stop with Ctrl-C; run it again to restart with nothing to do.
 `, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack"}[cloudName], cloud.scale)
+	if cloudName == "sim" {
+		// The simulated cloud's machines are simulated Talos nodes: the
+		// Talos plane bootstrapped them and rolls changes through them.
+		fmt.Fprintf(stdout, `
+Each machine answers the Talos API; its status (stage, Talos version,
+config up to date) comes from there. Upgrade Talos by commit and watch the
+machines roll, control planes first, one at a time:
+
+  %[3]s get machines -t %[4]s -w -o wide -s %[1]s &
+  sed -i 's/talosVersion: "1.12.6"/talosVersion: "1.12.7"/' examples/%[4]s/tenant.yaml
+  git commit -am 'Upgrade %[4]s to Talos 1.12.7'
+  %[3]s describe tenant %[4]s -s %[1]s    # the Upgrading condition: machine n of N
+`, u, repo, rezusctlPath(), cloud.tenant)
+	}
 	if c.Status.Phase != schema.CommitSucceeded {
 		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's status at %s/api/v1/commits/%s\n", c.Status.Phase, u, sha)
 	}

@@ -69,7 +69,7 @@ var resourceTypes = []*resourceType{
 		getPath: client.MachinePath,
 		columns: func(wide bool) []string {
 			if wide {
-				return []string{"NAME", "TENANT", "NODEGROUP", "ROLE", "STAGE", "ADDRESS", "HOSTNAME", "SHAPE", "AGE"}
+				return []string{"NAME", "TENANT", "NODEGROUP", "ROLE", "STAGE", "ADDRESS", "HOSTNAME", "SHAPE", "TALOS", "CONFIG", "AGE"}
 			}
 			return []string{"NAME", "TENANT", "NODEGROUP", "ROLE", "STAGE", "ADDRESS", "AGE"}
 		},
@@ -241,9 +241,22 @@ func machineRow(raw json.RawMessage, wide bool, now time.Time) ([]string, error)
 	}
 	row := []string{m.Metadata.Name, orNone(m.Spec.Tenant), orNone(m.Spec.NodeGroup), orNone(m.Spec.Role), orNone(string(m.Status.Stage)), orNone(m.Spec.ManagementAddress)}
 	if wide {
-		row = append(row, orNone(m.Spec.Hostname), orNone(m.Spec.Shape))
+		row = append(row, orNone(m.Spec.Hostname), orNone(m.Spec.Shape), orNone(m.Status.TalosVersion), configWord(m.Status))
 	}
 	return append(row, age(m.Metadata.CreatedAt, now)), nil
+}
+
+// configWord says whether a machine runs the config rendered for it, as
+// its Talos API last told: current, outdated, or unknown when it was not
+// reached.
+func configWord(st schema.MachineStatus) string {
+	switch {
+	case st.ConfigUpToDate:
+		return "current"
+	case st.Connected:
+		return "outdated"
+	}
+	return "unknown"
 }
 
 func patchRow(raw json.RawMessage, _ bool, now time.Time) ([]string, error) {

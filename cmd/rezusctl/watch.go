@@ -301,7 +301,7 @@ func eventFields(kind string, raw json.RawMessage) (string, string) {
 		}
 	case schema.KindMachine:
 		if m, err := decodeAs[schema.Machine](raw); err == nil {
-			return m.Metadata.Name, kv("tenant", m.Spec.Tenant, "nodegroup", m.Spec.NodeGroup, "role", m.Spec.Role, "stage", string(m.Status.Stage), "address", m.Spec.ManagementAddress)
+			return m.Metadata.Name, kv("tenant", m.Spec.Tenant, "nodegroup", m.Spec.NodeGroup, "role", m.Spec.Role, "stage", string(m.Status.Stage), "talos", m.Status.TalosVersion, "address", m.Spec.ManagementAddress)
 		}
 	case schema.KindCommit:
 		if c, err := decodeAs[schema.Commit](raw); err == nil {
