@@ -1,0 +1,104 @@
+package talos
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+func TestUpgradingCondition(t *testing.T) {
+	rec := RolloutRecord{Tenant: "acme",
+		Touched:  map[string]string{"cp-0": "cp", "cp-1": "cp", "w-0": "w"},
+		Finished: map[string]bool{"cp-0": true},
+		Current:  &Operation{Machine: "cp-1", Name: "rezussim_machine.ng_cp[1]", NodeGroup: "cp", Op: OpUpgrade},
+	}
+	p := ProgressOf(rec)
+	p.Stage = "updating"
+	c := UpgradingCondition(p, "")
+	if c.Status != schema.ConditionTrue || c.Reason != ReasonRollingOut ||
+		c.Message != "rolling out: machine 2 of 3, rezussim_machine.ng_cp[1] (cp-1) (upgrade): updating" {
+		t.Fatalf("tenant, rolling: %+v", c)
+	}
+	if c := UpgradingCondition(p, "cp"); c.Status != schema.ConditionTrue || !strings.Contains(c.Message, "1 of 2 machines of the node group done; now rezussim_machine.ng_cp[1]") {
+		t.Fatalf("group cp, rolling: %+v", c)
+	}
+	if c := UpgradingCondition(p, "w"); c.Status != schema.ConditionTrue || strings.Contains(c.Message, "now") {
+		t.Fatalf("group w, waiting its turn: %+v", c)
+	}
+	if c := UpgradingCondition(p, "other"); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
+		t.Fatalf("a group the rollout does not touch: %+v", c)
+	}
+
+	rec.Current = nil
+	rec.Failed = &Failure{Machine: "w-0", Name: "rezussim_machine.ng_w[0]", NodeGroup: "w", Op: OpUpgrade, Reason: "not back; rolled back to v1.12.6"}
+	p = ProgressOf(rec)
+	for _, group := range []string{"", "w"} {
+		c := UpgradingCondition(p, group)
+		if c.Status != schema.ConditionFalse || c.Reason != schema.ReasonRolloutFailed || !strings.Contains(c.Message, "rezussim_machine.ng_w[0] (w-0)") {
+			t.Fatalf("group %q, stopped: %+v", group, c)
+		}
+	}
+	if c := UpgradingCondition(p, "cp"); c.Reason != ReasonUpToDate {
+		t.Fatalf("group cp of a rollout stopped in w: %+v", c)
+	}
+	if c := UpgradingCondition(ProgressOf(RolloutRecord{Tenant: "acme", Completed: true}), ""); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
+		t.Fatalf("done: %+v", c)
+	}
+}
+
+func TestMayHaveArrived(t *testing.T) {
+	for err, want := range map[error]bool{
+		status.Error(codes.Unavailable, "error reading from server: EOF"):                                                          true,
+		status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp: connection refused"`): false,
+		status.Error(codes.PermissionDenied, "not allowed"):                                                                        false,
+		errors.New("plain"): false,
+	} {
+		if got := mayHaveArrived(err); got != want {
+			t.Errorf("%v: %v, want %v", err, got, want)
+		}
+	}
+}
+
+func TestBootstrapAgainWhenTheBootstrappedMachineIsGone(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 0)
+	ctx := ctxT(t)
+	// The control plane is replaced: the old one goes, a new one boots.
+	if err := r.host.Remove(tr.ms[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	repl := Machine{ID: "acme-new", Name: "rezussim_machine.ng_cp[0]", Address: r.addr(r.next), NodeGroup: "cp", ControlPlane: true}
+	r.next++
+	if err := r.host.Boot(repl.ID, repl.Address, tr.cpCfg); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.plane.Bootstrap(ctx, "acme", tr.secrets, []Machine{repl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new control plane either found members of the cluster (the
+	// simulated etcd keeps the old member's) and adopted it, or got a new
+	// cluster: the record names it, and it was bootstrapped at most once.
+	want := 1
+	if rec.Adopted {
+		want = 0
+	}
+	if !rec.Done || rec.Machine != repl.ID {
+		t.Fatalf("record %+v, want it done on %s", rec, repl.ID)
+	}
+	if n := len(r.journal(repl.ID, "Bootstrap")); n != want {
+		t.Fatalf("%d bootstraps of the new control plane (adopted %v), want %d", n, rec.Adopted, want)
+	}
+	// Once done, it stays done.
+	if _, err := r.newPlane(r.opts).Bootstrap(ctx, "acme", tr.secrets, []Machine{repl}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.journal(repl.ID, "Bootstrap")); n != want {
+		t.Fatalf("%d bootstraps after a rerun, want %d", n, want)
+	}
+}
