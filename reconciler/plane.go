@@ -63,6 +63,10 @@ func (t *tenantRun) talosWanted() (bool, error) {
 	if pl == nil {
 		return false, nil
 	}
+	machines, err := t.r.storedMachines(t.name)
+	if err != nil || len(t.r.talosMachines(machines)) == 0 {
+		return false, err // no machine the plane works on
+	}
 	if pending, err := pl.Pending(t.name); err != nil || pending {
 		return pending, err
 	}
