@@ -279,12 +279,15 @@ func TestStepErrorsSteer(t *testing.T) {
 	var fail func(n int32) error
 	saved := applySteps
 	t.Cleanup(func() { applySteps = saved })
-	applySteps = append(slices.Clone(saved[:len(saved)-1]), step[*tenantRun]{"Inject", func(t *tenantRun, _ context.Context) (stepResult, error) {
+	// The injected step runs right before Finish records the run.
+	finish := slices.IndexFunc(saved, func(s step[*tenantRun]) bool { return s.name == "Finish" })
+	applySteps = append(slices.Clone(saved[:finish]), step[*tenantRun]{"Inject", func(t *tenantRun, _ context.Context) (stepResult, error) {
 		if t.name != "staging" {
 			return stepNext, nil
 		}
 		return stepNext, fail(calls.Add(1))
-	}}, saved[len(saved)-1])
+	}})
+	applySteps = append(applySteps, saved[finish:]...)
 
 	fail = func(int32) error {
 		return stall(schema.ReasonInvalidManifests, errors.New("injected: only a new commit helps"))

@@ -62,11 +62,11 @@ type MachineStatus struct {
 	TalosVersion      string       `json:"talosVersion,omitempty"`
 	KubernetesVersion string       `json:"kubernetesVersion,omitempty"`
 	// ConfigUpToDate: the config the machine runs is the one rendered for
-	// its node group (their SHA-256 hashes are equal).
-	ConfigUpToDate bool `json:"configUpToDate"`
-	// Connected: the machine answered the last probe. LastError says why
-	// the last probe failed, if it did.
-	Connected bool      `json:"connected"`
+	// its node group (their SHA-256 hashes are equal). Absent is false.
+	ConfigUpToDate bool `json:"configUpToDate,omitempty"`
+	// Connected: the machine answered the last probe (absent is false).
+	// LastError says why the last probe failed, if it did.
+	Connected bool      `json:"connected,omitempty"`
 	LastError string    `json:"lastError,omitempty"`
 	Addresses []string  `json:"addresses,omitempty"`
 	LastSeen  time.Time `json:"lastSeen,omitzero"`

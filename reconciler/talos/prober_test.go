@@ -55,13 +55,21 @@ func TestPoolClosesIdleClients(t *testing.T) {
 	r := newRig(t)
 	secrets := bundle(t, "a")
 	ms := r.cluster("acme", 1, 2, renderConfig(t, "acme", secrets, "controlplane"), renderConfig(t, "acme", secrets, "worker"))
-	pool := NewPool(PoolOptions{IdleTimeout: 100 * time.Millisecond, MaxIdle: 2})
+	// The pool's clock stands still until the test moves it, so that a
+	// slow machine does not see clients idle for too long too early.
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	pool := NewPool(PoolOptions{IdleTimeout: 100 * time.Millisecond, MaxIdle: 2, Now: clock})
 	defer pool.Close()
 	p := NewProber(pool, ProberOptions{TTL: time.Hour})
 	p.Observe(ctxT(t), "acme", secrets, ms)
 	if n := pool.Open(); n != 2 {
 		t.Fatalf("%d clients open after probes of 3 machines, want MaxIdle 2", n)
 	}
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
 	eventually(t, "idle clients closed", func() bool { return pool.Open() == 0 })
 }
 
