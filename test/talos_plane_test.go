@@ -397,6 +397,9 @@ func TestTalosPlaneAllowReplace(t *testing.T) {
 	e.work.Write("NOTES.md", "replace staging's control plane\n")
 	sha = e.push("Staging: replace the control plane\n\nRezuscloud-Allow-Replace: staging")
 	c = e.srv.waitApplied(sha)
+	if r := e2eResult(t, c, "staging"); r.Plan.Add != 1 || r.Plan.Destroy != 1 {
+		t.Fatalf("with the trailer: plan %+v, want the control plane replaced", r.Plan)
+	}
 	after := e2eMachineIDs(e.srv.tenantMachines("staging"))
 	replaced := 0
 	for _, m := range e.srv.tenantMachines("staging") {

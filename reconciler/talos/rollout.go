@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -359,14 +358,4 @@ func machineByID(d Desired, id string) (Machine, bool) {
 		}
 	}
 	return Machine{}, false
-}
-
-// sortedIDs returns the keys of a set, sorted.
-func sortedIDs[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
