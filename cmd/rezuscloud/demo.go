@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/ui"
 	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -93,6 +94,7 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 		maxDeletions: 1, workers: 2, shutdownTimeout: 30 * time.Second,
 		stateMaxBytes: backend.DefaultMaxStateBytes, stateHistory: backend.DefaultStateHistory,
 		staleLockAge: backend.DefaultStaleLockAge,
+		bodyTimeout:  backend.DefaultBodyTimeout, idleTimeout: backend.DefaultIdleTimeout,
 	}
 	cfg, err := serverConfig(sf, log)
 	if err != nil {
@@ -107,11 +109,15 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := ui.Serve(srv, ui.Options{Origin: origin, Logger: log.With("component", "dashboard")}); err != nil {
+		srv.Close()
+		return err
+	}
 	if err := srv.Listen(); err != nil {
 		srv.Close()
 		return err
 	}
-	step(3, "server listening on %s (sim machines in %s)", srv.URL(), filepath.Join(sf.data, "sim"))
+	step(3, "dashboard %s/ (open it to watch the first apply; sim machines in %s)", srv.URL(), filepath.Join(sf.data, "sim"))
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -155,6 +161,7 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, `
 RezusCloud is running the example manifests on the simulated cloud.
 
+  Dashboard  %[1]s/
   API        %[1]s/api/v1/status
   tenants    curl -s %[1]s/api/v1/tenants
   machines   curl -s %[1]s/api/v1/machines
@@ -175,7 +182,7 @@ Change something and watch it apply:
 Stop with Ctrl-C; run it again to restart with nothing to do.
 `, u, repo, rezusctlPath())
 	if c.Status.Phase != schema.CommitSucceeded {
-		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's status at %s/api/v1/commits/%s\n", c.Status.Phase, u, sha)
+		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's page at %s\n", c.Status.Phase, commitPage(u, schema.CommitName(sha)))
 	}
 	if f.exitAfterApply {
 		if err := shutdown(); err != nil {

@@ -1,0 +1,160 @@
+package ui
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// The objects as the API serves them, decoded into the schema types, with
+// the status members that the reconciler writes as it grows (conditions,
+// retries) read by their JSON names: where the store holds none, they are
+// empty.
+
+type tenantObj struct {
+	schema.Tenant
+	Status tenantStatus `json:"status"`
+}
+
+type tenantStatus struct {
+	schema.TenantStatus
+	Conditions schema.Conditions `json:"conditions,omitempty"`
+	Retry      *retryStatus      `json:"retry,omitempty"`
+}
+
+// retryStatus is a tenant's pending retry after a transient failure.
+type retryStatus struct {
+	Attempts      int       `json:"attempts"`
+	NextAttemptAt time.Time `json:"nextAttemptAt"`
+	LastReason    string    `json:"lastReason"`
+}
+
+type nodeGroupObj struct {
+	schema.NodeGroup
+	Status nodeGroupStatus `json:"status"`
+}
+
+type nodeGroupStatus struct {
+	schema.NodeGroupStatus
+	Conditions schema.Conditions `json:"conditions,omitempty"`
+}
+
+type commitObj struct {
+	schema.Commit
+	Status commitStatus `json:"status"`
+}
+
+type commitStatus struct {
+	schema.CommitStatus
+	Conditions schema.Conditions `json:"conditions,omitempty"`
+}
+
+// decode decodes a stored object into into.
+func decode(r backend.Resource, into any) error {
+	if err := json.Unmarshal(r.Object, into); err != nil {
+		return fmt.Errorf("decode %s %q: %w", r.Kind, r.Name, err)
+	}
+	return nil
+}
+
+// tenantsOf decodes every tenant.
+func tenantsOf(tx *backend.Tx) ([]tenantObj, error) {
+	var out []tenantObj
+	err := tx.Scan(schema.KindTenant, "", func(r backend.Resource) error {
+		var t tenantObj
+		if err := decode(r, &t); err != nil {
+			return err
+		}
+		out = append(out, t)
+		return nil
+	})
+	return out, err
+}
+
+// objectsOf decodes the objects of kind that belong to tenant.
+func objectsOf[T any](tx *backend.Tx, tenant, kind string) ([]T, error) {
+	var out []T
+	err := tx.TenantObjects(tenant, kind, func(r backend.Resource) error {
+		var v T
+		if err := decode(r, &v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}
+
+// commitRef is a stored commit's name and age, read without decoding it.
+type commitRef struct {
+	name    string
+	created time.Time
+	rv      uint64
+}
+
+// commitRefs lists every commit, newest first (by createdAt, then name),
+// as the API lists them.
+func commitRefs(tx *backend.Tx) ([]commitRef, error) {
+	var refs []commitRef
+	err := tx.Scan(schema.KindCommit, "", func(r backend.Resource) error {
+		t, err := r.CreatedAt()
+		if err != nil {
+			return err
+		}
+		refs = append(refs, commitRef{name: r.Name, created: t, rv: r.ResourceVersion})
+		return nil
+	})
+	slices.SortStableFunc(refs, func(a, b commitRef) int { return b.created.Compare(a.created) })
+	return refs, err
+}
+
+// commitSummary is what lists show of a commit: its spec and phase, the
+// plan totals and the failed tenants, without the per-tenant detail.
+type commitSummary struct {
+	Name     string
+	Spec     schema.CommitSpec
+	Created  time.Time
+	Phase    schema.CommitPhase
+	Plan     schema.PlanSummary
+	Tenants  int
+	Failed   int
+	Problems int
+	Message  string
+}
+
+// summaries decodes the commits of refs into their summaries.
+func summaries(tx *backend.Tx, refs []commitRef) ([]commitSummary, error) {
+	out := make([]commitSummary, 0, len(refs))
+	for _, ref := range refs {
+		var c commitObj
+		if err := tx.GetObject(schema.KindCommit, ref.name, &c); err != nil {
+			return nil, err
+		}
+		out = append(out, summarize(&c))
+	}
+	return out, nil
+}
+
+func summarize(c *commitObj) commitSummary {
+	s := commitSummary{Name: c.Metadata.Name, Spec: c.Spec, Created: c.Metadata.CreatedAt, Phase: c.Status.Phase,
+		Tenants: len(c.Status.Tenants), Problems: len(c.Status.Problems), Message: c.Status.Message}
+	for _, t := range c.Status.Tenants {
+		s.Plan.Add += t.Plan.Add
+		s.Plan.Change += t.Plan.Change
+		s.Plan.Destroy += t.Plan.Destroy
+		if t.Phase == schema.CommitFailed {
+			s.Failed++
+		}
+	}
+	return s
+}
+
+// byName sorts objects by name.
+func byName[T any](xs []T, name func(*T) string) {
+	slices.SortFunc(xs, func(a, b T) int { return cmp.Compare(name(&a), name(&b)) })
+}
