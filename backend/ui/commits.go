@@ -21,16 +21,12 @@ type commitsPage struct {
 }
 
 func (h *handler) commits(r *http.Request, v *view) (string, error) {
-	page := 1
-	if s := r.URL.Query().Get("page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return "", notFound("There is no page %q of the commits: pages are numbered from 1.", s)
-		}
-		page = n
+	page, err := pageOf(r)
+	if err != nil {
+		return "", err
 	}
 	p := commitsPage{Page: page}
-	err := h.srv.Store().View(func(tx *backend.Tx) error {
+	err = h.srv.Store().View(func(tx *backend.Tx) error {
 		v.RV = tx.ResourceVersion()
 		refs, err := commitRefs(tx)
 		if err != nil {
@@ -41,7 +37,7 @@ func (h *handler) commits(r *http.Request, v *view) (string, error) {
 		if start >= len(refs) && page > 1 {
 			return notFound("There is no page %d of the commits: there are %d commits, %d to a page.", page, len(refs), commitsPerPage)
 		}
-		p.Commits, err = summaries(tx, refs[start:min(start+commitsPerPage, len(refs))])
+		p.Commits, err = h.cache.summaries(tx, refs[start:min(start+commitsPerPage, len(refs))])
 		if page > 1 {
 			p.Prev = "/commits?page=" + strconv.Itoa(page-1)
 		}
@@ -139,3 +135,16 @@ func shortSHA(sha string) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// pageOf reads a list's ?page=N, 1 by default.
+func pageOf(r *http.Request) (int, error) {
+	s := r.URL.Query().Get("page")
+	if s == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, notFound("There is no page %q: pages are numbered from 1.", s)
+	}
+	return n, nil
+}

@@ -26,6 +26,7 @@ type rig struct {
 	t      testing.TB
 	srv    *backend.Server
 	h      http.Handler
+	ui     *handler
 	tokens string // the tokens file, if any
 }
 
@@ -55,10 +56,12 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if o.ui.Now == nil {
 		o.ui.Now = func() time.Time { return testNow }
 	}
-	if err := Serve(srv, o.ui); err != nil {
+	ui, err := New(srv, o.ui)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, srv: srv, h: srv.Handler(), tokens: cfg.TokensFile}
+	srv.HandleBrowser("/", ui)
+	return &rig{t: t, srv: srv, h: srv.Handler(), ui: ui.(*handler), tokens: cfg.TokensFile}
 }
 
 // writeTokens writes a tokens file whose token NAME has the secret

@@ -1,10 +1,12 @@
 package ui
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
@@ -127,20 +129,70 @@ type commitSummary struct {
 	Message  string
 }
 
-// summaries decodes the commits of refs into their summaries.
-func summaries(tx *backend.Tx, refs []commitRef) ([]commitSummary, error) {
+// summaryCache keeps commit summaries by commit name and resourceVersion:
+// a commit that has not changed has the same summary, and most commits
+// never change once they have finished. It is bounded; when full, it
+// starts over.
+type summaryCache struct {
+	mu sync.Mutex
+	m  map[summaryKey]commitSummary
+}
+
+type summaryKey struct {
+	name string
+	rv   uint64
+}
+
+// maxSummaries bounds the summary cache.
+const maxSummaries = 4096
+
+// summaries returns the summaries of the commits of refs, decoding those
+// the cache does not have.
+func (c *summaryCache) summaries(tx *backend.Tx, refs []commitRef) ([]commitSummary, error) {
 	out := make([]commitSummary, 0, len(refs))
 	for _, ref := range refs {
-		var c commitObj
-		if err := tx.GetObject(schema.KindCommit, ref.name, &c); err != nil {
-			return nil, err
+		key := summaryKey{ref.name, ref.rv}
+		c.mu.Lock()
+		s, ok := c.m[key]
+		c.mu.Unlock()
+		if !ok {
+			var co summaryObj
+			if err := tx.GetObject(schema.KindCommit, ref.name, &co); err != nil {
+				return nil, err
+			}
+			s = co.summary()
+			c.mu.Lock()
+			if c.m == nil || len(c.m) >= maxSummaries {
+				c.m = map[summaryKey]commitSummary{}
+			}
+			c.m[key] = s
+			c.mu.Unlock()
 		}
-		out = append(out, summarize(&c))
+		out = append(out, s)
 	}
 	return out, nil
 }
 
-func summarize(c *commitObj) commitSummary {
+// summaryObj is the part of a stored commit that its summary needs; the
+// rest is skipped when it is decoded.
+type summaryObj struct {
+	Metadata struct {
+		Name      string    `json:"name"`
+		CreatedAt time.Time `json:"createdAt"`
+	} `json:"metadata"`
+	Spec   schema.CommitSpec `json:"spec"`
+	Status struct {
+		Phase   schema.CommitPhase `json:"phase"`
+		Message string             `json:"message"`
+		Tenants []struct {
+			Phase schema.CommitPhase `json:"phase"`
+			Plan  schema.PlanSummary `json:"plan"`
+		} `json:"tenants"`
+		Problems []struct{} `json:"problems"`
+	} `json:"status"`
+}
+
+func (c *summaryObj) summary() commitSummary {
 	s := commitSummary{Name: c.Metadata.Name, Spec: c.Spec, Created: c.Metadata.CreatedAt, Phase: c.Status.Phase,
 		Tenants: len(c.Status.Tenants), Problems: len(c.Status.Problems), Message: c.Status.Message}
 	for _, t := range c.Status.Tenants {
@@ -157,4 +209,25 @@ func summarize(c *commitObj) commitSummary {
 // byName sorts objects by name.
 func byName[T any](xs []T, name func(*T) string) {
 	slices.SortFunc(xs, func(a, b T) int { return cmp.Compare(name(&a), name(&b)) })
+}
+
+// tenantResult returns the result of tenant in the stored commit obj, by
+// finding its JSON rather than decoding the whole commit, which holds a
+// result for every tenant. The store writes commits with encoding/json
+// from schema.Commit, so a result is an object that starts with its
+// "tenant" member; a string that quotes one has its quotes escaped.
+func tenantResult(obj []byte, tenant string) (schema.TenantResult, bool, error) {
+	var res schema.TenantResult
+	name, err := json.Marshal(tenant)
+	if err != nil {
+		return res, false, err
+	}
+	i := bytes.Index(obj, append(append([]byte(`{"tenant":`), name...), ','))
+	if i < 0 {
+		return res, false, nil
+	}
+	if err := json.NewDecoder(bytes.NewReader(obj[i:])).Decode(&res); err != nil {
+		return res, false, fmt.Errorf("decode the result of %s: %w", tenant, err)
+	}
+	return res, true, nil
 }

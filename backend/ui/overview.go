@@ -11,17 +11,22 @@ import (
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// How many commits the overview shows in its list and its timeline, and
-// how many of the newest it reads for each tenant's last result.
+// How many commits the overview shows in its list and its timeline, how
+// many of the newest it reads for each tenant's last result, and how many
+// tenants one page of it lists.
 const (
 	overviewCommits  = 5
 	timelineCommits  = 30
 	lastResultCommit = 3
+	tenantsPerPage   = 100
 )
 
 type overviewPage struct {
-	Tenants  []tenantRow
-	Failing  int
+	// Tenants is one page of the tenants, the failing ones first.
+	Tenants    []tenantRow
+	Page       int
+	Prev, Next string
+	Failing    int
 	Counts   api.ResourceCounts
 	Source   *api.SourceStatus
 	Problem  string // why the source's status could not be read
@@ -39,7 +44,11 @@ type tenantRow struct {
 }
 
 func (h *handler) overview(r *http.Request, v *view) (string, error) {
-	p := overviewPage{}
+	page, err := pageOf(r)
+	if err != nil {
+		return "", err
+	}
+	p := overviewPage{Page: page}
 	st, err := h.srv.Status()
 	if err != nil {
 		return "", err
@@ -56,7 +65,7 @@ func (h *handler) overview(r *http.Request, v *view) (string, error) {
 			return err
 		}
 		applied := slices.DeleteFunc(refs, isPreview)
-		recent, err := summaries(tx, applied[:min(len(applied), timelineCommits)])
+		recent, err := h.cache.summaries(tx, applied[:min(len(applied), timelineCommits)])
 		if err != nil {
 			return err
 		}
@@ -83,6 +92,17 @@ func (h *handler) overview(r *http.Request, v *view) (string, error) {
 	slices.SortStableFunc(p.Tenants, func(a, b tenantRow) int {
 		return cmp.Or(cmp.Compare(urgency(a), urgency(b)), strings.Compare(a.T.Metadata.Name, b.T.Metadata.Name))
 	})
+	start := (page - 1) * tenantsPerPage
+	if start >= len(p.Tenants) && page > 1 {
+		return "", notFound("There is no page %d of the tenants: there are %d, %d to a page.", page, len(p.Tenants), tenantsPerPage)
+	}
+	if page > 1 {
+		p.Prev = "/?page=" + itoa(page-1)
+	}
+	if start+tenantsPerPage < len(p.Tenants) {
+		p.Next = "/?page=" + itoa(page+1)
+	}
+	p.Tenants = p.Tenants[start:min(start+tenantsPerPage, len(p.Tenants))]
 	v.Title, v.Nav, v.Body = "Overview", "overview", p
 	v.Watch = []string{"/api/v1/tenants?watch=true", "/api/v1/commits/events"}
 	return "overview", nil

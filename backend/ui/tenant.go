@@ -3,6 +3,7 @@ package ui
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -74,7 +75,7 @@ func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 			return err
 		}
 		p.Patches = patchRows(&p.T, p.Groups, patches)
-		p.History, err = history(tx, name)
+		p.History, err = h.history(tx, name)
 		return err
 	})
 	if err != nil {
@@ -99,23 +100,29 @@ func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 
 // history returns the tenant's results in the newest applied commits,
 // newest first.
-func history(tx *backend.Tx, tenant string) ([]historyRow, error) {
+func (h *handler) history(tx *backend.Tx, tenant string) ([]historyRow, error) {
 	refs, err := commitRefs(tx)
 	if err != nil {
 		return nil, err
 	}
 	refs = slices.DeleteFunc(refs, isPreview)
+	refs = refs[:min(len(refs), historyCommits)]
+	sums, err := h.cache.summaries(tx, refs)
+	if err != nil {
+		return nil, err
+	}
 	var out []historyRow
-	for _, ref := range refs[:min(len(refs), historyCommits)] {
-		var c commitObj
-		if err := tx.GetObject(schema.KindCommit, ref.name, &c); err != nil {
+	for i, ref := range refs {
+		r, err := tx.Get(schema.KindCommit, ref.name)
+		if err != nil {
 			return nil, err
 		}
-		for _, res := range c.Status.Tenants {
-			if res.Tenant == tenant {
-				out = append(out, historyRow{Commit: summarize(&c), Result: res})
-				break
-			}
+		res, ok, err := tenantResult(r.Object, tenant)
+		if err != nil {
+			return nil, fmt.Errorf("commit %s: %w", ref.name, err)
+		}
+		if ok {
+			out = append(out, historyRow{Commit: sums[i], Result: res})
 		}
 	}
 	return out, nil

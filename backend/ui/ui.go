@@ -49,6 +49,7 @@ type handler struct {
 	secure bool // cookies are Secure
 	forge  forge
 	mux    *http.ServeMux
+	cache  summaryCache
 }
 
 // New returns the dashboard's handler for srv, to be mounted with
