@@ -27,11 +27,11 @@ type overviewPage struct {
 	Page       int
 	Prev, Next string
 	Failing    int
-	Counts   api.ResourceCounts
-	Source   *api.SourceStatus
-	Problem  string // why the source's status could not be read
-	Recent   []commitSummary
-	Timeline []commitSummary // oldest first
+	Counts     api.ResourceCounts
+	Source     *api.SourceStatus
+	Problem    string // why the source's status could not be read
+	Recent     []commitSummary
+	Timeline   []commitSummary // oldest first
 }
 
 // tenantRow is one tenant of the overview.
