@@ -65,7 +65,8 @@ func TestEncryptStateOfExistingInstallation(t *testing.T) {
 	mustSucceed(t, r.reconcile("rev1", "first", examples(t)))
 	plain := r.rawState("production")
 	bundle, _, _ := secretsFromStateFile([]byte(plain))
-	if bundle == nil || !strings.Contains(plain, "192.0.2.") {
+	addrs := r.simBlockPrefix()
+	if bundle == nil || !strings.Contains(plain, addrs) {
 		t.Fatal("the unencrypted state holds no bundle or addresses: the test would prove nothing")
 	}
 	machines := r.machines()
@@ -85,7 +86,7 @@ func TestEncryptStateOfExistingInstallation(t *testing.T) {
 		if !strings.Contains(enc, "encrypted_data") {
 			t.Fatalf("%s's state is not encrypted: %.200s", tenant, enc)
 		}
-		for _, leak := range []string{"192.0.2.", "BEGIN", "talos_secrets", string(bundle[:40])} {
+		for _, leak := range []string{addrs, "BEGIN", "talos_secrets", string(bundle[:40])} {
 			if strings.Contains(enc, leak) {
 				t.Errorf("%s's encrypted state holds %q in plain text", tenant, leak)
 			}

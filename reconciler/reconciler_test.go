@@ -3,7 +3,9 @@ package reconciler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"testing/fstest"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -56,6 +59,17 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	return &rig{t: t, srv: srv, rec: rec, simDir: simDir}
+}
+
+// simBlockPrefix returns "127.B.", the start of every address of the
+// rig's simulated machines.
+func (r *rig) simBlockPrefix() string {
+	r.t.Helper()
+	st, err := sim.Open(r.simDir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return fmt.Sprintf("127.%d.", st.Block())
 }
 
 // examples returns the example repository as an in-memory tree that a
@@ -150,7 +164,7 @@ func TestReconcileLifecycle(t *testing.T) {
 			m.Metadata.Labels[schema.LabelProvider] != "sim" || m.Metadata.Labels[schema.LabelRole] != m.Spec.Role {
 			t.Errorf("machine %s labels %v do not match its spec %+v", id, m.Metadata.Labels, m.Spec)
 		}
-		if m.Metadata.UID == "" || !strings.HasPrefix(m.Spec.ManagementAddress, "192.0.2.") && !strings.HasPrefix(m.Spec.ManagementAddress, "198.51.100.") && !strings.HasPrefix(m.Spec.ManagementAddress, "203.0.113.") {
+		if a, err := netip.ParseAddr(m.Spec.ManagementAddress); m.Metadata.UID == "" || err != nil || !sim.Loopback(a) {
 			t.Errorf("machine %s: uid %q address %q", id, m.Metadata.UID, m.Spec.ManagementAddress)
 		}
 	}

@@ -143,10 +143,10 @@ func TestSchemaExamplesLoad(t *testing.T) {
 // status and times stay out of it.
 func TestKindsJSON(t *testing.T) {
 	m := Machine{APIVersion: APIVersion, Kind: KindMachine, Metadata: ObjectMeta{Name: "prod-workers-0"},
-		Spec:   MachineSpec{ManagementAddress: "192.0.2.10", ProviderID: "sim://prod/0", Shape: "small", Hostname: "prod-workers-0", Role: RoleWorker, Tenant: "prod", NodeGroup: "workers"},
+		Spec:   MachineSpec{ManagementAddress: "127.1.0.10", ProviderID: "sim://prod/0", Shape: "small", Hostname: "prod-workers-0", Role: RoleWorker, Tenant: "prod", NodeGroup: "workers"},
 		Status: MachineStatus{Stage: StageReady, Ready: true}}
 	got, _ := json.Marshal(m)
-	want := `{"apiVersion":"rezuscloud.io/v1","kind":"Machine","metadata":{"name":"prod-workers-0"},"spec":{"managementAddress":"192.0.2.10","providerID":"sim://prod/0","shape":"small","hostname":"prod-workers-0","role":"worker","tenant":"prod","nodeGroup":"workers"},"status":{"stage":"ready","ready":true}}`
+	want := `{"apiVersion":"rezuscloud.io/v1","kind":"Machine","metadata":{"name":"prod-workers-0"},"spec":{"managementAddress":"127.1.0.10","providerID":"sim://prod/0","shape":"small","hostname":"prod-workers-0","role":"worker","tenant":"prod","nodeGroup":"workers"},"status":{"stage":"ready","ready":true}}`
 	if string(got) != want {
 		t.Errorf("Machine JSON\n got %s\nwant %s", got, want)
 	}

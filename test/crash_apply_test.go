@@ -117,7 +117,7 @@ func crashMidApply(t *testing.T, waitSaved bool) {
 		"REZUSSIM_CREATE_DELAY=" + crashCreateDelay,
 	}})
 	s := e.srv
-	simDir := filepath.Join(e.data, "sim")
+	simDir := e.data + "-sim" // the default sim dir, beside the data dir
 	work := filepath.Join(e.data, "work", "production")
 	before := len(s.tenantMachines("production"))
 	if n := len(simMachines(t, simDir, "production")); n != before {

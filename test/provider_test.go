@@ -126,6 +126,16 @@ func (w *simWorkspace) apply(n int, extra ...string) string {
 	return w.must(append([]string{"apply", "-auto-approve", "-input=false", fmt.Sprintf("-var=n=%d", n)}, extra...)...)
 }
 
+// block returns the address block of the workspace's sim dir.
+func (w *simWorkspace) block() sim.Block {
+	w.t.Helper()
+	store, err := sim.Open(w.machines)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return store.Block()
+}
+
 // records returns the machine files keyed by Terraform's count index, read
 // back through the state so that both views are checked against each other.
 func (w *simWorkspace) records() map[int]sim.Record {
@@ -253,8 +263,8 @@ func TestSimProviderMachines(t *testing.T) {
 	addrs := map[string]bool{}
 	for i, r := range three {
 		a, err := netip.ParseAddr(r.Address)
-		if err != nil || !sim.Allocatable(a) || addrs[r.Address] {
-			t.Fatalf("machine %d: address %q not a distinct documentation address", i, r.Address)
+		if err != nil || !w.block().Contains(a) || addrs[r.Address] {
+			t.Fatalf("machine %d: address %q not a distinct address of the sim dir's block %s", i, r.Address, w.block())
 		}
 		addrs[r.Address] = true
 		if !sim.ValidID(r.ID) || r.Hostname != "acme-workers-"+r.ID[len(r.ID)-6:] || r.Name != fmt.Sprintf("w-%d", i) {
@@ -273,6 +283,15 @@ func TestSimProviderMachines(t *testing.T) {
 		fi, _ := os.Stat(filepath.Join(w.machines, r.ID+".json"))
 		if fi.Mode().Perm() != 0o600 {
 			t.Fatalf("machine file mode %v", fi.Mode())
+		}
+		// The machine's own disk holds its user data, as a real one does.
+		disk := filepath.Join(w.machines, sim.DisksDir, r.ID, sim.UserDataFile)
+		ud, err := os.ReadFile(disk)
+		if want := fmt.Sprintf("machine:\n  token: TOPSECRET-%d\n", i); err != nil || string(ud) != want {
+			t.Fatalf("machine %d: disk %q, %v; want %q", i, ud, err, want)
+		}
+		if fi, _ := os.Stat(disk); fi.Mode().Perm() != 0o600 {
+			t.Fatalf("disk file mode %v", fi.Mode())
 		}
 	}
 	if fi, _ := os.Stat(w.machines); fi.Mode().Perm() != 0o700 {
@@ -313,7 +332,7 @@ func TestSimProviderMachines(t *testing.T) {
 			t.Fatalf("machine %d changed when scaling down: %+v -> %+v", i, three[i], two[i])
 		}
 	}
-	if files, _ := filepath.Glob(filepath.Join(w.machines, "*.json")); len(files) != 2 {
+	if files, _ := filepath.Glob(filepath.Join(w.machines, "sim-*.json")); len(files) != 2 {
 		t.Fatalf("%d machine files after scaling to 2: %v", len(files), files)
 	}
 
@@ -350,8 +369,11 @@ func TestSimProviderMachines(t *testing.T) {
 	}
 
 	w.must("destroy", "-auto-approve", "-input=false", "-var=n=2")
-	if files, _ := filepath.Glob(filepath.Join(w.machines, "*.json")); len(files) != 0 {
+	if files, _ := filepath.Glob(filepath.Join(w.machines, "sim-*.json")); len(files) != 0 {
 		t.Fatalf("machine files after destroy: %v", files)
+	}
+	if disks, _ := filepath.Glob(filepath.Join(w.machines, sim.DisksDir, "*")); len(disks) != 0 {
+		t.Fatalf("machine disks after destroy: %v", disks)
 	}
 }
 

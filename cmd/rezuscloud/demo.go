@@ -117,7 +117,7 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 		srv.Close()
 		return err
 	}
-	step(3, "dashboard %s/ (open it to watch the first apply; sim machines in %s)", srv.URL(), filepath.Join(sf.data, "sim"))
+	step(3, "dashboard %s/ (open it to watch the first apply; sim machines in %s)", srv.URL(), defaultSimDir(sf.data))
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

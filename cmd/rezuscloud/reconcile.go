@@ -16,6 +16,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/backend/webhook"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -48,7 +49,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	}
 	simDir := f.simDir
 	if simDir == "" {
-		simDir = filepath.Join(dataDir, "sim")
+		simDir = defaultSimDir(dataDir)
 	}
 	cli := filepath.Join(dataDir, "tofu.rc")
 	// No shared plugin cache: concurrent first inits of several tenants
@@ -57,6 +58,17 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: mirror}); err != nil {
 		return noop, err
 	}
+	// The sim cloud's machines are simulated Talos nodes, served from here.
+	nodes, err := talosnode.Open(talosnode.Options{Dir: simDir, Logger: log.With("component", "simnodes")})
+	if err != nil {
+		return noop, fmt.Errorf("simulated Talos nodes: %w", err)
+	}
+	stopNodes := sync.OnceFunc(func() { nodes.Close() })
+	defer func() {
+		if err != nil {
+			stopNodes()
+		}
+	}()
 	env := map[string]string{"REZUSSIM_DIR": simDir}
 	// A knob of the simulated cloud for tests: how long creating a
 	// machine takes.
@@ -192,8 +204,17 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	go func() {
 		defer wg.Done()
 		rec.ObserveSim(ctx, simDir, 2*time.Second)
+		stopNodes()
 	}()
 	return wg.Wait, nil
+}
+
+// defaultSimDir is where the simulated cloud lives without --sim-dir: a
+// sibling of the data dir, "<data>-sim". The simulated cloud is another
+// party than RezusCloud: its machines' disks hold their Talos configs, as a
+// real machine's disk does, and must not rest inside RezusCloud's data dir.
+func defaultSimDir(dataDir string) string {
+	return filepath.Clean(dataDir) + "-sim"
 }
 
 // runToken names the ephemeral token of a tenant's runs, which is also

@@ -130,7 +130,7 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.StringVar(&f.dir, "dir", "", "local `DIR` of manifests to reconcile instead of --repo, watched for changes")
 	fs.StringVar(&f.tofu, "tofu", "", "the tofu `BINARY` (OpenTofu >= 1.10); default: tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` that holds the simulated provider; default: providers/ beside this binary")
-	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` where the simulated cloud keeps its machines; default: sim/ in the data dir")
+	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud: its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
 	fs.IntVar(&f.maxDeletions, "max-deletions", 1, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
 	fs.IntVar(&f.workers, "workers", 2, "tenants that run tofu at the same time")
 	fs.DurationVar(&f.debounce, "debounce", 250*time.Millisecond, "how long a tenant stays quiet before its newest revision is applied; bursts of commits coalesce")

@@ -70,7 +70,7 @@ func TestPrintObjects(t *testing.T) {
 		b, _ := json.Marshal(schema.Machine{
 			APIVersion: schema.APIVersion, Kind: schema.KindMachine,
 			Metadata: schema.ObjectMeta{Name: name, CreatedAt: created},
-			Spec:     schema.MachineSpec{Tenant: "acme", NodeGroup: "workers", Role: "worker", ManagementAddress: "192.0.2.1", Hostname: "h-" + name, Shape: "small"},
+			Spec:     schema.MachineSpec{Tenant: "acme", NodeGroup: "workers", Role: "worker", ManagementAddress: "127.1.0.1", Hostname: "h-" + name, Shape: "small"},
 			Status:   schema.MachineStatus{Stage: schema.StageReady},
 		})
 		return b
@@ -83,8 +83,8 @@ func TestPrintObjects(t *testing.T) {
 	}
 	want := "" +
 		"NAME              TENANT    NODEGROUP   ROLE      STAGE     ADDRESS     AGE\n" +
-		"m-1               acme      workers     worker    ready     192.0.2.1   3m\n" +
-		"m-longer-name-2   acme      workers     worker    ready     192.0.2.1   2d2h\n"
+		"m-1               acme      workers     worker    ready     127.1.0.1   3m\n" +
+		"m-longer-name-2   acme      workers     worker    ready     127.1.0.1   2d2h\n"
 	if buf.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", buf.String(), want)
 	}

@@ -61,7 +61,7 @@ func (r *machineResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 		return nil
 	}}}
 	resp.Schema = schema.Schema{
-		Description: "A simulated machine, kept as a JSON file in the provider's directory.",
+		Description: "A simulated machine, kept as a JSON file in the provider's directory, with its disk beside it.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Description: `Machine id, "sim-" and 16 hex digits.`, Computed: true, PlanModifiers: keep,
@@ -87,11 +87,11 @@ func (r *machineResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Description: "Boot image.", Required: true, PlanModifiers: replace, Validators: nonEmpty,
 			},
 			"user_data": schema.StringAttribute{
-				Description: "Data the machine boots with (its Talos config). Only its SHA-256 is kept in the machine file.",
+				Description: "Data the machine boots with (its Talos config). It is written to the machine's disk (disk/<id>/user-data, mode 0600); the machine file keeps only its SHA-256.",
 				Optional:    true, Sensitive: true, PlanModifiers: replace,
 			},
 			"address": schema.StringAttribute{
-				Description: "IPv4 address from a documentation range, fixed for the machine's life.", Computed: true, PlanModifiers: keep,
+				Description: "Loopback IPv4 address from the sim dir's block 127.B.0.0/16, fixed for the machine's life; its Talos API listens there on port 50000.", Computed: true, PlanModifiers: keep,
 			},
 			"hostname": schema.StringAttribute{
 				Description: "Host name: <tenant>-<node_group>-<last 6 hex digits of id>.", Computed: true, PlanModifiers: keep,

@@ -1,8 +1,11 @@
 // Command terraform-provider-rezussim is the provider of RezusCloud's
 // simulated cloud: its one resource, rezussim_machine, keeps each machine as
-// a JSON file in a directory (see internal/sim) and hands out addresses from
-// the documentation ranges. It is the built-in default cloud and the test
-// bed of the end-to-end tests. tofu starts it; it is not run by hand.
+// a JSON record in a directory (see internal/sim), writes the machine's
+// user data to the machine's own disk there, and hands out loopback
+// addresses from the directory's block 127.B.0.0/16. The node host of the
+// sim dir then serves each machine as a simulated Talos node. It is the
+// built-in default cloud and the test bed of the end-to-end tests. tofu
+// starts it; it is not run by hand.
 //
 // It must not import anything of the project but internal/sim.
 package main

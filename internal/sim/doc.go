@@ -1,16 +1,38 @@
 // Package sim is the simulated cloud's machine store: the record format of
-// one simulated machine and the directory layout that holds them. The
-// rezussim provider writes records here; the server's status collector reads
-// them to simulate boot stages.
+// one simulated machine, the directory layout that holds them, and the
+// cloud's address block. The rezussim provider writes records and disks
+// here; the Talos node host (internal/sim/talosnode) reads them and serves
+// every machine as a simulated Talos node; the server's status collector
+// reads the records too.
 //
-// Layout: one file per machine, <dir>/<id>.json (mode 0600, dir 0700), each
-// written atomically (package atomicfile), so a reader never sees half a
-// record. Writers serialise on <dir>/.lock, which also makes
-// address allocation safe across provider processes sharing a directory.
-// Readers need no lock.
+// Layout of a sim dir (dir 0700, files 0600):
 //
-// A record never holds a machine's user data, only its SHA-256. Addresses
-// come from the documentation ranges (RFC 5737) and nothing ever dials them.
+//	sim.json                 the cloud's settings: {"block": B}, written once at creation
+//	<id>.json                one record per machine
+//	disk/<id>/user-data      the machine's disk: the user data (Talos config) it was created with
+//	disk/<id>/...            the node's own state, kept by the node host
+//	faults.json              faults injected into nodes, read by the node host
+//	.lock                    the writers' lock
+//
+// Records and settings are written atomically through a temporary file and
+// a rename, so a reader never sees half a file. Writers serialise on
+// <dir>/.lock, which also makes address allocation safe across provider
+// processes sharing a directory. Readers need no lock. A machine's disk is
+// written before its record and removed after it, so a reader that sees a
+// record finds its disk.
+//
+// A record never holds a machine's user data, only its SHA-256: records are
+// what the status plane and tests read. The user data lives on the
+// machine's disk only, as on a real cloud, which is why a sim dir is a
+// simulated cloud's own place, outside RezusCloud's data dir.
+//
+// Addresses: every sim dir owns one loopback block 127.B.0.0/16 (B in
+// 1..254), chosen at random when the dir is created among the blocks that
+// no live process claims (a node host claims its block for its lifetime by
+// listening on 127.B.255.254:50000). Machines get the lowest free address
+// of the block, so allocation is deterministic given the addresses taken.
+// No simulated machine ever has an address outside 127.0.0.0/8.
+//
 // This package must not import anything else of the project but
 // internal/atomicfile.
 package sim

@@ -144,8 +144,8 @@ func (r *Record) Check() error {
 	if err != nil {
 		return fmt.Errorf("address: %w", err)
 	}
-	if !Allocatable(a) {
-		return fmt.Errorf("address %s is outside the simulated ranges %v", a, Ranges)
+	if !Loopback(a) {
+		return fmt.Errorf("address %s is not a simulated machine's address (127.B.x.y, B not 0)", a)
 	}
 	if r.Hostname == "" {
 		return fmt.Errorf("hostname is empty")

@@ -12,7 +12,7 @@ func sampleRecord() Record {
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	return Record{
 		ID: "sim-0123456789abcdef", Name: "w-0", Tenant: "acme", NodeGroup: "workers",
-		Role: "worker", Shape: "small", Image: "talos-v1.12.6", Address: "192.0.2.7",
+		Role: "worker", Shape: "small", Image: "talos-v1.12.6", Address: "127.42.0.7",
 		Hostname: "acme-workers-abcdef", UserDataSHA256: HashUserData([]byte("secret")),
 		CreatedAt: t0, UpdatedAt: t0,
 	}
@@ -32,7 +32,7 @@ func TestRecordFormat(t *testing.T) {
   "role": "worker",
   "shape": "small",
   "image": "talos-v1.12.6",
-  "address": "192.0.2.7",
+  "address": "127.42.0.7",
   "hostname": "acme-workers-abcdef",
   "userDataSHA256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b",
   "createdAt": "2025-01-02T03:04:05Z",
@@ -61,7 +61,8 @@ func TestUnmarshalRejects(t *testing.T) {
 		"bad name":       {func(r *Record) { r.Name = "w_0" }, `name "w_0" is not a DNS subdomain`},
 		"bad role":       {func(r *Record) { r.Role = "master" }, `role "master"`},
 		"no image":       {func(r *Record) { r.Image = "" }, "image is empty"},
-		"foreign addr":   {func(r *Record) { r.Address = "10.1.2.3" }, "address 10.1.2.3 is outside"},
+		"foreign addr":   {func(r *Record) { r.Address = "10.1.2.3" }, "address 10.1.2.3 is not a simulated machine's address"},
+		"127.0.0.1":      {func(r *Record) { r.Address = "127.0.0.1" }, "address 127.0.0.1 is not"},
 		"garbage addr":   {func(r *Record) { r.Address = "x" }, "address:"},
 		"clear userdata": {func(r *Record) { r.UserDataSHA256 = "secret" }, `userDataSHA256 "secret"`},
 		"no createdAt":   {func(r *Record) { r.CreatedAt = time.Time{} }, "createdAt is missing"},

@@ -3,12 +3,14 @@ package sim
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -20,12 +22,26 @@ import (
 // the machine.
 var ErrNotFound = errors.New("machine not found")
 
-// Store is a directory of machine records.
+// Store is a directory of machine records: one simulated cloud.
 type Store struct {
-	dir string
+	dir   string
+	block Block
+}
+
+// configFile names the sim dir's own settings, written once when the dir
+// is created.
+const configFile = "sim.json"
+
+// cloudConfig is the content of configFile.
+type cloudConfig struct {
+	// Block is B of the cloud's address block 127.B.0.0/16.
+	Block Block `json:"block"`
 }
 
 // Open returns the store in dir, creating the directory (0700) if needed.
+// A new directory gets its address block: a random one that no live
+// process holds (see Block.Claim), recorded in <dir>/sim.json so that every
+// process using the dir agrees on it.
 func Open(dir string) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("open machine store: no directory given")
@@ -40,7 +56,97 @@ func Open(dir string) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("open machine store: %s is not a directory", dir)
 	}
-	return &Store{dir: dir}, nil
+	s := &Store{dir: dir}
+	if s.block, err = s.readConfig(); err == nil {
+		return s, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if s.block, err = s.readConfig(); err == nil {
+		return s, nil // created meanwhile by another process
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if s.block, err = freeBlock(0); err != nil {
+		return nil, fmt.Errorf("open machine store %s: %w", dir, err)
+	}
+	if err := s.writeConfig(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Block returns the address block of the store's machines.
+func (s *Store) Block() Block { return s.block }
+
+// Reblock gives an empty store a new address block, other than its
+// current one, that no live process holds. A host whose block was claimed
+// by another simulated cloud uses it; a store with machines cannot change
+// its block, as their addresses would leave it.
+func (s *Store) Reblock() error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rs, err := s.List()
+	if err != nil || len(rs) > 0 {
+		return fmt.Errorf("machine store %s: cannot change the address block %s of a store with machines (%d, %v)", s.dir, s.block, len(rs), err)
+	}
+	b, err := freeBlock(s.block)
+	if err != nil {
+		return fmt.Errorf("machine store %s: %w", s.dir, err)
+	}
+	s.block = b
+	return s.writeConfig()
+}
+
+func (s *Store) readConfig() (Block, error) {
+	p := filepath.Join(s.dir, configFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	var c cloudConfig
+	if err := json.Unmarshal(b, &c); err != nil {
+		return 0, fmt.Errorf("sim dir config %s: %w", p, err)
+	}
+	if !c.Block.Valid() {
+		return 0, fmt.Errorf("sim dir config %s: block %d is not in 1..254", p, int(c.Block))
+	}
+	return c.Block, nil
+}
+
+func (s *Store) writeConfig() error {
+	b, _ := json.Marshal(cloudConfig{Block: s.block})
+	return atomicfile.Write(filepath.Join(s.dir, configFile), append(b, '\n'), 0o600)
+}
+
+// freeBlock picks a random block, other than not, whose claim address no
+// live process holds.
+func freeBlock(not Block) (Block, error) {
+	var buf [1]byte
+	for range 1024 {
+		rand.Read(buf[:])
+		b := Block(buf[0])
+		if !b.Valid() || b == not {
+			continue
+		}
+		l, err := b.Claim()
+		if err == nil {
+			l.Close()
+			return b, nil
+		}
+		if !errors.Is(err, ErrBlockInUse) {
+			return 0, err
+		}
+	}
+	return 0, errors.New("no free address block: every 127.B.0.0/16 tried is held by a live process")
 }
 
 // Dir returns the store's directory.
@@ -133,7 +239,7 @@ func (s *Store) Create(spec Spec, now time.Time) (Record, error) {
 		used[r.ID] = true
 		used[r.Hostname] = true
 	}
-	addr, err := Allocate(taken)
+	addr, err := s.block.Allocate(taken)
 	if err != nil {
 		return Record{}, fmt.Errorf("create machine %s/%s/%s: %w", spec.Tenant, spec.NodeGroup, spec.Name, err)
 	}
@@ -156,11 +262,61 @@ func (s *Store) Create(spec Spec, now time.Time) (Record, error) {
 		CreatedAt:      now,
 		UpdatedAt:      now,
 	}
+	if err := s.writeDisk(id, spec.UserData); err != nil {
+		return Record{}, err
+	}
 	if err := s.write(&r); err != nil {
+		os.RemoveAll(s.DiskDir(id))
 		return Record{}, err
 	}
 	return r, nil
 }
+
+// DiskDir returns the directory that holds the disk of machine id:
+// <dir>/disk/<id>. The provider writes the machine's user data there
+// (UserDataFile) when it creates the machine; the machine, once it runs as a
+// simulated Talos node, keeps its own state beside it. id must be valid
+// (ValidDiskID).
+func (s *Store) DiskDir(id string) string { return filepath.Join(s.dir, DisksDir, id) }
+
+// DisksDir is the folder of a sim dir that holds the machines' disks.
+const DisksDir = "disk"
+
+// UserDataFile names the file of a machine's disk that holds the user data
+// it was created with (its Talos config), mode 0600.
+const UserDataFile = "user-data"
+
+// UserData reads the user data machine id was created with.
+func (s *Store) UserData(id string) ([]byte, error) {
+	if !ValidID(id) {
+		return nil, fmt.Errorf("machine id %q is not of the form sim-<16 hex digits>", id)
+	}
+	b, err := os.ReadFile(filepath.Join(s.DiskDir(id), UserDataFile))
+	if err != nil {
+		return nil, fmt.Errorf("read user data of machine %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// writeDisk creates the disk of machine id (0700) holding its user data.
+func (s *Store) writeDisk(id string, userData []byte) error {
+	d := s.DiskDir(id)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return fmt.Errorf("create disk of machine %s: %w", id, err)
+	}
+	if err := atomicfile.Write(filepath.Join(d, UserDataFile), userData, 0o600); err != nil {
+		return fmt.Errorf("write user data of machine %s: %w", id, err)
+	}
+	return nil
+}
+
+// ValidDiskID reports whether id may name a disk: 1-128 of letters,
+// digits, '.', '_' and '-', not starting with '.' or '-'. Machines of other
+// simulated clouds (OpenStack server ids, metal machines) keep their disks
+// in the same folder under their own ids.
+func ValidDiskID(id string) bool { return diskIDPattern.MatchString(id) }
+
+var diskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
 // SetShape changes a machine's shape in place; everything else, address
 // included, stays.
@@ -202,7 +358,15 @@ func (s *Store) Delete(id string) error {
 	if err := os.Remove(s.Path(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete machine %s: %w", id, err)
 	}
-	return nil
+	// The disk goes with the machine. A node host may still be writing its
+	// state there while it notices the record is gone: try again then.
+	for range 5 {
+		if err = os.RemoveAll(s.DiskDir(id)); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("delete disk of machine %s: %w", id, err)
 }
 
 // write stores r atomically (see package atomicfile).

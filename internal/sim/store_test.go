@@ -33,7 +33,7 @@ func TestCreateWritesPrivateRecordWithoutUserData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ValidID(r.ID) || r.Address != "192.0.2.1" || r.Hostname != "acme-workers-"+r.ID[len(r.ID)-6:] {
+	if !ValidID(r.ID) || r.Address != s.Block().Prefix().Addr().Next().String() || r.Hostname != "acme-workers-"+r.ID[len(r.ID)-6:] {
 		t.Fatalf("record: %+v", r)
 	}
 	if !r.CreatedAt.Equal(t0) || r.UserDataSHA256 != HashUserData(spec("").UserData) {
@@ -63,6 +63,11 @@ func TestCreateWritesPrivateRecordWithoutUserData(t *testing.T) {
 	}
 }
 
+// addrIn returns 127.B.x.y of the store's block.
+func addrIn(s *Store, x, y int) string {
+	return netip.AddrFrom4([4]byte{127, byte(s.Block()), byte(x), byte(y)}).String()
+}
+
 func TestCreateRejectsBadSpec(t *testing.T) {
 	s := openStore(t)
 	bad := spec("w-0")
@@ -85,8 +90,8 @@ func TestAddressesReusedLowestFirstAndStable(t *testing.T) {
 		}
 		rs = append(rs, r)
 	}
-	for i, want := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"} {
-		if rs[i].Address != want {
+	for i := range 4 {
+		if want := addrIn(s, 0, i+1); rs[i].Address != want {
 			t.Fatalf("machine %d: address %s, want %s", i, rs[i].Address, want)
 		}
 	}
@@ -110,8 +115,8 @@ func TestAddressesReusedLowestFirstAndStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Address != "192.0.2.2" {
-		t.Fatalf("new machine got %s, want the freed 192.0.2.2", n.Address)
+	if n.Address != addrIn(s, 0, 2) {
+		t.Fatalf("new machine got %s, want the freed %s", n.Address, addrIn(s, 0, 2))
 	}
 }
 
@@ -157,7 +162,7 @@ func TestConcurrentCreatesGetDistinctAddresses(t *testing.T) {
 		t.Fatalf("%d records, want %d", len(rs), n)
 	}
 	for i := range n {
-		a := netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}).String()
+		a := addrIn(s, 0, i+1)
 		if !seen[a] {
 			t.Fatalf("address %s not used: allocation is not dense", a)
 		}
@@ -227,5 +232,93 @@ func TestOpenNeedsDirectory(t *testing.T) {
 	os.WriteFile(f, nil, 0o600)
 	if _, err := Open(f); err == nil {
 		t.Fatal("Open(file) succeeded")
+	}
+}
+
+func TestOpenRecordsTheBlockOnce(t *testing.T) {
+	s := openStore(t)
+	if !s.Block().Valid() {
+		t.Fatalf("block %d", s.Block())
+	}
+	b, err := os.ReadFile(filepath.Join(s.Dir(), "sim.json"))
+	if err != nil || !strings.Contains(string(b), `"block":`) {
+		t.Fatalf("sim.json: %q, %v", b, err)
+	}
+	for range 5 {
+		again, err := Open(s.Dir())
+		if err != nil || again.Block() != s.Block() {
+			t.Fatalf("reopen: block %d, %v; want %d", again.Block(), err, s.Block())
+		}
+	}
+	os.WriteFile(filepath.Join(s.Dir(), "sim.json"), []byte(`{"block": 0}`), 0o600)
+	if _, err := Open(s.Dir()); err == nil || !strings.Contains(err.Error(), "not in 1..254") {
+		t.Fatalf("block 0 accepted: %v", err)
+	}
+}
+
+func TestReblockOnlyWhenEmpty(t *testing.T) {
+	s := openStore(t)
+	old := s.Block()
+	if err := s.Reblock(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Block() == old {
+		t.Fatalf("Reblock kept %s", old)
+	}
+	if again, _ := Open(s.Dir()); again.Block() != s.Block() {
+		t.Fatalf("new block not recorded: %s vs %s", again.Block(), s.Block())
+	}
+	r, err := s.Create(spec("w-0"), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := netip.MustParseAddr(r.Address); !s.Block().Contains(a) {
+		t.Fatalf("address %s outside the block %s", a, s.Block())
+	}
+	if err := s.Reblock(); err == nil {
+		t.Fatal("Reblock of a store with machines succeeded")
+	}
+}
+
+func TestDiskHoldsUserDataAndGoesWithTheMachine(t *testing.T) {
+	s := openStore(t)
+	r, err := s.Create(spec("w-0"), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.UserData(r.ID)
+	if err != nil || string(got) != string(spec("").UserData) {
+		t.Fatalf("UserData = %q, %v", got, err)
+	}
+	p := filepath.Join(s.DiskDir(r.ID), UserDataFile)
+	for path, want := range map[string]os.FileMode{s.DiskDir(r.ID): 0o700, p: 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != want {
+			t.Fatalf("%s: mode %v, %v; want %v", path, fi.Mode().Perm(), err, want)
+		}
+	}
+	if rs, err := s.List(); err != nil || len(rs) != 1 {
+		t.Fatalf("the disk folder is listed as a machine: %d, %v", len(rs), err)
+	}
+	os.WriteFile(filepath.Join(s.DiskDir(r.ID), "state.json"), []byte("{}"), 0o600)
+	if err := s.Delete(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.DiskDir(r.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("disk left behind: %v", err)
+	}
+	if _, err := s.UserData("../x"); err == nil {
+		t.Fatal("UserData of a path")
+	}
+}
+
+func TestValidDiskID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"sim-0123456789abcdef": true, "3f2a9c1e-1111-4a4a-8b8b-000000000001": true, "metal-127-5-0-1": true,
+		"": false, ".": false, "..": false, "../x": false, "a/b": false, "-x": false, strings.Repeat("a", 129): false,
+	} {
+		if got := ValidDiskID(id); got != want {
+			t.Errorf("ValidDiskID(%q) = %v, want %v", id, got, want)
+		}
 	}
 }

@@ -1,0 +1,179 @@
+package talosnode
+
+import (
+	"context"
+	"net/netip"
+	"path"
+
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// errNotAuthorized is Talos's answer to a client whose role may not call a
+// method.
+var errNotAuthorized = status.Error(codes.PermissionDenied, "not authorized")
+
+var (
+	readers   = role.MakeSet(role.Admin, role.Operator, role.Reader)
+	operators = role.MakeSet(role.Admin, role.Operator)
+	admins    = role.MakeSet(role.Admin)
+)
+
+// rules are the roles that may call each method, as Talos's machined
+// authorizes them; methods not listed need os:admin.
+var rules = map[string]role.Set{
+	"/machine.MachineService/ApplyConfiguration":   admins,
+	"/machine.MachineService/Bootstrap":            admins,
+	"/machine.MachineService/Dmesg":                readers,
+	"/machine.MachineService/EtcdLeaveCluster":     admins,
+	"/machine.MachineService/EtcdMemberList":       readers,
+	"/machine.MachineService/EtcdRemoveMemberByID": admins,
+	"/machine.MachineService/EtcdStatus":           readers,
+	"/machine.MachineService/Logs":                 readers,
+	"/machine.MachineService/Reboot":               operators,
+	"/machine.MachineService/Reset":                admins,
+	"/machine.MachineService/Rollback":             admins,
+	"/machine.MachineService/ServiceList":          readers,
+	"/machine.MachineService/Upgrade":              admins,
+	"/machine.MachineService/Version":              readers,
+	"/cosi.resource.State/Get":                     readers,
+	"/cosi.resource.State/List":                    readers,
+	"/cosi.resource.State/Watch":                   readers,
+}
+
+// inMaintenance are the methods the maintenance server has besides
+// ApplyConfiguration; they need os:admin, which no maintenance client has.
+var inMaintenance = map[string]bool{
+	"/machine.MachineService/Version": true, "/machine.MachineService/Upgrade": true,
+	"/machine.MachineService/Reset": true, "/machine.MachineService/MetaWrite": true,
+	"/machine.MachineService/MetaDelete": true,
+}
+
+// call is what a handler gets to know about its request.
+type call struct {
+	n     *node
+	roles role.Set
+}
+
+type callKey struct{}
+
+func callOf(ctx context.Context) *call { return ctx.Value(callKey{}).(*call) }
+
+func (h *Host) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := h.authorize(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (h *Host) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, err := h.authorize(ss.Context(), info.FullMethod)
+	if err != nil {
+		return err
+	}
+	return handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+}
+
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }
+
+// authorize finds the node a request is for (the one whose address it
+// reached, or the one its "node" header names, as apid proxies), and
+// checks the client's role, from the Organization of its certificate.
+func (h *Host) authorize(ctx context.Context, method string) (context.Context, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil, status.Error(codes.Internal, "no peer")
+	}
+	addr, _ := addrOf(p.LocalAddr)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.byAddr[addr]
+	if n == nil {
+		return nil, status.Errorf(codes.Unavailable, "no machine at %s", addr)
+	}
+	n, err := h.proxied(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	now := h.now()
+	h.advance(n, now)
+	if v := n.viewAt(now); v.Down || n.fault.Refuse {
+		return nil, status.Errorf(codes.Unavailable, "connection error: dial tcp %s:50000: connect: connection refused", n.st.Address)
+	}
+	roles := peerRoles(p)
+	if n.st.Running == nil {
+		switch {
+		case method == "/machine.MachineService/ApplyConfiguration":
+		case path.Dir(method) == "/cosi.resource.State":
+			roles = role.MakeSet(role.Reader)
+		case inMaintenance[method]:
+			return nil, status.Error(codes.Unimplemented, "API is not implemented in maintenance mode")
+		default:
+			return nil, status.Errorf(codes.Unimplemented, "method %s not implemented", path.Base(method))
+		}
+	} else {
+		need, ok := rules[method]
+		if !ok {
+			need = admins
+		}
+		if !roles.IncludesAny(need) {
+			return nil, errNotAuthorized
+		}
+	}
+	return context.WithValue(ctx, callKey{}, &call{n: n, roles: roles}), nil
+}
+
+// proxied returns the node a request's "node" header names, if another
+// than the one it reached: apid forwards it there. Called with h.mu held.
+func (h *Host) proxied(ctx context.Context, n *node) (*node, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	targets := md.Get("node")
+	if len(targets) == 0 {
+		targets = md.Get("nodes")
+	}
+	switch {
+	case len(targets) == 0:
+		return n, nil
+	case len(targets) > 1:
+		return nil, status.Error(codes.Unimplemented, "the simulated apid does not proxy to several nodes at once")
+	case n.st.Running == nil:
+		return n, nil // the maintenance server does not proxy
+	}
+	var t *node
+	if a, err := netip.ParseAddr(targets[0]); err == nil {
+		t = h.byAddr[a]
+	} else {
+		t = h.lookup(targets[0])
+	}
+	switch {
+	case t == n:
+		return n, nil
+	case t == nil:
+		return nil, status.Errorf(codes.Unavailable, "connection error: dial tcp %s:50000: connect: connection refused", targets[0])
+	case t.cluster() != n.cluster():
+		return nil, status.Error(codes.Unavailable, "connection error: remote error: tls: bad certificate")
+	}
+	return t, nil
+}
+
+// peerRoles returns the roles in the Organization of the client's
+// verified certificate.
+func peerRoles(p *peer.Peer) role.Set {
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return role.MakeSet()
+	}
+	roles, _ := role.Parse(info.State.VerifiedChains[0][0].Subject.Organization)
+	return roles
+}

@@ -1,0 +1,197 @@
+package talosnode
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+)
+
+// benchNodes is how many idle nodes the benchmarks start:
+// REZUSCLOUD_SIM_NODES, default 8000.
+func benchNodes() int {
+	if n, err := strconv.Atoi(os.Getenv("REZUSCLOUD_SIM_NODES")); err == nil && n > 0 {
+		return n
+	}
+	return 8000
+}
+
+// rssKiB is the process's resident set size.
+func rssKiB() int {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// cpuTime is the CPU time (user and system) the process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func openFDs() int {
+	es, _ := os.ReadDir("/proc/self/fd")
+	return len(es)
+}
+
+type idleFleet struct {
+	h     *Host
+	addrs []string
+	cp    []byte // bundle
+}
+
+var (
+	fleetOnce sync.Once
+	fleet     *idleFleet
+)
+
+// startFleet boots benchNodes nodes (one control plane in ten) in one
+// host, once per benchmark binary, and reports what that cost.
+func startFleet(b *testing.B) *idleFleet {
+	fleetOnce.Do(func() {
+		// 100 clusters of 80 machines (8 control planes) share one CA:
+		// each has its own cluster id and secret.
+		secrets := bundle(b, "a")
+		var cps, ws [][]byte
+		for c := range 100 {
+			patch := fmt.Sprintf("cluster:\n  id: %s\n  secret: %s\n", clusterValue("id", c), clusterValue("secret", c))
+			cps = append(cps, machineConfig(b, secrets, "controlplane", false, patch))
+			ws = append(ws, machineConfig(b, secrets, "worker", false, patch))
+		}
+		dir, err := os.MkdirTemp("", "talosnode-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		h, err := Open(Options{Dir: dir, Timings: Timings{Boot: 100 * time.Millisecond}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		rss0, g0, fd0 := rssKiB(), runtime.NumGoroutine(), openFDs()
+		n := benchNodes()
+		f := &idleFleet{h: h, cp: secrets}
+		start := time.Now()
+		for i := range n {
+			a := netip.AddrFrom4([4]byte{127, byte(h.Block()), byte(i / 254), byte(i%254 + 1)}).String()
+			cfg := ws[i/80%100]
+			if i%10 == 0 {
+				cfg = cps[i/80%100]
+			}
+			if err := h.Boot(fmt.Sprintf("vm-%05d", i), a, cfg); err != nil {
+				b.Fatal(err)
+			}
+			f.addrs = append(f.addrs, a)
+		}
+		took := time.Since(start)
+		time.Sleep(200 * time.Millisecond) // every node booted
+		runtime.GC()
+		rss, g, fd := rssKiB(), runtime.NumGoroutine(), openFDs()
+		b.Logf("%d idle nodes: started in %s (%.0f µs/node); RSS +%d MiB (%.1f KiB/node); goroutines %d → %d; fds %d → %d (%.2f/node)",
+			n, took.Round(time.Millisecond), float64(took.Microseconds())/float64(n), (rss-rss0)/1024, float64(rss-rss0)/float64(n),
+			g0, g, fd0, fd, float64(fd-fd0)/float64(n))
+		fleet = f
+	})
+	return fleet
+}
+
+// clusterValue is a cluster id or secret: 32 bytes, base64.
+func clusterValue(what string, c int) string {
+	return base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("%-32s", fmt.Sprintf("%s-%d", what, c))))
+}
+
+// BenchmarkIdleNodes starts benchNodes idle nodes and then measures
+// nothing but an idle second of the host: the figures are in the log.
+func BenchmarkIdleNodes(b *testing.B) {
+	f := startFleet(b)
+	for b.Loop() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.ReportMetric(float64(len(f.h.Nodes())), "nodes")
+}
+
+// BenchmarkProbe is one probe of the Talos plane, Version and
+// MachineStatus, over a kept connection, across the first 2000 nodes of
+// the fleet (a client per node; more would pass the fd limit with both
+// ends in one process).
+func BenchmarkProbe(b *testing.B) {
+	f := startFleet(b)
+	k := min(2000, len(f.addrs))
+	clients := make([]*client.Client, k)
+	var mu sync.Mutex
+	get := func(i int) *client.Client {
+		mu.Lock()
+		defer mu.Unlock()
+		if clients[i] == nil {
+			clients[i] = adminClient(b, f.cp, f.addrs[i])
+		}
+		return clients[i]
+	}
+	ctx := context.Background()
+	for i := range k { // connect first: the benchmark is the probe, not the handshake
+		if _, err := get(i).Version(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c := get(int(next.Add(1)) % k)
+			if _, err := c.Version(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := machineStatus(ctx, c); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "probes/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/probe")
+	runtime.GC()
+	b.Logf("RSS with %d clients connected: %d MiB", k, rssKiB()/1024)
+}
+
+// BenchmarkProbeNewConnection is a probe that dials first: TLS handshake,
+// Version, MachineStatus, close.
+func BenchmarkProbeNewConnection(b *testing.B) {
+	f := startFleet(b)
+	ctx := context.Background()
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c := adminClient(b, f.cp, f.addrs[int(next.Add(1))%len(f.addrs)])
+			if _, err := c.Version(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := machineStatus(ctx, c); err != nil {
+				b.Error(err)
+				return
+			}
+			c.Close()
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "probes/s")
+}

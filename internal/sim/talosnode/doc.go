@@ -1,0 +1,26 @@
+// Package talosnode simulates Talos machines that are real Talos API
+// servers: every machine of a sim dir (internal/sim), and every machine
+// another simulated cloud boots or a bare-metal test starts, answers the
+// Talos gRPC API (MachineService and COSI State) on ADDRESS:50000 to the
+// real machinery client, with Talos's message shapes and errors.
+//
+// A Host serves all nodes of one sim dir from one process: one gRPC
+// server, one listening socket per node (accepted through one epoll set),
+// TLS chosen per connection by the address it reached, and handlers that
+// find their node the same way. A node without a config answers as
+// Talos's maintenance server (insecure TLS with a self-signed certificate,
+// ApplyConfiguration only); a node with one serves mTLS with a certificate
+// issued from its config's machine.ca and accepts clients whose
+// certificates chain to it, authorizing by the role in their Organization.
+//
+// Nodes cost nothing while idle: their stages (booting, installing,
+// running, rebooting, upgrading, resetting, maintenance) follow lazily from
+// timestamps, and one scheduler goroutine opens and closes the ports of
+// the nodes in the middle of a stage change. A node's state (config,
+// versions, etcd membership, plan) and its journal of write calls live on
+// its disk in the sim dir, disk/<id>/, and survive a restart of the host.
+// Faults come from <sim dir>/faults.json (WriteFaults, Host.SetFault).
+//
+// This package must not import the reconciler or the backend: it is a
+// simulated peer, not a part of RezusCloud.
+package talosnode

@@ -1,0 +1,122 @@
+package talosnode
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// FaultsFile is the file of a sim dir that injects faults into its nodes.
+// The host reads it whenever it changes, so tests that run a server
+// binary write it from outside (WriteFaults).
+const FaultsFile = "faults.json"
+
+// Fault is what is wrong with one node. Faults hold while they are in the
+// faults file, and take effect at once.
+type Fault struct {
+	// Refuse closes the node's API port: connections are refused, open
+	// ones are dropped.
+	Refuse bool `json:"refuse,omitempty"`
+	// Unhealthy names a service ("kubelet", "etcd", "apid", ...) whose
+	// health check fails: ServiceList shows it unhealthy, MachineStatus is
+	// not ready with the unmet condition "services" ("<service> not
+	// healthy"), and an unhealthy etcd does not count for quorum.
+	Unhealthy string `json:"unhealthy,omitempty"`
+	// NoUpgradeReturn makes an upgrade's new version never come up: after
+	// the upgrading stage the machine reboots and stays down, refusing
+	// connections, for Timings.Fallback; then its boot loader gives up and
+	// boots the previous version, and the node answers again, running the
+	// old version. A Rollback then reboots it and keeps the old version.
+	// The fault applies to upgrades that start while it is set.
+	NoUpgradeReturn bool `json:"noUpgradeReturn,omitempty"`
+}
+
+// Faults are the faults of a sim dir's nodes, each keyed by machine id,
+// machine name, host name or address.
+type Faults map[string]Fault
+
+// faultFor returns the fault of n: by id first, then name, host name, address.
+func (f Faults) faultFor(n *node) Fault {
+	for _, k := range []string{n.st.ID, n.st.Name, n.hostname(), n.st.Address} {
+		if x, ok := f[k]; ok && k != "" {
+			return x
+		}
+	}
+	return Fault{}
+}
+
+// ReadFaults reads the faults of a sim dir; no file means none.
+func ReadFaults(simDir string) (Faults, error) {
+	b, err := os.ReadFile(filepath.Join(simDir, FaultsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Faults{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := Faults{}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(simDir, FaultsFile), err)
+	}
+	return f, nil
+}
+
+// WriteFaults replaces the faults of a sim dir. A host serving it applies
+// them within its poll interval, at once where file notifications work.
+func WriteFaults(simDir string, f Faults) error {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(simDir, FaultsFile, append(b, '\n'))
+}
+
+// SetFault sets (or with the zero Fault, clears) the fault of one node,
+// by machine id, name, host name or address, and applies it before it
+// returns.
+func (h *Host) SetFault(key string, f Fault) error {
+	h.faultsMu.Lock()
+	defer h.faultsMu.Unlock()
+	all, err := ReadFaults(h.opts.Dir)
+	if err != nil {
+		return err
+	}
+	if f == (Fault{}) {
+		delete(all, key)
+	} else {
+		all[key] = f
+	}
+	if err := WriteFaults(h.opts.Dir, all); err != nil {
+		return err
+	}
+	h.applyFaults(all)
+	return nil
+}
+
+// reloadFaults reads the faults file and applies it.
+func (h *Host) reloadFaults() error {
+	h.faultsMu.Lock()
+	defer h.faultsMu.Unlock()
+	all, err := ReadFaults(h.opts.Dir)
+	if err != nil {
+		return err
+	}
+	h.applyFaults(all)
+	return nil
+}
+
+func (h *Host) applyFaults(all Faults) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.faults = all
+	for _, n := range h.byID {
+		if f := all.faultFor(n); f != n.fault {
+			n.fault = f
+			n.notify()
+			h.syncListener(n)
+		}
+	}
+}
