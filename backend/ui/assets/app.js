@@ -25,6 +25,7 @@
   var last = 0;
   var ended = "";
   var streams = [];
+  var logs = [];
 
   function regions() {
     return Array.prototype.slice.call(document.querySelectorAll("[data-part]"));
@@ -93,10 +94,11 @@
 
   function show() {
     if (!indicator) return;
-    var down = streams.some(function (s) { return !s.es || s.es.readyState !== EventSource.OPEN; });
+    var down = streams.filter(function (s) { return !s.es || s.es.readyState !== EventSource.OPEN; });
+    var lost = down.some(function (s) { return s.opened; });
     indicator.hidden = false;
-    indicator.className = "live" + (ended ? " ended" : down ? " reconnecting" : "");
-    indicator.textContent = ended || (down ? "reconnecting…" : "live");
+    indicator.className = "live" + (ended ? " ended" : lost ? " reconnecting" : down.length ? " connecting" : "");
+    indicator.textContent = ended || (lost ? "reconnecting…" : down.length ? "connecting…" : "live");
   }
 
   // open follows one watch stream. A stream the browser gives up on (the
@@ -107,7 +109,10 @@
     var url = s.url + (s.url.indexOf("?") < 0 ? "?" : "&") + "sse=true" + (rv ? "&resourceVersion=" + rv : "");
     var es = new EventSource(url);
     s.es = es;
-    es.onopen = show;
+    es.onopen = function () {
+      s.opened = true;
+      show();
+    };
     es.onmessage = function (e) {
       var ev;
       try { ev = JSON.parse(e.data); } catch (err) { return; }
@@ -166,6 +171,7 @@
     var pre = section.querySelector("pre");
     var url = section.getAttribute("data-logs");
     var es = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "sse=true");
+    logs.push(es);
     es.onmessage = function (e) {
       section.hidden = false;
       pre.appendChild(document.createTextNode(e.data + "\n"));
@@ -180,12 +186,24 @@
   if (window.EventSource) {
     var rv = body.getAttribute("data-rv") || "";
     watches.forEach(function (url) {
-      var s = { url: url, es: null };
+      var s = { url: url, es: null, opened: false };
       streams.push(s);
       open(s, rv);
     });
     Array.prototype.forEach.call(document.querySelectorAll("[data-logs]"), tail);
     if (streams.length) show();
+    // A browser holds few connections to one server (six over HTTP/1.1):
+    // a page that is left gives its streams back at once, and one that
+    // comes back from the back-forward cache opens them again.
+    window.addEventListener("pagehide", function () {
+      streams.forEach(function (s) { if (s.es) s.es.close(); });
+      logs.forEach(function (es) { es.close(); });
+    });
+    window.addEventListener("pageshow", function (e) {
+      if (!e.persisted || ended) return;
+      streams.forEach(function (s) { open(s, ""); });
+      markAll();
+    });
   }
   periodic();
   ages();
