@@ -11,8 +11,7 @@ set -uo pipefail
 
 found() {
 	local c
-	for c in "${REZUSCLOUD_CHROMIUM:-}" chromium chromium-browser google-chrome-stable google-chrome; do
-		[ -n "$c" ] || continue
+	for c in chromium chromium-browser google-chrome-stable google-chrome; do
 		if p=$(command -v "$c" 2>/dev/null) && [ -x "$p" ]; then
 			echo "$p"
 			return 0
@@ -21,12 +20,16 @@ found() {
 	return 1
 }
 
-if found; then
-	exit 0
-fi
 if [ -n "${REZUSCLOUD_CHROMIUM:-}" ]; then
+	if p=$(command -v "$REZUSCLOUD_CHROMIUM" 2>/dev/null) && [ -x "$p" ]; then
+		echo "$p"
+		exit 0
+	fi
 	echo "chromium: REZUSCLOUD_CHROMIUM=$REZUSCLOUD_CHROMIUM is not an executable" >&2
 	exit 3
+fi
+if found; then
+	exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
 	echo "chromium: not installed, and this machine has no apt-get to install Debian's chromium package" >&2
