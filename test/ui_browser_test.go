@@ -19,6 +19,10 @@ import (
 // page, without a reload.
 const uiLiveDeadline = 2 * time.Second
 
+// uiFirstLoadBudget bounds the bytes of a page's first load, everything
+// included.
+const uiFirstLoadBudget = 200 << 10
+
 // TestUIBrowser opens the dashboard of a server that reconciles the
 // example tenants in a real Chromium, and watches it follow pushes: the
 // overview, a scale-up arriving on the open tenant page, an invalid
@@ -32,9 +36,17 @@ func TestUIBrowser(t *testing.T) {
 
 	t.Run("overview", func(t *testing.T) {
 		b.t = t
+		b.loadedBytes()
 		b.open("/")
 		if !b.waitFor(`document.getElementById("live").textContent === "live"`, 10*time.Second) {
 			t.Errorf("the live indicator says %q, want live", eval[string](b, `document.getElementById("live").textContent`))
+		}
+		// The first load, everything included (the page, its stylesheet,
+		// script and icon), within the budget of 200 KB.
+		if n := b.loadedBytes(); n <= 0 || n > uiFirstLoadBudget {
+			t.Errorf("the first load of the overview took %d bytes, want 1 to %d", n, uiFirstLoadBudget)
+		} else {
+			t.Logf("the first load of the overview: %d bytes over the wire", n)
 		}
 		for _, tenant := range []string{"production", "staging"} {
 			row := eval[string](b, fmt.Sprintf(`(document.querySelector('a[href="/tenants/%s"]')||{closest(){return {innerText:""}}}).closest("tr").innerText`, tenant))

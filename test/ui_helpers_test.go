@@ -79,6 +79,7 @@ type browser struct {
 	mu       sync.Mutex
 	requests []string
 	console  []chromedp.ConsoleMessage
+	loaded   float64 // bytes of the responses that finished loading
 }
 
 func newBrowser(t *testing.T, serverURL string) *browser {
@@ -113,9 +114,14 @@ func newBrowser(t *testing.T, serverURL string) *browser {
 		t.Fatalf("start chromium %s: %v", exe, err)
 	}
 	err = chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
 			b.mu.Lock()
 			b.requests = append(b.requests, e.Request.URL)
+			b.mu.Unlock()
+		case *network.EventLoadingFinished:
+			b.mu.Lock()
+			b.loaded += e.EncodedDataLength
 			b.mu.Unlock()
 		}
 	})
@@ -290,6 +296,16 @@ func (b *browser) checkConsoleExcept(url string) {
 	b.console = kept
 	b.mu.Unlock()
 	b.checkConsole()
+}
+
+// loadedBytes returns the bytes of responses loaded since the last call:
+// what went over the wire, headers included.
+func (b *browser) loadedBytes() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := int(b.loaded)
+	b.loaded = 0
+	return n
 }
 
 // forgetConsole drops the console messages so far.
