@@ -1,6 +1,8 @@
 # RezusCloud build and test entry points. `make test` and `make demo` work on a
 # fresh machine: they build what they need, including OpenTofu (cached outside
-# the repository) and the simulated provider (installed into bin/providers).
+# the repository), the simulated provider and the OpenStack provider (built
+# once from the Go module proxy into the same cache); both providers are
+# installed into the filesystem mirror bin/providers.
 
 GO       ?= go
 BIN      := bin
@@ -31,6 +33,7 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/rezuscloud ./cmd/rezusctl
 	@bash scripts/install-provider.sh $(MIRROR)
+	@bash scripts/openstack-provider.sh $(MIRROR) >/dev/null
 
 vet:
 	$(GO) vet ./...

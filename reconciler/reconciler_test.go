@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	exampledirs "github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
@@ -79,6 +80,10 @@ func examples(t *testing.T) fstest.MapFS {
 	m := fstest.MapFS{}
 	root := filepath.Join(testenv.Root(), "examples")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(root, p)
+		if err == nil && d.IsDir() && exampledirs.IsCloud(filepath.ToSlash(rel)) {
+			return filepath.SkipDir
+		}
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -86,7 +91,6 @@ func examples(t *testing.T) fstest.MapFS {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, p)
 		m[filepath.ToSlash(rel)] = &fstest.MapFile{Data: b, Mode: 0o644}
 		return nil
 	})

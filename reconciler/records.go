@@ -214,6 +214,7 @@ func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson
 					TFAddress: res.Address,
 				},
 			}
+			projectCloudFacts(mc, f)
 			out = append(out, mc)
 		}
 		for _, c := range m.ChildModules {
@@ -223,6 +224,21 @@ func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson
 	walk(st.Values.RootModule)
 	sort.Slice(out, func(i, j int) bool { return out[i].Metadata.Name < out[j].Metadata.Name })
 	return out, nil
+}
+
+// projectCloudFacts records what a real cloud's provider says about a
+// machine beyond the spec: its zone as the Kubernetes topology label, its
+// public address and the cloud's state of it as annotations.
+func projectCloudFacts(mc *schema.Machine, f render.MachineFacts) {
+	if f.Zone != "" {
+		mc.Metadata.Labels[schema.LabelZone] = f.Zone
+	}
+	if f.PublicAddress != "" {
+		mc.Metadata.Annotations[schema.AnnotationPublicAddress] = f.PublicAddress
+	}
+	if f.State != "" {
+		mc.Metadata.Annotations[schema.AnnotationProviderState] = f.State
+	}
 }
 
 // storedMachines returns the machines of a tenant as the store has them.

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,13 +271,63 @@ func (s *session) init(ctx context.Context, initInputs []byte) error {
 	return os.WriteFile(marker, []byte(want), 0o600)
 }
 
-// redact strips known secrets from an error's text.
+// redact strips known secrets from an error's text and condenses it to
+// one line; the run's output keeps the whole of it.
 func (s *session) redact(err error) error {
 	if err == nil {
 		return nil
 	}
-	return errors.New(s.out.redact(err.Error()))
+	return errors.New(oneLine(s.out.redact(err.Error())))
 }
+
+// oneLine condenses tofu's error text to one line: its first line, then
+// each diagnostic ("Error: summary") with the resource it is about and its
+// detail, without the source snippet. Text without diagnostics has its
+// lines joined.
+func oneLine(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	head := strings.TrimSpace(lines[0])
+	type diag struct{ summary, with, detail string }
+	var diags []*diag
+	var loose []string
+	for _, l := range lines[1:] {
+		l = strings.TrimSpace(l)
+		var d *diag
+		if len(diags) > 0 {
+			d = diags[len(diags)-1]
+		}
+		switch {
+		case l == "" || snippetRE.MatchString(l):
+		case strings.HasPrefix(l, "Error: "):
+			diags = append(diags, &diag{summary: strings.TrimPrefix(l, "Error: ")})
+		case d == nil:
+			loose = append(loose, l)
+		case strings.HasPrefix(l, "with ") && d.with == "":
+			d.with = strings.TrimSuffix(l, ",")
+		case strings.HasPrefix(l, "on ") && strings.Contains(l, " line "):
+		default:
+			d.detail = strings.TrimSpace(d.detail + " " + l)
+		}
+	}
+	parts := loose
+	for _, d := range diags {
+		p := d.summary
+		if d.with != "" {
+			p += " (" + d.with + ")"
+		}
+		if d.detail != "" {
+			p += ": " + d.detail
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return head
+	}
+	return head + ": " + strings.Join(parts, "; ")
+}
+
+// snippetRE matches the lines of a diagnostic's source snippet.
+var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 
 // planApply plans into a plan file and applies exactly that plan when it
 // has changes. The variables exist on disk only while tofu plans: the

@@ -9,8 +9,9 @@ import (
 const Redacted = "(sensitive)"
 
 // Redact returns a rendered main.tf.json with its secrets replaced by
-// Redacted: the Talos secrets bundle and every machine's user data (which
-// carries cluster keys). What is left shows the shape of the workspace:
+// Redacted: the Talos secrets bundle and every machine's user data, as a
+// user_data attribute or a metadata entry of that name (it carries cluster
+// keys). What is left shows the shape of the workspace:
 // resources, counts, names, shapes and the backend, so that two workspaces
 // can be compared without revealing anything.
 func Redact(mainTF []byte) ([]byte, error) {
@@ -30,9 +31,16 @@ func Redact(mainTF []byte) ([]byte, error) {
 				continue
 			}
 			for _, body := range names {
-				if b, ok := body.(map[string]any); ok {
-					if _, has := b["user_data"]; has {
-						b["user_data"] = Redacted
+				b, ok := body.(map[string]any)
+				if !ok {
+					continue
+				}
+				if _, has := b["user_data"]; has {
+					b["user_data"] = Redacted
+				}
+				if md, ok := b["metadata"].(map[string]any); ok {
+					if _, has := md["user_data"]; has {
+						md["user_data"] = Redacted
 					}
 				}
 			}

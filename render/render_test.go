@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/render/provider/sim"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -37,15 +38,23 @@ func loadExamples(t *testing.T) *schema.Desired {
 	return d
 }
 
-// TestGolden renders every example tenant and compares the workspace with
-// testdata/golden/TENANT.tf.json and its variables (the machine configs)
-// with TENANT.tfvars.json. Run with -update to rewrite them.
+// TestGolden renders every example tenant, and those of testdata/cases,
+// and compares the workspace with testdata/golden/TENANT.tf.json and its
+// variables (the machine configs) with TENANT.tfvars.json. Run with
+// -update to rewrite them.
 func TestGolden(t *testing.T) {
 	d := loadExamples(t)
-	if len(d.Tenants) < 2 {
-		t.Fatalf("examples hold %d tenants, want at least 2", len(d.Tenants))
+	if len(d.Tenants) < 4 {
+		t.Fatalf("examples hold %d tenants, want at least 4 (sim, openstack, oci)", len(d.Tenants))
 	}
-	for _, td := range d.Tenants {
+	cases, err := schema.Load(os.DirFS(filepath.Join("testdata", "cases")), ".", nil)
+	if err != nil {
+		t.Fatalf("load testdata/cases: %v", err)
+	}
+	if probs := Builtin().Validate(cases); len(probs) > 0 {
+		t.Fatalf("testdata/cases: %v", probs)
+	}
+	for _, td := range append(d.Tenants, cases.Tenants...) {
 		ws, err := Builtin().Render(td, testSecrets(t))
 		if err != nil {
 			t.Fatalf("render %s: %v", td.Tenant.Metadata.Name, err)
@@ -119,8 +128,8 @@ func TestRenderShape(t *testing.T) {
 	if http, ok := doc.Terraform.Backend["http"]; !ok || len(http) != 0 {
 		t.Errorf("backend = %v, want an empty http block (address and credentials come from the environment)", doc.Terraform.Backend)
 	}
-	if src := doc.Terraform.RequiredProviders["rezussim"]["source"]; src != SimSource {
-		t.Errorf("required provider source = %v, want %s", src, SimSource)
+	if src := doc.Terraform.RequiredProviders["rezussim"]["source"]; src != sim.Source {
+		t.Errorf("required provider source = %v, want %s", src, sim.Source)
 	}
 	cp := doc.Resource["rezussim_machine"]["ng_controlplane"]
 	if cp["count"] != float64(3) || cp["role"] != "controlplane" || cp["shape"] != "medium" || cp["tenant"] != "production" {
@@ -393,5 +402,81 @@ func TestRedact(t *testing.T) {
 		if !strings.Contains(string(red), `"user_data": "(sensitive)"`) || !strings.Contains(string(red), `"count": `) {
 			t.Errorf("%s: redacted workspace lost its shape:\n%s", td.Tenant.Metadata.Name, red)
 		}
+	}
+}
+
+// TestConfigLimits: a tenant-wide patch that makes the machine config too
+// big for OCI's metadata but not for Nova's user_data fails validation for
+// the OCI node group only, naming it at its file:line, and fails the render.
+func TestConfigLimits(t *testing.T) {
+	big := strings.Repeat("x", 26000)
+	fsys := fstest.MapFS{"t.yaml": {Data: []byte(`apiVersion: rezuscloud.io/v1
+kind: Tenant
+metadata:
+  name: acme
+spec:
+  kubernetesVersion: "1.34.1"
+  talosVersion: "1.12.6"
+  controlPlaneEndpoint: https://acme.example.internal:6443
+  configPatches:
+    - name: big-file
+      patch: |
+        machine:
+          files:
+            - path: /var/big
+              op: create
+              permissions: 0o644
+              content: ` + big + `
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: on-openstack
+  labels:
+    rezuscloud.io/tenant: acme
+    rezuscloud.io/role: worker
+spec:
+  count: 1
+  providerClass: openstack
+  providerConfig: {cloud: c, flavor: f, image: i, networks: [{name: n}]}
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: on-oci
+  labels:
+    rezuscloud.io/tenant: acme
+    rezuscloud.io/role: worker
+spec:
+  count: 1
+  providerClass: oci
+  providerConfig:
+    profile: DEFAULT
+    compartmentId: ocid1.compartment.oc1..aaaa
+    availabilityDomain: AD-1
+    shape: VM.Standard2.1
+    image: ocid1.image.oc1.r.aaaa
+    subnetId: ocid1.subnet.oc1.r.aaaa
+`)}}
+	d, err := schema.Load(fsys, ".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs := Builtin().Validate(d); len(probs) != 0 {
+		t.Fatalf("providerConfig problems: %v", probs)
+	}
+	probs := ValidateTalos(d.Tenants[0])
+	if len(probs) != 1 || probs[0].File != "t.yaml" || probs[0].Line != 31 || !strings.Contains(probs[0].Message, "node group on-oci") {
+		t.Fatalf("problems = %v, want one for node group on-oci at t.yaml:31", probs)
+	}
+	if _, err := Builtin().Render(d.Tenants[0], testSecrets(t)); err == nil || !strings.Contains(err.Error(), "on-oci") {
+		t.Fatalf("render: err = %v, want the OCI node group's limit", err)
+	}
+	// Twice the patch is too much for Nova as well.
+	fsys["t.yaml"].Data = []byte(strings.Replace(string(fsys["t.yaml"].Data), big, big+big, 1))
+	d, _ = schema.Load(fsys, ".", nil)
+	probs = ValidateTalos(d.Tenants[0])
+	if all := fmt.Sprint(probs); len(probs) != 2 || !strings.Contains(all, "t.yaml:19:1: node group on-openstack") || !strings.Contains(all, "Nova's limit") {
+		t.Fatalf("problems = %v, want the OpenStack node group at t.yaml:19 too", probs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/render/module"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -35,8 +36,15 @@ func validationSecrets(talosVersion string) ([]byte, error) {
 // rejects: a version pair it cannot render, or a patch that does not load,
 // does not apply or breaks the config, named by the patch's file and line.
 // It renders with a throwaway bundle, so it can run before the tenant has
-// secrets of its own.
+// secrets of its own. It checks with the modules of this build.
 func ValidateTalos(td *schema.TenantDesired) []schema.Problem {
+	return Builtin().ValidateTalos(td)
+}
+
+// ValidateTalos is the package's ValidateTalos with the modules ms; it also
+// asks each module that limits the config its cloud can deliver
+// (module.ConfigChecker) about the config of each of its node groups.
+func (ms Modules) ValidateTalos(td *schema.TenantDesired) []schema.Problem {
 	t := td.Tenant
 	if err := talos.CheckVersions(t.Spec.TalosVersion, t.Spec.KubernetesVersion); err != nil {
 		path := "/spec/talosVersion"
@@ -57,8 +65,11 @@ func ValidateTalos(td *schema.TenantDesired) []schema.Problem {
 			probs = append(probs, schema.Problem{File: ng.Source.File, Line: ng.Source.Line, Column: 1, Message: fmt.Sprintf("Talos %s: %v", version, err)})
 			continue
 		}
-		_, err = talos.MachineConfig(talos.InputFor(td, ng, bundle))
+		cfg, err := talos.MachineConfig(talos.InputFor(td, ng, bundle))
 		if err == nil {
+			if cc, ok := ms[ng.Spec.ProviderClass].(module.ConfigChecker); ok {
+				probs = append(probs, cc.CheckConfig(ng, cfg)...)
+			}
 			continue
 		}
 		var pe *talos.PatchError

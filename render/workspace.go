@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/rezuscloud/rezuscloud/render/module"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -72,8 +73,9 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 		return nil, fmt.Errorf("render %s: no Talos secrets bundle", tenant)
 	}
 	providers := map[string]any{}
-	providerBlocks := map[string]any{}
+	configs := map[string]map[string]map[string]any{} // local name -> alias -> block
 	resources := map[string]map[string]any{}
+	data := map[string]map[string]any{}
 	variables := map[string]any{SecretsVariable: sensitiveVariable("The tenant's Talos secrets bundle. Only its first value is kept: later changes are ignored.")}
 	values := map[string]string{SecretsVariable: string(secretsBundle)}
 	for _, ng := range td.NodeGroups {
@@ -87,35 +89,46 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 			req["version"] = p.Version
 		}
 		providers[p.LocalName] = req
-		cfg := p.Config
-		if cfg == nil {
-			cfg = map[string]any{}
+		if err := addProviderConfig(configs, p.LocalName, m.ProviderConfig(ng)); err != nil {
+			return nil, fmt.Errorf("render %s: node group %s: %w", tenant, ng.Metadata.Name, err)
 		}
-		providerBlocks[p.LocalName] = cfg
 		machineConfig, err := talos.MachineConfig(talos.InputFor(td, ng, secretsBundle))
 		if err != nil {
 			return nil, fmt.Errorf("render %s: node group %s: %w", tenant, ng.Metadata.Name, err)
 		}
+		if cc, ok := m.(module.ConfigChecker); ok {
+			if probs := cc.CheckConfig(ng, machineConfig); len(probs) > 0 {
+				return nil, fmt.Errorf("render %s: %s", tenant, probs[0])
+			}
+		}
+		sum := sha256.Sum256(machineConfig)
 		configVar := MachineConfigVariable(ng.Metadata.Name)
 		variables[configVar] = sensitiveVariable("The Talos machine config the machines of node group " + ng.Metadata.Name + " boot with.")
 		values[configVar] = string(machineConfig)
 		in := MachineInput{
-			Tenant:       tenant,
-			NodeGroup:    ng,
-			Role:         ng.Role(),
-			TalosVersion: talosVersion(td, ng),
-			ResourceName: ResourceName(ng.Metadata.Name),
-			UserData:     "${var." + configVar + "}",
+			Tenant:         tenant,
+			NodeGroup:      ng,
+			Role:           ng.Role(),
+			TalosVersion:   talosVersion(td, ng),
+			ResourceName:   ResourceName(ng.Metadata.Name),
+			UserData:       "${var." + configVar + "}",
+			UserDataBase64: "${base64encode(var." + configVar + ")}",
+			ConfigHash:     hex.EncodeToString(sum[:]),
 		}
 		for _, r := range m.Resources(in) {
-			r.Body["depends_on"] = []string{SecretsResource}
-			byName := resources[r.Type]
+			target := resources
+			if r.Data {
+				target = data
+			} else {
+				r.Body["depends_on"] = []string{SecretsResource}
+			}
+			byName := target[r.Type]
 			if byName == nil {
 				byName = map[string]any{}
-				resources[r.Type] = byName
+				target[r.Type] = byName
 			}
 			if _, dup := byName[r.Name]; dup {
-				return nil, fmt.Errorf("render %s: two resources named %s.%s", tenant, r.Type, r.Name)
+				return nil, fmt.Errorf("render %s: two blocks named %s.%s", tenant, r.Type, r.Name)
 			}
 			byName[r.Name] = r.Body
 		}
@@ -126,8 +139,11 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 		terraform["required_providers"] = providers
 	}
 	doc := map[string]any{"terraform": terraform}
-	if len(providerBlocks) > 0 {
-		doc["provider"] = providerBlocks
+	if len(configs) > 0 {
+		doc["provider"] = providerBlocks(configs)
+	}
+	if len(data) > 0 {
+		doc["data"] = data
 	}
 	doc["variable"] = variables
 	resources["terraform_data"] = map[string]any{"talos_secrets": map[string]any{
@@ -186,6 +202,61 @@ func PlaceholderVarFile(mainTF []byte) ([]byte, error) {
 		vals[name] = ""
 	}
 	return marshal(vals)
+}
+
+// addProviderConfig records the provider block a node group needs; node
+// groups that share an alias must agree on its body.
+func addProviderConfig(configs map[string]map[string]map[string]any, localName string, pc module.ProviderConfig) error {
+	body := pc.Body
+	if body == nil {
+		body = map[string]any{}
+	}
+	byAlias := configs[localName]
+	if byAlias == nil {
+		byAlias = map[string]map[string]any{}
+		configs[localName] = byAlias
+	}
+	if prev, ok := byAlias[pc.Alias]; ok {
+		a, _ := marshal(prev)
+		b, _ := marshal(body)
+		if !bytes.Equal(a, b) {
+			return fmt.Errorf("provider %s configuration %q differs from another node group's", localName, pc.Alias)
+		}
+		return nil
+	}
+	byAlias[pc.Alias] = body
+	return nil
+}
+
+// providerBlocks is the "provider" object: one block per provider with only
+// a default configuration, else a list of blocks, the default first and the
+// aliases in sorted order.
+func providerBlocks(configs map[string]map[string]map[string]any) map[string]any {
+	out := map[string]any{}
+	for name, byAlias := range configs {
+		if len(byAlias) == 1 && byAlias[""] != nil {
+			out[name] = byAlias[""]
+			continue
+		}
+		aliases := make([]string, 0, len(byAlias))
+		for a := range byAlias {
+			aliases = append(aliases, a)
+		}
+		sort.Strings(aliases)
+		var list []any
+		for _, a := range aliases {
+			block := map[string]any{}
+			for k, v := range byAlias[a] {
+				block[k] = v
+			}
+			if a != "" {
+				block["alias"] = a
+			}
+			list = append(list, block)
+		}
+		out[name] = list
+	}
+	return out
 }
 
 // talosVersion is the Talos version a node group's machines run: its own,

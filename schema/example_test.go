@@ -6,11 +6,12 @@ import (
 	"os"
 	"testing/fstest"
 
+	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 func ExampleLoad() {
-	d, err := schema.Load(os.DirFS(".."), "examples", nil)
+	d, err := schema.Load(examples.SimOnly(os.DirFS(".."), "examples"), "examples", nil)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rezuscloud/rezuscloud/examples"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/examples.golden.json")
@@ -61,7 +63,7 @@ func goldenDump(t *testing.T, d *Desired) []byte {
 
 func loadExamples(t testing.TB) *Desired {
 	t.Helper()
-	d, err := Load(os.DirFS(".."), "examples", nil)
+	d, err := Load(examples.SimOnly(os.DirFS(".."), "examples"), "examples", nil)
 	if err != nil {
 		t.Fatalf("Load(examples): %v", err)
 	}

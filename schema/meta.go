@@ -37,6 +37,14 @@ const (
 	LabelProvider = "rezuscloud.io/provider"
 	// LabelPreview marks the Commits of preview runs.
 	LabelPreview = "rezuscloud.io/preview"
+	// LabelZone is the availability zone (or domain) of a machine on a
+	// cloud that has them.
+	LabelZone = "topology.kubernetes.io/zone"
+	// AnnotationPublicAddress and AnnotationProviderState carry a
+	// machine's public IP and its cloud's state of it, when the provider
+	// records them.
+	AnnotationPublicAddress = "rezuscloud.io/public-address"
+	AnnotationProviderState = "rezuscloud.io/provider-state"
 
 	RoleControlPlane = "controlplane"
 	RoleWorker       = "worker"

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -117,6 +118,9 @@ func copyManifests(from, to string) error {
 			return err
 		}
 		rel, _ := filepath.Rel(from, p)
+		if d.IsDir() && examples.IsCloud(filepath.ToSlash(rel)) {
+			return filepath.SkipDir
+		}
 		if d.IsDir() {
 			return os.MkdirAll(filepath.Join(to, rel), 0o755)
 		}

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -503,6 +504,9 @@ func (e *e2e) copyExamples() {
 	e.t.Helper()
 	src := filepath.Join(testenv.Root(), "examples")
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if rel, _ := filepath.Rel(src, p); err == nil && d.IsDir() && examples.IsCloud(filepath.ToSlash(rel)) {
+			return filepath.SkipDir
+		}
 		if err != nil || d.IsDir() || strings.HasSuffix(p, ".go") {
 			return err
 		}

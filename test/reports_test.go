@@ -264,7 +264,7 @@ func TestReports(t *testing.T) {
 	e := newE2EAt(t, "acme/infra.git", e2eOptions{
 		args: []string{"--report", "github,git-notes", "--github-api-url", forge.srv.URL, "--instance", forgeInstance,
 			"--external-url", "https://rezus.example/"},
-		env:  []string{"REZUSCLOUD_GITHUB_TOKEN=" + token},
+		env: []string{"REZUSCLOUD_GITHUB_TOKEN=" + token},
 	})
 	s := e.srv
 	commitCtx := "rezuscloud/" + forgeInstance

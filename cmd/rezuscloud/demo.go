@@ -32,6 +32,26 @@ type demoFlags struct {
 	tofu           string
 	providerMirror string
 	exitAfterApply bool
+	cloud          string
+}
+
+// demoCloud is what differs between the demo on the simulated cloud and on
+// the simulated OpenStack.
+type demoCloud struct {
+	manifests fs.FS  // laid out under examples/
+	dir       string // the directory of manifests to take ("." for all)
+	tenant    string // the tenant the hints name
+	scale     string // the file of the hints' scale-up, under examples/
+	message   string // the first commit's message
+}
+
+func demoClouds() map[string]demoCloud {
+	return map[string]demoCloud{
+		"sim": {manifests: examples.FS, dir: ".", tenant: "production", scale: "production/nodegroups.yaml",
+			message: "Example tenants production and staging on the simulated cloud\n"},
+		"openstack": {manifests: examples.CloudFS, dir: "openstack", tenant: "openstack-prod", scale: "openstack/nodegroups.yaml",
+			message: "Example tenant openstack-prod on the simulated OpenStack\n"},
+	}
 }
 
 func newDemoCmd() *cobra.Command {
@@ -56,12 +76,20 @@ Running it again reuses the data dir: the server restarts with nothing to do.`,
 	fs.StringVar(&f.tofu, "tofu", os.Getenv("TOFU"), "the tofu `BINARY`; default: $TOFU, tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` holding the simulated provider; default: providers/ beside this binary")
 	fs.BoolVar(&f.exitAfterApply, "exit-after-apply", false, "stop once the first commit is reconciled, instead of serving until interrupted")
+	fs.StringVar(&f.cloud, "cloud", "sim", "where the demo's machines run: sim (the simulated cloud) or openstack (examples/openstack on a simulated OpenStack API, driven by the real OpenStack provider; its default data dir is .data/demo-openstack)")
 	return cmd
 }
 
 func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error {
 	step := func(n int, format string, args ...any) {
 		fmt.Fprintf(stdout, "[%d/5] %s\n", n, fmt.Sprintf(format, args...))
+	}
+	cloud, ok := demoClouds()[f.cloud]
+	if !ok {
+		return fmt.Errorf("--cloud %q: want sim or openstack", f.cloud)
+	}
+	if f.cloud != "sim" && f.data == filepath.Join(".data", "demo") {
+		f.data = filepath.Join(".data", "demo-"+f.cloud)
 	}
 	data, err := filepath.Abs(f.data)
 	if err != nil {
@@ -73,7 +101,7 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 	step(1, "data dir %s", data)
 
 	repo := filepath.Join(data, "repo")
-	sha, created, err := demoRepository(repo)
+	sha, created, err := demoRepository(repo, cloud)
 	if err != nil {
 		return err
 	}
@@ -96,6 +124,12 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 		staleLockAge: backend.DefaultStaleLockAge,
 		bodyTimeout:  backend.DefaultBodyTimeout, idleTimeout: backend.DefaultIdleTimeout,
 	}
+	where := "sim machines in " + defaultSimDir(sf.data)
+	if f.cloud == "openstack" {
+		sf.clouds.simOpenStack = filepath.Join(data, "openstack")
+		sf.clouds.simAddresses = "127.2.0.0/16"
+		where = "simulated OpenStack in " + sf.clouds.simOpenStack
+	}
 	cfg, err := serverConfig(sf, log)
 	if err != nil {
 		return err
@@ -117,7 +151,7 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 		srv.Close()
 		return err
 	}
-	step(3, "dashboard %s/ (open it to watch the first apply; sim machines in %s)", srv.URL(), defaultSimDir(sf.data))
+	step(3, "dashboard %s/ (open it to watch the first apply; %s)", srv.URL(), where)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -159,7 +193,7 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 
 	u := srv.URL()
 	fmt.Fprintf(stdout, `
-RezusCloud is running the example manifests on the simulated cloud.
+RezusCloud is running the example manifests on the %[5]s.
 
   Dashboard  %[1]s/
   API        %[1]s/api/v1/status
@@ -167,20 +201,20 @@ RezusCloud is running the example manifests on the simulated cloud.
   machines   curl -s %[1]s/api/v1/machines
              curl -s '%[1]s/api/v1/machines?labelSelector=rezuscloud.io/role=worker'
   commits    curl -s %[1]s/api/v1/commits
-  one tenant curl -s %[1]s/api/v1/tenants/production/node-groups
+  one tenant curl -s %[1]s/api/v1/tenants/%[4]s/node-groups
   CLI        %[3]s get machines -s %[1]s
-             %[3]s describe tenant production -s %[1]s
+             %[3]s describe tenant %[4]s -s %[1]s
 
 Change something and watch it apply:
 
   cd %[2]s
-  sed -i 's/count: 2/count: 3/' examples/production/nodegroups.yaml
+  sed -i 's/count: 2/count: 3/' examples/%[6]s
   %[3]s diff -s %[1]s examples
-  git commit -am 'Scale production workers to 3'
-  %[3]s get machines -t production -s %[1]s
+  git commit -am 'Scale %[4]s workers to 3'
+  %[3]s get machines -t %[4]s -s %[1]s
 
 Stop with Ctrl-C; run it again to restart with nothing to do.
-`, u, repo, rezusctlPath())
+`, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack"}[f.cloud], cloud.scale)
 	if c.Status.Phase != schema.CommitSucceeded {
 		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's page at %s\n", c.Status.Phase, commitPage(u, schema.CommitName(sha)))
 	}
@@ -219,7 +253,7 @@ func rezusctlPath() string {
 // demoRepository makes sure dir holds a git repository with the example
 // manifests and the JSON Schemas they point at, committed on main. It
 // returns the HEAD commit and whether it created the repository.
-func demoRepository(dir string) (string, bool, error) {
+func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
 	if r, err := git.PlainOpen(dir); err == nil {
 		head, err := r.Head()
 		if err != nil {
@@ -235,8 +269,8 @@ func demoRepository(dir string) (string, bool, error) {
 	if err != nil {
 		return "", false, fmt.Errorf("create demo repository: %w", err)
 	}
-	write := func(fsys fs.FS, prefix string) error {
-		return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+	write := func(fsys fs.FS, root, prefix string) error {
+		return fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}
@@ -251,10 +285,10 @@ func demoRepository(dir string) (string, bool, error) {
 			return os.WriteFile(dst, b, 0o644)
 		})
 	}
-	if err := write(examples.FS, "examples"); err != nil {
+	if err := write(cloud.manifests, cloud.dir, "examples"); err != nil {
 		return "", false, err
 	}
-	if err := write(schema.Files(), "schema"); err != nil {
+	if err := write(schema.Files(), ".", "schema"); err != nil {
 		return "", false, err
 	}
 	wt, err := r.Worktree()
@@ -265,7 +299,7 @@ func demoRepository(dir string) (string, bool, error) {
 		return "", false, err
 	}
 	sig := &object.Signature{Name: "RezusCloud demo", Email: "demo@rezuscloud.invalid", When: time.Now()}
-	h, err := wt.Commit("Example tenants production and staging on the simulated cloud\n", &git.CommitOptions{Author: sig, Committer: sig})
+	h, err := wt.Commit(cloud.message, &git.CommitOptions{Author: sig, Committer: sig})
 	if err != nil {
 		return "", false, fmt.Errorf("commit demo repository: %w", err)
 	}

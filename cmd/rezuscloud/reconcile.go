@@ -75,6 +75,19 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	if d := os.Getenv(simCreateDelay); d != "" {
 		env[simCreateDelay] = d
 	}
+	cl, err := setupClouds(&f.clouds, dataDir, log)
+	if err != nil {
+		return noop, err
+	}
+	for k, v := range cl.env {
+		env[k] = v
+	}
+	started := false
+	defer func() {
+		if !started {
+			cl.close()
+		}
+	}()
 	encrypt, err := stateEncryption(f.stateEncryption, os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"))
 	if err != nil {
 		return noop, err
@@ -206,7 +219,11 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 		rec.ObserveSim(ctx, simDir, 2*time.Second)
 		stopNodes()
 	}()
-	return wg.Wait, nil
+	started = true
+	return func() {
+		wg.Wait()
+		cl.close()
+	}, nil
 }
 
 // defaultSimDir is where the simulated cloud lives without --sim-dir: a

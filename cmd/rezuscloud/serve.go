@@ -60,6 +60,7 @@ type serveFlags struct {
 
 	reports     reportFlags
 	previewRefs string
+	clouds      cloudFlags
 
 	// externalURL is where people reach the server; publicURL is its
 	// deprecated name (see dashboardURL).
@@ -130,6 +131,7 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.StringVar(&f.dir, "dir", "", "local `DIR` of manifests to reconcile instead of --repo, watched for changes")
 	fs.StringVar(&f.tofu, "tofu", "", "the tofu `BINARY` (OpenTofu >= 1.10); default: tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` that holds the simulated provider; default: providers/ beside this binary")
+	addCloudFlags(fs, &f.clouds)
 	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud: its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
 	fs.IntVar(&f.maxDeletions, "max-deletions", 1, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
 	fs.IntVar(&f.workers, "workers", 2, "tenants that run tofu at the same time")

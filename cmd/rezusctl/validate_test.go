@@ -20,9 +20,15 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 func TestValidateExamples(t *testing.T) {
-	code, out, errOut := runCLI(t, "validate", filepath.Join(testenv.Root(), "examples"))
-	if code != 0 || out != "" || !strings.HasPrefix(errOut, "valid: 6 files, 2 tenants") {
-		t.Fatalf("validate examples: code %d stdout %q stderr %q", code, out, errOut)
+	for dir, want := range map[string]string{
+		"examples":           "valid: 12 files, 4 tenants",
+		"examples/openstack": "valid: 3 files, 1 tenants",
+		"examples/oci":       "valid: 3 files, 1 tenants",
+	} {
+		code, out, errOut := runCLI(t, "validate", filepath.Join(testenv.Root(), filepath.FromSlash(dir)))
+		if code != 0 || out != "" || !strings.HasPrefix(errOut, want) {
+			t.Errorf("validate %s: code %d stdout %q stderr %q", dir, code, out, errOut)
+		}
 	}
 }
 

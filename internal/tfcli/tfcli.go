@@ -1,14 +1,19 @@
 // Package tfcli writes the OpenTofu CLI configuration that every tofu run of
-// the project uses: providers under rezuscloud.io come from a filesystem
-// mirror and never from the network, the update checkpoint is off, and an
-// optional shared plugin cache is set. It must not import anything else of
-// the project but internal/atomicfile, and holds no credentials.
+// the project uses: providers under rezuscloud.io, and any registry provider
+// the mirror holds (such as the OpenStack provider `make build` installs),
+// come from a filesystem mirror and never from the network; every other
+// provider installs from its registry as usual. The update checkpoint is
+// off, and an optional shared plugin cache is set. It must not import
+// anything else of the project but internal/atomicfile, and holds no
+// credentials.
 package tfcli
 
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
@@ -50,6 +55,11 @@ func Render(c CLIConfig) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tofu CLI config: mirror directory: %w", err)
 	}
+	include := []string{quote(MirrorInclude)}
+	for _, addr := range Mirrored(mirror) {
+		include = append(include, quote(addr))
+	}
+	patterns := strings.Join(include, ", ")
 	var b strings.Builder
 	b.WriteString("disable_checkpoint = true\n")
 	if c.PluginCacheDir != "" {
@@ -69,8 +79,35 @@ provider_installation {
     exclude = [%s]
   }
 }
-`, quote(mirror), quote(MirrorInclude), quote(MirrorInclude))
+`, quote(mirror), patterns, patterns)
 	return []byte(b.String()), nil
+}
+
+// Mirrored returns the addresses (HOST/NAMESPACE/TYPE) of the providers
+// outside rezuscloud.io that the mirror at dir holds, sorted. Those come
+// from the mirror only; the registry is never asked for them.
+func Mirrored(dir string) []string {
+	var out []string
+	hosts, _ := os.ReadDir(dir)
+	for _, h := range hosts {
+		if !h.IsDir() || h.Name() == "rezuscloud.io" || strings.HasPrefix(h.Name(), ".") {
+			continue
+		}
+		namespaces, _ := os.ReadDir(filepath.Join(dir, h.Name()))
+		for _, ns := range namespaces {
+			if !ns.IsDir() {
+				continue
+			}
+			types, _ := os.ReadDir(filepath.Join(dir, h.Name(), ns.Name()))
+			for _, ty := range types {
+				if ty.IsDir() {
+					out = append(out, h.Name()+"/"+ns.Name()+"/"+ty.Name())
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // quote returns s as a string literal of the CLI configuration's syntax

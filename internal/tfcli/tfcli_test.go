@@ -105,3 +105,25 @@ func TestTofuInitFromMirror(t *testing.T) {
 		t.Fatalf("plugin cache %s unused", filepath.Join(root, "cache"))
 	}
 }
+
+// TestRenderMirroredRegistryProviders: a registry provider the mirror holds
+// comes from the mirror and is excluded from direct installation; one it
+// does not hold is left to the registry.
+func TestRenderMirroredRegistryProviders(t *testing.T) {
+	mirror := t.TempDir()
+	pkg := filepath.Join(mirror, "registry.opentofu.org", "terraform-provider-openstack", "openstack", "3.4.0", "linux_amd64")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Render(CLIConfig{MirrorDir: mirror})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `include = ["rezuscloud.io/*/*", "registry.opentofu.org/terraform-provider-openstack/openstack"]`
+	if strings.Count(string(got), strings.TrimPrefix(want, "include = ")) != 2 || !strings.Contains(string(got), want) {
+		t.Fatalf("config does not take openstack from the mirror only:\n%s", got)
+	}
+	if strings.Contains(string(got), "oracle") {
+		t.Fatalf("config names a provider the mirror does not hold:\n%s", got)
+	}
+}

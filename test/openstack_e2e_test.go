@@ -1,0 +1,287 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"io/fs"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/rezuscloud/rezuscloud/examples"
+	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/sim/openstack"
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// osE2E is `rezuscloud serve --sim-openstack DIR` reconciling a repository
+// that holds examples/openstack (tenant openstack-prod) under
+// clusters/openstack-prod/, with tofu wrapped so that every argv it is
+// started with is logged.
+type osE2E struct {
+	*e2e
+	cloud   string // the simulated OpenStack's directory
+	argvLog string
+	block   netip.Prefix
+	seen    int // journal lines already looked at
+}
+
+const osTenant = "openstack-prod"
+
+func newOSE2E(t *testing.T, block string) *osE2E {
+	t.Helper()
+	root := t.TempDir()
+	o := &osE2E{cloud: filepath.Join(root, "openstack"), argvLog: filepath.Join(root, "tofu-argv.log"), block: netip.MustParsePrefix(block)}
+	o.e2e = &e2e{t: t, daemon: gittest.NewDaemon(t), data: filepath.Join(root, "data")}
+	o.daemon.CreateBare("repo.git")
+	o.repo = o.daemon.URL("repo.git")
+	o.work = gittest.NewWorkdir(t, o.repo)
+	err := fs.WalkDir(examples.CloudFS, "openstack", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(examples.CloudFS, p)
+		o.work.Write(e2eManifests+"/"+osTenant+"/"+filepath.Base(p), string(b))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.work.Write(e2eManifests+"/README.md", "# Clusters\n")
+	o.first = o.push("Tenant openstack-prod on OpenStack")
+
+	// The wrapper logs each argv (NUL-separated, one run per line) and
+	// whether the clouds file reached tofu through its environment.
+	wrapper := filepath.Join(root, "tofu")
+	script := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done >> '" + o.argvLog + "'\n" +
+		"printf ' OS_CLIENT_CONFIG_FILE=%s\\n' \"$OS_CLIENT_CONFIG_FILE\" >> '" + o.argvLog + "'\n" +
+		"exec '" + testenv.Tofu(t) + "' \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o.srv = newE2EServer(t, []string{
+		"--data", o.data, "--repo", o.repo, "--path", e2eManifests,
+		"--poll-interval", "300ms", "--debounce", "0s",
+		"--tofu", wrapper, "--provider-mirror", testenv.ProviderMirror(t),
+		"--sim-openstack", o.cloud, "--sim-openstack-addresses", block,
+	})
+	o.srv.start()
+	return o
+}
+
+// journal returns the simulated OpenStack's requests since the last call,
+// as "METHOD PATH".
+func (o *osE2E) journal() []string {
+	o.t.Helper()
+	b, err := os.ReadFile(filepath.Join(o.cloud, "journal.log"))
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	n := 0
+	for sc.Scan() {
+		n++
+		if n <= o.seen {
+			continue
+		}
+		f := strings.Fields(sc.Text())
+		out = append(out, f[0]+" "+f[1])
+	}
+	o.seen = n
+	return out
+}
+
+var serverPath = regexp.MustCompile(`^/compute/v2\.1/servers/([0-9a-f-]{36})$`)
+
+// count counts the requests of method on exactly path.
+func count(reqs []string, method, path string) int {
+	n := 0
+	for _, r := range reqs {
+		if r == method+" "+path {
+			n++
+		}
+	}
+	return n
+}
+
+// deletedServers returns the IDs of the servers the requests deleted.
+func deletedServers(reqs []string) []string {
+	var ids []string
+	for _, r := range reqs {
+		if m, ok := strings.CutPrefix(r, "DELETE "); ok {
+			if s := serverPath.FindStringSubmatch(m); s != nil {
+				ids = append(ids, s[1])
+			}
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (o *osE2E) machineIDs() map[string]string {
+	return e2eMachineIDs(o.srv.tenantMachines(osTenant))
+}
+
+// TestOpenStackEndToEnd runs a tenant through its life on the simulated
+// OpenStack: apply, scale up, scale down, a config patch, a 500 from Nova,
+// removal; and checks that the cloud's credentials never leave the clouds
+// file.
+func TestOpenStackEndToEnd(t *testing.T) {
+	o := newOSE2E(t, "127.3.0.0/16")
+	c := o.srv.waitApplied(o.first)
+	if r := e2eResult(t, c, osTenant); r.Plan.Add != 11 {
+		t.Errorf("first apply plan %s, want +11 (5 servers, 3 ports, 2 server groups, the secrets)", r.Plan)
+	}
+	ms := o.srv.tenantMachines(osTenant)
+	if len(ms) != 5 {
+		t.Fatalf("%d machines, want 5", len(ms))
+	}
+	for _, m := range ms {
+		a, err := netip.ParseAddr(m.Spec.ManagementAddress)
+		if err != nil || !o.block.Contains(a) || m.Spec.ProviderClass != "openstack" || m.Metadata.Labels["topology.kubernetes.io/zone"] != "nova" {
+			t.Errorf("machine %s: address %q, class %q, labels %v; want an address of %s on openstack in zone nova",
+				m.Metadata.Name, m.Spec.ManagementAddress, m.Spec.ProviderClass, m.Metadata.Labels, o.block)
+		}
+	}
+	if j := o.journal(); count(j, "POST", "/compute/v2.1/servers") != 5 || count(j, "POST", "/network/v2.0/ports") != 3 {
+		t.Errorf("first apply: %d server and %d port creates, want 5 and 3", count(j, "POST", "/compute/v2.1/servers"), count(j, "POST", "/network/v2.0/ports"))
+	}
+
+	t.Run("scale up creates exactly the new servers", func(t *testing.T) {
+		before := o.machineIDs()
+		o.setCount(osTenant, "workers", 4)
+		o.srv.waitApplied(o.push("Scale workers to 4"))
+		j := o.journal()
+		if n := count(j, "POST", "/compute/v2.1/servers"); n != 2 || len(deletedServers(j)) != 0 {
+			t.Errorf("scale-up: %d creates and deletes %v, want 2 and none", n, deletedServers(j))
+		}
+		after := o.machineIDs()
+		e2eSameIDs(t, "scale-up", before, after)
+		if len(after) != 7 {
+			t.Errorf("%d machines after scale-up, want 7", len(after))
+		}
+	})
+
+	t.Run("scale down deletes exactly the removed servers", func(t *testing.T) {
+		before := o.machineIDs()
+		o.setCount(osTenant, "workers", 1)
+		o.srv.waitApplied(o.push("Scale workers to 1\n\nRezuscloud-Allow-Deletions: 3\n"))
+		j := o.journal()
+		after := o.machineIDs()
+		var removed []string
+		for id := range before {
+			if _, ok := after[id]; !ok {
+				removed = append(removed, id)
+			}
+		}
+		sort.Strings(removed)
+		if got := deletedServers(j); len(removed) != 3 || strings.Join(got, ",") != strings.Join(removed, ",") || count(j, "POST", "/compute/v2.1/servers") != 0 {
+			t.Errorf("scale-down deleted %v, the API lost %v; want the same 3 and no create", got, removed)
+		}
+	})
+
+	t.Run("a config patch replaces nothing", func(t *testing.T) {
+		before := o.machineIDs()
+		o.edit(e2eManifests+"/"+osTenant+"/patches.yaml", "time.cloudflare.com", "time.google.com")
+		c := o.srv.waitApplied(o.push("NTP from Google"))
+		j := o.journal()
+		for _, r := range j {
+			if strings.HasPrefix(r, "DELETE ") || r == "POST /compute/v2.1/servers" {
+				t.Errorf("a config patch sent %s", r)
+			}
+		}
+		if r := e2eResult(t, c, osTenant); r.Plan.Add != 0 || r.Plan.Destroy != 0 || r.Plan.Change == 0 {
+			t.Errorf("config patch plan %s, want in-place changes only (the config hash in metadata)", r.Plan)
+		}
+		e2eSameIDs(t, "config patch", before, o.machineIDs())
+	})
+
+	t.Run("a 500 from Nova fails the tenant with one line", func(t *testing.T) {
+		if err := openstack.WriteFaults(o.cloud, openstack.Faults{HTTP: []openstack.Fault{{Method: "POST", Path: "/compute/v2.1/servers"}}}); err != nil {
+			t.Fatal(err)
+		}
+		o.setCount(osTenant, "workers", 2)
+		c := o.srv.waitCommit(o.push("Scale workers to 2, into a Nova fault"))
+		r := e2eResult(t, c, osTenant)
+		if c.Status.Phase != schema.CommitFailed || r.Phase != schema.CommitFailed {
+			t.Fatalf("commit %s, tenant %s; want both Failed", c.Status.Phase, r.Phase)
+		}
+		if strings.Contains(r.Error, "\n") || !strings.Contains(r.Error, "500") {
+			t.Errorf("tenant error is not one line naming the 500: %q", r.Error)
+		}
+	})
+
+	t.Run("removing the tenant deletes every server and port", func(t *testing.T) {
+		o.work.Remove(e2eManifests + "/" + osTenant)
+		o.srv.waitApplied(o.push("Remove openstack-prod\n\nRezuscloud-Allow-Deletions: 1\n"))
+		st, err := os.ReadFile(filepath.Join(o.cloud, "state.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kind := range []string{`"servers"`, `"ports"`, `"serverGroups"`} {
+			if !strings.Contains(string(st), kind+": {}") {
+				t.Errorf("after removal the cloud still holds %s:\n%s", kind, st)
+			}
+		}
+		if ms := o.srv.machines(""); len(ms) != 0 {
+			t.Errorf("%d machines left in the API", len(ms))
+		}
+	})
+
+	o.checkNoCredentialLeak(t)
+}
+
+// checkNoCredentialLeak looks for the password of the clouds file in every
+// file of the data dir, the server's log, the API's answers and every argv
+// tofu was started with, and checks that tofu got the clouds file through
+// its environment.
+func (o *osE2E) checkNoCredentialLeak(t *testing.T) {
+	clouds, err := os.ReadFile(filepath.Join(o.cloud, "clouds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`password: "([^"]+)"`).FindSubmatch(clouds)
+	if m == nil || len(m[1]) < 16 {
+		t.Fatalf("no password in the simulated cloud's clouds.yaml")
+	}
+	secret := m[1]
+	filepath.WalkDir(o.data, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, secret) {
+			t.Errorf("the clouds.yaml password is in %s", p)
+		}
+		return nil
+	})
+	if strings.Contains(o.srv.log(), string(secret)) {
+		t.Error("the clouds.yaml password is in the server's log")
+	}
+	for _, path := range []string{"/api/v1/status", "/api/v1/tenants", "/api/v1/machines", "/api/v1/commits", "/api/v1/providers"} {
+		if _, b := o.srv.request(http.MethodGet, path, nil, nil); bytes.Contains(b, secret) {
+			t.Errorf("the clouds.yaml password is in GET %s", path)
+		}
+	}
+	argv, err := os.ReadFile(o.argvLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := strings.Split(strings.TrimSpace(string(argv)), "\n")
+	if len(runs) < 5 || bytes.Contains(argv, secret) || bytes.Contains(argv, []byte("clouds.yaml\x00")) {
+		t.Errorf("%d tofu runs logged; the password or the clouds file is in an argv", len(runs))
+	}
+	want := " OS_CLIENT_CONFIG_FILE=" + filepath.Join(o.cloud, "clouds.yaml")
+	for _, r := range runs {
+		if !strings.HasSuffix(r, want) {
+			t.Errorf("a tofu run without the clouds file in its environment: %q", strings.ReplaceAll(r, "\x00", " "))
+			break
+		}
+	}
+}
