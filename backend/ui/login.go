@@ -42,7 +42,7 @@ func (h *handler) needLogin(w http.ResponseWriter, r *http.Request, fragment boo
 	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		pages.execute(w, "bounce", &view{Title: "Opening", Assets: assets.urls, Body: r.URL.RequestURI()}, nil)
+		pages.execute(w, "bounce", &view{Title: "Opening", Assets: assets.urls, Body: safeNext(r.URL.RequestURI())}, nil)
 		return
 	}
 	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)

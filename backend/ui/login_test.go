@@ -214,3 +214,21 @@ func TestSafeNext(t *testing.T) {
 		}
 	}
 }
+
+// TestLogTail: the machine page follows the machine's log only once the
+// server serves it, and only for the edit role, which reading logs needs.
+func TestLogTail(t *testing.T) {
+	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView, "editor": backend.RoleEdit}})
+	const page = "/tenants/production/machines/production-workers-1"
+	edit := cookieHeader(r.login(t, "secret-editor"))
+	if b := body(t, r.do("GET", page, edit, ""), 200); strings.Contains(b, "data-logs") {
+		t.Error("the page follows logs the server does not serve")
+	}
+	r.srv.Handle("GET /api/v1/tenants/{name}/machines/{id}/logs", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	contains(t, "edit session", body(t, r.do("GET", page, edit, ""), 200),
+		`data-logs="/api/v1/tenants/production/machines/production-workers-1/logs?follow=true&amp;tailLines=100" hidden`)
+	view := cookieHeader(r.login(t, "secret-viewer"))
+	if b := body(t, r.do("GET", page, view, ""), 200); strings.Contains(b, "data-logs") {
+		t.Error("a view session is offered logs, which need the edit role")
+	}
+}
