@@ -70,6 +70,7 @@ func newOSE2E(t *testing.T, block string) *osE2E {
 		"--poll-interval", "300ms", "--debounce", "0s",
 		"--tofu", wrapper, "--provider-mirror", testenv.ProviderMirror(t),
 		"--sim-openstack", o.cloud, "--sim-openstack-addresses", block,
+		"--retry-base", "1s", "--retry-max", "5s",
 	})
 	o.srv.start()
 	return o
@@ -130,7 +131,8 @@ func (o *osE2E) machineIDs() map[string]string {
 }
 
 // TestOpenStackEndToEnd runs a tenant through its life on the simulated
-// OpenStack: apply, scale up, scale down, a config patch, a 500 from Nova,
+// OpenStack: apply, scale up, scale down, a config patch, a 500 from Nova
+// and the retry that applies the change after it,
 // removal; and checks that the cloud's credentials never leave the clouds
 // file.
 func TestOpenStackEndToEnd(t *testing.T) {
@@ -203,18 +205,38 @@ func TestOpenStackEndToEnd(t *testing.T) {
 		e2eSameIDs(t, "config patch", before, o.machineIDs())
 	})
 
-	t.Run("a 500 from Nova fails the tenant with one line", func(t *testing.T) {
+	t.Run("a 500 from Nova fails the tenant with one line, and a retry applies it", func(t *testing.T) {
 		if err := openstack.WriteFaults(o.cloud, openstack.Faults{HTTP: []openstack.Fault{{Method: "POST", Path: "/compute/v2.1/servers"}}}); err != nil {
 			t.Fatal(err)
 		}
 		o.setCount(osTenant, "workers", 2)
-		c := o.srv.waitCommit(o.push("Scale workers to 2, into a Nova fault"))
+		sha := o.push("Scale workers to 2, into a Nova fault")
+		c := o.srv.waitCommit(sha)
 		r := e2eResult(t, c, osTenant)
 		if c.Status.Phase != schema.CommitFailed || r.Phase != schema.CommitFailed {
 			t.Fatalf("commit %s, tenant %s; want both Failed", c.Status.Phase, r.Phase)
 		}
 		if strings.Contains(r.Error, "\n") || !strings.Contains(r.Error, "500") {
 			t.Errorf("tenant error is not one line naming the 500: %q", r.Error)
+		}
+		if r.Reason != schema.ReasonTofuFailed || r.NextAttemptAt.IsZero() {
+			t.Errorf("the failed tenant has reason %q and next attempt %v, want TofuFailed and a retry", r.Reason, r.NextAttemptAt)
+		}
+		o.srv.waitFor("the retry to apply the scale-up", func() bool {
+			c, _ = o.srv.commit(sha)
+			return c.Status.Phase == schema.CommitSucceeded
+		})
+		if n := len(o.machineIDs()); n != 5 {
+			t.Errorf("%d machines after the retry, want 5 (3 control planes, 2 workers)", n)
+		}
+		// The create that met the 500 and the one of the retry.
+		if j := o.journal(); count(j, "POST", "/compute/v2.1/servers") != 2 || len(deletedServers(j)) != 0 {
+			t.Errorf("fault and retry: %d server creates and deletes %v, want 2 and none", count(j, "POST", "/compute/v2.1/servers"), deletedServers(j))
+		}
+		var tn schema.Tenant
+		o.srv.mustGet("/api/v1/tenants/"+osTenant, &tn)
+		if tn.Status.Retry != nil || tn.Status.ObservedCommit != sha {
+			t.Errorf("%s after the retry: retry %+v, observed commit %s, want no retry and %s", osTenant, tn.Status.Retry, tn.Status.ObservedCommit, sha)
 		}
 	})
 

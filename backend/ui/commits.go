@@ -55,7 +55,7 @@ func (h *handler) commits(r *http.Request, v *view) (string, error) {
 }
 
 type commitPage struct {
-	C        commitObj
+	C        schema.Commit
 	Problems []problemRow
 	// Other is the preview of the same revision, or for a preview the
 	// applied commit, when the server has one.

@@ -13,49 +13,6 @@ import (
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// The objects as the API serves them, decoded into the schema types, with
-// the status members that the reconciler writes as it grows (conditions,
-// retries) read by their JSON names: where the store holds none, they are
-// empty.
-
-type tenantObj struct {
-	schema.Tenant
-	Status tenantStatus `json:"status"`
-}
-
-type tenantStatus struct {
-	schema.TenantStatus
-	Conditions schema.Conditions `json:"conditions,omitempty"`
-	Retry      *retryStatus      `json:"retry,omitempty"`
-}
-
-// retryStatus is a tenant's pending retry after a transient failure.
-type retryStatus struct {
-	Attempts      int       `json:"attempts"`
-	NextAttemptAt time.Time `json:"nextAttemptAt"`
-	LastReason    string    `json:"lastReason"`
-}
-
-type nodeGroupObj struct {
-	schema.NodeGroup
-	Status nodeGroupStatus `json:"status"`
-}
-
-type nodeGroupStatus struct {
-	schema.NodeGroupStatus
-	Conditions schema.Conditions `json:"conditions,omitempty"`
-}
-
-type commitObj struct {
-	schema.Commit
-	Status commitStatus `json:"status"`
-}
-
-type commitStatus struct {
-	schema.CommitStatus
-	Conditions schema.Conditions `json:"conditions,omitempty"`
-}
-
 // decode decodes a stored object into into.
 func decode(r backend.Resource, into any) error {
 	if err := json.Unmarshal(r.Object, into); err != nil {
@@ -65,10 +22,10 @@ func decode(r backend.Resource, into any) error {
 }
 
 // tenantsOf decodes every tenant.
-func tenantsOf(tx *backend.Tx) ([]tenantObj, error) {
-	var out []tenantObj
+func tenantsOf(tx *backend.Tx) ([]schema.Tenant, error) {
+	var out []schema.Tenant
 	err := tx.Scan(schema.KindTenant, "", func(r backend.Resource) error {
-		var t tenantObj
+		var t schema.Tenant
 		if err := decode(r, &t); err != nil {
 			return err
 		}

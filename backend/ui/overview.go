@@ -36,7 +36,7 @@ type overviewPage struct {
 
 // tenantRow is one tenant of the overview.
 type tenantRow struct {
-	T        *tenantObj
+	T        *schema.Tenant
 	Result   *schema.TenantResult // of the newest commit that has one
 	Commit   string               // that commit's name
 	Failing  bool
@@ -119,7 +119,7 @@ func lastResults(tx *backend.Tx, refs []commitRef, rows []tenantRow) error {
 		if len(index) == 0 {
 			return nil
 		}
-		var c commitObj
+		var c schema.Commit
 		if err := tx.GetObject(schema.KindCommit, ref.name, &c); err != nil {
 			return err
 		}
@@ -136,7 +136,7 @@ func lastResults(tx *backend.Tx, refs []commitRef, rows []tenantRow) error {
 
 // failing reports a tenant that needs someone: its last run failed, or it
 // is stalled until a new commit.
-func failing(t *tenantObj, res *schema.TenantResult) bool {
+func failing(t *schema.Tenant, res *schema.TenantResult) bool {
 	return (res != nil && res.Phase == schema.CommitFailed) || t.Status.Conditions.IsTrue(schema.ConditionStalled)
 }
 

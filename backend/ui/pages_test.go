@@ -222,3 +222,19 @@ func TestHeadersAndAssets(t *testing.T) {
 		t.Errorf("script served as %q", ct)
 	}
 }
+
+// TestOverviewRetrying: a tenant whose run waits for a retry comes after
+// the failing ones and before the healthy ones, with its attempt, when it
+// runs again and why.
+func TestOverviewRetrying(t *testing.T) {
+	r := filled(t, rigOptions{})
+	objs := fleet("retried", 1, 1)
+	objs[0].(*schema.Tenant).Status.Retry = &schema.RetryStatus{Attempts: 2, NextAttemptAt: testNow.Add(45 * time.Second), LastReason: schema.ReasonStateLocked}
+	r.put(objs...)
+	page := body(t, r.do("GET", "/", nil, ""), 200)
+	contains(t, "overview", page, `<tr class="row-retrying">`, "retry 2", "in 45s", schema.ReasonStateLocked)
+	failing, retried, healthy := strings.Index(page, `href="/tenants/staging"`), strings.Index(page, `href="/tenants/retried"`), strings.Index(page, `href="/tenants/production"`)
+	if failing < 0 || retried < 0 || healthy < 0 || failing > retried || retried > healthy {
+		t.Errorf("staging (failing) at %d, retried at %d, production at %d: want failing, then retrying, then healthy", failing, retried, healthy)
+	}
+}

@@ -18,8 +18,8 @@ import (
 const historyCommits = 20
 
 type tenantPage struct {
-	T        tenantObj
-	Groups   []nodeGroupObj
+	T        schema.Tenant
+	Groups   []schema.NodeGroup
 	Machines []schema.Machine
 	Stages   []stageCount
 	Patches  []patchRow
@@ -64,7 +64,7 @@ func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 			return err
 		}
 		var err error
-		if p.Groups, err = objectsOf[nodeGroupObj](tx, name, schema.KindNodeGroup); err != nil {
+		if p.Groups, err = objectsOf[schema.NodeGroup](tx, name, schema.KindNodeGroup); err != nil {
 			return err
 		}
 		if p.Machines, err = objectsOf[schema.Machine](tx, name, schema.KindMachine); err != nil {
@@ -81,7 +81,7 @@ func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	byName(p.Groups, func(g *nodeGroupObj) string { return g.Metadata.Name })
+	byName(p.Groups, func(g *schema.NodeGroup) string { return g.Metadata.Name })
 	slices.SortFunc(p.Machines, func(a, b schema.Machine) int {
 		return cmp.Or(strings.Compare(a.Spec.NodeGroup, b.Spec.NodeGroup), strings.Compare(a.Spec.Hostname, b.Spec.Hostname),
 			strings.Compare(a.Metadata.Name, b.Metadata.Name))
@@ -150,7 +150,7 @@ func stageOf(m *schema.Machine) schema.MachineStage { return m.Status.Stage }
 // patchRows lists the patches that apply to the tenant's machines: those
 // of the tenant's spec (every machine), of node groups (theirs) and the
 // ConfigPatch objects (every machine, or one role).
-func patchRows(t *tenantObj, groups []nodeGroupObj, patches []schema.ConfigPatch) []patchRow {
+func patchRows(t *schema.Tenant, groups []schema.NodeGroup, patches []schema.ConfigPatch) []patchRow {
 	var out []patchRow
 	for _, np := range t.Spec.ConfigPatches {
 		out = append(out, patchRow{Name: np.Name, From: "tenant " + t.Metadata.Name, Target: "every machine", Patch: np.Patch, Machines: -1})

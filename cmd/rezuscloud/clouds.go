@@ -47,8 +47,8 @@ type clouds struct {
 }
 
 // setupClouds checks the credentials files and starts the simulated
-// OpenStack when asked.
-func setupClouds(f *cloudFlags, dataDir string, log *slog.Logger) (*clouds, error) {
+// OpenStack when asked; getenv gives the default clouds.yaml.
+func setupClouds(f *cloudFlags, dataDir string, getenv func(string) string, log *slog.Logger) (*clouds, error) {
 	c := &clouds{env: map[string]string{}, close: func() {}}
 	cloudsFile := f.openstackClouds
 	if f.simOpenStack != "" {
@@ -62,7 +62,7 @@ func setupClouds(f *cloudFlags, dataDir string, log *slog.Logger) (*clouds, erro
 		c.sim, c.close, cloudsFile = sim, func() { sim.Close() }, file
 		log.Info("simulated OpenStack", "url", sim.URL(), "dir", f.simOpenStack, "addresses", f.simAddresses)
 	} else if cloudsFile == "" {
-		cloudsFile = os.Getenv("OS_CLIENT_CONFIG_FILE")
+		cloudsFile = getenv("OS_CLIENT_CONFIG_FILE")
 	}
 	if cloudsFile != "" {
 		abs, err := checkCloudsFile(cloudsFile)
