@@ -160,6 +160,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(runner.Runs()) })
 	srv.SetAudit(audit)
 	srv.ServeTenantSecrets(rec, audit)
+	srv.ServeMachineLogs(rec, audit)
 	srv.ServePreviews(rec)
 	previews, err := newPreviews(f, dataDir, auth, log)
 	if err != nil {
@@ -263,7 +264,8 @@ func stateEncryption(mode, passphrase string) (string, error) {
 }
 
 // openAudit returns the audit log: JSON lines appended to audit.log in the
-// data dir (mode 0600), one per download of a tenant's credentials.
+// data dir (mode 0600), one per download of a tenant's credentials and
+// per access to a machine's logs.
 func openAudit(dataDir string) (*slog.Logger, error) {
 	f, err := os.OpenFile(filepath.Join(dataDir, "audit.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
