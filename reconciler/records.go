@@ -196,6 +196,9 @@ func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson
 				ng = nodeGroupOf(res.Name)
 			}
 			idx := indexOf(res.Index)
+			if f.Index != nil {
+				idx = *f.Index
+			}
 			mc := &schema.Machine{
 				APIVersion: schema.APIVersion, Kind: schema.KindMachine,
 				Metadata: schema.ObjectMeta{
