@@ -171,7 +171,11 @@ func TestResetRemovedLeavesEtcdFirst(t *testing.T) {
 	if err := peer.Bootstrap(ctx, &machine.BootstrapRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both in etcd", func() bool { m, _ := InEtcd(ctx, peer, "lab-cp-2"); n, _ := InEtcd(ctx, peer, "lab-cp-1"); return m && n })
+	eventually(t, "both in etcd", func() bool {
+		m, _ := InEtcd(ctx, peer, "lab-cp-2")
+		n, _ := InEtcd(ctx, peer, "lab-cp-1")
+		return m && n
+	})
 
 	if err := ResetRemoved(ctx, gone, peer, "lab-cp-2", true); err != nil {
 		t.Fatal(err)
