@@ -75,7 +75,7 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	if d := os.Getenv(simCreateDelay); d != "" {
 		env[simCreateDelay] = d
 	}
-	cl, err := setupClouds(&f.clouds, dataDir, log)
+	cl, err := setupClouds(&f.clouds, dataDir, nodes, log)
 	if err != nil {
 		return noop, err
 	}
