@@ -737,6 +737,9 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 	if err := r.putManifests(td, prev == nil); err != nil {
 		return failf("%v", err)
 	}
+	if err := r.resetRemovedMetal(ctx, td, bundle); err != nil {
+		return failf("%v", err)
+	}
 	apply := r.runner.Apply
 	if rewrite {
 		apply = r.runner.Rewrite
@@ -761,6 +764,9 @@ func (r *Reconciler) applyTenant(ctx context.Context, snap sources.Snapshot, td 
 		Annotations: td.Tenant.Metadata.Annotations, Model: appliedModel(td, machines),
 	}
 	if err := r.finishTenant(td, rec, machines); err != nil {
+		return failf("%v", err)
+	}
+	if err := r.configureMetal(ctx, td, ws, bundle, machines); err != nil {
 		return failf("%v", err)
 	}
 	res.Phase = schema.CommitSucceeded

@@ -94,10 +94,23 @@ var ErrStillInEtcd = errors.New("machine is still an etcd member")
 // through c, a client of the machine with the tenant's credentials; it
 // comes back in maintenance mode, ready for another use. A control plane
 // first leaves etcd and is reset only once peer, a client of a control
-// plane that stays, no longer lists hostname as a member; with no peer (the
-// last control plane goes) there is no cluster left to leave.
+// plane that stays, no longer lists its host name (hostname, or the one
+// the machine reports when that is "") as a member; with no peer (the last
+// control plane goes) there is no cluster left to leave.
 func ResetRemoved(ctx context.Context, c, peer *client.Client, hostname string, controlPlane bool) error {
 	if controlPlane && peer != nil {
+		if hostname == "" {
+			v, err := c.Version(ctx)
+			if err != nil {
+				return fmt.Errorf("host name: %w", err)
+			}
+			for _, m := range v.GetMessages() {
+				hostname = m.GetMetadata().GetHostname()
+			}
+			if hostname == "" {
+				return errors.New("host name: the machine reports none, so its etcd membership cannot be checked")
+			}
+		}
 		member, err := InEtcd(ctx, peer, hostname)
 		if err != nil {
 			return err
