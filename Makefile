@@ -44,9 +44,9 @@ bench: tools build
 	TOFU=$(TOFU_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) \
 		$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# Every fuzz target of the module (every func FuzzX), FUZZTIME each.
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./schema/
-	$(GO) test -run '^$$' -fuzz FuzzTFState -fuzztime $(FUZZTIME) ./backend/
+	@bash scripts/fuzz.sh $(FUZZTIME)
 
 demo: tools build
 	./$(BIN)/rezuscloud demo --tofu $(TOFU_BIN)

@@ -17,11 +17,20 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend/api"
 )
 
+// Defaults of Config.
+const (
+	// DefaultListen is the address the server listens on.
+	DefaultListen = "127.0.0.1:8080"
+	// DefaultShutdownTimeout is how long a shutdown waits for requests in
+	// flight.
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
 // Config configures a Server. Zero values select the defaults.
 type Config struct {
 	// DataDir holds the store; see Open. Required.
 	DataDir string
-	// Listen is the TCP address to serve on. Default 127.0.0.1:8080.
+	// Listen is the TCP address to serve on. Default DefaultListen.
 	Listen string
 	// TokensFile is the tokens file (see LoadTokens). Without one every
 	// request is allowed as an admin, and the server refuses to listen on
@@ -33,7 +42,7 @@ type Config struct {
 	StateHistory  int
 	StaleLockAge  time.Duration
 	// ShutdownTimeout bounds how long Run waits for requests in flight
-	// after its context ends. Default 30s.
+	// after its context ends. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// BodyTimeout is how long a request body may take to arrive, from
 	// the start of its request; a slower one gets 408 and its connection
@@ -68,10 +77,6 @@ type Config struct {
 	// WatchHeartbeat is how often an idle watch gets a heartbeat. Default
 	// DefaultWatchHeartbeat.
 	WatchHeartbeat time.Duration
-
-	// FailStatePost is a test hook passed to StateOptions.FailPost. Leave
-	// it nil.
-	FailStatePost func(name string) bool
 }
 
 // Server is the rezuscloud HTTP server: the state backend, health and
@@ -112,33 +117,8 @@ type readyCheck struct {
 // NewServer opens the store in cfg.DataDir and the tokens file, and builds
 // the routes. It does not listen yet.
 func NewServer(cfg Config) (*Server, error) {
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:8080"
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 30 * time.Second
-	}
-	if cfg.Version == "" {
-		cfg.Version = "dev"
-	}
-	if cfg.WatchHeartbeat <= 0 {
-		cfg.WatchHeartbeat = DefaultWatchHeartbeat
-	}
-	if cfg.BodyTimeout <= 0 {
-		cfg.BodyTimeout = DefaultBodyTimeout
-	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	maxState := cfg.MaxStateBytes
-	if maxState <= 0 {
-		maxState = DefaultMaxStateBytes
-	}
-	if cfg.BodyMemory <= 0 {
-		cfg.BodyMemory = max(DefaultBodyMemory, 2*maxState)
-	}
-	if cfg.BodyMemory < maxState {
-		return nil, fmt.Errorf("body memory of %d bytes is less than the largest state a POST may send (%d bytes): raise it or lower the state limit", cfg.BodyMemory, maxState)
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -172,16 +152,9 @@ func NewServer(cfg Config) (*Server, error) {
 			History:      cfg.StateHistory,
 			StaleLockAge: cfg.StaleLockAge,
 			Logger:       log,
-			FailPost:     cfg.FailStatePost,
 		}),
 	}
-	s.mount("GET /healthz", http.HandlerFunc(s.healthz))
-	s.mount("GET /readyz", http.HandlerFunc(s.readyz))
-	s.mount("GET /version", http.HandlerFunc(s.version))
-	s.Handle(StatePrefix, s.state)
-	s.Handle(VersionsPrefix, s.state)
-	s.api = newResourceAPI(store, hub, cfg.WatchHeartbeat, log, cfg.Origin, cfg.Version)
-	s.Handle(APIPrefix, s.api)
+	s.routes()
 	// No ReadTimeout or WriteTimeout: they would end watches, which last
 	// for hours. Bodies have their own deadline (bodyLimits).
 	s.http = &http.Server{
@@ -193,6 +166,51 @@ func NewServer(cfg Config) (*Server, error) {
 	// Watches never go idle by themselves: end them when shutdown starts.
 	s.http.RegisterOnShutdown(hub.Close)
 	return s, nil
+}
+
+// withDefaults fills in the defaults of cfg and checks what depends on
+// more than one setting.
+func (cfg *Config) withDefaults() error {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.WatchHeartbeat <= 0 {
+		cfg.WatchHeartbeat = DefaultWatchHeartbeat
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	maxState := cfg.MaxStateBytes
+	if maxState <= 0 {
+		maxState = DefaultMaxStateBytes
+	}
+	if cfg.BodyMemory <= 0 {
+		cfg.BodyMemory = max(DefaultBodyMemory, 2*maxState)
+	}
+	if cfg.BodyMemory < maxState {
+		return fmt.Errorf("body memory of %d bytes is less than the largest state a POST may send (%d bytes): raise it or lower the state limit", cfg.BodyMemory, maxState)
+	}
+	return nil
+}
+
+// routes mounts the server's own endpoints, the state backend and the API.
+func (s *Server) routes() {
+	s.mount("GET /healthz", http.HandlerFunc(s.healthz))
+	s.mount("GET /readyz", http.HandlerFunc(s.readyz))
+	s.mount("GET /version", http.HandlerFunc(s.version))
+	s.Handle(StatePrefix, s.state)
+	s.Handle(VersionsPrefix, s.state)
+	s.api = newResourceAPI(s.store, s.hub, s.cfg.WatchHeartbeat, s.log, s.cfg.Origin, s.cfg.Version)
+	s.Handle(APIPrefix, s.api)
 }
 
 // Handle mounts h at pattern (http.ServeMux syntax) behind authentication:

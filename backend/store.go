@@ -96,30 +96,9 @@ func Open(dir string, opts *StoreOptions) (*Store, error) {
 	if history <= 0 {
 		history = DefaultEventHistory
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("open store: create data dir: %w", err)
-	}
-	fi, err := os.Stat(dir)
+	path, err := privateDataDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("open store: data dir %s is not a directory", dir)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 && isEmptyDir(dir) {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("open store: %w", err)
-		}
-	} else if perm&0o077 != 0 {
-		return nil, fmt.Errorf("open store: data dir %s has mode %04o, want 0700 (it holds cluster keys): run chmod 700 %s", dir, perm, dir)
-	}
-	path := filepath.Join(dir, DBFile)
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(path, 0o600); err != nil {
-			return nil, fmt.Errorf("open store: %w", err)
-		}
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, err
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: timeout,
@@ -137,29 +116,7 @@ func Open(dir string, opts *StoreOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		for _, name := range [][]byte{bucketResources, bucketStates, bucketLocks, bucketTenants} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
-			}
-		}
-		if err := openEventLog(tx); err != nil {
-			return err
-		}
-		switch f := meta.Get(keyFormat); {
-		case f == nil:
-			return meta.Put(keyFormat, []byte(storeFormat))
-		case string(f) == "1":
-			return migrateFormat1(tx)
-		case string(f) != storeFormat:
-			return fmt.Errorf("file format %q, this build reads %q (and migrates \"1\")", f, storeFormat)
-		}
-		return nil
-	})
+	err = db.Update(prepareFile)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -169,6 +126,64 @@ func Open(dir string, opts *StoreOptions) (*Store, error) {
 		now = time.Now
 	}
 	return &Store{db: db, path: path, eventHistory: history, now: now}, nil
+}
+
+// privateDataDir makes sure dir is the data dir: a directory of mode 0700
+// (an empty one is made so, one with files of others refused), whose store
+// file, if any, has mode 0600. It returns the store file's path.
+func privateDataDir(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("open store: create data dir: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return "", fmt.Errorf("open store: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("open store: data dir %s is not a directory", dir)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 && isEmptyDir(dir) {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return "", fmt.Errorf("open store: %w", err)
+		}
+	} else if perm&0o077 != 0 {
+		return "", fmt.Errorf("open store: data dir %s has mode %04o, want 0700 (it holds cluster keys): run chmod 700 %s", dir, perm, dir)
+	}
+	path := filepath.Join(dir, DBFile)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return "", fmt.Errorf("open store: %w", err)
+		}
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("open store: %w", err)
+	}
+	return path, nil
+}
+
+// prepareFile creates the store's buckets in a new file and migrates one
+// of an older format.
+func prepareFile(tx *bolt.Tx) error {
+	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return err
+	}
+	for _, name := range [][]byte{bucketResources, bucketStates, bucketLocks, bucketTenants} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	if err := openEventLog(tx); err != nil {
+		return err
+	}
+	switch f := meta.Get(keyFormat); {
+	case f == nil:
+		return meta.Put(keyFormat, []byte(storeFormat))
+	case string(f) == "1":
+		return migrateFormat1(tx)
+	case string(f) != storeFormat:
+		return fmt.Errorf("file format %q, this build reads %q (and migrates \"1\")", f, storeFormat)
+	}
+	return nil
 }
 
 // Path returns the store's file.

@@ -44,9 +44,6 @@ type StateOptions struct {
 	// Audit, when set, receives one record per force-unlock: who forced
 	// it, whose lock it was, and when. Server.SetAudit sets it.
 	Audit *slog.Logger
-	// FailPost is a test hook: when it returns true for a state name, POST
-	// answers 500 without storing anything. Leave it nil.
-	FailPost func(name string) bool
 }
 
 // StateHandler serves the Terraform HTTP state backend protocol on
@@ -222,11 +219,6 @@ func (h *StateHandler) post(w http.ResponseWriter, r *http.Request, name string)
 	serial, lineage, err := parseState(body)
 	if err != nil {
 		api.WriteError(w, api.Errorf(http.StatusBadRequest, "POST %s%s: not a TF state, nothing stored: %v. A state is a JSON object with version, serial and lineage, or OpenTofu's encrypted state with serial and lineage in clear text", StatePrefix, name, err))
-		return
-	}
-	if h.opts.FailPost != nil && h.opts.FailPost(name) {
-		h.log.Warn("test hook failed a state POST", "state", name)
-		api.WriteError(w, api.Errorf(http.StatusInternalServerError, "test hook: POST of state %q failed on purpose", name))
 		return
 	}
 	lockID := r.URL.Query().Get("ID")

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -547,20 +546,6 @@ func TestStateStaleLockAndRestart(t *testing.T) {
 	if !strings.Contains(ts2.logs.String(), "stale lock; an admin token can force-unlock it") {
 		t.Errorf("a conflict with a stale lock is not logged as such:\n%s", ts2.logs.String())
 	}
-}
-
-func TestStateFailPostHook(t *testing.T) {
-	var fail atomic.Bool
-	ts := startServer(t, Config{FailStatePost: func(name string) bool { return name == "f" && fail.Load() }}, true)
-	fail.Store(true)
-	code, body := ts.do(t, req{method: "POST", path: "/tfstate/f", token: "editor", body: stateJSON(1, "l", "")})
-	wantCode(t, "POST with the hook on", code, body, http.StatusInternalServerError)
-	wantAPIError(t, body, http.StatusInternalServerError, api.ReasonInternalError)
-	code, _ = ts.do(t, req{method: "GET", path: "/tfstate/f", token: "editor"})
-	wantCode(t, "GET after the failed POST", code, nil, http.StatusNoContent)
-	fail.Store(false)
-	code, body = ts.do(t, req{method: "POST", path: "/tfstate/f", token: "editor", body: stateJSON(1, "l", "")})
-	wantCode(t, "POST with the hook off", code, body, http.StatusOK)
 }
 
 func TestStateOpenMode(t *testing.T) {

@@ -206,40 +206,22 @@ func (a *resourceAPI) eventsOr(scope watchScope, get httprouter.Handle) httprout
 	}
 }
 
-// serveWatch streams the events of scope.
+// serveWatch streams the events of scope: from the current state, or
+// resumed after a resourceVersion, until the client goes, the subscription
+// is cut off or the server shuts down.
 func (a *resourceAPI) serveWatch(w http.ResponseWriter, r *http.Request, scope watchScope) {
 	wq, err := parseWatchQuery(r)
-	if err != nil {
-		api.WriteError(w, err)
-		return
+	if err == nil && wq.resume {
+		err = a.checkResume(wq.after)
 	}
-	if wq.resume {
-		var latest uint64
-		if err := a.store.View(func(tx *Tx) error { latest = tx.ResourceVersion(); return nil }); err != nil {
-			a.internal(w, r, err)
-			return
-		}
-		if wq.after > latest {
-			api.WriteError(w, api.Errorf(http.StatusGone, "resourceVersion %d is newer than the server's latest, %d; watch again without resourceVersion to get the current state", wq.after, latest))
-			return
-		}
+	if err != nil {
+		a.writeResult(w, r, nil, err)
+		return
 	}
 	st := &watchStream{w: w, rc: http.NewResponseController(w), sse: wq.sse, pos: wq.after}
-	sub, replay, err := a.hub.Subscribe(SubscribeOptions{
-		Match:  func(ev *Event) bool { return scope.matches(ev) && wq.sel.Matches(ev.Labels) },
-		Resume: wq.resume,
-		After:  wq.after,
-		OnEnd:  st.ended,
-	})
-	switch {
-	case errors.Is(err, ErrGone):
-		api.WriteError(w, api.Errorf(http.StatusGone, "%v; watch again without resourceVersion to get the current state", err))
-		return
-	case errors.Is(err, ErrHubClosed):
-		api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, "the server is shutting down"))
-		return
-	case err != nil:
-		a.internal(w, r, err)
+	sub, replay, err := a.subscribe(scope, wq, st)
+	if err != nil {
+		a.writeResult(w, r, nil, err)
 		return
 	}
 	// The subscription ends before the stream clears its write deadline.
@@ -253,9 +235,51 @@ func (a *resourceAPI) serveWatch(w http.ResponseWriter, r *http.Request, scope w
 			return
 		}
 	}
+	st.header(wq.sse)
+	if isHead(r.Context()) {
+		return
+	}
+	if st.start(wq, replay, snapRV) != nil {
+		return
+	}
+	st.follow(r.Context(), sub, a.hub, a.heartbeat)
+}
 
-	h := w.Header()
-	if wq.sse {
+// checkResume refuses to resume after a resourceVersion the server has not
+// reached.
+func (a *resourceAPI) checkResume(after uint64) error {
+	var latest uint64
+	if err := a.store.View(func(tx *Tx) error { latest = tx.ResourceVersion(); return nil }); err != nil {
+		return err
+	}
+	if after > latest {
+		return api.Errorf(http.StatusGone, "resourceVersion %d is newer than the server's latest, %d; watch again without resourceVersion to get the current state", after, latest)
+	}
+	return nil
+}
+
+// subscribe subscribes st to the hub's events of scope that the query
+// selects; replay holds the events a resumed watch missed.
+func (a *resourceAPI) subscribe(scope watchScope, wq watchQuery, st *watchStream) (*Subscription, []*Event, error) {
+	sub, replay, err := a.hub.Subscribe(SubscribeOptions{
+		Match:  func(ev *Event) bool { return scope.matches(ev) && wq.sel.Matches(ev.Labels) },
+		Resume: wq.resume,
+		After:  wq.after,
+		OnEnd:  st.ended,
+	})
+	switch {
+	case errors.Is(err, ErrGone):
+		return nil, nil, api.Errorf(http.StatusGone, "%v; watch again without resourceVersion to get the current state", err)
+	case errors.Is(err, ErrHubClosed):
+		return nil, nil, api.Errorf(http.StatusServiceUnavailable, "the server is shutting down")
+	}
+	return sub, replay, err
+}
+
+// header writes the stream's response header.
+func (st *watchStream) header(sse bool) {
+	h := st.w.Header()
+	if sse {
 		h.Set("Content-Type", "text/event-stream")
 	} else {
 		h.Set("Content-Type", "application/json")
@@ -263,63 +287,47 @@ func (a *resourceAPI) serveWatch(w http.ResponseWriter, r *http.Request, scope w
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if isHead(r.Context()) {
-		return
-	}
+	st.w.WriteHeader(http.StatusOK)
+}
+
+// start sends what comes before the live events: SSE's retry hint, the
+// replayed (or current) objects and, for a new watch, the bookmark of the
+// state they are at.
+func (st *watchStream) start(wq watchQuery, replay []*Event, snapRV uint64) error {
 	if wq.sse {
-		if st.write([]byte("retry: "+strconv.FormatInt(watchRetry.Milliseconds(), 10)+"\n\n")) != nil {
-			return
+		if err := st.write([]byte("retry: " + strconv.FormatInt(watchRetry.Milliseconds(), 10) + "\n\n")); err != nil {
+			return err
 		}
 	}
 	for _, ev := range replay {
-		if st.event(ev) != nil {
-			return
+		if err := st.event(ev); err != nil {
+			return err
 		}
 	}
 	if !wq.resume {
 		st.pos = snapRV
-		if st.bookmark(true) != nil {
-			return
+		if err := st.bookmark(true); err != nil {
+			return err
 		}
 	}
-	if st.flush() != nil {
-		return
-	}
+	return st.flush()
+}
 
-	ticker := time.NewTicker(a.heartbeat)
+// follow sends the subscription's events as they come, and a bookmark in
+// every heartbeat that had none, until ctx ends, the subscription ends or
+// a write fails.
+func (st *watchStream) follow(ctx context.Context, sub *Subscription, hub *Hub, heartbeat time.Duration) {
+	ticker := time.NewTicker(heartbeat)
 	defer ticker.Stop()
 	idle := true
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-sub.Done():
 			return
 		case batch := <-sub.Events():
-			for more := true; more; {
-				select {
-				case <-sub.Done():
-					return
-				default:
-				}
-				for _, ev := range batch {
-					if ev.ResourceVersion <= st.pos || !sub.Matches(ev) {
-						continue
-					}
-					if st.event(ev) != nil {
-						return
-					}
-				}
-				// Batches that are already waiting go out with this
-				// one, in one flush.
-				select {
-				case batch = <-sub.Events():
-				default:
-					more = false
-				}
-			}
-			if st.flush() != nil {
+			if st.batches(sub, batch) != nil {
 				return
 			}
 			idle = false
@@ -330,7 +338,7 @@ func (a *resourceAPI) serveWatch(w http.ResponseWriter, r *http.Request, scope w
 			}
 			// Every matching event up to last is in the buffer; with the
 			// buffer empty, all of them have been sent.
-			if last := a.hub.Last(); sub.Pending() == 0 && last > st.pos {
+			if last := hub.Last(); sub.Pending() == 0 && last > st.pos {
 				st.pos = last
 			}
 			if st.bookmark(false) != nil || st.flush() != nil {
@@ -339,6 +347,35 @@ func (a *resourceAPI) serveWatch(w http.ResponseWriter, r *http.Request, scope w
 		}
 	}
 }
+
+// batches sends batch and the batches already waiting behind it, in one
+// flush.
+func (st *watchStream) batches(sub *Subscription, batch []*Event) error {
+	for more := true; more; {
+		select {
+		case <-sub.Done():
+			return errWatchEnded
+		default:
+		}
+		for _, ev := range batch {
+			if ev.ResourceVersion <= st.pos || !sub.Matches(ev) {
+				continue
+			}
+			if err := st.event(ev); err != nil {
+				return err
+			}
+		}
+		select {
+		case batch = <-sub.Events():
+		default:
+			more = false
+		}
+	}
+	return st.flush()
+}
+
+// errWatchEnded stops a stream whose subscription ended.
+var errWatchEnded = errors.New("watch ended")
 
 // snapshot returns the current objects of scope that sel matches as ADDED
 // events in resourceVersion order, and the store's resourceVersion they

@@ -127,7 +127,7 @@ func (r *Reconciler) MachineConfig(ctx context.Context, tenant, machine string) 
 
 func defaultValidity(d time.Duration) time.Duration {
 	if d <= 0 {
-		return 365 * 24 * time.Hour
+		return DefaultKubeconfigValidity
 	}
 	return d
 }

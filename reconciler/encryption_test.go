@@ -6,18 +6,9 @@ import (
 	"testing"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 )
-
-func TestEncryptionConfigRefusesShortPassphrase(t *testing.T) {
-	if _, err := EncryptionConfig("too-short", false); err == nil || !strings.Contains(err.Error(), "at least 16") {
-		t.Fatalf("err = %v, want a message naming the 16-character minimum", err)
-	}
-	cfg, err := EncryptionConfig("a-long-enough-passphrase", true)
-	if err != nil || !strings.Contains(cfg, "fallback") || strings.Contains(cfg, "enforced") {
-		t.Fatalf("migrate config: %v\n%s", err, cfg)
-	}
-}
 
 func (r *rig) rawState(tenant string) string {
 	var raw []byte
@@ -32,7 +23,7 @@ func (r *rig) rawState(tenant string) string {
 // extra environment, as a restart with new settings would.
 func (r *rig) restartWith(t *testing.T, env map[string]string, encrypt bool) {
 	t.Helper()
-	old := r.rec.Runner().opts
+	old := r.rec.Runner().Options()
 	merged := map[string]string{}
 	for k, v := range old.Env {
 		merged[k] = v
@@ -41,7 +32,7 @@ func (r *rig) restartWith(t *testing.T, env map[string]string, encrypt bool) {
 		merged[k] = v
 	}
 	old.Env = merged
-	runner, err := NewRunner(old)
+	runner, err := tofu.NewRunner(old)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +62,7 @@ func TestEncryptStateOfExistingInstallation(t *testing.T) {
 	}
 	machines := r.machines()
 
-	migrate, err := EncryptionConfig("correct-horse-battery-staple", true)
+	migrate, err := tofu.EncryptionConfig("correct-horse-battery-staple", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +94,7 @@ func TestEncryptStateOfExistingInstallation(t *testing.T) {
 
 	// Enforced from now on: changes apply, projection works through tofu
 	// show, and the secrets read back decrypt to the same CA.
-	enforced, err := EncryptionConfig("correct-horse-battery-staple", false)
+	enforced, err := tofu.EncryptionConfig("correct-horse-battery-staple", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,18 +15,37 @@ import (
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// Bare metal in a tenant's run. Two hooks, around tofu's apply:
+// Bare metal in a tenant's run: two steps of applySteps, around tofu's
+// apply.
 //
-//   - resetRemovedMetal runs before the apply: the metal machines the
-//     manifests no longer use are reset (a control plane once it has left
-//     etcd) while their records are still in state, so that a failed reset
-//     keeps the record and the next run tries again;
-//   - configureMetal runs after the projection: every machine of a metal
-//     node group that still waits in maintenance mode gets its config.
+//   - ResetRemovedMetal runs before Apply: the metal machines the manifests
+//     no longer use are reset (a control plane once it has left etcd)
+//     while their records are still in state, so that a failed reset
+//     keeps the record and the retry tries again;
+//   - ConfigureMetal runs after Project: every machine of a metal node
+//     group that still waits in maintenance mode gets its config. A
+//     machine that does not answer makes the run a Retry, which applies
+//     (a plan without changes) and configures again.
 //
-// Both are the metal steps of the Talos plane (reconciler/talos, metal.go)
-// driven with the tenant's machines and secrets; they belong with the
+// Both drive the metal functions of the Talos plane (reconciler/talos,
+// metal.go) with the tenant's machines and secrets; they belong with the
 // plane's other steps after the projection (bootstrap, rollouts).
+
+// resetRemovedMetal is the ResetRemovedMetal step.
+func (t *tenantRun) resetRemovedMetal(ctx context.Context) (stepResult, error) {
+	if err := t.r.resetRemovedMetal(ctx, t.desired, t.bundle); err != nil {
+		return stepNext, retry(schema.ReasonFailed, err)
+	}
+	return stepNext, nil
+}
+
+// configureMetal is the ConfigureMetal step.
+func (t *tenantRun) configureMetal(ctx context.Context) (stepResult, error) {
+	if err := t.r.configureMetal(ctx, t.desired, t.ws, t.bundle, t.machines); err != nil {
+		return stepNext, retry(schema.ReasonFailed, err)
+	}
+	return stepNext, nil
+}
 
 // metalAnswerTimeout bounds the apply of one metal machine's config.
 const metalAnswerTimeout = 10 * time.Second

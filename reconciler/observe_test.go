@@ -8,26 +8,16 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/reconciler/simobserve"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
-
-func TestSimStages(t *testing.T) {
-	for age, want := range map[time.Duration]schema.MachineStage{
-		0: schema.StageInitializing, 4 * time.Second: schema.StageInstalling,
-		7 * time.Second: schema.StageConfiguring, time.Minute: schema.StageReady,
-	} {
-		if got := simStage(age); got != want {
-			t.Errorf("age %v: stage %s, want %s", age, got, want)
-		}
-	}
-}
 
 func TestObserveSimSetsStatusOnly(t *testing.T) {
 	r := newRig(t)
 	mustSucceed(t, r.reconcile("rev1", "first", examples(t)))
 	before := r.machines()
-	r.rec.opts.Now = func() time.Time { return time.Now().Add(time.Minute) }
-	if err := r.rec.observeSim(r.simDir); err != nil {
+	observer := simobserve.New(simobserve.Options{Store: r.srv.Store(), Dir: r.simDir, Now: func() time.Time { return time.Now().Add(time.Minute) }})
+	if err := observer.Observe(); err != nil {
 		t.Fatal(err)
 	}
 	after := r.machines()
@@ -57,7 +47,7 @@ func TestObserveSimSetsStatusOnly(t *testing.T) {
 	if err := os.Remove(filepath.Join(r.simDir, gone+".json")); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.rec.observeSim(r.simDir); err != nil {
+	if err := observer.Observe(); err != nil {
 		t.Fatal(err)
 	}
 	if m := r.machines()[gone]; m.Status.Stage != schema.StageOff || m.Status.Ready {

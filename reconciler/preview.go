@@ -17,6 +17,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/internal/preview"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -210,7 +211,7 @@ func (r *Reconciler) previewDestroy(ctx context.Context, t *preview.Tenant, prev
 	r.planned(t, out, err)
 }
 
-func (r *Reconciler) planned(t *preview.Tenant, out *PlanResult, err error) {
+func (r *Reconciler) planned(t *preview.Tenant, out *tofu.PlanResult, err error) {
 	if err != nil {
 		t.Error = err.Error()
 		return
@@ -231,7 +232,7 @@ func (r *Reconciler) throwaway(key, tenant string) (string, error) {
 		return "", err
 	}
 	work := filepath.Join(r.opts.DataDir, "work", tenant)
-	for _, name := range []string{".terraform.lock.hcl", initMarker} {
+	for _, name := range []string{".terraform.lock.hcl", tofu.InitMarker} {
 		if b, err := os.ReadFile(filepath.Join(work, name)); err == nil {
 			if err := writeFileAtomic(filepath.Join(dir, name), b); err != nil {
 				return "", err

@@ -16,15 +16,22 @@ type Job interface {
 	Superseded(by Job)
 }
 
+// Defaults of the queue and the reconciler (Options.Workers and
+// Options.ShutdownGrace).
+const (
+	DefaultWorkers       = 2
+	DefaultShutdownGrace = 5 * time.Minute
+)
+
 // QueueOptions configure a Queue.
 type QueueOptions struct {
-	// Workers is how many keys run at once. Default 2.
+	// Workers is how many keys run at once. Default DefaultWorkers.
 	Workers int
 	// Debounce is how long a key stays quiet before its newest job runs,
 	// so that bursts of revisions coalesce into one run. Default 0.
 	Debounce time.Duration
 	// Grace is how long Stop waits for running jobs before it cancels
-	// their context. Default 10 minutes.
+	// their context. Default DefaultShutdownGrace.
 	Grace time.Duration
 }
 
@@ -56,10 +63,10 @@ type entry struct {
 // NewQueue returns a queue; Start starts its workers.
 func NewQueue(opts QueueOptions) *Queue {
 	if opts.Workers <= 0 {
-		opts.Workers = 2
+		opts.Workers = DefaultWorkers
 	}
 	if opts.Grace <= 0 {
-		opts.Grace = 10 * time.Minute
+		opts.Grace = DefaultShutdownGrace
 	}
 	q := &Queue{opts: opts, pending: map[string]*entry{}, running: map[string]bool{}}
 	q.cond = sync.NewCond(&q.mu)
@@ -100,6 +107,22 @@ func (q *Queue) Enqueue(key string, job Job) {
 	if old != nil {
 		old.job.Superseded(job)
 	}
+}
+
+// Retry adds job for key to run after delay, unless a job of key is
+// pending already (a newer one, which goes first and takes the retry's
+// place) or the queue has stopped; it reports whether it added job. A job
+// that Enqueue adds for key later supersedes the retry.
+func (q *Queue) Retry(key string, job Job, delay time.Duration) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stopped || q.pending[key] != nil {
+		return false
+	}
+	q.order = append(q.order, key)
+	q.pending[key] = &entry{job: job, readyAt: time.Now().Add(delay)}
+	q.cond.Broadcast()
+	return true
 }
 
 // Depth returns how many jobs wait to run.

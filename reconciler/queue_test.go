@@ -171,3 +171,47 @@ func TestQueueStopWaitsThenInterrupts(t *testing.T) {
 		t.Error("a pending job ran after Stop")
 	}
 }
+
+// TestQueueRetry: a retry runs after its delay; a newer job supersedes a
+// pending retry and runs at once; a retry never takes the place of a
+// pending job.
+func TestQueueRetry(t *testing.T) {
+	log := newEventLog()
+	q := NewQueue(QueueOptions{Workers: 1})
+	q.Start()
+	defer q.Stop()
+
+	r1 := &probeJob{key: "a", rev: "retry1", log: log}
+	start := time.Now()
+	if !q.Retry("a", r1, 200*time.Millisecond) {
+		t.Fatal("Retry refused with nothing pending")
+	}
+	waitFor(t, "the retry", r1.ran.Load)
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("the retry ran after %v, before its delay", d)
+	}
+
+	r2 := &probeJob{key: "a", rev: "retry2", log: log}
+	q.Retry("a", r2, time.Hour)
+	newer := &probeJob{key: "a", rev: "new", log: log}
+	q.Enqueue("a", newer)
+	waitFor(t, "the newer job", newer.ran.Load)
+	if !r2.superseded.Load() || r2.ran.Load() {
+		t.Errorf("pending retry: superseded=%v ran=%v, want superseded by the newer job", r2.superseded.Load(), r2.ran.Load())
+	}
+
+	hold := make(chan struct{})
+	busy := &probeJob{key: "b", rev: "1", log: log, hold: hold}
+	q.Enqueue("b", busy)
+	waitFor(t, "b running", func() bool { return q.Running() == 1 })
+	pending := &probeJob{key: "a", rev: "pending", log: log}
+	q.Enqueue("a", pending)
+	if q.Retry("a", &probeJob{key: "a", rev: "retry3", log: log}, 0) {
+		t.Error("Retry took the place of a pending job")
+	}
+	close(hold)
+	waitFor(t, "the pending job", pending.ran.Load)
+	if pending.superseded.Load() {
+		t.Error("the pending job was superseded by a retry")
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -32,6 +33,12 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
+	t.Helper()
+	return newRigWith(t, func(*Options) {})
+}
+
+// newRigWith is newRig with options of the test's own.
+func newRigWith(t *testing.T, set func(*Options)) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	srv, err := backend.NewServer(backend.Config{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0"})
@@ -51,14 +58,17 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	simDir := filepath.Join(dir, "sim")
-	runner, err := NewRunner(TofuOptions{Binary: testenv.Tofu(t), CLIConfigFile: cli, Env: map[string]string{"REZUSSIM_DIR": simDir}})
+	runner, err := tofu.NewRunner(tofu.Options{Binary: testenv.Tofu(t), CLIConfigFile: cli, Env: map[string]string{"REZUSSIM_DIR": simDir}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := New(srv.Store(), runner, render.Builtin(), Options{DataDir: filepath.Join(dir, "data"), StateURL: srv.URL()})
+	opts := Options{DataDir: filepath.Join(dir, "data"), StateURL: srv.URL()}
+	set(&opts)
+	rec, err := New(srv.Store(), runner, render.Builtin(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(rec.Close)
 	return &rig{t: t, srv: srv, rec: rec, simDir: simDir}
 }
 

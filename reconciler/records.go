@@ -13,6 +13,8 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -29,6 +31,7 @@ import (
 func scopedKey(tenant, name string) string { return tenant + "/" + name }
 
 func (r *Reconciler) putCommit(c *schema.Commit) {
+	status.Commit(&c.Status, r.opts.Now())
 	err := r.store.Update(func(tx *backend.Tx) error {
 		_, err := tx.PutObject(schema.KindCommit, c.Metadata.Name, c)
 		return err
@@ -41,6 +44,7 @@ func (r *Reconciler) putCommit(c *schema.Commit) {
 		cp := *c
 		cp.Status.Tenants = append([]schema.TenantResult(nil), c.Status.Tenants...)
 		cp.Status.Problems = append([]schema.Problem(nil), c.Status.Problems...)
+		cp.Status.Conditions = append(schema.Conditions(nil), c.Status.Conditions...)
 		r.opts.OnCommit(&cp)
 	}
 }
@@ -122,23 +126,54 @@ func getJSON[T any](tx *backend.Tx, kind, key string) (*T, error) {
 	return v, nil
 }
 
-// putManifests records a tenant as forming before its first apply, so that
-// the API shows it while tofu runs.
-func (r *Reconciler) putManifests(td *schema.TenantDesired, first bool) error {
-	if !first {
-		return nil
-	}
-	name := td.Tenant.Metadata.Name
+// recordOutcome records the outcome of a run in the tenant's status, in
+// one transaction: outcome gets the tenant as stored and returns what to
+// record; the status package computes the rest from it and the tenant's
+// node groups and machines as stored. A tenant not stored yet is created
+// from its manifests td, forming, so that the API shows it; without td
+// there is nothing to record.
+func (r *Reconciler) recordOutcome(name string, td *schema.TenantDesired, gen int64, outcome func(*schema.Tenant) status.Outcome) error {
+	now := r.opts.Now()
 	return r.store.Update(func(tx *backend.Tx) error {
-		if _, err := tx.Get(schema.KindTenant, name); err == nil {
+		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
+		switch {
+		case errors.Is(err, backend.ErrNotFound) && td == nil:
 			return nil
+		case errors.Is(err, backend.ErrNotFound):
+			t = &schema.Tenant{APIVersion: td.Tenant.APIVersion, Kind: td.Tenant.Kind, Metadata: cleanMeta(td.Tenant.Metadata), Spec: td.Tenant.Spec}
+		case err != nil:
+			return err
 		}
-		t := *td.Tenant
-		t.Metadata = cleanMeta(td.Tenant.Metadata)
-		t.Status = schema.TenantStatus{Phase: schema.TenantForming}
-		_, err := tx.PutObject(schema.KindTenant, name, &t)
+		t.Metadata.Generation = gen
+		outcome(t).Record(&t.Status, now)
+		ngs, machines, err := storedParts(tx, name)
+		if err != nil {
+			return err
+		}
+		t.Status = status.Compute(status.Tenant{Status: t.Status, Generation: gen, NodeGroups: ngs, Machines: machines,
+			APIAnswers: t.Status.APIReady}, now).Tenant
+		_, err = tx.PutObject(schema.KindTenant, name, t)
 		return err
 	})
+}
+
+// storedParts returns a tenant's node groups and machines as stored.
+func storedParts(tx *backend.Tx, tenant string) ([]*schema.NodeGroup, []*schema.Machine, error) {
+	var ngs []*schema.NodeGroup
+	var machines []*schema.Machine
+	err := tx.TenantObjects(tenant, schema.KindNodeGroup, func(res backend.Resource) error {
+		ng := new(schema.NodeGroup)
+		ngs = append(ngs, ng)
+		return json.Unmarshal(res.Object, ng)
+	})
+	if err == nil {
+		err = tx.TenantObjects(tenant, schema.KindMachine, func(res backend.Resource) error {
+			m := new(schema.Machine)
+			machines = append(machines, m)
+			return json.Unmarshal(res.Object, m)
+		})
+	}
+	return ngs, machines, err
 }
 
 // cleanMeta keeps what a manifest may set: name, labels, annotations.
@@ -146,24 +181,9 @@ func cleanMeta(m schema.ObjectMeta) schema.ObjectMeta {
 	return schema.ObjectMeta{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}
 }
 
-func (r *Reconciler) setTenantMessage(name, msg string) {
-	_ = r.store.Update(func(tx *backend.Tx) error {
-		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
-		if err != nil {
-			return nil
-		}
-		if t.Status.Message == msg {
-			return nil
-		}
-		t.Status.Message = msg
-		_, err = tx.PutObject(schema.KindTenant, name, t)
-		return err
-	})
-}
-
 // project turns a tenant's TF state into Machines through the provider
 // modules' mappings.
-func (r *Reconciler) project(tenant string, td *schema.TenantDesired, st *tfjson.State) ([]*schema.Machine, error) {
+func (r *Reconciler) project(tenant string, st *tfjson.State) ([]*schema.Machine, error) {
 	if st == nil || st.Values == nil || st.Values.RootModule == nil {
 		return nil, nil
 	}
@@ -282,14 +302,14 @@ func indexOf(v any) int {
 
 // finishTenant writes, in one transaction, everything a successful apply
 // changes: the tenant, its node groups and patches as applied, its machines
-// (keeping their observed status), and the applied record.
+// (keeping their observed status), and the applied record. The statuses
+// come from the status package.
 func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, machines []*schema.Machine) error {
 	name := td.Tenant.Metadata.Name
+	now := r.opts.Now()
 	return r.store.Update(func(tx *backend.Tx) error {
 		// Machines: put the projected ones, drop the ones that are gone.
 		seen := map[string]bool{}
-		counts := map[string]*schema.MachineCounts{}
-		var total schema.MachineCounts
 		for _, mc := range machines {
 			seen[mc.Metadata.Name] = true
 			if old, err := getJSON[schema.Machine](tx, schema.KindMachine, mc.Metadata.Name); err == nil {
@@ -298,34 +318,44 @@ func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, 
 			if _, err := tx.PutObject(schema.KindMachine, mc.Metadata.Name, mc); err != nil {
 				return err
 			}
-			c := counts[mc.Spec.NodeGroup]
-			if c == nil {
-				c = &schema.MachineCounts{}
-				counts[mc.Spec.NodeGroup] = c
-			}
-			for _, mcnt := range []*schema.MachineCounts{c, &total} {
-				countMachine(mcnt, mc)
-			}
 		}
 		if err := deleteTenantObjects(tx, name, schema.KindMachine, seen); err != nil {
 			return err
 		}
 
-		// Node groups and patches as applied.
-		keep := map[string]bool{}
+		// The tenant and its node groups as applied, with the statuses
+		// computed from them and the machines.
+		t := &schema.Tenant{}
+		if old, err := getJSON[schema.Tenant](tx, schema.KindTenant, name); err == nil {
+			t.Status = old.Status
+		}
+		if t.Status.Phase == schema.TenantRemoving {
+			t.Status.Phase = "" // back in git before its removal finished
+		}
+		t.APIVersion, t.Kind, t.Spec = td.Tenant.APIVersion, td.Tenant.Kind, td.Tenant.Spec
+		t.Metadata = cleanMeta(td.Tenant.Metadata)
+		t.Metadata.Generation = rec.Generation
+		t.Status.ObservedCommit = rec.Revision
+		status.Applied(rec.Revision, rec.Generation).Record(&t.Status, now)
+		ngs := make([]*schema.NodeGroup, 0, len(td.NodeGroups))
 		for _, ng := range td.NodeGroups {
-			key := scopedKey(name, ng.Metadata.Name)
-			keep[key] = true
 			obj := *ng
 			obj.Metadata = cleanMeta(ng.Metadata)
-			c := counts[ng.Metadata.Name]
-			if c == nil {
-				c = &schema.MachineCounts{}
+			obj.Status = schema.NodeGroupStatus{}
+			if old, err := getJSON[schema.NodeGroup](tx, schema.KindNodeGroup, scopedKey(name, ng.Metadata.Name)); err == nil {
+				obj.Status = old.Status
 			}
-			c.Desired = ng.Spec.Count
-			total.Desired += ng.Spec.Count
-			obj.Status = schema.NodeGroupStatus{Machines: *c}
-			if _, err := tx.PutObject(schema.KindNodeGroup, key, &obj); err != nil {
+			ngs = append(ngs, &obj)
+		}
+		st := status.Compute(status.Tenant{Status: t.Status, Generation: rec.Generation, NodeGroups: ngs, Machines: machines,
+			APIAnswers: t.Status.APIReady}, now)
+		t.Status = st.Tenant
+		keep := map[string]bool{}
+		for _, ng := range ngs {
+			key := scopedKey(name, ng.Metadata.Name)
+			keep[key] = true
+			ng.Status = st.NodeGroups[ng.Metadata.Name]
+			if _, err := tx.PutObject(schema.KindNodeGroup, key, ng); err != nil {
 				return err
 			}
 		}
@@ -346,46 +376,12 @@ func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, 
 		if err := deleteTenantObjects(tx, name, schema.KindConfigPatch, keep); err != nil {
 			return err
 		}
-
-		t := *td.Tenant
-		t.Metadata = cleanMeta(td.Tenant.Metadata)
-		t.Status = schema.TenantStatus{
-			Phase:          schema.TenantActive,
-			Machines:       total,
-			ObservedCommit: rec.Revision,
-		}
-		t.Status.Available = total.Total == total.Desired
-		t.Status.Ready = total.Desired > 0 && total.Ready == total.Desired
-		t.Status.ControlPlaneReady = total.ControlPlane > 0 && total.ControlPlaneReady == total.ControlPlane
-		t.Status.APIReady = t.Status.ControlPlaneReady
-		switch {
-		case total.Total < total.Desired:
-			t.Status.Phase = schema.TenantForming
-		case total.Total > total.Desired:
-			t.Status.Phase = schema.TenantShrinking
-		}
-		if _, err := tx.PutObject(schema.KindTenant, name, &t); err != nil {
+		if _, err := tx.PutObject(schema.KindTenant, name, t); err != nil {
 			return err
 		}
 		_, err := tx.Put(kindApplied, name, mustJSON(rec))
 		return err
 	})
-}
-
-func countMachine(c *schema.MachineCounts, m *schema.Machine) {
-	c.Total++
-	ready := m.Status.Stage == schema.StageReady
-	if ready {
-		c.Ready++
-	}
-	if m.Spec.Role == schema.RoleControlPlane {
-		c.ControlPlane++
-		if ready {
-			c.ControlPlaneReady++
-		}
-	} else {
-		c.Workers++
-	}
 }
 
 // patchMachines counts the machines a ConfigPatch applies to.
@@ -422,30 +418,22 @@ func deleteTenantObjects(tx *backend.Tx, tenant, kind string, keep map[string]bo
 
 // markDeleting gives a tenant that left git its deletionTimestamp and
 // finalizers, and the phase removing.
-func (r *Reconciler) markDeleting(name string) error {
+func (r *Reconciler) markDeleting(name string, gen int64) error {
 	now := r.opts.Now()
-	return r.store.Update(func(tx *backend.Tx) error {
-		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
-		if errors.Is(err, backend.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return r.recordOutcome(name, nil, gen, func(t *schema.Tenant) status.Outcome {
 		if t.Metadata.DeletionTimestamp == nil {
 			t.Metadata.DeletionTimestamp = &now
 		}
 		t.Metadata.Finalizers = []string{schema.FinalizerMachines, schema.FinalizerSecrets}
 		t.Status.Phase = schema.TenantRemoving
-		_, err = tx.PutObject(schema.KindTenant, name, t)
-		return err
+		return status.Destroying(gen)
 	})
 }
 
 // removeTenant runs after a successful destroy: the machines go and their
 // finalizer clears, the current state goes (its history stays) and the
 // secrets finalizer clears, then the tenant's records go.
-func (r *Reconciler) removeTenant(ctx context.Context, name string, creds Creds) error {
+func (r *Reconciler) removeTenant(ctx context.Context, name string, creds tofu.Creds) error {
 	err := r.store.Update(func(tx *backend.Tx) error {
 		if err := deleteTenantObjects(tx, name, schema.KindMachine, nil); err != nil {
 			return err
@@ -488,7 +476,7 @@ func (r *Reconciler) removeTenant(ctx context.Context, name string, creds Creds)
 
 // deleteState removes a tenant's current state through the state backend,
 // the way an operator would. The backend keeps its history.
-func deleteState(ctx context.Context, creds Creds) error {
+func deleteState(ctx context.Context, creds tofu.Creds) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, creds.Address, nil)
 	if err != nil {
 		return err

@@ -9,57 +9,80 @@ import (
 	"path/filepath"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 )
 
 // Recover clears what a server process that died (SIGKILL, power loss)
 // left in the data dir, so that nothing secret stays there and its
-// tenants can run again. Call it once at startup, before Run:
+// tenants can run again. Call it once at startup, before Run. It runs
+// startupSteps:
 //
-//   - the var files and plans of interrupted runs are removed, in work
-//     directories and preview workspaces, and upload previews go whole;
-//   - the state locks that runs of the dead process still hold (their
-//     holder is Options.LockHolder of the tenant) are released, with a log
-//     line and an audit record.
+//   - RemoveUploadPreviews: the workspaces of upload previews go whole;
+//   - RemoveLeftovers: the var files and plans of interrupted runs are
+//     removed, in work directories and preview workspaces;
+//   - ReleaseOwnLocks: the state locks that runs of the dead process still
+//     hold (their holder is Options.LockHolder of the tenant) are
+//     released, with a log line and an audit record.
 //
 // A tofu apply that the dead process started may still run, since it
 // outlives the server to save what it created (see Runner.Apply). Its
 // work directory and its lock are left alone until it ends: the tenant's
-// next run waits for it (settle).
+// next run waits for it (settle), and pushes what it saved
+// (PushErroredState).
 func (r *Reconciler) Recover() {
+	if step, err := runSteps(context.Background(), r, startupSteps); err != nil {
+		r.log.Error("recover at startup", "step", step, "err", err)
+	}
+}
+
+// removeUploadPreviews removes the workspaces of upload previews, which
+// live only while their request does.
+func (r *Reconciler) removeUploadPreviews(context.Context) (stepResult, error) {
 	uploads, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "previews", "upload-*"))
 	for _, dir := range uploads {
 		if err := os.RemoveAll(dir); err != nil {
 			r.log.Warn("remove preview workspace", "dir", dir, "err", err)
 		}
 	}
+	return stepNext, nil
+}
+
+// removeLeftovers removes the var files and plans that interrupted runs
+// left in work directories and preview workspaces where no tofu runs.
+func (r *Reconciler) removeLeftovers(context.Context) (stepResult, error) {
 	dirs, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "work", "*"))
 	refs, _ := filepath.Glob(filepath.Join(r.opts.DataDir, "previews", "ref-*", "*"))
 	for _, dir := range append(dirs, refs...) {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || applyRunning(dir) {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || tofu.ApplyRunning(dir) {
 			continue
 		}
-		if err := removeLeftovers(dir); err != nil {
+		if err := tofu.RemoveLeftovers(dir); err != nil {
 			r.log.Warn("remove what an interrupted run left", "dir", dir, "err", err)
 		}
 	}
+	return stepNext, nil
+}
+
+// releaseOwnLocks releases the state locks that runs of a dead server
+// process hold, unless their tofu still runs.
+func (r *Reconciler) releaseOwnLocks(context.Context) (stepResult, error) {
 	if r.opts.LockHolder == nil {
-		return
+		return stepNext, nil
 	}
 	var locks []backend.HeldLock
 	if err := r.store.View(func(tx *backend.Tx) (err error) {
 		locks, err = tx.Locks()
 		return err
 	}); err != nil {
-		r.log.Error("list state locks", "err", err)
-		return
+		return stepNext, fmt.Errorf("list state locks: %w", err)
 	}
 	for _, l := range locks {
 		if l.Token != r.opts.LockHolder(l.State) {
 			continue
 		}
 		dir := filepath.Join(r.opts.DataDir, "work", l.State)
-		if applyRunning(dir) {
+		if tofu.ApplyRunning(dir) {
 			r.log.Warn("a tofu apply of an earlier server process still runs; its lock is released when it ends",
 				"state", l.State, "lock", l.ID, "holder", l.Token, "dir", dir)
 			continue
@@ -68,6 +91,7 @@ func (r *Reconciler) Recover() {
 			r.log.Error("release state lock", "state", l.State, "err", err)
 		}
 	}
+	return stepNext, nil
 }
 
 // settle readies a tenant's work directory for a run: it waits until no
@@ -76,7 +100,7 @@ func (r *Reconciler) Recover() {
 // holds. The queue runs a tenant's runs one at a time and previews never
 // lock, so at this point such a lock belongs to a run that is over.
 func (r *Reconciler) settle(ctx context.Context, tenant, dir string) error {
-	if applyRunning(dir) {
+	if tofu.ApplyRunning(dir) {
 		r.log.Warn("waiting for a tofu apply of an earlier server process to finish", "tenant", tenant, "dir", dir)
 	}
 	if err := r.runner.WaitIdle(ctx, dir); err != nil {
@@ -131,11 +155,8 @@ func (r *Reconciler) releaseStaleLock(tenant string) error {
 // still held by the reconciler's run. Such a tenant runs tofu even when
 // its manifests did not change.
 func (r *Reconciler) needsRecovery(tenant string) bool {
-	dir := filepath.Join(r.opts.DataDir, "work", tenant)
-	for _, name := range []string{runOutput, erroredState} {
-		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
-			return true
-		}
+	if tofu.Interrupted(filepath.Join(r.opts.DataDir, "work", tenant)) {
+		return true
 	}
 	if r.opts.LockHolder == nil {
 		return false

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -10,11 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -74,7 +72,7 @@ func TestRecoverReleasesOwnLocks(t *testing.T) {
 	r.lockState("production", "dead-run")
 	r.lockState("staging", "someone-else")
 	work := filepath.Join(r.rec.opts.DataDir, "work", "production")
-	for _, name := range []string{varFile, planFile} {
+	for _, name := range []string{tofu.VarFile, tofu.PlanFile} {
 		if err := os.WriteFile(filepath.Join(work, name), []byte("left over"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +88,7 @@ func TestRecoverReleasesOwnLocks(t *testing.T) {
 	if !strings.Contains(logs.String(), "released a state lock left by an earlier run") {
 		t.Errorf("log: %s", logs.String())
 	}
-	for _, name := range []string{varFile, planFile} {
+	for _, name := range []string{tofu.VarFile, tofu.PlanFile} {
 		if _, err := os.Stat(filepath.Join(work, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after Recover: %v", name, err)
 		}
@@ -125,7 +123,7 @@ func (r *rig) writeErrored(edit func(st map[string]any)) string {
 	}
 	edit(st)
 	b, _ := json.Marshal(st)
-	path := filepath.Join(r.rec.opts.DataDir, "work", "production", erroredState)
+	path := filepath.Join(r.rec.opts.DataDir, "work", "production", tofu.ErroredState)
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		r.t.Fatal(err)
 	}
@@ -191,50 +189,4 @@ func resultOf(t *testing.T, c *schema.Commit, tenant string) schema.TenantResult
 	}
 	t.Fatalf("commit has no result for %s", tenant)
 	return schema.TenantResult{}
-}
-
-// TestWaitIdle: waitIdle returns only once no process holds the flock of
-// the run output, and then removes the file; a cancelled wait says what it
-// waited for.
-func TestWaitIdle(t *testing.T) {
-	dir := t.TempDir()
-	if err := waitIdle(context.Background(), dir); err != nil {
-		t.Fatalf("waitIdle without a run: %v", err)
-	}
-	path := filepath.Join(dir, runOutput)
-	held, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	if err := flock(held, syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	if !applyRunning(dir) {
-		t.Fatal("applyRunning = false while the output is locked")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if err := waitIdle(ctx, dir); err == nil || !strings.Contains(err.Error(), "earlier run") {
-		t.Fatalf("waitIdle while locked: %v, want a timeout naming the earlier run", err)
-	}
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- waitIdle(context.Background(), dir) }()
-	time.Sleep(400 * time.Millisecond)
-	select {
-	case err := <-done:
-		t.Fatalf("waitIdle returned while the output was locked: %v", err)
-	default:
-	}
-	held.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if time.Since(start) < 400*time.Millisecond {
-		t.Error("waitIdle did not wait")
-	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) || applyRunning(dir) {
-		t.Errorf("after waitIdle: output %v, running %v", err, applyRunning(dir))
-	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/version"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -48,7 +49,7 @@ func (c *secretsCache) put(tenant string, b []byte) {
 // state as the backend stores it; else, when that state is encrypted, from
 // `tofu show`; else, for a tenant that has none yet, a new bundle made with
 // the version contract of its talosVersion. fresh reports the last case.
-func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, dir string, initInputs []byte, creds Creds) (bundle []byte, fresh bool, err error) {
+func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, dir string, initInputs []byte, creds tofu.Creds) (bundle []byte, fresh bool, err error) {
 	name := td.Tenant.Metadata.Name
 	if b := r.secrets.get(name); b != nil {
 		return b, false, nil

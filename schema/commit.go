@@ -88,6 +88,10 @@ type CommitStatus struct {
 	// descend from the previous one (a force push).
 	NonFastForward bool   `json:"nonFastForward"`
 	Message        string `json:"message,omitempty"`
+	// Conditions are Ready (every tenant applied), Reconciling (the commit
+	// is being handled, or a tenant of it waits for a retry) and Stalled
+	// (it failed, and only a new commit helps).
+	Conditions Conditions `json:"conditions,omitempty"`
 }
 
 // TenantResult is the outcome of one tenant's tofu run within a commit.
@@ -96,6 +100,14 @@ type TenantResult struct {
 	Phase  CommitPhase `json:"phase"`
 	Plan   PlanSummary `json:"plan"`
 	Error  string      `json:"error,omitempty"`
+	// Reason says why a failed tenant failed (a Reason* constant).
+	Reason string `json:"reason,omitempty"`
+	// Stalled says that the failure needs a new commit: the tenant is not
+	// retried.
+	Stalled bool `json:"stalled,omitempty"`
+	// NextAttemptAt is when a failed tenant runs again by itself; zero
+	// when it does not (it is stalled, or a newer revision took over).
+	NextAttemptAt time.Time `json:"nextAttemptAt,omitzero"`
 	// OutputTail is the last lines of tofu's output, for a failure.
 	OutputTail string    `json:"outputTail,omitempty"`
 	StartedAt  time.Time `json:"startedAt,omitzero"`

@@ -96,3 +96,56 @@ func (cs Conditions) Set(c Condition, now time.Time) Conditions {
 func (cs Conditions) Remove(t string) Conditions {
 	return slices.DeleteFunc(cs, func(c Condition) bool { return c.Type == t })
 }
+
+// Condition reasons. A reason is one CamelCase word that clients match on;
+// the condition's message says the same for people.
+const (
+	// ReasonApplying: tofu runs for the tenant's newest revision.
+	ReasonApplying = "Applying"
+	// ReasonDestroying: tofu destroys a tenant that left git.
+	ReasonDestroying = "Destroying"
+	// ReasonApplied: the newest revision is applied.
+	ReasonApplied = "Applied"
+	// ReasonProgressing: work is in progress; Ready is Unknown meanwhile.
+	ReasonProgressing = "Progressing"
+	// ReasonMachinesNotReady: applied, but not every machine is ready yet.
+	ReasonMachinesNotReady = "MachinesNotReady"
+	// ReasonRetryScheduled: a run failed for a passing reason and runs
+	// again by itself (see RetryStatus).
+	ReasonRetryScheduled = "RetryScheduled"
+
+	// Reasons of a run that stalled: only a new commit helps.
+
+	// ReasonInvalidManifests: the manifests do not validate or render.
+	ReasonInvalidManifests = "InvalidManifests"
+	// ReasonDeletionBlocked: the commit would destroy more tenants than
+	// --max-deletions allows without the Rezuscloud-Allow-Deletions trailer.
+	ReasonDeletionBlocked = "DeletionBlocked"
+	// ReasonDeletionProtected: the tenant left git but has deletion
+	// protection.
+	ReasonDeletionProtected = "DeletionProtected"
+
+	// Reasons of a run that is retried.
+
+	// ReasonStateLocked: someone else holds the lock of the tenant's state.
+	ReasonStateLocked = "StateLocked"
+	// ReasonTofuFailed: a tofu command failed (a provider or cloud API
+	// error, mostly).
+	ReasonTofuFailed = "TofuFailed"
+	// ReasonStateBackendError: the state backend could not be read or
+	// written.
+	ReasonStateBackendError = "StateBackendError"
+	// ReasonStoreError: the server's own store or data dir failed.
+	ReasonStoreError = "StoreError"
+	// ReasonFailed: a failure of no more specific kind.
+	ReasonFailed = "Failed"
+
+	// Reasons of a commit's Ready condition.
+
+	// ReasonSucceeded: every tenant of the commit succeeded.
+	ReasonSucceeded = "Succeeded"
+	// ReasonPartiallyFailed: some tenants failed, others succeeded.
+	ReasonPartiallyFailed = "PartiallyFailed"
+	// ReasonSuperseded: newer revisions reached every tenant first.
+	ReasonSuperseded = "Superseded"
+)

@@ -74,9 +74,13 @@ const (
 // ObjectMeta is the metadata every resource carries. In manifests only name,
 // labels and annotations may be set; the server fills in the rest.
 type ObjectMeta struct {
-	Name              string            `json:"name"`
-	UID               string            `json:"uid,omitempty"`
-	ResourceVersion   string            `json:"resourceVersion,omitempty"`
+	Name            string `json:"name"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Generation counts the versions of what a tenant is rendered from:
+	// 1 for its first manifests, one more whenever its manifests (or the
+	// server version that renders them) change. Only tenants have one.
+	Generation        int64             `json:"generation,omitempty"`
 	CreatedAt         time.Time         `json:"createdAt,omitzero"`
 	UpdatedAt         time.Time         `json:"updatedAt,omitzero"`
 	DeletionTimestamp *time.Time        `json:"deletionTimestamp,omitempty"`

@@ -34,4 +34,7 @@ type NodeGroupSpec struct {
 type NodeGroupStatus struct {
 	Machines MachineCounts `json:"machines"`
 	Message  string        `json:"message,omitempty"`
+	// Conditions holds Ready: every machine the group asks for exists and
+	// is in stage ready.
+	Conditions Conditions `json:"conditions,omitempty"`
 }

@@ -1,5 +1,7 @@
 package schema
 
+import "time"
+
 // Tenant is one Talos Kubernetes cluster.
 type Tenant struct {
 	APIVersion string       `json:"apiVersion"`
@@ -62,14 +64,37 @@ type TenantStatus struct {
 	// Available: every machine the node groups ask for exists
 	// (machines.total equals machines.desired), ready or not. Ready: every
 	// desired machine is in stage ready.
-	Available         bool          `json:"available"`
-	Ready             bool          `json:"ready"`
-	APIReady          bool          `json:"apiReady"`
+	Available bool `json:"available"`
+	Ready     bool `json:"ready"`
+	// APIReady: an observation says that the cluster's Kubernetes API
+	// answers. It is false until something observes the API: the observer
+	// of the simulated cloud reports it from its machines' boot stages,
+	// probes of the control plane's kube-apiserver will for real clouds.
+	APIReady bool `json:"apiReady"`
+	// ControlPlaneReady: every control-plane machine is in stage ready.
 	ControlPlaneReady bool          `json:"controlPlaneReady"`
 	Machines          MachineCounts `json:"machines"`
 	// ObservedCommit is the commit whose manifests were last applied.
 	ObservedCommit string `json:"observedCommit,omitempty"`
-	Message        string `json:"message,omitempty"`
+	// Message says why the last run failed; empty after a success.
+	Message string `json:"message,omitempty"`
+	// Retry is set while a failed run waits to run again by itself.
+	Retry *RetryStatus `json:"retry,omitempty"`
+	// Conditions are Ready, Reconciling and Stalled (see the Condition*
+	// constants); Ready follows the machines, the other two the runs.
+	Conditions Conditions `json:"conditions,omitempty"`
+}
+
+// RetryStatus tells when a tenant whose run failed for a passing reason
+// (a held state lock, a cloud API error) runs again. A success clears it.
+type RetryStatus struct {
+	// Attempts counts the runs that failed in a row.
+	Attempts int `json:"attempts"`
+	// NextAttemptAt is when the next run starts, unless a new commit
+	// starts one earlier.
+	NextAttemptAt time.Time `json:"nextAttemptAt"`
+	// LastReason is the reason of the last failure (a Reason* constant).
+	LastReason string `json:"lastReason"`
 }
 
 // MachineCounts counts a tenant's or node group's machines.

@@ -60,7 +60,12 @@ const (
 // trailing newline. A malformed or encrypted-without-passphrase key is an
 // error here, not at the first fetch.
 func AuthFromEnv() (Auth, error) {
-	return authFromEnv(os.Getenv)
+	return AuthFrom(os.Getenv)
+}
+
+// AuthFrom is AuthFromEnv reading the variables through getenv.
+func AuthFrom(getenv func(string) string) (Auth, error) {
+	return authFromEnv(getenv)
 }
 
 func authFromEnv(getenv func(string) string) (Auth, error) {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
-	"github.com/rezuscloud/rezuscloud/reconciler"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -736,7 +736,7 @@ func rolesPullState(t *testing.T, url, tenant, user, token string) []byte {
 	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(t)}); err != nil {
 		t.Fatal(err)
 	}
-	enc, err := reconciler.EncryptionConfig(rolesPassphrase, false)
+	enc, err := tofu.EncryptionConfig(rolesPassphrase, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -554,16 +557,43 @@ func TestTFStateEncrypted(t *testing.T) {
 	}
 }
 
+// failPosts puts a reverse proxy on loopback in front of s, which answers
+// 500 to a POST of a state for which fail says so, as a server whose store
+// failed would, and points s's clients (tofu included) at it.
+func failPosts(t *testing.T, s *tfsServer, fail func(state string) bool) {
+	t.Helper()
+	target, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if state, ok := strings.CutPrefix(r.URL.Path, "/tfstate/"); ok && r.Method == http.MethodPost && fail(state) {
+			http.Error(w, `{"status":"failure","message":"the store failed","code":500}`, http.StatusInternalServerError)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	go front.Serve(ln)
+	t.Cleanup(func() { front.Close() })
+	s.url = "http://" + ln.Addr().String()
+}
+
 func TestTFStateErroredPostRecovery(t *testing.T) {
 	var fail atomic.Bool
 	var failed atomic.Int32
-	s := tfsStart(t, backend.Config{FailStatePost: func(name string) bool {
+	s := tfsStart(t, backend.Config{})
+	failPosts(t, s, func(name string) bool {
 		if name == "flaky" && fail.Load() {
 			failed.Add(1)
 			return true
 		}
 		return false
-	}})
+	})
 	w := s.work("flaky", "alice", tfsDataTF(map[string]string{"a": "v1"}, 0))
 	w.must("apply", "-auto-approve", "-input=false", "-no-color")
 	before := s.state("flaky")

@@ -26,6 +26,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -81,7 +82,7 @@ func newRig(b *testing.B) *rig {
 	if err := tfcli.WriteCLIConfig(r.cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(b)}); err != nil {
 		b.Fatal(err)
 	}
-	runner, err := reconciler.NewRunner(reconciler.TofuOptions{Binary: r.tofu, CLIConfigFile: r.cli,
+	runner, err := tofu.NewRunner(tofu.Options{Binary: r.tofu, CLIConfigFile: r.cli,
 		Env: map[string]string{"OS_CLIENT_CONFIG_FILE": r.clouds, "REZUSSIM_DIR": filepath.Join(r.dir, "sim")}})
 	if err != nil {
 		b.Fatal(err)

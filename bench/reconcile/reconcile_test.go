@@ -120,6 +120,7 @@ func BenchmarkOneTenantChange(b *testing.B) {
 	// two worker counts.
 	main := filepath.Join(r.workDir(changeTenant), render.MainFile)
 	lowTF := mustRead(b, main)
+	vars := r.varFile(b, low, changeTenant)
 	var highTF []byte
 
 	var recTimes, bareTimes []time.Duration
@@ -176,7 +177,7 @@ func BenchmarkOneTenantChange(b *testing.B) {
 		}
 		plan := "bare.tfplan"
 		start := time.Now()
-		code, err := r.tofuRun(changeTenant, "plan", "-input=false", "-detailed-exitcode", "-out="+plan)
+		code, err := r.tofuRun(changeTenant, "plan", "-input=false", "-detailed-exitcode", "-var-file="+vars, "-out="+plan)
 		if code != 2 {
 			b.Fatalf("bare tofu plan exited %d, want 2 (changes): %v", code, err)
 		}

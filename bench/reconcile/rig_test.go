@@ -3,6 +3,7 @@ package reconcile
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -146,12 +148,12 @@ func fleetRig(b *testing.B) *rig {
 	return shared
 }
 
-func newRig(tofu, mirror string) (*rig, error) {
+func newRig(tofuBin, mirror string) (*rig, error) {
 	dir, err := os.MkdirTemp("", "rezuscloud-bench-")
 	if err != nil {
 		return nil, err
 	}
-	r := &rig{dir: dir, tofu: tofu, cli: filepath.Join(dir, "tofu.rc"), simDir: filepath.Join(dir, "sim"), stop: func() {}}
+	r := &rig{dir: dir, tofu: tofuBin, cli: filepath.Join(dir, "tofu.rc"), simDir: filepath.Join(dir, "sim"), stop: func() {}}
 	fail := func(err error) (*rig, error) {
 		r.close()
 		return nil, err
@@ -179,8 +181,8 @@ func newRig(tofu, mirror string) (*rig, error) {
 		return fail(err)
 	}
 	r.metrics = metrics.New()
-	runner, err := reconciler.NewRunner(reconciler.TofuOptions{
-		Binary: tofu, CLIConfigFile: r.cli, Env: map[string]string{"REZUSSIM_DIR": r.simDir}, Metrics: r.metrics,
+	runner, err := tofu.NewRunner(tofu.Options{
+		Binary: tofuBin, CLIConfigFile: r.cli, Env: map[string]string{"REZUSSIM_DIR": r.simDir}, Metrics: r.metrics,
 	})
 	if err != nil {
 		return fail(err)
@@ -240,6 +242,65 @@ func (r *rig) checkMachines(want int) error {
 // .terraform after the reconciler's first run.
 func (r *rig) workDir(tenant string) string {
 	return filepath.Join(r.dir, "data", "work", tenant)
+}
+
+// varFile writes the values of the sensitive variables of tenant's
+// workspace (its secrets bundle, read from its state, and its machine
+// configs), which the reconciler hands to tofu only while it plans, where
+// a bare plan reads them, and returns its path.
+func (r *rig) varFile(b *testing.B, f Fleet, tenant string) string {
+	b.Helper()
+	var bundle string
+	err := r.srv.Store().View(func(tx *backend.Tx) error {
+		var st struct {
+			Resources []struct {
+				Type      string `json:"type"`
+				Instances []struct {
+					Attributes struct {
+						Input struct {
+							Value string `json:"value"`
+						} `json:"input"`
+					} `json:"attributes"`
+				} `json:"instances"`
+			} `json:"resources"`
+		}
+		if err := json.Unmarshal(tx.CurrentState(tenant), &st); err != nil {
+			return err
+		}
+		for _, res := range st.Resources {
+			if res.Type == "terraform_data" && len(res.Instances) == 1 {
+				bundle = res.Instances[0].Attributes.Input.Value
+			}
+		}
+		return nil
+	})
+	if err != nil || bundle == "" {
+		b.Fatalf("secrets of %s from its state: %v (bundle of %d bytes)", tenant, err, len(bundle))
+	}
+	d, err := schema.Load(f.MapFS(), ".", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, td := range d.Tenants {
+		if td.Tenant.Metadata.Name != tenant {
+			continue
+		}
+		ws, err := render.Builtin().Render(td, []byte(bundle))
+		if err != nil {
+			b.Fatal(err)
+		}
+		vars, err := ws.VarFile()
+		if err != nil {
+			b.Fatal(err)
+		}
+		path := filepath.Join(r.dir, "bare.tfvars.json")
+		if err := os.WriteFile(path, vars, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		return path
+	}
+	b.Fatalf("no tenant %s in the fleet", tenant)
+	return ""
 }
 
 // tofuCmd is a bare tofu command in a tenant's work directory with the

@@ -49,8 +49,8 @@ type clouds struct {
 
 // setupClouds checks the credentials files and starts the simulated
 // OpenStack when asked, whose servers boot as simulated Talos nodes of
-// nodes.
-func setupClouds(f *cloudFlags, dataDir string, nodes *talosnode.Host, log *slog.Logger) (*clouds, error) {
+// nodes; getenv gives the default clouds.yaml.
+func setupClouds(f *cloudFlags, dataDir string, getenv func(string) string, nodes *talosnode.Host, log *slog.Logger) (*clouds, error) {
 	c := &clouds{env: map[string]string{}, close: func() {}}
 	cloudsFile := f.openstackClouds
 	if f.simOpenStack != "" {
@@ -64,7 +64,7 @@ func setupClouds(f *cloudFlags, dataDir string, nodes *talosnode.Host, log *slog
 		c.sim, c.close, cloudsFile = sim, func() { sim.Close() }, file
 		log.Info("simulated OpenStack", "url", sim.URL(), "dir", f.simOpenStack, "addresses", f.simAddresses)
 	} else if cloudsFile == "" {
-		cloudsFile = os.Getenv("OS_CLIENT_CONFIG_FILE")
+		cloudsFile = getenv("OS_CLIENT_CONFIG_FILE")
 	}
 	if cloudsFile != "" {
 		abs, err := checkCloudsFile(cloudsFile)

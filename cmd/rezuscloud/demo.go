@@ -18,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/examples"
@@ -53,7 +54,7 @@ func demoClouds() map[string]demoCloud {
 	}
 }
 
-func newDemoCmd() *cobra.Command {
+func newDemoCmd(getenv func(string) string) *cobra.Command {
 	var f demoFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -66,23 +67,28 @@ and the server applies it within seconds.
 Running it again reuses the data dir: the server restarts with nothing to do.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runDemo(cmd.Context(), &f, getenv, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.data, "data", filepath.Join(".data", "demo"), "data `DIR` of the demo; the repository goes into DIR/repo")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "loopback `ADDR` to serve on")
-	fs.StringVar(&f.tofu, "tofu", os.Getenv("TOFU"), "the tofu `BINARY`; default: $TOFU, tofu on PATH, else the build `make tools` caches")
+	fs.StringVar(&f.listen, "listen", backend.DefaultListen, "loopback `ADDR` to serve on")
+	fs.StringVar(&f.tofu, "tofu", getenv("TOFU"), "the tofu `BINARY`; default: $TOFU, tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` holding the simulated provider; default: providers/ beside this binary")
 	fs.BoolVar(&f.exitAfterApply, "exit-after-apply", false, "stop once the first commit is reconciled, instead of serving until interrupted")
 	fs.StringVar(&f.cloud, "cloud", "sim", "where the demo's machines run: sim (the simulated cloud) or openstack (examples/openstack on a simulated OpenStack API, driven by the real OpenStack provider; its default data dir is .data/demo-openstack)")
 	return cmd
 }
 
-func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error {
-	step := func(n int, format string, args ...any) {
-		fmt.Fprintf(stdout, "[%d/5] %s\n", n, fmt.Sprintf(format, args...))
-	}
+// demoStep prints the demo's progress: step n of 5.
+type demoStep struct{ w io.Writer }
+
+func (s demoStep) printf(n int, format string, args ...any) {
+	fmt.Fprintf(s.w, "[%d/5] %s\n", n, fmt.Sprintf(format, args...))
+}
+
+func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdout, stderr io.Writer) error {
+	step := demoStep{stdout}
 	cloud, ok := demoClouds()[f.cloud]
 	if !ok {
 		return fmt.Errorf("--cloud %q: want sim or openstack", f.cloud)
@@ -90,89 +96,97 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 	if f.cloud != "sim" && f.data == filepath.Join(".data", "demo") {
 		f.data = filepath.Join(".data", "demo-"+f.cloud)
 	}
-	data, err := filepath.Abs(f.data)
+	data, repo, sha, err := prepareDemo(f, cloud, step)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		return fmt.Errorf("demo data dir: %w", err)
-	}
-	step(1, "data dir %s", data)
-
-	repo := filepath.Join(data, "repo")
-	sha, created, err := demoRepository(repo, cloud)
-	if err != nil {
-		return err
-	}
-	if created {
-		step(2, "created git repository %s with the example manifests (commit %.12s)", repo, sha)
-	} else {
-		step(2, "using git repository %s (HEAD %.12s)", repo, sha)
-	}
-
 	log, err := newLogger(&serveFlags{logLevel: "warn", logFormat: "text"}, stderr)
 	if err != nil {
 		return err
 	}
-	sf := &serveFlags{
-		data: filepath.Join(data, "server"), listen: f.listen,
-		repo: repo, path: "examples", pollInterval: 2 * time.Second,
-		tofu: f.tofu, providerMirror: f.providerMirror,
-		maxDeletions: 1, workers: 2, shutdownTimeout: 30 * time.Second,
-		stateMaxBytes: backend.DefaultMaxStateBytes, stateHistory: backend.DefaultStateHistory,
-		staleLockAge: backend.DefaultStaleLockAge,
-		bodyTimeout:  backend.DefaultBodyTimeout, idleTimeout: backend.DefaultIdleTimeout,
-	}
+	sf := demoServeFlags(f, data, repo, getenv)
 	where := "sim machines in " + defaultSimDir(sf.data)
 	if f.cloud == "openstack" {
 		sf.clouds.simOpenStack = filepath.Join(data, "openstack")
 		sf.clouds.simAddresses = "127.2.0.0/16"
 		where = "simulated OpenStack in " + sf.clouds.simOpenStack
 	}
-	cfg, err := serverConfig(sf, log)
-	if err != nil {
+	m := NewMain(sf, log)
+	if err := m.Open(); err != nil {
 		return err
 	}
-	src, origin, err := newSource(sf, log)
-	if err != nil {
-		return err
-	}
-	cfg.Origin = origin
-	srv, err := backend.NewServer(cfg)
-	if err != nil {
-		return err
-	}
-	if err := srv.Listen(); err != nil {
-		srv.Close()
-		return err
-	}
-	step(3, "server listening on %s (%s)", srv.URL(), where)
+	defer m.Close()
+	step.printf(3, "server listening on %s (%s)", m.Server.URL(), where)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	recCtx, stopRec := context.WithCancel(ctx)
-	defer stopRec()
-	wait, err := startReconciler(recCtx, srv, src, origin, sf, log)
-	if err != nil {
-		srv.Close()
-		return err
-	}
-	srvCtx, stopServer := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Run(srvCtx) }()
-	shutdown := func() error {
-		stopRec()
-		wait()
-		stopServer()
-		return <-served
-	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var runErr error
+	stopped := make(chan struct{})
+	go func() { runErr = m.Run(runCtx); close(stopped) }()
+	shutdown := func() error { stopRun(); <-stopped; return runErr }
 
-	step(4, "reconciling commit %.12s with tofu (a first apply takes a few seconds)", sha)
-	c, err := waitForCommit(ctx, srv.Store(), sha)
+	step.printf(4, "reconciling commit %.12s with tofu (a first apply takes a few seconds)", sha)
+	c, err := waitForCommit(ctx, m.Server.Store(), sha, stopped)
 	if err != nil {
 		shutdown()
 		return err
 	}
+	printDemoResult(stdout, step, c, m.Server.URL(), repo, sha, f.cloud, cloud)
+	if f.exitAfterApply {
+		if err := shutdown(); err != nil {
+			return err
+		}
+		if c.Status.Phase != schema.CommitSucceeded {
+			return fmt.Errorf("commit %.12s: %s", sha, c.Status.Phase)
+		}
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+	case <-stopped:
+	}
+	return shutdown()
+}
+
+// prepareDemo makes the demo's data dir and its repository of the example
+// manifests (steps 1 and 2).
+func prepareDemo(f *demoFlags, cloud demoCloud, step demoStep) (data, repo, sha string, err error) {
+	if data, err = filepath.Abs(f.data); err != nil {
+		return "", "", "", err
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return "", "", "", fmt.Errorf("demo data dir: %w", err)
+	}
+	step.printf(1, "data dir %s", data)
+	repo = filepath.Join(data, "repo")
+	sha, created, err := demoRepository(repo, cloud)
+	if err != nil {
+		return "", "", "", err
+	}
+	if created {
+		step.printf(2, "created git repository %s with the example manifests (commit %.12s)", repo, sha)
+	} else {
+		step.printf(2, "using git repository %s (HEAD %.12s)", repo, sha)
+	}
+	return data, repo, sha, nil
+}
+
+// demoServeFlags are serve's settings for the demo: serve's defaults, the
+// demo's repository polled every 2 s, and the demo's own flags.
+func demoServeFlags(f *demoFlags, data, repo string, getenv func(string) string) *serveFlags {
+	sf := &serveFlags{getenv: getenv}
+	addServeFlags(pflag.NewFlagSet("demo", pflag.ContinueOnError), sf)
+	sf.data, sf.listen, sf.repo, sf.path = filepath.Join(data, "server"), f.listen, repo, "examples"
+	sf.pollInterval, sf.tofu, sf.providerMirror = 2*time.Second, f.tofu, f.providerMirror
+	sf.logLevel, sf.logFormat = "warn", "text"
+	return sf
+}
+
+// printDemoResult prints the first commit's outcome (step 5) and what to
+// try next.
+func printDemoResult(stdout io.Writer, step demoStep, c *schema.Commit, u, repo, sha, cloudName string, cloud demoCloud) {
 	var parts []string
 	for _, tr := range c.Status.Tenants {
 		s := fmt.Sprintf("%s %s", tr.Tenant, tr.Plan)
@@ -181,12 +195,10 @@ func runDemo(ctx context.Context, f *demoFlags, stdout, stderr io.Writer) error 
 		}
 		parts = append(parts, s)
 	}
-	step(5, "commit %.12s %s: %s", sha, c.Status.Phase, strings.Join(parts, ", "))
+	step.printf(5, "commit %.12s %s: %s", sha, c.Status.Phase, strings.Join(parts, ", "))
 	for _, p := range c.Status.Problems {
 		fmt.Fprintln(stdout, "      "+p.String())
 	}
-
-	u := srv.URL()
 	fmt.Fprintf(stdout, `
 RezusCloud is running the example manifests on the %[5]s.
 
@@ -208,27 +220,10 @@ Change something and watch it apply:
   %[3]s get machines -t %[4]s -s %[1]s
 
 Stop with Ctrl-C; run it again to restart with nothing to do.
-`, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack"}[f.cloud], cloud.scale)
+`, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack"}[cloudName], cloud.scale)
 	if c.Status.Phase != schema.CommitSucceeded {
 		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's status at %s/api/v1/commits/%s\n", c.Status.Phase, u, sha)
 	}
-	if f.exitAfterApply {
-		if err := shutdown(); err != nil {
-			return err
-		}
-		if c.Status.Phase != schema.CommitSucceeded {
-			return fmt.Errorf("commit %.12s: %s", sha, c.Status.Phase)
-		}
-		return nil
-	}
-	select {
-	case <-ctx.Done():
-	case err := <-served:
-		stopRec()
-		wait()
-		return err
-	}
-	return shutdown()
 }
 
 // rezusctlPath is where the CLI that was built beside this binary is.
@@ -300,8 +295,9 @@ func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
 	return h.String(), true, nil
 }
 
-// waitForCommit waits until the Commit of revision sha has finished.
-func waitForCommit(ctx context.Context, store *backend.Store, sha string) (*schema.Commit, error) {
+// waitForCommit waits until the Commit of revision sha has finished, or
+// the server has stopped.
+func waitForCommit(ctx context.Context, store *backend.Store, sha string, stopped <-chan struct{}) (*schema.Commit, error) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -324,6 +320,8 @@ func waitForCommit(ctx context.Context, store *backend.Store, sha string) (*sche
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-stopped:
+			return nil, fmt.Errorf("the server stopped before commit %.12s finished", sha)
 		case <-t.C:
 		}
 	}

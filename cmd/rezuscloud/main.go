@@ -6,7 +6,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
+	"sync"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/sources"
 )
 
 func main() {
@@ -15,4 +21,102 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rezuscloud:", err)
 		os.Exit(1)
 	}
+}
+
+// Main is the server that `serve` and `demo` run: the store, the state
+// backend and the API, and, with a source, the reconciler and what runs
+// beside it (see reconcile.go). Open builds it and binds its address; Run
+// runs it until its context ends and then stops it in order; Close
+// releases whatever Open built, and may be called after Run too.
+type Main struct {
+	flags *serveFlags
+	log   *slog.Logger
+
+	Server *backend.Server
+	src    sources.Source
+	origin backend.Origin
+	// rec is the reconciler's part; nil without a source.
+	rec *reconcilerPart
+
+	closeOnce sync.Once
+	closers   []func()
+}
+
+// NewMain returns a Main for the settings f, which read the environment
+// through f.getenv (main passes os.Getenv, tests their own).
+func NewMain(f *serveFlags, log *slog.Logger) *Main {
+	return &Main{flags: f, log: log}
+}
+
+// onClose adds fn to what Close runs, in reverse order of adding.
+func (m *Main) onClose(fn func()) { m.closers = append(m.closers, fn) }
+
+// Open builds the server and binds its address, then, with --repo or
+// --dir, the source and the reconciler, which clears what an earlier
+// process left (Recover). Nothing serves or runs yet.
+func (m *Main) Open() error {
+	for _, open := range []func() error{m.openServer, m.openReconciler} {
+		if err := open(); err != nil {
+			m.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Main) openServer() error {
+	cfg, err := serverConfig(m.flags, m.log)
+	if err != nil {
+		return err
+	}
+	m.src, m.origin, err = newSource(m.flags, m.log)
+	if err != nil {
+		return err
+	}
+	cfg.Origin = m.origin
+	if m.Server, err = backend.NewServer(cfg); err != nil {
+		return err
+	}
+	m.onClose(func() { m.Server.Close() })
+	return m.Server.Listen()
+}
+
+// Run serves and reconciles until ctx ends or the server fails. It stops
+// the reconciler first, while the state backend still answers, so that the
+// tofu runs it interrupts can save their state and release their locks;
+// then the server shuts down and closes the store.
+func (m *Main) Run(ctx context.Context) error {
+	recCtx, stopRec := context.WithCancel(ctx)
+	defer stopRec()
+	wait := func() {}
+	if m.rec != nil {
+		wait = m.rec.start(recCtx)
+	}
+	srvCtx, stopServer := context.WithCancel(context.Background())
+	defer stopServer()
+	served := make(chan error, 1)
+	go func() { served <- m.Server.Run(srvCtx) }()
+	var err error
+	select {
+	case <-ctx.Done():
+		stopRec()
+		wait()
+		stopServer()
+		err = <-served
+	case err = <-served:
+		stopRec()
+		wait()
+	}
+	m.Close()
+	return err
+}
+
+// Close releases what Open built, last first. It is safe to call more
+// than once.
+func (m *Main) Close() {
+	m.closeOnce.Do(func() {
+		for _, fn := range slices.Backward(m.closers) {
+			fn()
+		}
+	})
 }

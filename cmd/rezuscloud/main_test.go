@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 )
@@ -152,4 +155,54 @@ func TestTokenCreate(t *testing.T) {
 	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "unknown role") {
 		t.Fatalf("--role root: %v", err)
 	}
+}
+
+// TestMainOpenRunClose boots the server value that serve and demo run on
+// 127.0.0.1:0 in a temporary dir, serves a request, and stops it when its
+// context ends; a Main whose Open fails releases what it opened.
+func TestMainOpenRunClose(t *testing.T) {
+	f := &serveFlags{getenv: func(string) string { return "" }}
+	addServeFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), f)
+	f.data, f.listen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0"
+	m := NewMain(f, slog.New(slog.DiscardHandler))
+	if err := m.Open(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	resp, err := http.Get(m.Server.URL() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %s", resp.Status)
+	}
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return after its context ended")
+	}
+	m.Close() // again: a no-op
+
+	// A Main whose Open fails late (here: no tofu binary, after the store
+	// is open and the address bound) lets go of what it opened: the data
+	// dir opens again.
+	g := *f
+	g.dir, g.tofu = t.TempDir(), filepath.Join(t.TempDir(), "no-tofu")
+	bad := NewMain(&g, slog.New(slog.DiscardHandler))
+	if err := bad.Open(); err == nil || !strings.Contains(err.Error(), "--tofu") {
+		bad.Close()
+		t.Fatalf("Open without a tofu binary: %v", err)
+	}
+	again := NewMain(f, slog.New(slog.DiscardHandler))
+	if err := again.Open(); err != nil {
+		t.Fatalf("reopen after a failed Open: %v", err)
+	}
+	again.Close()
 }

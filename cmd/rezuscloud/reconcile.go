@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
@@ -19,134 +18,190 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
+	"github.com/rezuscloud/rezuscloud/reconciler/simobserve"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
 )
 
 // tofuVersion is the OpenTofu release `make tools` builds and caches.
 const tofuVersion = "v1.10.10"
 
-// startReconciler builds the reconciler for src and starts both. The
-// returned function waits until both have stopped after ctx ends; the
-// reconciler gives running tofu processes its grace period first. With no
-// source it starts nothing.
-func startReconciler(ctx context.Context, srv *backend.Server, src sources.Source, origin backend.Origin, f *serveFlags, log *slog.Logger) (wait func(), err error) {
-	noop := func() {}
-	if src == nil {
-		return noop, nil
+// reconcilerPart is what a Main with a source runs beside the server: the
+// reconciler with its tofu runner, the source that feeds it, the previews
+// of other refs, the commit status reports, and the simulated cloud's
+// Talos nodes and observer.
+type reconcilerPart struct {
+	m               *Main
+	f               *serveFlags
+	log             *slog.Logger
+	dataDir, simDir string
+	tofuBin         string
+	encrypt         bool
+	audit           *slog.Logger
+	metrics         *metrics.Metrics
+	runner          *tofu.Runner
+	auth            sources.Auth
+	onCommit        func(*schema.Commit)
+	closeReports    func()
+	observer        *simobserve.Observer
+	nodes           *talosnode.Host
+	rec             *reconciler.Reconciler
+	previews        *sources.Previews
+}
+
+// openReconciler builds the reconciler's part, when there is a source, in
+// these stages.
+func (m *Main) openReconciler() error {
+	if m.src == nil {
+		return nil
 	}
-	tofu, err := findTofu(f.tofu)
+	p := &reconcilerPart{m: m, f: m.flags, log: m.log}
+	for _, open := range []func() error{p.openDirs, p.openSimCloud, p.openTofu, p.openReports, p.openReconciler, p.mount} {
+		if err := open(); err != nil {
+			return err
+		}
+	}
+	m.rec = p
+	return nil
+}
+
+// openDirs finds the data dir, the sim dir and the audit log.
+func (p *reconcilerPart) openDirs() (err error) {
+	if p.dataDir, err = filepath.Abs(p.f.data); err != nil {
+		return err
+	}
+	p.simDir = p.f.simDir
+	if p.simDir == "" {
+		p.simDir = defaultSimDir(p.dataDir)
+	}
+	p.audit, err = openAudit(p.dataDir)
+	return err
+}
+
+// openTofu sets up how tofu runs: the binary, the CLI configuration of
+// the provider mirror, the environment every run gets (never argv), state
+// encryption, and the metrics of its commands.
+func (p *reconcilerPart) openTofu() error {
+	getenv := p.f.getenv
+	var err error
+	if p.tofuBin, err = findTofu(p.f.tofu, getenv); err != nil {
+		return err
+	}
+	mirror, err := findMirror(p.f.providerMirror)
 	if err != nil {
-		return noop, err
+		return err
 	}
-	mirror, err := findMirror(f.providerMirror)
-	if err != nil {
-		return noop, err
-	}
-	dataDir, err := filepath.Abs(f.data)
-	if err != nil {
-		return noop, err
-	}
-	simDir := f.simDir
-	if simDir == "" {
-		simDir = defaultSimDir(dataDir)
-	}
-	cli := filepath.Join(dataDir, "tofu.rc")
+	cli := filepath.Join(p.dataDir, "tofu.rc")
 	// No shared plugin cache: concurrent first inits of several tenants
 	// race on it (tofu then fails to exec the provider). Each work dir
 	// takes its providers from the mirror instead, which is as fast.
 	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: mirror}); err != nil {
-		return noop, err
+		return err
 	}
-	// The sim cloud's machines are simulated Talos nodes, served from here.
-	nodes, err := talosnode.Open(talosnode.Options{Dir: simDir, Logger: log.With("component", "simnodes")})
-	if err != nil {
-		return noop, fmt.Errorf("simulated Talos nodes: %w", err)
-	}
-	stopNodes := sync.OnceFunc(func() { nodes.Close() })
-	defer func() {
-		if err != nil {
-			stopNodes()
-		}
-	}()
-	env := map[string]string{"REZUSSIM_DIR": simDir}
+	env := map[string]string{"REZUSSIM_DIR": p.simDir}
 	// A knob of the simulated cloud for tests: how long creating a
 	// machine takes.
-	if d := os.Getenv(simCreateDelay); d != "" {
+	if d := getenv(simCreateDelay); d != "" {
 		env[simCreateDelay] = d
 	}
-	cl, err := setupClouds(&f.clouds, dataDir, nodes, log)
+	cl, err := setupClouds(&p.f.clouds, p.dataDir, getenv, p.nodes, p.log)
 	if err != nil {
-		return noop, err
+		return err
 	}
+	// The simulated OpenStack stops after the reconciler, whose runs
+	// may still talk to it while they finish.
+	p.m.onClose(cl.close)
 	for k, v := range cl.env {
 		env[k] = v
 	}
-	started := false
-	defer func() {
-		if !started {
-			cl.close()
-		}
-	}()
-	encrypt, err := stateEncryption(f.stateEncryption, os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"))
+	encrypt, err := stateEncryption(p.f.stateEncryption, getenv(envStatePassphrase))
 	if err != nil {
-		return noop, err
+		return err
 	}
 	if encrypt != "" {
 		env["TF_ENCRYPTION"] = encrypt
+		p.encrypt = true
 	}
-	audit, err := openAudit(dataDir)
+	p.metrics = metrics.New()
+	p.runner, err = tofu.NewRunner(tofu.Options{Binary: p.tofuBin, CLIConfigFile: cli, Env: env, Metrics: p.metrics, Getenv: getenv})
+	return err
+}
+
+// openSimCloud serves the simulated cloud's machines as simulated Talos
+// nodes, and observes their status. It opens before the clouds (openTofu),
+// so that the simulated OpenStack's servers boot as nodes of the same
+// host, which closes after it.
+func (p *reconcilerPart) openSimCloud() error {
+	nodes, err := talosnode.Open(talosnode.Options{Dir: p.simDir, Logger: p.log.With("component", "simnodes")})
 	if err != nil {
-		return noop, err
+		return fmt.Errorf("simulated Talos nodes: %w", err)
 	}
-	m := metrics.New()
-	srv.Handle("GET /metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
-	runner, err := reconciler.NewRunner(reconciler.TofuOptions{
-		Binary:        tofu,
-		CLIConfigFile: cli,
-		Env:           env,
-		Metrics:       m,
-	})
-	if err != nil {
-		return noop, err
-	}
-	var auth sources.Auth
-	if f.repo != "" {
-		if auth, err = sources.AuthFromEnv(); err != nil {
-			return noop, err
+	p.nodes = nodes
+	p.m.onClose(func() { nodes.Close() })
+	p.observer = simobserve.New(simobserve.Options{Store: p.m.Server.Store(), Dir: p.simDir, Logger: p.log.With("component", "simobserve")})
+	return nil
+}
+
+// openReports builds the commit status reporters of --report, and the
+// git credentials they and the previews share.
+func (p *reconcilerPart) openReports() (err error) {
+	if p.f.repo != "" {
+		if p.auth, err = sources.AuthFrom(p.f.getenv); err != nil {
+			return err
 		}
 	}
-	onCommit, closeReports, err := newReports(f, f.repo, dataDir, srv.URL(), auth, log)
+	var closeReports func()
+	p.onCommit, closeReports, err = newReports(p.f, p.f.repo, p.dataDir, p.m.Server.URL(), p.auth, p.log)
 	if err != nil {
-		return noop, err
+		return err
 	}
+	p.closeReports = sync.OnceFunc(closeReports)
+	p.m.onClose(p.closeReports)
+	return nil
+}
+
+// openReconciler builds the reconciler, and clears what runs of an earlier
+// process left (their locks, var files and plans) before any run.
+func (p *reconcilerPart) openReconciler() (err error) {
+	f, srv := p.f, p.m.Server
 	tokens := srv.Tokens()
-	rec, err := reconciler.New(srv.Store(), runner, render.Builtin(), reconciler.Options{
-		DataDir:            dataDir,
+	p.rec, err = reconciler.New(srv.Store(), p.runner, render.Builtin(), reconciler.Options{
+		DataDir:            p.dataDir,
 		StateURL:           srv.URL(),
 		MaxDeletions:       f.maxDeletions,
 		Workers:            f.workers,
 		Debounce:           f.debounce,
 		ShutdownGrace:      f.shutdownGrace,
-		Metrics:            m,
-		EncryptState:       encrypt != "",
-		OnCommit:           onCommit,
+		RetryBase:          f.retryBase,
+		RetryMax:           f.retryMax,
+		Metrics:            p.metrics,
+		EncryptState:       p.encrypt,
+		OnCommit:           p.onCommit,
 		KubeconfigValidity: f.kubeconfigValid,
-		Logger:             log.With("component", "reconciler"),
+		Logger:             p.log.With("component", "reconciler"),
 		Credentials: func(tenant string) (string, string, func()) {
 			name := runToken(tenant)
 			secret, revoke := tokens.Ephemeral(name, backend.RoleEdit)
 			return name, secret, revoke
 		},
 		LockHolder: runToken,
-		Audit:      audit,
+		Audit:      p.audit,
 	})
 	if err != nil {
-		return noop, err
+		return err
 	}
-	// Before any run: what runs of an earlier process left (their locks,
-	// var files and plans) goes.
-	rec.Recover()
+	p.m.onClose(p.rec.Close)
+	p.rec.Recover()
+	return nil
+}
+
+// mount puts the reconciler's parts into the server: its status and
+// readiness, metrics, downloads of tenant secrets, previews and webhooks.
+func (p *reconcilerPart) mount() (err error) {
+	srv, src, rec, m := p.m.Server, p.m.src, p.rec, p.metrics
+	srv.Handle("GET /metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
 	srv.SetStatus(func(st *api.Status) {
 		source, reconciler := api.SourceStatus(src.Status()), rec.Status()
 		st.Source, st.Reconciler = &source, &reconciler
@@ -157,74 +212,70 @@ func startReconciler(ctx context.Context, srv *backend.Server, src sources.Sourc
 	m.CounterFunc("rezuscloud_source_fetch_errors_total", "Polls of the repository that failed.", func() float64 { return float64(src.Status().Errors) })
 	m.GaugeFunc("rezuscloud_watch_subscribers", "Open watch streams.", func() float64 { return float64(srv.WatchSubscribers()) })
 	m.CounterFunc("rezuscloud_watch_cutoffs_total", "Watch streams cut off for not keeping up.", func() float64 { return float64(srv.Hub().CutOffs()) })
-	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(runner.Runs()) })
-	srv.SetAudit(audit)
-	srv.ServeTenantSecrets(rec, audit)
-	srv.ServeMachineLogs(rec, audit)
+	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(p.runner.Runs()) })
+	srv.SetAudit(p.audit)
+	srv.ServeTenantSecrets(rec, p.audit)
+	srv.ServeMachineLogs(rec, p.audit)
 	srv.ServePreviews(rec)
-	previews, err := newPreviews(f, dataDir, auth, log)
-	if err != nil {
-		return noop, err
+	if p.previews, err = newPreviews(p.f, p.dataDir, p.auth, p.log); err != nil {
+		return err
 	}
-	if err := mountWebhooks(srv, src, previews, origin, f, m, log); err != nil {
-		return noop, err
+	if err := mountWebhooks(srv, src, p.previews, p.m.origin, p.f, m, p.log); err != nil {
+		return err
 	}
-	log.Info("reconciling", "source", origin.Repo, "ref", origin.Ref, "path", origin.Path, "tofu", tofu)
-
 	if g, ok := src.(*sources.Git); ok {
 		if err := g.SetLastObserved(rec.LastObserved()); err != nil {
-			log.Warn("last observed revision", "err", err)
+			p.log.Warn("last observed revision", "err", err)
 		}
+	}
+	o := p.m.origin
+	p.log.Info("reconciling", "source", o.Repo, "ref", o.Ref, "path", o.Path, "tofu", p.tofuBin)
+	return nil
+}
+
+// start runs the source, the reconciler, the previews and the observer
+// until ctx ends; the returned function waits until they have stopped, the
+// reconciler after giving running tofu processes its grace period.
+func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
+	var wg sync.WaitGroup
+	goRun := func(fn func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); fn() }()
 	}
 	snaps := make(chan sources.Snapshot)
-	var wg sync.WaitGroup
-	if previews != nil {
-		ups := make(chan sources.PreviewUpdate)
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			previews.Run(ctx, f.pollInterval, ups)
-		}()
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case up := <-ups:
-					for _, ref := range up.Gone {
-						rec.ForgetPreview(ref)
-					}
-					for _, snap := range up.Snapshots {
-						rec.SubmitPreview(snap)
-					}
-				}
-			}
-		}()
-	}
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		if err := src.Run(ctx, snaps); err != nil && ctx.Err() == nil {
-			log.Error("source stopped", "err", err)
+	goRun(func() {
+		if err := p.m.src.Run(ctx, snaps); err != nil && ctx.Err() == nil {
+			p.log.Error("source stopped", "err", err)
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		rec.Run(ctx, snaps)
-		closeReports()
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		rec.ObserveSim(ctx, simDir, 2*time.Second)
-		stopNodes()
-	}()
-	started = true
-	return func() {
-		wg.Wait()
-		cl.close()
-	}, nil
+	})
+	goRun(func() {
+		p.rec.Run(ctx, snaps)
+		p.closeReports()
+	})
+	goRun(func() { p.observer.Run(ctx) })
+	if p.previews != nil {
+		ups := make(chan sources.PreviewUpdate)
+		goRun(func() { p.previews.Run(ctx, p.f.pollInterval, ups) })
+		goRun(func() { p.handlePreviews(ctx, ups) })
+	}
+	return wg.Wait
+}
+
+// handlePreviews hands the previews' updates to the reconciler.
+func (p *reconcilerPart) handlePreviews(ctx context.Context, ups <-chan sources.PreviewUpdate) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case up := <-ups:
+			for _, ref := range up.Gone {
+				p.rec.ForgetPreview(ref)
+			}
+			for _, snap := range up.Snapshots {
+				p.rec.SubmitPreview(snap)
+			}
+		}
+	}
 }
 
 // defaultSimDir is where the simulated cloud lives without --sim-dir: a
@@ -243,6 +294,9 @@ func runToken(tenant string) string { return "reconciler-" + tenant }
 // machine creation.
 const simCreateDelay = "REZUSSIM_CREATE_DELAY"
 
+// envStatePassphrase holds the passphrase of state encryption.
+const envStatePassphrase = "REZUSCLOUD_STATE_PASSPHRASE"
+
 // stateEncryption returns the TF_ENCRYPTION configuration that --state-encryption
 // and the passphrase ask for, or "" for none.
 func stateEncryption(mode, passphrase string) (string, error) {
@@ -253,12 +307,12 @@ func stateEncryption(mode, passphrase string) (string, error) {
 		if passphrase == "" {
 			return "", nil
 		}
-		return reconciler.EncryptionConfig(passphrase, false)
+		return tofu.EncryptionConfig(passphrase, false)
 	case "migrate":
 		if passphrase == "" {
 			return "", errors.New("--state-encryption=migrate needs REZUSCLOUD_STATE_PASSPHRASE")
 		}
-		return reconciler.EncryptionConfig(passphrase, true)
+		return tofu.EncryptionConfig(passphrase, true)
 	}
 	return "", fmt.Errorf("--state-encryption %q: want auto, migrate or off", mode)
 }
@@ -300,7 +354,7 @@ func newPreviews(f *serveFlags, dataDir string, auth sources.Auth, log *slog.Log
 // mountWebhooks serves the push webhooks, which trigger an immediate poll
 // of a git source when they name the followed repository and ref.
 func mountWebhooks(srv *backend.Server, src sources.Source, previews *sources.Previews, origin backend.Origin, f *serveFlags, m *metrics.Metrics, log *slog.Logger) error {
-	secret, err := webhook.SecretFrom(f.webhookSecretFile, os.Getenv)
+	secret, err := webhook.SecretFrom(f.webhookSecretFile, f.getenv)
 	if err != nil && !errors.Is(err, webhook.ErrNoSecret) {
 		return err
 	}
@@ -351,7 +405,7 @@ func newSource(f *serveFlags, log *slog.Logger) (sources.Source, backend.Origin,
 		}
 		return d, backend.Origin{Repo: abs, Path: "."}, nil
 	}
-	auth, err := sources.AuthFromEnv()
+	auth, err := sources.AuthFrom(f.getenv)
 	if err != nil {
 		return nil, backend.Origin{}, err
 	}
@@ -381,7 +435,7 @@ func newSource(f *serveFlags, log *slog.Logger) (sources.Source, backend.Origin,
 
 // findTofu returns the tofu binary: the one configured, else tofu on PATH,
 // else the build that `make tools` caches.
-func findTofu(configured string) (string, error) {
+func findTofu(configured string, getenv func(string) string) (string, error) {
 	if configured != "" {
 		if _, err := os.Stat(configured); err != nil {
 			return "", fmt.Errorf("--tofu: %w", err)
@@ -391,10 +445,9 @@ func findTofu(configured string) (string, error) {
 	if p, err := exec.LookPath("tofu"); err == nil {
 		return p, nil
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
+	cache := getenv("XDG_CACHE_HOME")
 	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
+		cache = filepath.Join(getenv("HOME"), ".cache")
 	}
 	p := filepath.Join(cache, "rezuscloud", "tofu-"+tofuVersion)
 	if _, err := os.Stat(p); err == nil {

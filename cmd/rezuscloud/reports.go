@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -48,7 +47,7 @@ func newReports(f *serveFlags, repoURL, dataDir, apiURL string, auth sources.Aut
 	for _, name := range strings.Split(f.reports.reporters, ",") {
 		switch strings.TrimSpace(name) {
 		case "github", "gitea", "forgejo":
-			tok, err := report.TokenFrom(f.reports.githubTokenFile, report.EnvGitHubToken, os.Getenv)
+			tok, err := report.TokenFrom(f.reports.githubTokenFile, report.EnvGitHubToken, f.getenv)
 			if err != nil {
 				return nil, noop, fmt.Errorf("--report %s: %w", name, err)
 			}
@@ -58,7 +57,7 @@ func newReports(f *serveFlags, repoURL, dataDir, apiURL string, auth sources.Aut
 			}
 			reps = append(reps, gh)
 		case "gitlab":
-			tok, err := report.TokenFrom(f.reports.gitlabTokenFile, report.EnvGitLabToken, os.Getenv)
+			tok, err := report.TokenFrom(f.reports.gitlabTokenFile, report.EnvGitLabToken, f.getenv)
 			if err != nil {
 				return nil, noop, fmt.Errorf("--report gitlab: %w", err)
 			}

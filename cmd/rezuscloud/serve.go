@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/version"
+	"github.com/rezuscloud/rezuscloud/reconciler"
+	"github.com/rezuscloud/rezuscloud/sources"
 )
 
 // serveFlags are the settings of `rezuscloud serve`. Each is a flag, an
@@ -55,15 +58,22 @@ type serveFlags struct {
 	stateEncryption   string
 	kubeconfigValid   time.Duration
 
+	retryBase time.Duration
+	retryMax  time.Duration
+
 	reports     reportFlags
 	previewRefs string
 	clouds      cloudFlags
+
+	// getenv reads the environment: the REZUSCLOUD_* settings and the
+	// variables the parts read themselves (credentials, tofu's PATH).
+	getenv func(string) string
 }
 
 // newServeCmd builds `serve`; run does the serving once the settings are
 // parsed (runServe; tests pass their own).
 func newServeCmd(getenv func(string) string, run func(context.Context, *serveFlags, io.Writer) error) *cobra.Command {
-	var f serveFlags
+	f := serveFlags{getenv: getenv}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the state backend and the API",
@@ -96,14 +106,22 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	}
 	fs := cmd.Flags()
 	fs.SortFlags = false
+	addServeFlags(fs, &f)
+	documentEnv(fs)
+	return cmd
+}
+
+// addServeFlags defines the settings of serve on fs, with their defaults;
+// demo takes its defaults from here too.
+func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.config, configFlag, "", "YAML `FILE` with further settings; keys are flag names")
 	fs.StringVar(&f.data, "data", "data", "data `DIR` (mode 0700) that holds the store")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "TCP `ADDR` to serve on")
+	fs.StringVar(&f.listen, "listen", backend.DefaultListen, "TCP `ADDR` to serve on")
 	fs.StringVar(&f.tokensFile, "tokens-file", "", "tokens `FILE`, one 'NAME ROLE SHA256-HEX' line per token; without it only loopback is served and everyone is admin")
 	fs.Int64Var(&f.stateMaxBytes, "state-max-bytes", backend.DefaultMaxStateBytes, "largest TF state a POST may send, in bytes")
 	fs.IntVar(&f.stateHistory, "state-history", backend.DefaultStateHistory, "earlier versions kept per TF state; 0 keeps none")
 	fs.DurationVar(&f.staleLockAge, "stale-lock-age", backend.DefaultStaleLockAge, "age after which a state lock is reported as stale (never broken); 0 never")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", backend.DefaultShutdownTimeout, "how long a shutdown waits for requests in flight")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", backend.DefaultBodyTimeout, "how long a request body may take to arrive; slower clients get 408 and are disconnected (watches have no body and no limit)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", backend.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.Int64Var(&f.bodyMemory, "body-memory", 0, "bytes of request bodies all requests together may hold; a request over it waits, then gets 503 (default: 256 MiB or twice --state-max-bytes, whichever is more)")
@@ -112,18 +130,20 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.StringVar(&f.tag, "tag", "", "`TAG` of --repo to follow instead of a branch")
 	fs.StringVar(&f.commit, "commit", "", "pin --repo to this commit `SHA`")
 	fs.StringVar(&f.path, "path", "", "`PATH` inside the repository that holds the manifests")
-	fs.DurationVar(&f.pollInterval, "poll-interval", 30*time.Second, "how often --repo is polled for a new commit")
+	fs.DurationVar(&f.pollInterval, "poll-interval", sources.DefaultPollInterval, "how often --repo is polled for a new commit")
 	fs.StringVar(&f.dir, "dir", "", "local `DIR` of manifests to reconcile instead of --repo, watched for changes")
 	fs.StringVar(&f.tofu, "tofu", "", "the tofu `BINARY` (OpenTofu >= 1.10); default: tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` that holds the simulated provider; default: providers/ beside this binary")
 	addCloudFlags(fs, &f.clouds)
 	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud: its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
-	fs.IntVar(&f.maxDeletions, "max-deletions", 1, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
-	fs.IntVar(&f.workers, "workers", 2, "tenants that run tofu at the same time")
+	fs.IntVar(&f.maxDeletions, "max-deletions", reconciler.DefaultMaxDeletions, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
+	fs.IntVar(&f.workers, "workers", reconciler.DefaultWorkers, "tenants that run tofu at the same time")
 	fs.DurationVar(&f.debounce, "debounce", 250*time.Millisecond, "how long a tenant stays quiet before its newest revision is applied; bursts of commits coalesce")
-	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Minute, "on shutdown, how long running tofu processes may finish before they are interrupted with SIGINT (never SIGKILL)")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", reconciler.DefaultShutdownGrace, "on shutdown, how long running tofu processes may finish before they are interrupted with SIGINT (never SIGKILL)")
+	fs.DurationVar(&f.retryBase, "retry-base", reconciler.DefaultRetryBase, "after a tenant's run fails for a passing reason (a held state lock, a cloud API error), how long until it runs again by itself; each further failure in a row waits twice as long, with jitter")
+	fs.DurationVar(&f.retryMax, "retry-max", reconciler.DefaultRetryMax, "the longest wait between the retries of a failing tenant")
 	fs.StringVar(&f.stateEncryption, "state-encryption", "auto", "state encryption: auto (on when REZUSCLOUD_STATE_PASSPHRASE is set), migrate (also read state written before encryption, and encrypt it), or off")
-	fs.DurationVar(&f.kubeconfigValid, "kubeconfig-validity", 365*24*time.Hour, "how long the client certificate of a downloaded kubeconfig is valid")
+	fs.DurationVar(&f.kubeconfigValid, "kubeconfig-validity", reconciler.DefaultKubeconfigValidity, "how long the client certificate of a downloaded kubeconfig is valid")
 	fs.StringVar(&f.previewRefs, "preview-refs", "", "`PATTERNS` of refs of --repo to plan (never apply) as previews, comma-separated, e.g. refs/heads/* or refs/pull/*/head; the main ref is always excluded")
 	fs.StringVar(&f.reports.reporters, "report", "", "where commit statuses go besides the API, comma-separated: github (also Gitea and Forgejo), gitlab, git-notes (refs/notes/rezuscloud pushed to --repo)")
 	fs.StringVar(&f.reports.instance, "instance", "", "this server's name in commit status contexts (rezuscloud/INSTANCE/TENANT), so that two servers on one repository do not overwrite each other; default: the host name")
@@ -135,8 +155,6 @@ and the store is closed. SIGHUP reloads the tokens file.`,
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "`FILE` holding the secret that push webhooks (/hooks/github, /hooks/gitlab, /hooks/generic) are signed with; or set REZUSCLOUD_WEBHOOK_SECRET")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
-	documentEnv(fs)
-	return cmd
 }
 
 // serverConfig turns the settings into a backend.Config.
@@ -198,64 +216,36 @@ func newLogger(f *serveFlags, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)
 }
 
+// runServe serves until a signal says to stop: SIGTERM or SIGINT shut down
+// gracefully, SIGHUP reloads the tokens file.
 func runServe(ctx context.Context, f *serveFlags, stderr io.Writer) error {
 	log, err := newLogger(f, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, err := serverConfig(f, log)
-	if err != nil {
+	m := NewMain(f, log)
+	if err := m.Open(); err != nil {
 		return err
 	}
-	src, origin, err := newSource(f, log)
-	if err != nil {
-		return err
-	}
-	cfg.Origin = origin
-	srv, err := backend.NewServer(cfg)
-	if err != nil {
-		return err
-	}
+	defer m.Close()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := srv.Listen(); err != nil {
-		srv.Close()
-		return err
-	}
-	// The reconciler stops first, while the state backend still answers,
-	// so that tofu runs it interrupts can save their state and release
-	// their locks; then the server shuts down and closes the store.
-	wait, err := startReconciler(ctx, srv, src, origin, f, log)
-	if err != nil {
-		srv.Close()
-		return err
-	}
-	srvCtx, stopServer := context.WithCancel(context.Background())
-	go func() {
-		<-ctx.Done()
-		wait()
-		stopServer()
-	}()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
-			case <-srvCtx.Done():
+			case <-ctx.Done():
 				return
 			case <-hup:
-				if err := srv.Tokens().Reload(); err != nil {
+				if err := m.Server.Tokens().Reload(); err != nil {
 					log.Error("reload tokens file; keeping the tokens in use", "err", err)
 				} else {
-					log.Info("tokens file reloaded", "tokens", srv.Tokens().Len())
+					log.Info("tokens file reloaded", "tokens", m.Server.Tokens().Len())
 				}
 			}
 		}
 	}()
-	err = srv.Run(srvCtx)
-	stop()
-	wait()
-	stopServer()
-	return err
+	return m.Run(ctx)
 }

@@ -146,6 +146,54 @@ func (d *describer) when(t time.Time) string {
 	return t.UTC().Format(time.RFC3339) + " (" + humanDuration(d.now.Sub(t)) + " ago)"
 }
 
+// until says when a future time is: "2025-01-02T03:04:05Z (in 8s)".
+func (d *describer) until(t time.Time) string {
+	if !t.After(d.now) {
+		return d.when(t)
+	}
+	return t.UTC().Format(time.RFC3339) + " (in " + humanDuration(t.Sub(d.now)) + ")"
+}
+
+// retry says when a failing tenant runs again, and why it failed.
+func (d *describer) retry(r *schema.RetryStatus) string {
+	if r == nil {
+		return ""
+	}
+	return fmt.Sprintf("attempt %d failed (%s); next attempt %s", r.Attempts, r.LastReason, d.until(r.NextAttemptAt))
+}
+
+// retries lists the failed tenants of a commit that run again by
+// themselves, and when.
+func (d *describer) retries(results []schema.TenantResult) {
+	var rows []string
+	for _, r := range results {
+		if !r.NextAttemptAt.IsZero() {
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s", r.Tenant, orNone(r.Reason), d.until(r.NextAttemptAt)))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	d.line(0, "Retries:")
+	d.line(1, "TENANT\tREASON\tNEXT ATTEMPT")
+	for _, r := range rows {
+		d.line(1, "%s", r)
+	}
+}
+
+// conditions writes a Conditions table, as kubectl describe does.
+func (d *describer) conditions(cs schema.Conditions) {
+	if len(cs) == 0 {
+		d.kv(0, "Conditions", "")
+		return
+	}
+	d.line(0, "Conditions:")
+	d.line(1, "Type\tStatus\tReason\tAge\tMessage")
+	for _, c := range cs {
+		d.line(1, "%s\t%s\t%s\t%s\t%s", c.Type, c.Status, orNone(c.Reason), age(c.LastTransitionTime, d.now), orNone(firstLine(c.Message, 120)))
+	}
+}
+
 func joinMap(m map[string]string) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -229,6 +277,8 @@ func (d *describer) tenant(ctx context.Context, name string) (string, error) {
 	d.kv(1, "Workers", strconv.Itoa(st.Machines.Workers))
 	d.kv(1, "Observed Commit", st.ObservedCommit)
 	d.kv(1, "Message", st.Message)
+	d.kv(1, "Retry", d.retry(st.Retry))
+	d.conditions(st.Conditions)
 	if len(ngs) == 0 {
 		d.kv(0, "Node Groups", "")
 	} else {
@@ -343,6 +393,7 @@ func (d *describer) nodeGroup(ctx context.Context, tenant, name string) (string,
 	d.line(0, "Status:")
 	d.kv(1, "Machines", counts(g.Status.Machines))
 	d.kv(1, "Message", g.Status.Message)
+	d.conditions(g.Status.Conditions)
 	var rows []string
 	for _, m := range machines {
 		if m.Spec.NodeGroup == name {
@@ -450,6 +501,7 @@ func (d *describer) commit(ctx context.Context, rev string) (string, error) {
 	d.kv(1, "Validated", d.when(tm.ValidatedAt))
 	d.kv(1, "Planned", d.when(tm.PlannedAt))
 	d.kv(1, "Finished", d.when(tm.FinishedAt))
+	d.conditions(st.Conditions)
 	if len(st.Tenants) == 0 {
 		d.kv(0, "Tenants", "")
 	} else {
@@ -462,6 +514,7 @@ func (d *describer) commit(ctx context.Context, rev string) (string, error) {
 			}
 			d.line(1, "%s\t%s\t%s\t%s\t%s", r.Tenant, orNone(string(r.Phase)), r.Plan.String(), orNone(dur), orNone(errorSummary(r.Error, 100)))
 		}
+		d.retries(st.Tenants)
 	}
 	if len(st.Problems) > 0 {
 		d.line(0, "Problems:")

@@ -85,52 +85,92 @@ type diffResult struct {
 	Tenants     []tenantDiff `json:"tenants"`
 }
 
+// runDiff compares the manifests in dir with what the server has applied:
+// it checks the manifests, diffs the models of every tenant on either side,
+// adds the rendered diffs and the server's plans when asked, and prints the
+// result. The exit code says whether anything differs.
 func runDiff(cmd *cobra.Command, dir string, f *diffFlags) error {
 	if f.output != "text" && f.output != "json" {
 		return &exitError{code: exitUsage, msg: fmt.Sprintf("unknown output format %q: use text or json", f.output)}
 	}
-	tree, err := readTree(dir, f.rev, f.repo)
+	tree, local, err := checkedTree(cmd, dir, f)
 	if err != nil {
-		return &exitError{code: exitUsage, msg: err.Error()}
-	}
-	desired, probs, err := tree.check()
-	if err != nil {
-		return &exitError{code: exitUsage, msg: err.Error()}
-	}
-	if len(probs) > 0 {
-		for _, p := range probs {
-			p.File = tree.display(p.File)
-			fmt.Fprintln(cmd.OutOrStdout(), p.String())
-		}
-		return &exitError{code: exitUsage, msg: fmt.Sprintf("%d problems in the manifests: fix them before diffing", len(probs))}
+		return err
 	}
 	c, err := newClient(cmd)
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
+	applied, err := appliedTenants(ctx, c)
+	if err != nil {
+		return err
+	}
 	res := &diffResult{Revision: tree.revision}
+	if res.Tenants, err = modelDiffs(ctx, c, local, applied); err != nil {
+		return err
+	}
+	if f.rendered {
+		if err := addRenderedDiffs(ctx, c, res, local); err != nil {
+			return err
+		}
+	}
+	if f.plan {
+		if err := addPlans(cmd, c, tree, res); err != nil {
+			return err
+		}
+	}
+	return writeDiff(cmd, f, res)
+}
+
+// checkedTree reads and checks the manifests of dir, printing their
+// problems, and returns their tenants by name.
+func checkedTree(cmd *cobra.Command, dir string, f *diffFlags) (*tree, map[string]*schema.TenantDesired, error) {
+	tree, err := readTree(dir, f.rev, f.repo)
+	if err != nil {
+		return nil, nil, &exitError{code: exitUsage, msg: err.Error()}
+	}
+	desired, probs, err := tree.check()
+	if err != nil {
+		return nil, nil, &exitError{code: exitUsage, msg: err.Error()}
+	}
+	if len(probs) > 0 {
+		for _, p := range probs {
+			p.File = tree.display(p.File)
+			fmt.Fprintln(cmd.OutOrStdout(), p.String())
+		}
+		return nil, nil, &exitError{code: exitUsage, msg: fmt.Sprintf("%d problems in the manifests: fix them before diffing", len(probs))}
+	}
 	local := map[string]*schema.TenantDesired{}
 	for _, td := range desired.Tenants {
 		local[td.Tenant.Metadata.Name] = td
 	}
-	var applied []schema.Tenant
+	return tree, local, nil
+}
+
+// appliedTenants returns the server's tenants by name.
+func appliedTenants(ctx context.Context, c *client.Client) (map[string]*schema.Tenant, error) {
 	l, err := c.List(ctx, client.TenantsPath, client.ListOptions{})
 	if err != nil {
-		return apiError(err)
+		return nil, apiError(err)
 	}
+	applied := map[string]*schema.Tenant{}
 	for _, raw := range l.Items {
-		var t schema.Tenant
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return &exitError{code: exitUsage, msg: fmt.Sprintf("decode tenant: %v", err)}
+		t := new(schema.Tenant)
+		if err := json.Unmarshal(raw, t); err != nil {
+			return nil, &exitError{code: exitUsage, msg: fmt.Sprintf("decode tenant: %v", err)}
 		}
-		applied = append(applied, t)
+		applied[t.Metadata.Name] = t
 	}
+	return applied, nil
+}
+
+// modelDiffs diffs the applied and the local model of every tenant on
+// either side, in the order of their names.
+func modelDiffs(ctx context.Context, c *client.Client, local map[string]*schema.TenantDesired, applied map[string]*schema.Tenant) ([]tenantDiff, error) {
 	names := map[string]bool{}
-	appliedByName := map[string]*schema.Tenant{}
-	for i := range applied {
-		names[applied[i].Metadata.Name] = true
-		appliedByName[applied[i].Metadata.Name] = &applied[i]
+	for n := range applied {
+		names[n] = true
 	}
 	for n := range local {
 		names[n] = true
@@ -140,12 +180,13 @@ func runDiff(cmd *cobra.Command, dir string, f *diffFlags) error {
 		sorted = append(sorted, n)
 	}
 	sort.Strings(sorted)
+	var out []tenantDiff
 	for _, name := range sorted {
 		before := modeldiff.Model{}
-		if t := appliedByName[name]; t != nil {
+		if t := applied[name]; t != nil {
 			m, err := appliedModel(ctx, c, t)
 			if err != nil {
-				return apiError(err)
+				return nil, apiError(err)
 			}
 			before = m
 		}
@@ -153,42 +194,56 @@ func runDiff(cmd *cobra.Command, dir string, f *diffFlags) error {
 		if td := local[name]; td != nil {
 			after = modeldiff.DesiredModel(td)
 		}
-		td := &tenantDiff{Tenant: name, Changes: modeldiff.Diff(before, after)}
+		td := tenantDiff{Tenant: name, Changes: modeldiff.Diff(before, after)}
 		if td.Changes == nil {
 			td.Changes = []modeldiff.ObjectChange{}
 		}
-		res.Tenants = append(res.Tenants, *td)
+		out = append(out, td)
 	}
-	if f.rendered {
+	return out, nil
+}
+
+// addRenderedDiffs adds the rendered diff of each tenant that changes.
+func addRenderedDiffs(ctx context.Context, c *client.Client, res *diffResult, local map[string]*schema.TenantDesired) error {
+	for i := range res.Tenants {
+		t := &res.Tenants[i]
+		if len(t.Changes) == 0 {
+			continue
+		}
+		var err error
+		if t.Rendered, err = renderedDiff(ctx, c, local[t.Tenant], t.Tenant); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addPlans adds the server's plan of each tenant, printing the problems
+// the server finds in the manifests.
+func addPlans(cmd *cobra.Command, c *client.Client, tree *tree, res *diffResult) error {
+	pr, err := c.Preview(cmd.Context(), preview.Request{Files: tree.manifests(), Root: tree.root, Plan: true})
+	if err != nil {
+		return apiError(err)
+	}
+	if !pr.Valid {
+		for _, p := range pr.Problems {
+			fmt.Fprintln(cmd.OutOrStdout(), p.String())
+		}
+		return &exitError{code: exitUsage, msg: "the server found problems in the manifests"}
+	}
+	for _, pt := range pr.Tenants {
 		for i := range res.Tenants {
-			t := &res.Tenants[i]
-			if len(t.Changes) == 0 {
-				continue
-			}
-			if t.Rendered, err = renderedDiff(ctx, c, local[t.Tenant], t.Tenant); err != nil {
-				return err
+			if res.Tenants[i].Tenant == pt.Tenant {
+				res.Tenants[i].Plan, res.Tenants[i].Resources, res.Tenants[i].Error = pt.Plan, pt.Resources, pt.Error
 			}
 		}
 	}
-	if f.plan {
-		pr, err := c.Preview(ctx, preview.Request{Files: tree.manifests(), Root: tree.root, Plan: true})
-		if err != nil {
-			return apiError(err)
-		}
-		if !pr.Valid {
-			for _, p := range pr.Problems {
-				fmt.Fprintln(cmd.OutOrStdout(), p.String())
-			}
-			return &exitError{code: exitUsage, msg: "the server found problems in the manifests"}
-		}
-		for _, pt := range pr.Tenants {
-			for i := range res.Tenants {
-				if res.Tenants[i].Tenant == pt.Tenant {
-					res.Tenants[i].Plan, res.Tenants[i].Resources, res.Tenants[i].Error = pt.Plan, pt.Resources, pt.Error
-				}
-			}
-		}
-	}
+	return nil
+}
+
+// writeDiff prints res as text or JSON and returns the exit code it asks
+// for: a failed plan, differences, or none.
+func writeDiff(cmd *cobra.Command, f *diffFlags, res *diffResult) error {
 	failed := false
 	for i := range res.Tenants {
 		res.Differences = res.Differences || res.Tenants[i].differs()

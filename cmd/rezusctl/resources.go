@@ -41,9 +41,9 @@ var resourceTypes = []*resourceType{
 		getPath:  func(_, name string) string { return client.TenantPath(name) },
 		columns: func(wide bool) []string {
 			if wide {
-				return []string{"NAME", "PHASE", "MACHINES", "READY", "VERSION", "TALOS", "ENDPOINT", "AGE"}
+				return []string{"NAME", "PHASE", "MACHINES", "READY", "VERSION", "TALOS", "ENDPOINT", "AGE", "CONDITION", "STATUS"}
 			}
-			return []string{"NAME", "PHASE", "MACHINES", "VERSION", "AGE"}
+			return []string{"NAME", "PHASE", "MACHINES", "VERSION", "AGE", "READY", "STATUS"}
 		},
 		row: tenantRow,
 	},
@@ -201,7 +201,19 @@ func tenantRow(raw json.RawMessage, wide bool, now time.Time) ([]string, error) 
 	if wide {
 		row = append(row, orNone(t.Spec.TalosVersion), orNone(t.Spec.ControlPlaneEndpoint))
 	}
-	return append(row, age(t.Metadata.CreatedAt, now)), nil
+	ready, msg := readyColumns(t.Status.Conditions)
+	return append(row, age(t.Metadata.CreatedAt, now), ready, msg), nil
+}
+
+// readyColumns are the READY and STATUS columns of an object with
+// conditions, as flux prints them: the Ready condition's status and its
+// message.
+func readyColumns(cs schema.Conditions) (string, string) {
+	c := cs.Get(schema.ConditionReady)
+	if c == nil {
+		return string(schema.ConditionUnknown), "<none>"
+	}
+	return string(c.Status), orNone(firstLine(c.Message, 80))
 }
 
 func nodeGroupRow(raw json.RawMessage, wide bool, now time.Time) ([]string, error) {

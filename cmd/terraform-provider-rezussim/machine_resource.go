@@ -126,6 +126,10 @@ func (r *machineResource) Create(ctx context.Context, req resource.CreateRequest
 	if resp.Diagnostics.HasError() || !r.ready(resp.Diagnostics.AddError) {
 		return
 	}
+	if err := r.store.TakeFault(); err != nil {
+		resp.Diagnostics.AddError("Cannot create machine", err.Error())
+		return
+	}
 	rec, err := r.store.Create(sim.Spec{
 		Name:      m.Name.ValueString(),
 		Tenant:    m.Tenant.ValueString(),
@@ -195,6 +199,10 @@ func (r *machineResource) Update(ctx context.Context, req resource.UpdateRequest
 	if resp.Diagnostics.HasError() || !r.ready(resp.Diagnostics.AddError) {
 		return
 	}
+	if err := r.store.TakeFault(); err != nil {
+		resp.Diagnostics.AddError("Cannot update machine", err.Error())
+		return
+	}
 	rec, err := r.store.SetShape(m.ID.ValueString(), m.Shape.ValueString(), time.Now())
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot update machine", err.Error())
@@ -208,6 +216,10 @@ func (r *machineResource) Delete(ctx context.Context, req resource.DeleteRequest
 	var m machineModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() || !r.ready(resp.Diagnostics.AddError) {
+		return
+	}
+	if err := r.store.TakeFault(); err != nil {
+		resp.Diagnostics.AddError("Cannot delete machine", err.Error())
 		return
 	}
 	if err := r.store.Delete(m.ID.ValueString()); err != nil {

@@ -30,6 +30,9 @@ type Metrics struct {
 	LastApplied *prometheus.GaugeVec
 	// Webhooks counts push webhooks by hook and result.
 	Webhooks *prometheus.CounterVec
+	// TenantRetries counts the retries scheduled for tenants whose run
+	// failed for a passing reason, by tenant and reason.
+	TenantRetries *prometheus.CounterVec
 
 	mu          sync.Mutex
 	lastApplied map[string]string
@@ -59,9 +62,12 @@ func New() *Metrics {
 		Webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rezuscloud_webhooks_total", Help: "Push webhooks received, by hook and result.",
 		}, []string{"hook", "result"}),
+		TenantRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rezuscloud_tenant_retries_total", Help: "Retries scheduled for tenants whose run failed for a passing reason, by tenant and reason.",
+		}, []string{"tenant", "reason"}),
 		lastApplied: map[string]string{},
 	}
-	m.Registry.MustRegister(m.ReconcileDuration, m.TofuDuration, m.TofuRuns, m.LastApplied, m.Webhooks,
+	m.Registry.MustRegister(m.ReconcileDuration, m.TofuDuration, m.TofuRuns, m.LastApplied, m.Webhooks, m.TenantRetries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -124,6 +130,14 @@ func (m *Metrics) Reconciled(result string, seconds float64) {
 		return
 	}
 	m.ReconcileDuration.WithLabelValues(result).Observe(seconds)
+}
+
+// Retried counts one retry scheduled for tenant, which failed for reason.
+func (m *Metrics) Retried(tenant, reason string) {
+	if m == nil {
+		return
+	}
+	m.TenantRetries.WithLabelValues(tenant, reason).Inc()
 }
 
 // Webhook counts one push webhook.

@@ -12,6 +12,7 @@
 //	disk/<id>/user-data      the machine's disk: the user data (Talos config) it was created with
 //	disk/<id>/...            the node's own state, kept by the node host
 //	faults.json              faults injected into nodes, read by the node host
+//	fail-next                a count N: the next N machine changes fail (FaultsFile)
 //	.lock                    the writers' lock
 //
 // Records and settings are written atomically through a temporary file and

@@ -1,4 +1,13 @@
-package reconciler
+// Package tofu runs the tofu binary for the reconciler: one session of
+// commands at a time per work directory (init when its inputs changed,
+// plan, apply of that plan, show), with the credentials of the state
+// backend in the environment only, secrets redacted from its output, and
+// an apply that outlives a dying server to save its state (see
+// applyDetached). It owns the files a run keeps in a work directory, and
+// it reads states as the state backend stores them (statefile.go). It
+// knows nothing of tenants, manifests or the store: the reconciler renders
+// the workspace and calls it.
+package tofu
 
 import (
 	"bytes"
@@ -25,8 +34,12 @@ import (
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// TofuOptions configure how the server runs the tofu binary.
-type TofuOptions struct {
+// DefaultInterruptDelay is how long an interrupted tofu has to save its
+// state and release its lock before it is killed (Options.InterruptDelay).
+const DefaultInterruptDelay = 10 * time.Minute
+
+// Options configure how the server runs the tofu binary.
+type Options struct {
 	// Binary is the path of the tofu executable.
 	Binary string
 	// CLIConfigFile is the CLI configuration every run uses (provider
@@ -38,8 +51,11 @@ type TofuOptions struct {
 	// Metrics, when set, records every tofu command.
 	Metrics *metrics.Metrics
 	// InterruptDelay is how long a cancelled run has, after SIGINT, to save
-	// its state and release its lock. Default 10 minutes.
+	// its state and release its lock. Default DefaultInterruptDelay.
 	InterruptDelay time.Duration
+	// Getenv reads PATH and HOME for tofu's environment; nil means
+	// os.Getenv.
+	Getenv func(string) string
 }
 
 // Creds are the credentials a run uses to reach the server's own state
@@ -53,7 +69,7 @@ type Creds struct {
 // Runner drives tofu in per-tenant work directories and counts every
 // process it starts, so that callers can prove a reconcile ran none.
 type Runner struct {
-	opts TofuOptions
+	opts Options
 	runs atomic.Int64
 	// mu serialises runs per work directory; tenants run in parallel.
 	mu    sync.Mutex
@@ -61,7 +77,7 @@ type Runner struct {
 }
 
 // NewRunner checks the options and returns a Runner.
-func NewRunner(opts TofuOptions) (*Runner, error) {
+func NewRunner(opts Options) (*Runner, error) {
 	if opts.Binary == "" {
 		return nil, errors.New("tofu runner: no tofu binary configured")
 	}
@@ -69,10 +85,16 @@ func NewRunner(opts TofuOptions) (*Runner, error) {
 		return nil, fmt.Errorf("tofu runner: %w", err)
 	}
 	if opts.InterruptDelay == 0 {
-		opts.InterruptDelay = 10 * time.Minute
+		opts.InterruptDelay = DefaultInterruptDelay
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
 	}
 	return &Runner{opts: opts, locks: map[string]*sync.Mutex{}}, nil
 }
+
+// Options returns the runner's options, defaults filled in.
+func (r *Runner) Options() Options { return r.opts }
 
 // Runs returns how many tofu processes the runner has started.
 func (r *Runner) Runs() int64 { return r.runs.Load() }
@@ -86,15 +108,15 @@ type Result struct {
 
 // Files a run keeps in its work directory only while it lasts.
 const (
-	// varFile holds the values of the workspace's sensitive variables
+	// VarFile holds the values of the workspace's sensitive variables
 	// while tofu plans; apply takes them from the plan.
-	varFile = "rezuscloud.tfvars.json"
-	// planFile is the plan that apply applies (encrypted when state
+	VarFile = "rezuscloud.tfvars.json"
+	// PlanFile is the plan that apply applies (encrypted when state
 	// encryption is on).
-	planFile = "rezuscloud.tfplan"
-	// erroredState is where tofu saves the state of an apply whose final
+	PlanFile = "rezuscloud.tfplan"
+	// ErroredState is where tofu saves the state of an apply whose final
 	// write to the backend failed.
-	erroredState = "errored.tfstate"
+	ErroredState = "errored.tfstate"
 )
 
 // session is one sequence of tofu commands in a work directory.
@@ -130,7 +152,7 @@ func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, e
 		l.Unlock()
 		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
 	}
-	if err := removeLeftovers(dir); err != nil {
+	if err := RemoveLeftovers(dir); err != nil {
 		l.Unlock()
 		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
 	}
@@ -141,8 +163,8 @@ func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, e
 		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
 	}
 	env := map[string]string{
-		"PATH":                   os.Getenv("PATH"),
-		"HOME":                   os.Getenv("HOME"),
+		"PATH":                   r.opts.Getenv("PATH"),
+		"HOME":                   r.opts.Getenv("HOME"),
 		"TF_CLI_CONFIG_FILE":     r.opts.CLIConfigFile,
 		"CHECKPOINT_DISABLE":     "1",
 		"TF_HTTP_ADDRESS":        creds.Address,
@@ -184,10 +206,10 @@ func (r *Runner) WaitIdle(ctx context.Context, dir string) error {
 	return waitIdle(ctx, dir)
 }
 
-// removeLeftovers removes the var file and plan of a run that was
+// RemoveLeftovers removes the var file and plan of a run that was
 // interrupted before it could remove them itself.
-func removeLeftovers(dir string) error {
-	for _, name := range []string{varFile, planFile} {
+func RemoveLeftovers(dir string) error {
+	for _, name := range []string{VarFile, PlanFile} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -201,7 +223,7 @@ func (s *session) withVars(vars []byte) (path string, remove func(), err error) 
 	if vars == nil {
 		return "", func() {}, nil
 	}
-	path = filepath.Join(s.dir, varFile)
+	path = filepath.Join(s.dir, VarFile)
 	_ = os.Remove(path)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -236,9 +258,9 @@ func (s *session) cmd(name string, fn func() error) error {
 	return err
 }
 
-// initMarker names the file in a work directory that records the inputs of
+// InitMarker names the file in a work directory that records the inputs of
 // the last successful init.
-const initMarker = ".rezuscloud-init"
+const InitMarker = ".rezuscloud-init"
 
 // init runs `tofu init` when its inputs changed since the last successful
 // init of this directory: the required providers and backend of the
@@ -251,7 +273,7 @@ func (s *session) init(ctx context.Context, initInputs []byte) error {
 		h.Write(b)
 	}
 	want := hex.EncodeToString(h.Sum(nil))
-	marker := filepath.Join(s.dir, initMarker)
+	marker := filepath.Join(s.dir, InitMarker)
 	dotTerraform := filepath.Join(s.dir, ".terraform")
 	if got, err := os.ReadFile(marker); err == nil && string(got) == want {
 		if _, err := os.Stat(dotTerraform); err == nil {
@@ -337,13 +359,13 @@ var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 // state: that is how state written before encryption was turned on gets
 // encrypted.
 func (s *session) planApply(ctx context.Context, vars []byte, destroy, force bool) (schema.PlanSummary, error) {
-	planFile := filepath.Join(s.dir, planFile)
-	defer os.Remove(planFile)
+	planPath := filepath.Join(s.dir, PlanFile)
+	defer os.Remove(planPath)
 	varPath, removeVars, err := s.withVars(vars)
 	if err != nil {
 		return schema.PlanSummary{}, err
 	}
-	opts := []tfexec.PlanOption{tfexec.Out(planFile), tfexec.Destroy(destroy)}
+	opts := []tfexec.PlanOption{tfexec.Out(planPath), tfexec.Destroy(destroy)}
 	if varPath != "" {
 		opts = append(opts, tfexec.VarFile(varPath))
 	}
@@ -368,7 +390,7 @@ func (s *session) planApply(ctx context.Context, vars []byte, destroy, force boo
 	if !ok && changed {
 		var plan *tfjson.Plan
 		err = s.cmd("show", func() (err error) {
-			plan, err = s.tf.ShowPlanFile(ctx, planFile)
+			plan, err = s.tf.ShowPlanFile(ctx, planPath)
 			return err
 		})
 		if err != nil {
@@ -376,7 +398,7 @@ func (s *session) planApply(ctx context.Context, vars []byte, destroy, force boo
 		}
 		sum = summarize(plan)
 	}
-	if err := s.cmd("apply", func() error { return s.applyDetached(ctx, planFile) }); err != nil {
+	if err := s.cmd("apply", func() error { return s.applyDetached(ctx, planPath) }); err != nil {
 		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
 	}
 	return sum, nil
@@ -402,8 +424,7 @@ func (s *session) show(ctx context.Context) (*tfjson.State, error) {
 }
 
 // Apply brings the work directory's configuration into effect: init when
-// needed, push the state an interrupted apply left in errored.tfstate,
-// plan with vars (the .tfvars.json of the sensitive variables, on disk
+// needed, plan with vars (the .tfvars.json of the sensitive variables, on disk
 // only while tofu plans), apply that plan when it changes anything, and
 // show the resulting state for projection.
 func (r *Runner) Apply(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
@@ -432,9 +453,6 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, c
 	if err := s.init(ctx, initInputs); err != nil {
 		return res, err
 	}
-	if err := s.pushErrored(ctx); err != nil {
-		return res, err
-	}
 	if res.Plan, err = s.planApply(ctx, vars, destroy, force); err != nil {
 		return res, err
 	}
@@ -442,6 +460,25 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, c
 		return res, err
 	}
 	return res, nil
+}
+
+// PushErrored pushes the state that an interrupted apply saved in the
+// work directory's errored.tfstate back to the state backend, and removes
+// the file (see pushErrored); note says what it did, for the run's
+// output. Without the file it does nothing. Run it before Apply or
+// Destroy, which would otherwise plan against a state that lacks what the
+// interrupted apply created.
+func (r *Runner) PushErrored(ctx context.Context, dir string, creds Creds) (note string, err error) {
+	if _, err := os.Stat(filepath.Join(dir, ErroredState)); errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	s, err := r.open(ctx, dir, creds)
+	if err != nil {
+		return "", err
+	}
+	defer s.close()
+	err = s.pushErrored(ctx)
+	return s.out.String(), err
 }
 
 // PlanResult is a plan that was only planned.

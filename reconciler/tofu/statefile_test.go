@@ -1,15 +1,23 @@
-package reconciler
+package tofu
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	tfjson "github.com/hashicorp/terraform-json"
 
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/examples"
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/tfcli"
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -17,13 +25,11 @@ import (
 // for every resource of the examples (machines with count indexes, the
 // secrets' terraform_data), and reading it starts no tofu process.
 func TestStateFromBackendMatchesShow(t *testing.T) {
-	r := newRig(t)
-	mustSucceed(t, r.reconcile("rev1", "first", examples(t)))
+	r := applyExamples(t)
 	ctx := context.Background()
 	for _, tenant := range []string{"production", "staging"} {
-		dir := filepath.Join(r.rec.opts.DataDir, "work", tenant)
-		creds, revoke := r.rec.creds(tenant)
-		s, err := r.rec.runner.open(ctx, dir, creds)
+		dir, creds := r.dirs[tenant], r.creds(tenant)
+		s, err := r.runner.open(ctx, dir, creds)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,14 +38,13 @@ func TestStateFromBackendMatchesShow(t *testing.T) {
 			s.close()
 			t.Fatal(err)
 		}
-		runs := r.rec.runner.Runs()
+		runs := r.runner.Runs()
 		got, err := s.show(ctx)
 		s.close()
-		revoke()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := r.rec.runner.Runs() - runs; n != 0 {
+		if n := r.runner.Runs() - runs; n != 0 {
 			t.Errorf("%s: reading the plain state started %d tofu processes", tenant, n)
 		}
 		if want.Values == nil || len(want.Values.RootModule.Resources) < 3 {
@@ -54,6 +59,77 @@ func TestStateFromBackendMatchesShow(t *testing.T) {
 			t.Errorf("%s: state from the backend differs from tofu show (-show +backend):\n%s", tenant, diff)
 		}
 	}
+}
+
+// applied is the example tenants applied by a Runner, the way the
+// reconciler applies them: a real state backend on loopback, the real
+// tofu and the sim provider.
+type applied struct {
+	srv    *backend.Server
+	runner *Runner
+	dirs   map[string]string
+}
+
+func (a *applied) creds(tenant string) Creds {
+	return Creds{Address: a.srv.URL() + "/tfstate/" + tenant}
+}
+
+func applyExamples(t *testing.T) *applied {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := backend.NewServer(backend.Config{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	cli := filepath.Join(dir, "tofu.rc")
+	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(t)}); err != nil {
+		t.Fatal(err)
+	}
+	runner, err := NewRunner(Options{Binary: testenv.Tofu(t), CLIConfigFile: cli, Env: map[string]string{"REZUSSIM_DIR": filepath.Join(dir, "sim")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &applied{srv: srv, runner: runner, dirs: map[string]string{}}
+	desired, err := schema.Load(examples.FS, ".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, td := range desired.Tenants {
+		name := td.Tenant.Metadata.Name
+		bundle, err := talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, err := render.Builtin().Render(td, bundle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars, err := ws.VarFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		work := filepath.Join(dir, "work", name)
+		if err := os.MkdirAll(work, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for f, b := range ws.Files {
+			if err := os.WriteFile(filepath.Join(work, f), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := runner.Apply(context.Background(), work, ws.InitInputs, vars, a.creds(name)); err != nil {
+			t.Fatalf("apply %s: %v", name, err)
+		}
+		a.dirs[name] = work
+	}
+	return a
 }
 
 func TestStateFromFile(t *testing.T) {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package reconciler
+package tofu
 
 import (
 	"bytes"
@@ -145,15 +145,26 @@ func waitIdle(ctx context.Context, dir string) error {
 	return os.Remove(path)
 }
 
-// applyRunning reports whether a tofu apply, of this process or of an
+// ApplyRunning reports whether a tofu apply, of this process or of an
 // earlier one, still runs in dir.
-func applyRunning(dir string) bool {
+func ApplyRunning(dir string) bool {
 	f, err := os.Open(filepath.Join(dir, runOutput))
 	if err != nil {
 		return false
 	}
 	defer f.Close()
 	return errors.Is(flock(f, syscall.LOCK_SH|syscall.LOCK_NB), syscall.EWOULDBLOCK)
+}
+
+// Interrupted reports whether the last apply in dir did not end as it
+// should: a tofu apply of it may still run, or it left errored.tfstate.
+func Interrupted(dir string) bool {
+	for _, name := range []string{runOutput, ErroredState} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 func flock(f *os.File, how int) error {

@@ -1,10 +1,12 @@
-package reconciler
+package tofu
 
 import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +30,7 @@ import (
 // bytes are pushed as tofu saved them, encrypted or not. When the push is
 // refused, the file stays for an operator to look at.
 func (s *session) pushErrored(ctx context.Context) error {
-	path := filepath.Join(s.dir, erroredState)
+	path := filepath.Join(s.dir, ErroredState)
 	saved, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -43,9 +45,15 @@ func (s *session) pushErrored(ctx context.Context) error {
 	if serial == nil || lineage == "" {
 		return fail("it has no serial and lineage")
 	}
-	id := newUID()
-	info := mustJSON(map[string]any{"ID": id, "Operation": "OperationTypeInvalid", "Info": "push " + erroredState,
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	id := h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:] // a lock ID as tofu makes them
+	info, err := json.Marshal(map[string]any{"ID": id, "Operation": "OperationTypeInvalid", "Info": "push " + ErroredState,
 		"Who": "rezuscloud reconciler", "Created": time.Now().UTC()})
+	if err != nil {
+		return err
+	}
 	if err := s.backend(ctx, "LOCK", "", info); err != nil {
 		return fail("%v", err)
 	}
@@ -66,7 +74,7 @@ func (s *session) pushErrored(ctx context.Context) error {
 	if err := s.backend(ctx, http.MethodPost, "?ID="+id, saved); err != nil {
 		return fail("%v", err)
 	}
-	fmt.Fprintf(s.out, "rezuscloud: pushed %s (serial %d, lineage %s), the state an interrupted apply saved\n", erroredState, *serial, lineage)
+	fmt.Fprintf(s.out, "rezuscloud: pushed %s (serial %d, lineage %s), the state an interrupted apply saved\n", ErroredState, *serial, lineage)
 	return os.Remove(path)
 }
 

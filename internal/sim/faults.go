@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
+)
+
+// FaultsFile names the file in a store's directory that makes the
+// simulated cloud fail, for tests of what happens when a cloud API errs:
+// it holds a count N, and the next N machine changes (creates, updates,
+// deletes) fail as a cloud answering 500 would, one fewer each time. The
+// file goes once the count is used up.
+const FaultsFile = "fail-next"
+
+// ErrInjected is the error of a change that FaultsFile made fail.
+var ErrInjected = errors.New("the simulated cloud failed this request (" + FaultsFile + ")")
+
+// FailNext makes the next n machine changes fail (see FaultsFile); 0
+// clears it.
+func (s *Store) FailNext(n int) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	p := filepath.Join(s.dir, FaultsFile)
+	if n <= 0 {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return atomicfile.Write(p, []byte(strconv.Itoa(n)+"\n"), 0o600)
+}
+
+// TakeFault reports, under the store's lock, whether the change about to
+// be made must fail, and counts the fault off FaultsFile. A machine
+// change calls it first.
+func (s *Store) TakeFault() error {
+	p := filepath.Join(s.dir, FaultsFile)
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 {
+		return fmt.Errorf("%s: %q is not a count of faults", p, strings.TrimSpace(string(b)))
+	}
+	if n <= 1 {
+		err = os.Remove(p)
+	} else {
+		err = atomicfile.Write(p, []byte(strconv.Itoa(n-1)+"\n"), 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return ErrInjected
+}

@@ -1,0 +1,371 @@
+package reconciler
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// tenantJob applies (desired set) or destroys (desired nil) one tenant for
+// one revision; attempt counts the retries before it (0 for the
+// revision's own run).
+type tenantJob struct {
+	run     *CommitRun
+	tenant  string
+	desired *schema.TenantDesired
+	attempt int
+}
+
+// Run runs applySteps or destroySteps, and then concludes: the deferred
+// status write of the tenant.
+func (j *tenantJob) Run(ctx context.Context) {
+	t := &tenantRun{r: j.run.r, job: j, name: j.tenant, desired: j.desired,
+		res: &schema.TenantResult{Tenant: j.tenant, StartedAt: j.run.r.opts.Now()}}
+	steps := applySteps
+	if j.desired == nil {
+		steps = destroySteps
+	}
+	var err error
+	defer func() { t.conclude(err) }()
+	_, err = runSteps(ctx, t, steps)
+}
+
+// Superseded records that a newer revision reached the tenant before this
+// job ran.
+func (j *tenantJob) Superseded(by Job) {
+	if j.attempt > 0 {
+		j.run.retrySuperseded(j.tenant, by)
+		return
+	}
+	msg := "superseded before it ran"
+	if b, ok := by.(*tenantJob); ok {
+		msg = "superseded by revision " + b.run.snap.Revision + " before it ran"
+	}
+	j.run.record(&schema.TenantResult{Tenant: j.tenant, Phase: schema.CommitSuperseded, Error: msg}, false)
+}
+
+// tenantRun is the state of one run of applySteps or destroySteps: what
+// each step found, for the steps after it.
+type tenantRun struct {
+	r       *Reconciler
+	job     *tenantJob
+	name    string
+	desired *schema.TenantDesired // nil when the tenant is destroyed
+	res     *schema.TenantResult
+
+	prev       *appliedRecord // what was last applied; nil for a new tenant
+	inHash     string
+	generation int64
+	model      modeldiff.Model // the desired one
+	rewrite    bool            // the state is plain but must be encrypted
+	again      bool            // tofu runs even if nothing changed
+
+	dir    string
+	creds  tofu.Creds
+	revoke func()
+	bundle []byte
+	fresh  bool // the secrets bundle was made for this run
+	ws     *render.Workspace
+	vars   []byte
+	notes  string // what the run says before tofu's output
+
+	out      *tofu.Result
+	machines []*schema.Machine
+}
+
+// prepare reads what was last applied to the tenant and works out whether
+// tofu must run even when nothing changed: after an interrupted run, or to
+// encrypt a state written before encryption was on.
+func (t *tenantRun) prepare(context.Context) (stepResult, error) {
+	r := t.r
+	prev, err := r.appliedRecord(t.name)
+	if err != nil {
+		t.job.run.started(t.name, false)
+		return stepNext, retry(schema.ReasonStoreError, err)
+	}
+	t.prev = prev
+	if t.desired == nil {
+		if t.job.attempt == 0 {
+			t.job.run.started(t.name, false)
+		}
+		if prev == nil {
+			return stepDone, nil // never applied: nothing to destroy
+		}
+		t.generation = prev.Generation
+		return stepNext, nil
+	}
+	t.inHash = inputHash(t.desired)
+	t.model = modeldiff.DesiredModel(t.desired)
+	t.generation = 1
+	if prev != nil {
+		t.generation = prev.Generation
+		if prev.InputHash != t.inHash {
+			t.generation++
+		}
+	}
+	if t.job.attempt == 0 {
+		// A tenant whose manifests are the ones last applied needs no tofu.
+		t.job.run.started(t.name, prev != nil && prev.InputHash == t.inHash)
+	}
+	t.rewrite = r.opts.EncryptState && prev != nil && r.plainState(t.name)
+	t.again = t.rewrite || r.needsRecovery(t.name)
+	return stepNext, nil
+}
+
+// unchanged reports whether the applied model is the desired one.
+func (t *tenantRun) unchanged() bool {
+	return !t.again && t.prev != nil && len(modeldiff.Diff(t.prev.Model, t.model)) == 0
+}
+
+// quickCheck ends a run whose manifests are the ones last applied without
+// tofu: labels, annotations and the observed commit may still change.
+func (t *tenantRun) quickCheck(context.Context) (stepResult, error) {
+	if !t.unchanged() || t.prev.InputHash != t.inHash {
+		return stepNext, nil
+	}
+	return stepDone, t.finishUnchanged("")
+}
+
+// finishUnchanged records the revision as applied to a tenant that needs
+// no tofu run, with its machines as stored.
+func (t *tenantRun) finishUnchanged(renderedHash string) error {
+	machines, err := t.r.storedMachines(t.name)
+	if err != nil {
+		return retry(schema.ReasonStoreError, err)
+	}
+	rec := *t.prev
+	rec.Revision, rec.Annotations, rec.InputHash, rec.Generation = t.job.run.snap.Revision, t.desired.Tenant.Metadata.Annotations, t.inHash, t.generation
+	if renderedHash != "" {
+		rec.RenderedHash = renderedHash
+	}
+	return retry(schema.ReasonStoreError, t.r.finishTenant(t.desired, &rec, machines))
+}
+
+// settle readies the work directory: no tofu of an earlier run is still
+// in it, and no lock of one still holds the state. It takes the run's
+// credentials for the state backend.
+func (t *tenantRun) settle(ctx context.Context) (stepResult, error) {
+	dir, err := t.r.workDir(t.name)
+	if err != nil {
+		return stepNext, retry(schema.ReasonStoreError, err)
+	}
+	t.dir = dir
+	if err := t.r.settle(ctx, t.name, dir); err != nil {
+		return stepNext, retry(schema.ReasonStateBackendError, err)
+	}
+	t.creds, t.revoke = t.r.creds(t.name)
+	return stepNext, nil
+}
+
+// secrets finds the tenant's Talos secrets bundle, or makes one for a
+// tenant that has none yet.
+func (t *tenantRun) secrets(ctx context.Context) (stepResult, error) {
+	var initInputs []byte
+	if t.prev != nil {
+		initInputs = t.prev.InitInputs
+	}
+	var err error
+	t.bundle, t.fresh, err = t.r.secretsFor(ctx, t.desired, t.dir, initInputs, t.creds)
+	return stepNext, retry(schema.ReasonStateBackendError, err)
+}
+
+// render renders the workspace. A render error comes from the manifests,
+// so it stalls. When the workspace is the one applied, the run ends here.
+func (t *tenantRun) render(context.Context) (stepResult, error) {
+	ws, err := t.r.modules.Render(t.desired, t.bundle)
+	if err != nil {
+		return stepNext, stall(schema.ReasonInvalidManifests, err)
+	}
+	t.ws = ws
+	if !t.fresh && t.unchanged() && t.prev.RenderedHash == ws.Hash {
+		return stepDone, t.finishUnchanged(ws.Hash)
+	}
+	return stepNext, nil
+}
+
+// writeWorkspace writes the rendered files into the work directory; the
+// values of sensitive variables stay in memory until tofu plans.
+func (t *tenantRun) writeWorkspace(context.Context) (stepResult, error) {
+	vars, err := t.ws.VarFile()
+	if err != nil {
+		return stepNext, stall(schema.ReasonInvalidManifests, err)
+	}
+	t.vars = vars
+	for fname, b := range t.ws.Files {
+		if err := writeFileAtomic(filepath.Join(t.dir, fname), b); err != nil {
+			return stepNext, retryf(schema.ReasonStoreError, "write workspace: %v", err)
+		}
+	}
+	return stepNext, nil
+}
+
+// markApplying shows in the tenant's status that tofu runs for it; a new
+// tenant appears, forming, while its first apply runs.
+func (t *tenantRun) markApplying(context.Context) (stepResult, error) {
+	rev, gen := t.job.run.snap.Revision, t.generation
+	return stepNext, retry(schema.ReasonStoreError, t.r.recordOutcome(t.name, t.desired, gen, func(*schema.Tenant) status.Outcome {
+		return status.Applying(rev, gen)
+	}))
+}
+
+// pushErrored pushes the state that an interrupted apply saved in
+// errored.tfstate before tofu runs (see Runner.PushErrored).
+func (t *tenantRun) pushErrored(ctx context.Context) (stepResult, error) {
+	note, err := t.r.runner.PushErrored(ctx, t.dir, t.creds)
+	t.notes += note
+	return stepNext, retry(schema.ReasonStateBackendError, err)
+}
+
+// apply runs tofu: plan, and apply the plan when it changes anything.
+func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
+	apply := t.r.runner.Apply
+	if t.rewrite {
+		apply = t.r.runner.Rewrite
+	}
+	out, err := apply(ctx, t.dir, t.ws.InitInputs, t.vars, t.creds)
+	t.output(out)
+	if err != nil {
+		return stepNext, tofuError(err)
+	}
+	if kept := secretsFromShow(out.State); kept != nil {
+		t.r.secrets.put(t.name, kept)
+	}
+	return stepNext, nil
+}
+
+// output keeps the plan and the output tail of a tofu run in the result.
+func (t *tenantRun) output(out *tofu.Result) {
+	if out != nil {
+		t.res.Plan = out.Plan
+		t.res.OutputTail = t.notes + out.Output
+	}
+	t.out = out
+}
+
+// project turns the state into the tenant's machines.
+func (t *tenantRun) project(context.Context) (stepResult, error) {
+	machines, err := t.r.project(t.name, t.out.State)
+	if err != nil {
+		return stepNext, retryf(schema.ReasonFailed, "project state: %v", err)
+	}
+	t.machines = machines
+	return stepNext, nil
+}
+
+// finish records what the run applied: the tenant, its node groups,
+// patches and machines, and the applied record.
+func (t *tenantRun) finish(context.Context) (stepResult, error) {
+	td := t.desired
+	rec := &appliedRecord{
+		Tenant: t.name, Revision: t.job.run.snap.Revision, Generation: t.generation,
+		InputHash: t.inHash, RenderedHash: t.ws.Hash, InitInputs: t.ws.InitInputs,
+		Annotations: td.Tenant.Metadata.Annotations,
+		Model:       modeldiff.AppliedModel(td.Tenant, td.NodeGroups, td.Patches, t.machines),
+	}
+	return stepNext, retry(schema.ReasonStoreError, t.r.finishTenant(td, rec, t.machines))
+}
+
+// markDeleting gives a tenant that left git its deletionTimestamp and
+// finalizers, and the phase removing.
+func (t *tenantRun) markDeleting(context.Context) (stepResult, error) {
+	return stepNext, retry(schema.ReasonStoreError, t.r.markDeleting(t.name, t.generation))
+}
+
+// destroy runs tofu destroy on what the tenant's state holds.
+func (t *tenantRun) destroy(ctx context.Context) (stepResult, error) {
+	vars, err := placeholderVars(t.dir)
+	if err != nil {
+		return stepNext, retry(schema.ReasonStoreError, err)
+	}
+	out, err := t.r.runner.Destroy(ctx, t.dir, t.prev.InitInputs, vars, t.creds)
+	t.output(out)
+	if err != nil {
+		return stepNext, tofuError(err)
+	}
+	return stepNext, nil
+}
+
+// remove drops the destroyed tenant's records, state and work directory.
+func (t *tenantRun) remove(ctx context.Context) (stepResult, error) {
+	if err := t.r.removeTenant(ctx, t.name, t.creds); err != nil {
+		return stepNext, retry(schema.ReasonStateBackendError, err)
+	}
+	_ = os.RemoveAll(t.dir)
+	t.r.secrets.put(t.name, nil)
+	return stepNext, nil
+}
+
+// conclude is the deferred status write of a tenant's run: the result,
+// the tenant's status on a failure (a success wrote it in Finish), a retry
+// when the failure may pass, the metrics, and the commit's record.
+func (t *tenantRun) conclude(err error) {
+	r, res := t.r, t.res
+	if t.revoke != nil {
+		t.revoke()
+	}
+	res.FinishedAt = r.opts.Now()
+	res.Phase = schema.CommitSucceeded
+	if err != nil {
+		t.failed(err)
+	}
+	result := "succeeded"
+	switch {
+	case res.Phase == schema.CommitFailed:
+		result = "failed"
+	case res.OutputTail == "":
+		result = "unchanged"
+	}
+	r.opts.Metrics.Reconciled(result, res.FinishedAt.Sub(res.StartedAt).Seconds())
+	if res.Phase == schema.CommitSucceeded {
+		rev := ""
+		if t.desired != nil {
+			rev = t.job.run.snap.Revision
+		}
+		r.opts.Metrics.Applied(t.name, rev)
+	}
+	t.job.run.record(res, t.job.attempt > 0)
+}
+
+// failed records a failed run in its result and the tenant's status, and
+// schedules its retry unless it stalled.
+func (t *tenantRun) failed(err error) {
+	r, res := t.r, t.res
+	stalled, reason := classify(err)
+	res.Phase, res.Error, res.Reason, res.Stalled = schema.CommitFailed, err.Error(), reason, stalled
+	msg := res.Error
+	if t.desired == nil {
+		msg = "destroy failed: " + msg
+	}
+	var next *schema.RetryStatus
+	werr := r.recordOutcome(t.name, t.desired, t.generation, func(tn *schema.Tenant) status.Outcome {
+		if stalled {
+			return status.Stalled(reason, msg, t.generation)
+		}
+		n := r.backoff.Next(tn.Status.Retry, reason, r.opts.Now())
+		next = &n
+		return status.Retrying(reason, msg, n, t.generation)
+	})
+	if werr != nil {
+		r.log.Error("record tenant status", "tenant", t.name, "err", werr)
+	}
+	if stalled {
+		return
+	}
+	if next == nil { // no record of the tenant to count in: count in the job
+		n := r.backoff.Next(&schema.RetryStatus{Attempts: t.job.attempt}, reason, r.opts.Now())
+		next = &n
+	}
+	job := &tenantJob{run: t.job.run, tenant: t.name, desired: t.desired, attempt: next.Attempts}
+	if r.queue.Retry(t.name, job, next.NextAttemptAt.Sub(r.opts.Now())) {
+		res.NextAttemptAt = next.NextAttemptAt
+		r.opts.Metrics.Retried(t.name, reason)
+		r.log.Info("tenant run failed; retrying", "tenant", t.name, "reason", reason, "attempt", next.Attempts,
+			"next_attempt_at", next.NextAttemptAt, "err", err)
+	}
+}
