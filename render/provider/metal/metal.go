@@ -155,12 +155,12 @@ type Machine struct {
 	Address, Hostname, InstallDisk, Fingerprint string
 }
 
-// Machines returns the machines a node group uses: the first count of its
-// list, with the group's install disk where a machine names none.
-func Machines(ng *schema.NodeGroup) []Machine {
+// Listed returns every machine a node group lists, spares included, with
+// the group's install disk where a machine names none.
+func Listed(ng *schema.NodeGroup) []Machine {
 	l, _ := ng.Spec.ProviderConfig["machines"].([]any)
 	var out []Machine
-	for _, item := range l[:min(len(l), ng.Spec.Count)] {
+	for _, item := range l {
 		m, _ := item.(map[string]any)
 		mc := Machine{Address: module.Str(m["address"]), Hostname: module.Str(m["hostname"]),
 			InstallDisk: module.Str(m["installDisk"]), Fingerprint: module.Str(m["fingerprint"])}
@@ -173,6 +173,13 @@ func Machines(ng *schema.NodeGroup) []Machine {
 		out = append(out, mc)
 	}
 	return out
+}
+
+// Machines returns the machines a node group uses: the first count it
+// lists.
+func Machines(ng *schema.NodeGroup) []Machine {
+	l := Listed(ng)
+	return l[:min(len(l), max(ng.Spec.Count, 0))]
 }
 
 // Resources implements module.Module: one terraform_data per machine,
