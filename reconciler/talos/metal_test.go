@@ -58,7 +58,7 @@ func metalConfig(t *testing.T, bundle []byte, role, hostname string) []byte {
 	return cfg
 }
 
-func eventually(t *testing.T, what string, ok func() bool) {
+func metalEventually(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !ok() {
@@ -121,7 +121,7 @@ func TestApplyMaintenance(t *testing.T) {
 	if e := j[0]; e.Call != "ApplyConfiguration" || e.Stage != "maintenance" || e.Error != "" || e.ConfigSHA256 != sha(cfg) {
 		t.Fatalf("journal entry: %+v", e)
 	}
-	eventually(t, "installed and running", running(h, addrs[0]))
+	metalEventually(t, "installed and running", running(h, addrs[0]))
 	if i, _ := h.Node(addrs[0]); i.Hostname != "lab-cp-1" || i.ConfigSHA256 != sha(cfg) {
 		t.Fatalf("node after install: %+v", i)
 	}
@@ -157,7 +157,7 @@ func TestResetRemovedLeavesEtcdFirst(t *testing.T) {
 		c.Close()
 	}
 	for _, a := range addrs {
-		eventually(t, a+" running", running(h, a))
+		metalEventually(t, a+" running", running(h, a))
 	}
 	admin := func(a string) *client.Client {
 		c, err := AdminClient("lab", bundle, a, time.Now())
@@ -171,7 +171,7 @@ func TestResetRemovedLeavesEtcdFirst(t *testing.T) {
 	if err := peer.Bootstrap(ctx, &machine.BootstrapRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both in etcd", func() bool {
+	metalEventually(t, "both in etcd", func() bool {
 		m, _ := InEtcd(ctx, peer, "lab-cp-2")
 		n, _ := InEtcd(ctx, peer, "lab-cp-1")
 		return m && n
@@ -193,7 +193,7 @@ func TestResetRemovedLeavesEtcdFirst(t *testing.T) {
 	if len(calls) != 3 || calls[1] != "EtcdLeaveCluster" || calls[2] != "Reset" || !j[len(j)-1].Graceful || !j[len(j)-1].Reboot {
 		t.Fatalf("journal: %+v", j)
 	}
-	eventually(t, "back in maintenance mode", func() bool {
+	metalEventually(t, "back in maintenance mode", func() bool {
 		i, _ := h.Node(addrs[1])
 		return i.Stage == runtime.MachineStageMaintenance && i.Reachable && i.ConfigSHA256 == ""
 	})
