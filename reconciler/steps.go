@@ -76,8 +76,10 @@ var applySteps = []step[*tenantRun]{
 	{"WriteWorkspace", (*tenantRun).writeWorkspace},
 	{"MarkApplying", (*tenantRun).markApplying},
 	{"PushErroredState", (*tenantRun).pushErrored},
+	{"ResetRemovedMetal", (*tenantRun).resetRemovedMetal},
 	{"Apply", (*tenantRun).apply},
 	{"Project", (*tenantRun).project},
+	{"ConfigureMetal", (*tenantRun).configureMetal},
 	{"Finish", (*tenantRun).finish},
 }
 

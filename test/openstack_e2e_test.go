@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
@@ -155,6 +157,11 @@ func TestOpenStackEndToEnd(t *testing.T) {
 	if j := o.journal(); count(j, "POST", "/compute/v2.1/servers") != 5 || count(j, "POST", "/network/v2.0/ports") != 3 {
 		t.Errorf("first apply: %d server and %d port creates, want 5 and 3", count(j, "POST", "/compute/v2.1/servers"), count(j, "POST", "/network/v2.0/ports"))
 	}
+	t.Run("servers boot as Talos nodes with their user data", func(t *testing.T) {
+		for _, m := range ms {
+			o.checkTalosNode(t, m)
+		}
+	})
 
 	t.Run("scale up creates exactly the new servers", func(t *testing.T) {
 		before := o.machineIDs()
@@ -173,6 +180,10 @@ func TestOpenStackEndToEnd(t *testing.T) {
 
 	t.Run("scale down deletes exactly the removed servers", func(t *testing.T) {
 		before := o.machineIDs()
+		addrs := map[string]string{}
+		for _, m := range o.srv.tenantMachines(osTenant) {
+			addrs[m.Metadata.Name] = m.Spec.ManagementAddress
+		}
 		o.setCount(osTenant, "workers", 1)
 		o.srv.waitApplied(o.push("Scale workers to 1\n\nRezuscloud-Allow-Deletions: 3\n"))
 		j := o.journal()
@@ -186,6 +197,13 @@ func TestOpenStackEndToEnd(t *testing.T) {
 		sort.Strings(removed)
 		if got := deletedServers(j); len(removed) != 3 || strings.Join(got, ",") != strings.Join(removed, ",") || count(j, "POST", "/compute/v2.1/servers") != 0 {
 			t.Errorf("scale-down deleted %v, the API lost %v; want the same 3 and no create", got, removed)
+		}
+		for _, id := range removed {
+			addr := addrs[id]
+			if conn, err := net.DialTimeout("tcp", net.JoinHostPort(addr, "50000"), time.Second); err == nil {
+				conn.Close()
+				t.Errorf("deleted server %s still answers on %s:50000", id, addr)
+			}
 		}
 	})
 
@@ -258,6 +276,19 @@ func TestOpenStackEndToEnd(t *testing.T) {
 	})
 
 	o.checkNoCredentialLeak(t)
+}
+
+// checkTalosNode checks that machine m answers as a Talos node booted with
+// its user data: its Talos API accepts the tenant's credentials (which
+// chain to the CA of that config only) and its log shows the boot on
+// OpenStack.
+func (o *osE2E) checkTalosNode(t *testing.T, m schema.Machine) {
+	t.Helper()
+	path := "/api/v1/tenants/" + osTenant + "/machines/" + m.Metadata.Name + "/logs?service=machined"
+	code, b := o.srv.request(http.MethodGet, path, nil, nil)
+	if code != http.StatusOK || !strings.Contains(string(b), "on platform openstack: machine powered on") {
+		t.Errorf("machine %s at %s: logs %d %s; want its boot on OpenStack", m.Metadata.Name, m.Spec.ManagementAddress, code, b)
+	}
 }
 
 // checkNoCredentialLeak looks for the password of the clouds file in every
