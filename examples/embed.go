@@ -22,11 +22,11 @@ var FS embed.FS
 
 // CloudFS holds the examples for real clouds, one directory each.
 //
-//go:embed openstack oci
+//go:embed openstack oci metal
 var CloudFS embed.FS
 
 // Clouds are the directories of the examples for real clouds.
-var Clouds = []string{"oci", "openstack"}
+var Clouds = []string{"metal", "oci", "openstack"}
 
 // IsCloud reports whether a slash-separated path relative to this
 // directory lies in one of the Clouds directories.

@@ -216,6 +216,9 @@ func (r *Reconciler) project(tenant string, st *tfjson.State) ([]*schema.Machine
 				ng = nodeGroupOf(res.Name)
 			}
 			idx := indexOf(res.Index)
+			if f.Index != nil {
+				idx = *f.Index
+			}
 			mc := &schema.Machine{
 				APIVersion: schema.APIVersion, Kind: schema.KindMachine,
 				Metadata: schema.ObjectMeta{

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/rezuscloud/rezuscloud/render/module"
+	"github.com/rezuscloud/rezuscloud/render/provider/metal"
 	"github.com/rezuscloud/rezuscloud/render/provider/oci"
 	"github.com/rezuscloud/rezuscloud/render/provider/openstack"
 	"github.com/rezuscloud/rezuscloud/render/provider/sim"
@@ -32,6 +33,7 @@ func Builtin() Modules {
 		schema.ProviderSim:        sim.Module{},
 		openstack.Module{}.Name(): openstack.Module{},
 		oci.Module{}.Name():       oci.Module{},
+		metal.Class:               metal.Module{},
 	}
 }
 

@@ -185,7 +185,12 @@ spec:
 	want := []string{
 		`t.yaml:22:1: /spec/providerConfig/flavor: sim providerConfig has no field "flavor"`,
 		`t.yaml:21:1: /spec/providerConfig/shape: sim providerConfig.shape "huge" is not offered`,
-		`t.yaml:33:1: /spec/providerClass: providerClass "metal" has no provider module in this build`,
+		`t.yaml:31:1: /spec/providerConfig: metal providerConfig needs the field "machines"`,
+	}
+	without := Builtin()
+	delete(without, "metal")
+	if p := without.Validate(d); len(p) != 3 || !strings.HasPrefix(p[2].String(), `t.yaml:33:1: /spec/providerClass: providerClass "metal" has no provider module in this build`) {
+		t.Errorf("without the metal module: %v", p)
 	}
 	if len(probs) != len(want) {
 		t.Fatalf("got %d problems, want %d: %v", len(probs), len(want), probs)
@@ -399,7 +404,9 @@ func TestRedact(t *testing.T) {
 				t.Errorf("%s: redacted workspace still holds %q", td.Tenant.Metadata.Name, leak)
 			}
 		}
-		if !strings.Contains(string(red), `"user_data": "(sensitive)"`) || !strings.Contains(string(red), `"count": `) {
+		cloud := strings.Contains(string(red), `"user_data": "(sensitive)"`) && strings.Contains(string(red), `"count": `)
+		metal := strings.Contains(string(red), `"for_each": {`) && !strings.Contains(string(red), `"user_data"`)
+		if !cloud && !metal {
 			t.Errorf("%s: redacted workspace lost its shape:\n%s", td.Tenant.Metadata.Name, red)
 		}
 	}

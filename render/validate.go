@@ -65,9 +65,10 @@ func (ms Modules) ValidateTalos(td *schema.TenantDesired) []schema.Problem {
 			probs = append(probs, schema.Problem{File: ng.Source.File, Line: ng.Source.Line, Column: 1, Message: fmt.Sprintf("Talos %s: %v", version, err)})
 			continue
 		}
-		cfg, err := talos.MachineConfig(talos.InputFor(td, ng, bundle))
+		m := ms[ng.Spec.ProviderClass]
+		cfg, err := talos.MachineConfig(configInput(m, td, ng, bundle))
 		if err == nil {
-			if cc, ok := ms[ng.Spec.ProviderClass].(module.ConfigChecker); ok {
+			if cc, ok := m.(module.ConfigChecker); ok {
 				probs = append(probs, cc.CheckConfig(ng, cfg)...)
 			}
 			continue

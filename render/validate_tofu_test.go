@@ -106,3 +106,15 @@ func TestTofuValidateCatchesBrokenOpenStack(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenMetalValidates checks the bare-metal golden workspace, whose
+// records are tofu's built-in terraform_data, with tofu itself.
+func TestGoldenMetalValidates(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "golden", "metal-lab.tf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if valid, diags := tofuValidate(t, b); !valid {
+		t.Errorf("tofu validate: %+v", diags)
+	}
+}

@@ -83,16 +83,17 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 		if !ok {
 			return nil, fmt.Errorf("render %s: node group %s: providerClass %q has no provider module", tenant, ng.Metadata.Name, ng.Spec.ProviderClass)
 		}
-		p := m.Provider()
-		req := map[string]any{"source": p.Source}
-		if p.Version != "" {
-			req["version"] = p.Version
+		if p := m.Provider(); !p.Builtin {
+			req := map[string]any{"source": p.Source}
+			if p.Version != "" {
+				req["version"] = p.Version
+			}
+			providers[p.LocalName] = req
+			if err := addProviderConfig(configs, p.LocalName, m.ProviderConfig(ng)); err != nil {
+				return nil, fmt.Errorf("render %s: node group %s: %w", tenant, ng.Metadata.Name, err)
+			}
 		}
-		providers[p.LocalName] = req
-		if err := addProviderConfig(configs, p.LocalName, m.ProviderConfig(ng)); err != nil {
-			return nil, fmt.Errorf("render %s: node group %s: %w", tenant, ng.Metadata.Name, err)
-		}
-		machineConfig, err := talos.MachineConfig(talos.InputFor(td, ng, secretsBundle))
+		machineConfig, err := talos.MachineConfig(configInput(m, td, ng, secretsBundle))
 		if err != nil {
 			return nil, fmt.Errorf("render %s: node group %s: %w", tenant, ng.Metadata.Name, err)
 		}
@@ -146,10 +147,13 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 		doc["data"] = data
 	}
 	doc["variable"] = variables
-	resources["terraform_data"] = map[string]any{"talos_secrets": map[string]any{
+	if resources["terraform_data"] == nil {
+		resources["terraform_data"] = map[string]any{}
+	}
+	resources["terraform_data"]["talos_secrets"] = map[string]any{
 		"input":     "${var." + SecretsVariable + "}",
 		"lifecycle": map[string]any{"ignore_changes": []string{"input"}},
-	}}
+	}
 	doc["resource"] = resources
 	main, err := marshal(doc)
 	if err != nil {
@@ -257,6 +261,17 @@ func providerBlocks(configs map[string]map[string]map[string]any) map[string]any
 		out[name] = list
 	}
 	return out
+}
+
+// configInput is the input of a node group's machine config: metal mode
+// and the module's install disk for the machines of an Installer module.
+func configInput(m Module, td *schema.TenantDesired, ng *schema.NodeGroup, bundle []byte) talos.ConfigInput {
+	in := talos.InputFor(td, ng, bundle)
+	if inst, ok := m.(module.Installer); ok {
+		in.Mode = talos.ModeMetal
+		in.InstallDisk = inst.InstallDisk(ng)
+	}
+	return in
 }
 
 // talosVersion is the Talos version a node group's machines run: its own,

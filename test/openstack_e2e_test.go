@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
@@ -70,6 +72,7 @@ func newOSE2E(t *testing.T, block string) *osE2E {
 		"--poll-interval", "300ms", "--debounce", "0s",
 		"--tofu", wrapper, "--provider-mirror", testenv.ProviderMirror(t),
 		"--sim-openstack", o.cloud, "--sim-openstack-addresses", block,
+		"--retry-base", "1s", "--retry-max", "5s",
 	})
 	o.srv.start()
 	return o
@@ -130,7 +133,8 @@ func (o *osE2E) machineIDs() map[string]string {
 }
 
 // TestOpenStackEndToEnd runs a tenant through its life on the simulated
-// OpenStack: apply, scale up, scale down, a config patch, a 500 from Nova,
+// OpenStack: apply, scale up, scale down, a config patch, a 500 from Nova
+// and the retry that applies the change after it,
 // removal; and checks that the cloud's credentials never leave the clouds
 // file.
 func TestOpenStackEndToEnd(t *testing.T) {
@@ -153,6 +157,11 @@ func TestOpenStackEndToEnd(t *testing.T) {
 	if j := o.journal(); count(j, "POST", "/compute/v2.1/servers") != 5 || count(j, "POST", "/network/v2.0/ports") != 3 {
 		t.Errorf("first apply: %d server and %d port creates, want 5 and 3", count(j, "POST", "/compute/v2.1/servers"), count(j, "POST", "/network/v2.0/ports"))
 	}
+	t.Run("servers boot as Talos nodes with their user data", func(t *testing.T) {
+		for _, m := range ms {
+			o.checkTalosNode(t, m)
+		}
+	})
 
 	t.Run("scale up creates exactly the new servers", func(t *testing.T) {
 		before := o.machineIDs()
@@ -171,6 +180,10 @@ func TestOpenStackEndToEnd(t *testing.T) {
 
 	t.Run("scale down deletes exactly the removed servers", func(t *testing.T) {
 		before := o.machineIDs()
+		addrs := map[string]string{}
+		for _, m := range o.srv.tenantMachines(osTenant) {
+			addrs[m.Metadata.Name] = m.Spec.ManagementAddress
+		}
 		o.setCount(osTenant, "workers", 1)
 		o.srv.waitApplied(o.push("Scale workers to 1\n\nRezuscloud-Allow-Deletions: 3\n"))
 		j := o.journal()
@@ -184,6 +197,13 @@ func TestOpenStackEndToEnd(t *testing.T) {
 		sort.Strings(removed)
 		if got := deletedServers(j); len(removed) != 3 || strings.Join(got, ",") != strings.Join(removed, ",") || count(j, "POST", "/compute/v2.1/servers") != 0 {
 			t.Errorf("scale-down deleted %v, the API lost %v; want the same 3 and no create", got, removed)
+		}
+		for _, id := range removed {
+			addr := addrs[id]
+			if conn, err := net.DialTimeout("tcp", net.JoinHostPort(addr, "50000"), time.Second); err == nil {
+				conn.Close()
+				t.Errorf("deleted server %s still answers on %s:50000", id, addr)
+			}
 		}
 	})
 
@@ -203,18 +223,38 @@ func TestOpenStackEndToEnd(t *testing.T) {
 		e2eSameIDs(t, "config patch", before, o.machineIDs())
 	})
 
-	t.Run("a 500 from Nova fails the tenant with one line", func(t *testing.T) {
+	t.Run("a 500 from Nova fails the tenant with one line, and a retry applies it", func(t *testing.T) {
 		if err := openstack.WriteFaults(o.cloud, openstack.Faults{HTTP: []openstack.Fault{{Method: "POST", Path: "/compute/v2.1/servers"}}}); err != nil {
 			t.Fatal(err)
 		}
 		o.setCount(osTenant, "workers", 2)
-		c := o.srv.waitCommit(o.push("Scale workers to 2, into a Nova fault"))
+		sha := o.push("Scale workers to 2, into a Nova fault")
+		c := o.srv.waitCommit(sha)
 		r := e2eResult(t, c, osTenant)
 		if c.Status.Phase != schema.CommitFailed || r.Phase != schema.CommitFailed {
 			t.Fatalf("commit %s, tenant %s; want both Failed", c.Status.Phase, r.Phase)
 		}
 		if strings.Contains(r.Error, "\n") || !strings.Contains(r.Error, "500") {
 			t.Errorf("tenant error is not one line naming the 500: %q", r.Error)
+		}
+		if r.Reason != schema.ReasonTofuFailed || r.NextAttemptAt.IsZero() {
+			t.Errorf("the failed tenant has reason %q and next attempt %v, want TofuFailed and a retry", r.Reason, r.NextAttemptAt)
+		}
+		o.srv.waitFor("the retry to apply the scale-up", func() bool {
+			c, _ = o.srv.commit(sha)
+			return c.Status.Phase == schema.CommitSucceeded
+		})
+		if n := len(o.machineIDs()); n != 5 {
+			t.Errorf("%d machines after the retry, want 5 (3 control planes, 2 workers)", n)
+		}
+		// The create that met the 500 and the one of the retry.
+		if j := o.journal(); count(j, "POST", "/compute/v2.1/servers") != 2 || len(deletedServers(j)) != 0 {
+			t.Errorf("fault and retry: %d server creates and deletes %v, want 2 and none", count(j, "POST", "/compute/v2.1/servers"), deletedServers(j))
+		}
+		var tn schema.Tenant
+		o.srv.mustGet("/api/v1/tenants/"+osTenant, &tn)
+		if tn.Status.Retry != nil || tn.Status.ObservedCommit != sha {
+			t.Errorf("%s after the retry: retry %+v, observed commit %s, want no retry and %s", osTenant, tn.Status.Retry, tn.Status.ObservedCommit, sha)
 		}
 	})
 
@@ -236,6 +276,19 @@ func TestOpenStackEndToEnd(t *testing.T) {
 	})
 
 	o.checkNoCredentialLeak(t)
+}
+
+// checkTalosNode checks that machine m answers as a Talos node booted with
+// its user data: its Talos API accepts the tenant's credentials (which
+// chain to the CA of that config only) and its log shows the boot on
+// OpenStack.
+func (o *osE2E) checkTalosNode(t *testing.T, m schema.Machine) {
+	t.Helper()
+	path := "/api/v1/tenants/" + osTenant + "/machines/" + m.Metadata.Name + "/logs?service=machined"
+	code, b := o.srv.request(http.MethodGet, path, nil, nil)
+	if code != http.StatusOK || !strings.Contains(string(b), "on platform openstack: machine powered on") {
+		t.Errorf("machine %s at %s: logs %d %s; want its boot on OpenStack", m.Metadata.Name, m.Spec.ManagementAddress, code, b)
+	}
 }
 
 // checkNoCredentialLeak looks for the password of the clouds file in every

@@ -293,7 +293,10 @@ func (r *rig) varFile(b *testing.B, f Fleet, tenant string) string {
 		if err != nil {
 			b.Fatal(err)
 		}
-		path := filepath.Join(r.dir, "bare.tfvars.json")
+		path := filepath.Join(r.dir, "vars", tenant+".tfvars.json")
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			b.Fatal(err)
+		}
 		if err := os.WriteFile(path, vars, 0o600); err != nil {
 			b.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 	"github.com/rezuscloud/rezuscloud/internal/sim/openstack"
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 )
 
 // cloudFlags say where the credentials of real clouds are, and whether the
@@ -47,15 +48,16 @@ type clouds struct {
 }
 
 // setupClouds checks the credentials files and starts the simulated
-// OpenStack when asked; getenv gives the default clouds.yaml.
-func setupClouds(f *cloudFlags, dataDir string, getenv func(string) string, log *slog.Logger) (*clouds, error) {
+// OpenStack when asked, whose servers boot as simulated Talos nodes of
+// nodes; getenv gives the default clouds.yaml.
+func setupClouds(f *cloudFlags, dataDir string, getenv func(string) string, nodes *talosnode.Host, log *slog.Logger) (*clouds, error) {
 	c := &clouds{env: map[string]string{}, close: func() {}}
 	cloudsFile := f.openstackClouds
 	if f.simOpenStack != "" {
 		if cloudsFile != "" {
 			return nil, errors.New("give --sim-openstack or --openstack-clouds, not both: the simulated OpenStack writes its own clouds.yaml")
 		}
-		sim, file, err := startSimOpenStack(f.simOpenStack, f.simAddresses)
+		sim, file, err := startSimOpenStack(f.simOpenStack, f.simAddresses, openStackNodes(nodes, log))
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +150,7 @@ func ociHome(config, dataDir string) (string, error) {
 
 // startSimOpenStack runs the simulated OpenStack on a loopback port and
 // writes DIR/clouds.yaml (0600) for it, with a password made for this run.
-func startSimOpenStack(dir, addresses string) (*openstack.Cloud, string, error) {
+func startSimOpenStack(dir, addresses string, hook openstack.Hook) (*openstack.Cloud, string, error) {
 	block, err := netip.ParsePrefix(addresses)
 	if err != nil {
 		return nil, "", fmt.Errorf("--sim-openstack-addresses: %w", err)
@@ -156,7 +158,7 @@ func startSimOpenStack(dir, addresses string) (*openstack.Cloud, string, error) 
 	var b [18]byte
 	rand.Read(b[:])
 	sim, err := openstack.Open(openstack.Options{
-		Dir: dir, Addresses: block,
+		Dir: dir, Addresses: block, Hook: hook,
 		Credentials: openstack.Credentials{Username: "rezuscloud", Password: hex.EncodeToString(b[:]), ProjectName: "tenants"},
 	})
 	if err != nil {

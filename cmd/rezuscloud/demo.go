@@ -51,6 +51,8 @@ func demoClouds() map[string]demoCloud {
 			message: "Example tenants production and staging on the simulated cloud\n"},
 		"openstack": {manifests: examples.CloudFS, dir: "openstack", tenant: "openstack-prod", scale: "openstack/nodegroups.yaml",
 			message: "Example tenant openstack-prod on the simulated OpenStack\n"},
+		"metal": {manifests: examples.CloudFS, dir: "metal", tenant: "metal-lab", scale: "metal/nodegroups.yaml",
+			message: "Example tenant metal-lab on simulated bare metal\n"},
 	}
 }
 
@@ -76,7 +78,7 @@ Running it again reuses the data dir: the server restarts with nothing to do.`,
 	fs.StringVar(&f.tofu, "tofu", getenv("TOFU"), "the tofu `BINARY`; default: $TOFU, tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` holding the simulated provider; default: providers/ beside this binary")
 	fs.BoolVar(&f.exitAfterApply, "exit-after-apply", false, "stop once the first commit is reconciled, instead of serving until interrupted")
-	fs.StringVar(&f.cloud, "cloud", "sim", "where the demo's machines run: sim (the simulated cloud) or openstack (examples/openstack on a simulated OpenStack API, driven by the real OpenStack provider; its default data dir is .data/demo-openstack)")
+	fs.StringVar(&f.cloud, "cloud", "sim", "where the demo's machines run: sim (the simulated cloud), openstack (examples/openstack on a simulated OpenStack API, driven by the real OpenStack provider; its default data dir is .data/demo-openstack) or metal (examples/metal on simulated bare-metal machines waiting in maintenance mode; .data/demo-metal)")
 	return cmd
 }
 
@@ -91,7 +93,7 @@ func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdo
 	step := demoStep{stdout}
 	cloud, ok := demoClouds()[f.cloud]
 	if !ok {
-		return fmt.Errorf("--cloud %q: want sim or openstack", f.cloud)
+		return fmt.Errorf("--cloud %q: want sim, openstack or metal", f.cloud)
 	}
 	if f.cloud != "sim" && f.data == filepath.Join(".data", "demo") {
 		f.data = filepath.Join(".data", "demo-"+f.cloud)
@@ -116,7 +118,14 @@ func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdo
 		return err
 	}
 	defer m.Close()
-	step.printf(3, "server listening on %s (%s)", m.Server.URL(), where)
+	if f.cloud == "metal" {
+		addrs, err := startDemoMetal(m.rec.nodes, cloud)
+		if err != nil {
+			return err
+		}
+		where = "bare-metal machines in maintenance mode at " + strings.Join(addrs, ", ")
+	}
+	step.printf(3, "dashboard %s/ (open it to watch the first apply; %s)", m.Server.URL(), where)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -204,6 +213,7 @@ func printDemoResult(stdout io.Writer, step demoStep, c *schema.Commit, u, repo,
 	fmt.Fprintf(stdout, `
 RezusCloud is running the example manifests on the %[5]s.
 
+  Dashboard  %[1]s/
   API        %[1]s/api/v1/status
   tenants    curl -s %[1]s/api/v1/tenants
   machines   curl -s %[1]s/api/v1/machines
@@ -222,7 +232,7 @@ Change something and watch it apply:
   %[3]s get machines -t %[4]s -s %[1]s
 
 Stop with Ctrl-C; run it again to restart with nothing to do.
-`, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack"}[cloudName], cloud.scale)
+`, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack", "metal": "simulated bare metal"}[cloudName], cloud.scale)
 	if cloudName == "sim" {
 		// The simulated cloud's machines are simulated Talos nodes: the
 		// Talos plane bootstrapped them and rolls changes through them.
@@ -238,7 +248,7 @@ machines roll, control planes first, one at a time:
 `, u, repo, rezusctlPath(), cloud.tenant)
 	}
 	if c.Status.Phase != schema.CommitSucceeded {
-		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's status at %s/api/v1/commits/%s\n", c.Status.Phase, u, sha)
+		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's page at %s\n", c.Status.Phase, commitPage(u, schema.CommitName(sha)))
 	}
 }
 

@@ -47,6 +47,7 @@ type reconcilerPart struct {
 	closeReports    func()
 	plane           *talos.Plane
 	noTalosAPI      []string
+	nodes           *talosnode.Host
 	rec             *reconciler.Reconciler
 	previews        *sources.Previews
 }
@@ -58,7 +59,7 @@ func (m *Main) openReconciler() error {
 		return nil
 	}
 	p := &reconcilerPart{m: m, f: m.flags, log: m.log}
-	for _, open := range []func() error{p.openDirs, p.openTofu, p.openSimCloud, p.openReports, p.openReconciler, p.mount} {
+	for _, open := range []func() error{p.openDirs, p.openSimCloud, p.openTofu, p.openReports, p.openReconciler, p.mount} {
 		if err := open(); err != nil {
 			return err
 		}
@@ -106,7 +107,7 @@ func (p *reconcilerPart) openTofu() error {
 	if d := getenv(simCreateDelay); d != "" {
 		env[simCreateDelay] = d
 	}
-	cl, err := setupClouds(&p.f.clouds, p.dataDir, getenv, p.log)
+	cl, err := setupClouds(&p.f.clouds, p.dataDir, getenv, p.nodes, p.log)
 	if err != nil {
 		return err
 	}
@@ -135,7 +136,9 @@ func (p *reconcilerPart) openTofu() error {
 
 // openSimCloud serves the simulated cloud's machines as simulated Talos
 // nodes, and builds the Talos plane that bootstraps, rolls and observes
-// every tenant's machines through their Talos API.
+// every tenant's machines through their Talos API. It opens before the
+// clouds (openTofu), so that the simulated OpenStack's servers boot as
+// nodes of the same host, which closes after it.
 func (p *reconcilerPart) openSimCloud() error {
 	tf := p.f.talos
 	timings, err := parseSimTimings(tf.simTimings)
@@ -146,6 +149,7 @@ func (p *reconcilerPart) openSimCloud() error {
 	if err != nil {
 		return fmt.Errorf("simulated Talos nodes: %w", err)
 	}
+	p.nodes = nodes
 	p.m.onClose(func() { nodes.Close() })
 	pool := talos.NewPool(talos.PoolOptions{})
 	p.m.onClose(pool.Close)
@@ -230,6 +234,7 @@ func (p *reconcilerPart) mount() (err error) {
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(p.runner.Runs()) })
 	srv.SetAudit(p.audit)
 	srv.ServeTenantSecrets(rec, p.audit)
+	srv.ServeMachineLogs(rec, p.audit)
 	srv.ServePreviews(rec)
 	if p.previews, err = newPreviews(p.f, p.dataDir, p.auth, p.log); err != nil {
 		return err
@@ -332,7 +337,8 @@ func stateEncryption(mode, passphrase string) (string, error) {
 }
 
 // openAudit returns the audit log: JSON lines appended to audit.log in the
-// data dir (mode 0600), one per download of a tenant's credentials.
+// data dir (mode 0600), one per download of a tenant's credentials and
+// per access to a machine's logs.
 func openAudit(dataDir string) (*slog.Logger, error) {
 	f, err := os.OpenFile(filepath.Join(dataDir, "audit.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {

@@ -21,9 +21,10 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 func TestValidateExamples(t *testing.T) {
 	for dir, want := range map[string]string{
-		"examples":           "valid: 12 files, 4 tenants",
+		"examples":           "valid: 14 files, 5 tenants",
 		"examples/openstack": "valid: 3 files, 1 tenants",
 		"examples/oci":       "valid: 3 files, 1 tenants",
+		"examples/metal":     "valid: 2 files, 1 tenants",
 	} {
 		code, out, errOut := runCLI(t, "validate", filepath.Join(testenv.Root(), filepath.FromSlash(dir)))
 		if code != 0 || out != "" || !strings.HasPrefix(errOut, want) {

@@ -47,11 +47,22 @@ type ConfigChecker interface {
 	CheckConfig(ng *schema.NodeGroup, config []byte) []schema.Problem
 }
 
+// Installer is implemented by modules whose machines boot an installer
+// (ISO or PXE) and install Talos to a disk, as bare metal does: their
+// configs are generated and validated in the Talos validator's metal mode,
+// with the install disk InstallDisk names for the node group.
+type Installer interface {
+	InstallDisk(ng *schema.NodeGroup) string
+}
+
 // Provider is a TF provider requirement.
 type Provider struct {
 	LocalName string // the name in required_providers, e.g. "rezussim"
 	Source    string // the provider source address
 	Version   string // a version constraint, or "" for any
+	// Builtin is set for tofu's built-in provider (terraform_data): the
+	// workspace then declares no requirement and no provider block for it.
+	Builtin bool
 }
 
 // ProviderConfig is one provider block. Alias "" is the default
@@ -133,6 +144,10 @@ type MachineFacts struct {
 	// ConfigHash is the sha256 of the machine config the provider records
 	// for the machine.
 	ConfigHash string
+	// Index is the machine's place in its node group when the TF resource
+	// is keyed by name (for_each), as bare-metal machines are; nil means
+	// the resource's count index.
+	Index *int
 }
 
 // Str returns v when it is a string, else "".

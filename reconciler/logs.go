@@ -1,0 +1,43 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+var _ backend.MachineLogs = (*Reconciler)(nil)
+
+// OpenLogs implements backend.MachineLogs: a log stream from the Talos API
+// of one of a tenant's machines, with an os:admin client certificate of
+// the tenant's secrets bundle.
+func (r *Reconciler) OpenLogs(ctx context.Context, tenant, machine string, req backend.LogRequest) (backend.LogStream, error) {
+	var m *schema.Machine
+	err := r.store.View(func(tx *backend.Tx) error {
+		var err error
+		m, err = getJSON[schema.Machine](tx, schema.KindMachine, machine)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: %w", machine, err)
+	}
+	if owner := schema.TenantOf(schema.KindMachine, &m.Metadata); owner != tenant {
+		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, owner, tenant, backend.ErrNotFound)
+	}
+	if m.Spec.ManagementAddress == "" {
+		return nil, fmt.Errorf("machine %s has no management address yet: %w", machine, backend.ErrMachineUnreachable)
+	}
+	_, bundle, err := r.appliedTenant(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	c, err := talos.AdminClient(tenant, bundle, m.Spec.ManagementAddress, r.opts.Now())
+	if err != nil {
+		return nil, err
+	}
+	label := machine + " at " + m.Spec.ManagementAddress
+	return talos.OpenLogs(ctx, c, func() { c.Close() }, label, req)
+}

@@ -1,0 +1,180 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/render/provider/metal"
+	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// Bare metal in a tenant's run: two steps of applySteps, around tofu's
+// apply.
+//
+//   - ResetRemovedMetal runs before Apply: the metal machines the manifests
+//     no longer use are reset (a control plane once it has left etcd)
+//     while their records are still in state, so that a failed reset
+//     keeps the record and the retry tries again;
+//   - ConfigureMetal runs after Project: every machine of a metal node
+//     group that still waits in maintenance mode gets its config. A
+//     machine that does not answer makes the run a Retry, which applies
+//     (a plan without changes) and configures again.
+//
+// Both drive the metal functions of the Talos plane (reconciler/talos,
+// metal.go) with the tenant's machines and secrets; they belong with the
+// plane's other steps after the projection (bootstrap, rollouts).
+
+// resetRemovedMetal is the ResetRemovedMetal step.
+func (t *tenantRun) resetRemovedMetal(ctx context.Context) (stepResult, error) {
+	if err := t.r.resetRemovedMetal(ctx, t.desired, t.bundle); err != nil {
+		return stepNext, retry(schema.ReasonFailed, err)
+	}
+	return stepNext, nil
+}
+
+// configureMetal is the ConfigureMetal step.
+func (t *tenantRun) configureMetal(ctx context.Context) (stepResult, error) {
+	if err := t.r.configureMetal(ctx, t.desired, t.ws, t.bundle, t.machines); err != nil {
+		return stepNext, retry(schema.ReasonFailed, err)
+	}
+	return stepNext, nil
+}
+
+// metalAnswerTimeout bounds the apply of one metal machine's config.
+const metalAnswerTimeout = 10 * time.Second
+
+// metalGroups returns the tenant's metal node groups by name.
+func metalGroups(td *schema.TenantDesired) map[string]*schema.NodeGroup {
+	out := map[string]*schema.NodeGroup{}
+	for _, ng := range td.NodeGroups {
+		if ng.Spec.ProviderClass == metal.Class {
+			out[ng.Metadata.Name] = ng
+		}
+	}
+	return out
+}
+
+// usedAddresses returns the addresses the metal node groups use, by node
+// group.
+func usedAddresses(groups map[string]*schema.NodeGroup) map[string]map[string]metal.Machine {
+	out := map[string]map[string]metal.Machine{}
+	for name, ng := range groups {
+		out[name] = map[string]metal.Machine{}
+		for _, m := range metal.Machines(ng) {
+			out[name][m.Address] = m
+		}
+	}
+	return out
+}
+
+// resetRemovedMetal resets the tenant's stored metal machines whose node
+// group no longer uses them, with the tenant's credentials; a control
+// plane leaves etcd first, checked through a control plane that stays.
+func (r *Reconciler) resetRemovedMetal(ctx context.Context, td *schema.TenantDesired, bundle []byte) error {
+	tenant := td.Tenant.Metadata.Name
+	stored, err := r.storedMachines(tenant)
+	if err != nil {
+		return err
+	}
+	used := usedAddresses(metalGroups(td))
+	var removed []*schema.Machine
+	peerAddr := ""
+	for _, m := range stored {
+		if m.Spec.ProviderClass != metal.Class {
+			if m.Spec.Role == schema.RoleControlPlane && peerAddr == "" {
+				peerAddr = m.Spec.ManagementAddress
+			}
+			continue
+		}
+		if _, ok := used[m.Spec.NodeGroup][m.Spec.ManagementAddress]; !ok {
+			removed = append(removed, m)
+		} else if m.Spec.Role == schema.RoleControlPlane && peerAddr == "" {
+			peerAddr = m.Spec.ManagementAddress
+		}
+	}
+	for _, m := range removed {
+		if err := r.resetMetal(ctx, tenant, bundle, m, peerAddr); err != nil {
+			return fmt.Errorf("reset metal machine %s at %s: %w", m.Metadata.Name, m.Spec.ManagementAddress, err)
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) resetMetal(ctx context.Context, tenant string, bundle []byte, m *schema.Machine, peerAddr string) error {
+	c, err := talos.AdminClient(tenant, bundle, m.Spec.ManagementAddress, r.opts.Now())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var peer *client.Client
+	if peerAddr != "" {
+		if peer, err = talos.AdminClient(tenant, bundle, peerAddr, r.opts.Now()); err != nil {
+			return err
+		}
+		defer peer.Close()
+	}
+	return talos.ResetRemoved(ctx, c, peer, m.Spec.Hostname, m.Spec.Role == schema.RoleControlPlane)
+}
+
+// configureMetal gives each projected machine of a metal node group that
+// waits in maintenance mode its config: its node group's, with its host
+// name and install disk. Machines that have their config already are left
+// alone.
+func (r *Reconciler) configureMetal(ctx context.Context, td *schema.TenantDesired, ws *render.Workspace, bundle []byte, machines []*schema.Machine) error {
+	groups := metalGroups(td)
+	if len(groups) == 0 {
+		return nil
+	}
+	used := usedAddresses(groups)
+	var errs []error
+	for _, m := range machines {
+		mc, ok := used[m.Spec.NodeGroup][m.Spec.ManagementAddress]
+		if m.Spec.ProviderClass != metal.Class || !ok {
+			continue
+		}
+		if r.acceptsTenant(ctx, td.Tenant.Metadata.Name, bundle, mc.Address) {
+			continue // configured already
+		}
+		group := ws.Variables[render.MachineConfigVariable(m.Spec.NodeGroup)]
+		cfg, err := rtalos.MetalMachineConfig([]byte(group), mc.Hostname, mc.InstallDisk)
+		if err == nil {
+			err = applyMetal(ctx, mc, cfg)
+		}
+		if err != nil && !errors.Is(err, talos.ErrNotInMaintenance) {
+			errs = append(errs, fmt.Errorf("metal machine %s at %s: %w", m.Metadata.Name, mc.Address, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// acceptsTenant reports whether the machine at address answers the
+// tenant's credentials, as a machine that has its config does.
+func (r *Reconciler) acceptsTenant(ctx context.Context, tenant string, bundle []byte, address string) bool {
+	c, err := talos.AdminClient(tenant, bundle, address, r.opts.Now())
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, metalAnswerTimeout)
+	defer cancel()
+	_, err = c.Version(ctx)
+	return err == nil
+}
+
+func applyMetal(ctx context.Context, mc metal.Machine, cfg []byte) error {
+	c, err := talos.MaintenanceClient(mc.Address, mc.Fingerprint)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, metalAnswerTimeout)
+	defer cancel()
+	return talos.ApplyMaintenance(ctx, c, cfg)
+}
