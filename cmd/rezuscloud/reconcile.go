@@ -206,7 +206,9 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		LockHolder: runToken,
 		Audit:      p.audit,
 		Talos:      p.plane,
-		NoTalosAPI: p.noTalosAPI,
+		// Bare-metal machines get their config in maintenance mode from
+		// their provider, and their bootstrap is not yet the plane's.
+		NoTalosAPI: append(p.noTalosAPI, schema.ProviderMetal),
 	})
 	if err != nil {
 		return err
