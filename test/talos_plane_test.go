@@ -289,10 +289,13 @@ func TestTalosPlaneUpgradeRollsBackAMachineThatDoesNotReturn(t *testing.T) {
 	if r.Phase != schema.CommitFailed || !r.Stalled || !strings.Contains(r.Error, bad.Spec.TFAddress) || !strings.Contains(r.Error, "rolled back") {
 		t.Fatalf("production's result: %s %v %q, want a stalled failure naming %s, rolled back", r.Phase, r.Stalled, r.Error, bad.Spec.TFAddress)
 	}
-	tn := planeTenant(t, e, "production")
-	if up := tn.Status.Conditions.Get(schema.ConditionUpgrading); up == nil || up.Status != schema.ConditionFalse || !strings.Contains(up.Message, bad.Spec.TFAddress) {
-		t.Fatalf("Upgrading condition %+v, want False naming %s", up, bad.Spec.TFAddress)
-	}
+	// The observer writes the Upgrading condition from the rollout record.
+	var tn schema.Tenant
+	e.srv.waitFor("the Upgrading condition to name "+bad.Spec.TFAddress, func() bool {
+		tn = planeTenant(t, e, "production")
+		up := tn.Status.Conditions.Get(schema.ConditionUpgrading)
+		return up != nil && up.Status == schema.ConditionFalse && up.Reason == schema.ReasonRolloutFailed && strings.Contains(up.Message, bad.Spec.TFAddress)
+	})
 	if st := tn.Status.Conditions.Get(schema.ConditionStalled); st == nil || st.Status != schema.ConditionTrue {
 		t.Fatalf("Stalled condition %+v, want True", st)
 	}
