@@ -212,6 +212,7 @@ func (p *reconcilerPart) mount() (err error) {
 	srv.SetAudit(p.audit)
 	srv.ServeTenantSecrets(rec, p.audit)
 	srv.ServePreviews(rec)
+	srv.ServeReconcile(rec.Requests(src.Trigger))
 	if p.previews, err = newPreviews(p.f, p.dataDir, p.auth, p.log); err != nil {
 		return err
 	}

@@ -94,6 +94,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	// Further commands, one AddCommand line each, such as diff (diff.go),
 	// go below this line.
 	root.AddCommand(newDiffCmd())
+	root.AddCommand(newReconcileCmd())
 
 	return root
 }
