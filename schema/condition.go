@@ -124,6 +124,9 @@ const (
 	// ReasonDeletionProtected: the tenant left git but has deletion
 	// protection.
 	ReasonDeletionProtected = "DeletionProtected"
+	// ReasonUnverifiedSignature: --verify-signatures refused the commit,
+	// unsigned or not signed by a trusted key.
+	ReasonUnverifiedSignature = "UnverifiedSignature"
 
 	// Reasons of a run that is retried.
 
