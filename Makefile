@@ -16,12 +16,18 @@ TOFU_BIN  = $(shell bash scripts/tools.sh | tail -n1)
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all tools build test lint vet bench fuzz demo clean
+.PHONY: all tools chromium build test lint vet bench fuzz demo clean
 
 all: build
 
 tools:
 	@bash scripts/tools.sh >/dev/null
+
+# Chromium for the dashboard's browser tests: Debian's package, installed
+# when missing. When it cannot be installed the script says why (exit 3)
+# and the browser tests skip with that reason.
+chromium:
+	@bash scripts/chromium.sh >/dev/null || [ $$? -eq 3 ]
 
 build:
 	@mkdir -p $(BIN)
@@ -32,7 +38,7 @@ build:
 vet:
 	$(GO) vet ./...
 
-test: tools build vet
+test: tools chromium build vet
 	TOFU=$(TOFU_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) CGO_ENABLED=1 \
 		$(GO) test -race -timeout 30m ./...
 

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -33,19 +34,36 @@ func WithIdentity(ctx context.Context, id Identity) context.Context {
 // credentials still name the caller then, with the admin role.
 //
 // Secrets are never logged; the token name is, as the request log's
-// `token` attribute.
+// `token` attribute. The server's own mounts (Server.Handle) also accept
+// a dashboard session cookie for reads of the API; see Sessions.
 func Authenticate(tokens *Tokens, log *slog.Logger, next http.Handler) http.Handler {
+	return authenticate(tokens, nil, log, next)
+}
+
+// authenticate is Authenticate that also accepts a session of sessions
+// (when not nil) where sessionAllowed says so, for requests without other
+// credentials.
+func authenticate(tokens *Tokens, sessions *Sessions, log *slog.Logger, next http.Handler) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := identify(tokens, r)
+		if errors.Is(err, errNoCredentials) && sessions != nil && sessionAllowed(r) {
+			if sess, ok := sessions.FromRequest(r); ok {
+				id, err = sess.Identity, nil
+			}
+		}
 		if err != nil {
 			if tokens.open() {
 				id = Anonymous
 			} else {
 				log.Warn("authentication failed", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err.Error())
-				w.Header().Add("WWW-Authenticate", `Basic realm="rezuscloud", charset="UTF-8"`)
+				// A browser asks for a password on a Basic challenge;
+				// a page whose session ended should not.
+				if _, err := r.Cookie(SessionCookie); err != nil {
+					w.Header().Add("WWW-Authenticate", `Basic realm="rezuscloud", charset="UTF-8"`)
+				}
 				w.Header().Add("WWW-Authenticate", `Bearer realm="rezuscloud"`)
 				api.WriteError(w, api.Errorf(http.StatusUnauthorized, "%v: send a token with HTTP basic auth (user = token name) or as `Authorization: Bearer TOKEN`", err))
 				return

@@ -60,9 +60,18 @@
 // as an admin, and Server refuses to listen on anything but loopback.
 // Secrets are compared in constant time and never logged.
 //
+// Sessions are the dashboard's logins: a token checked once starts a
+// server-side session named by a signed, expiring cookie (SessionCookie),
+// which ends on logout, on restart and when its token leaves the tokens
+// file. Besides the pages mounted with Server.HandleBrowser, the cookie
+// authenticates only reads (GET, HEAD) under /api/v1/: never the state
+// backend, its versions, webhooks or a write.
+//
 // # Server
 //
 // Server puts these together behind the request log with /healthz,
 // /readyz and /version; Server.Handle mounts further handlers behind
-// authentication. Error bodies use the shapes of package api.
+// authentication, and Server.HandleBrowser pages that identify their
+// visitor by session (the dashboard, package ui). Error bodies use the
+// shapes of package api.
 package backend

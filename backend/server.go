@@ -77,6 +77,10 @@ type Config struct {
 	// WatchHeartbeat is how often an idle watch gets a heartbeat. Default
 	// DefaultWatchHeartbeat.
 	WatchHeartbeat time.Duration
+
+	// SessionTTL is how long a dashboard session lasts. Default
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
 }
 
 // Server is the rezuscloud HTTP server: the state backend, health and
@@ -84,15 +88,16 @@ type Config struct {
 // token authentication and a request log. NewServer opens the store; Run
 // serves until its context ends and then closes it.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *Store
-	tokens *Tokens
-	state  *StateHandler
-	hub    *Hub
-	api    *resourceAPI
-	mux    *http.ServeMux
-	http   *http.Server
+	cfg      Config
+	log      *slog.Logger
+	store    *Store
+	tokens   *Tokens
+	sessions *Sessions
+	state    *StateHandler
+	hub      *Hub
+	api      *resourceAPI
+	mux      *http.ServeMux
+	http     *http.Server
 
 	ln       net.Listener
 	stopping atomic.Bool
@@ -141,12 +146,13 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:    cfg,
-		log:    log,
-		store:  store,
-		hub:    hub,
-		tokens: tokens,
-		mux:    http.NewServeMux(),
+		cfg:      cfg,
+		log:      log,
+		store:    store,
+		hub:      hub,
+		tokens:   tokens,
+		sessions: newSessions(tokens, cfg.SessionTTL),
+		mux:      http.NewServeMux(),
 		state: NewStateHandler(store, StateOptions{
 			MaxBytes:     cfg.MaxStateBytes,
 			History:      cfg.StateHistory,
@@ -218,8 +224,59 @@ func (s *Server) routes() {
 // "GET /metrics", makes its path answer every other method with 405 and
 // an Allow header that names the methods mounted there (GET brings HEAD);
 // a pattern without one leaves methods to h.
+//
+// Reads of the API (GET and HEAD under APIPrefix) also accept the session
+// cookie of the dashboard, so that its pages can call the API and its
+// watches as the logged-in user.
 func (s *Server) Handle(pattern string, h http.Handler) {
-	s.mount(pattern, Authenticate(s.tokens, s.log, h))
+	s.mount(pattern, s.authenticate(h))
+}
+
+func (s *Server) authenticate(h http.Handler) http.Handler {
+	return authenticate(s.tokens, s.sessions, s.log, h)
+}
+
+// HandleBrowser mounts h at pattern for pages that people open in a
+// browser: h finds the caller with IdentityFrom, which reports the
+// session of the request's cookie (see Sessions), or Anonymous on a server
+// without a tokens file, and nothing else. h answers requests without an
+// identity itself, with a login page for instance. Methods are handled as
+// with Handle.
+func (s *Server) HandleBrowser(pattern string, h http.Handler) {
+	s.mount(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := Anonymous, s.tokens.open()
+		if !ok {
+			var sess Session
+			if sess, ok = s.sessions.FromRequest(r); ok {
+				id = sess.Identity
+			}
+		}
+		if ok {
+			if rl := requestLogFrom(r.Context()); rl != nil {
+				rl.token = id.Name
+			}
+			r = r.WithContext(WithIdentity(r.Context(), id))
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// Sessions returns the dashboard's sessions.
+func (s *Server) Sessions() *Sessions { return s.sessions }
+
+// Routes reports whether a handler of its own is mounted for a request of
+// method to path, beside the catch-all mounts of the API and of "/": the
+// dashboard shows what links to such a handler only when it is there.
+func (s *Server) Routes(method, path string) bool {
+	r, err := http.NewRequest(method, path, nil)
+	if err != nil {
+		return false
+	}
+	_, p := s.mux.Handler(r)
+	if _, path, ok := strings.Cut(p, " "); ok {
+		p = path
+	}
+	return p != "" && p != "/" && p != APIPrefix
 }
 
 // HandleUnauthenticated mounts h at pattern without token authentication,

@@ -31,6 +31,18 @@ func (s *Server) SetStatus(f StatusFunc) {
 // serveStatus answers /api/v1/status: the status function's members, the
 // server's own status and the counts of resources.
 func (a *resourceAPI) serveStatus(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	body, err := a.statusBody()
+	if err != nil {
+		a.internal(w, r, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, body)
+}
+
+// Status returns the body of /api/v1/status as a request would get it now.
+func (s *Server) Status() (api.Status, error) { return s.api.statusBody() }
+
+func (a *resourceAPI) statusBody() (api.Status, error) {
 	var body api.Status
 	if f := a.status.Load(); f != nil {
 		if err := callStatus(*f, &body); err != nil {
@@ -56,11 +68,7 @@ func (a *resourceAPI) serveStatus(w http.ResponseWriter, r *http.Request, _ http
 		}
 		return nil
 	})
-	if err != nil {
-		a.internal(w, r, err)
-		return
-	}
-	api.WriteJSON(w, http.StatusOK, body)
+	return body, err
 }
 
 // callStatus calls f, turning a panic into an error.

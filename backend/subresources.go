@@ -67,7 +67,7 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 	// Mounted past the server's authentication, so that refused attempts
 	// without valid credentials reach the audit log too.
 	mount := func(pattern, what string, get func(r *http.Request) ([]byte, error)) {
-		authed := Authenticate(s.tokens, s.log, serve(what, "application/yaml", get))
+		authed := s.authenticate(serve(what, "application/yaml", get))
 		s.HandleUnauthenticated(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rec := &statusWriter{ResponseWriter: w}
 			authed.ServeHTTP(rec, r)

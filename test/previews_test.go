@@ -121,7 +121,7 @@ func TestPreviews(t *testing.T) {
 		}
 	})
 	t.Run("preview status on the forge", func(t *testing.T) {
-		target := s.url + "/api/v1/commits/preview-" + branch
+		target := s.url + "/commits/preview-" + branch
 		if got := forge.checkFinal(branch, "rezuscloud/"+forgeInstance+"/production", target); got.Description != "would add 1, change 0, destroy 0" {
 			t.Errorf("production preview status %q, want \"would add 1, change 0, destroy 0\"", got.Description)
 		}
@@ -233,13 +233,13 @@ func TestPreviews(t *testing.T) {
 		if got := len(s.tenantMachines("staging")); got != staging {
 			t.Errorf("staging has %d machines after its preview, had %d", got, staging)
 		}
-		forge.checkFinal(main, "rezuscloud/"+forgeInstance, s.url+"/api/v1/commits/"+main)
+		forge.checkFinal(main, "rezuscloud/"+forgeInstance, s.url+"/commits/"+main)
 		applied := e2eResult(t, c, "production")
 		overlap := p.Status.Timings.ReceivedAt.Before(applied.FinishedAt) && applied.StartedAt.Before(p.Status.Timings.FinishedAt)
 		t.Logf("main's production ran %s to %s, the preview %s to %s (overlapping: %v)",
 			applied.StartedAt.Format("15:04:05.000"), applied.FinishedAt.Format("15:04:05.000"),
 			p.Status.Timings.ReceivedAt.Format("15:04:05.000"), p.Status.Timings.FinishedAt.Format("15:04:05.000"), overlap)
-		forge.checkFinal(grow, "rezuscloud/"+forgeInstance+"/staging", s.url+"/api/v1/commits/preview-"+grow)
+		forge.checkFinal(grow, "rezuscloud/"+forgeInstance+"/staging", s.url+"/commits/preview-"+grow)
 	})
 }
 

@@ -262,13 +262,15 @@ func TestReports(t *testing.T) {
 	const token = "ghp_e2eForgeToken0123456789abcdef"
 	forge := newFakeForge(t, "acme", "infra", token)
 	e := newE2EAt(t, "acme/infra.git", e2eOptions{
-		args: []string{"--report", "github,git-notes", "--github-api-url", forge.srv.URL, "--instance", forgeInstance},
-		env:  []string{"REZUSCLOUD_GITHUB_TOKEN=" + token},
+		args: []string{"--report", "github,git-notes", "--github-api-url", forge.srv.URL, "--instance", forgeInstance,
+			"--external-url", "https://rezus.example/"},
+		env: []string{"REZUSCLOUD_GITHUB_TOKEN=" + token},
 	})
 	s := e.srv
 	commitCtx := "rezuscloud/" + forgeInstance
 	tenantCtx := func(tenant string) string { return commitCtx + "/" + tenant }
-	target := func(sha string) string { return s.url + "/api/v1/commits/" + sha }
+	// Statuses link to the commit's dashboard page at --external-url.
+	target := func(sha string) string { return "https://rezus.example/commits/" + sha }
 
 	t.Run("first commit", func(t *testing.T) {
 		for _, ctx := range []string{commitCtx, tenantCtx("production"), tenantCtx("staging")} {

@@ -116,7 +116,7 @@ func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdo
 		return err
 	}
 	defer m.Close()
-	step.printf(3, "server listening on %s (%s)", m.Server.URL(), where)
+	step.printf(3, "dashboard %s/ (open it to watch the first apply; %s)", m.Server.URL(), where)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -202,6 +202,7 @@ func printDemoResult(stdout io.Writer, step demoStep, c *schema.Commit, u, repo,
 	fmt.Fprintf(stdout, `
 RezusCloud is running the example manifests on the %[5]s.
 
+  Dashboard  %[1]s/
   API        %[1]s/api/v1/status
   tenants    curl -s %[1]s/api/v1/tenants
   machines   curl -s %[1]s/api/v1/machines
@@ -222,7 +223,7 @@ Change something and watch it apply:
 Stop with Ctrl-C; run it again to restart with nothing to do.
 `, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack"}[cloudName], cloud.scale)
 	if c.Status.Phase != schema.CommitSucceeded {
-		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's status at %s/api/v1/commits/%s\n", c.Status.Phase, u, sha)
+		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's page at %s\n", c.Status.Phase, commitPage(u, schema.CommitName(sha)))
 	}
 }
 

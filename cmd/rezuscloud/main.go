@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/ui"
 	"github.com/rezuscloud/rezuscloud/sources"
 )
 
@@ -78,6 +79,10 @@ func (m *Main) openServer() error {
 		return err
 	}
 	m.onClose(func() { m.Server.Close() })
+	dash := ui.Options{ExternalURL: m.flags.dashboardURL(""), Origin: m.origin, Logger: m.log.With("component", "dashboard")}
+	if err := ui.Serve(m.Server, dash); err != nil {
+		return err
+	}
 	return m.Server.Listen()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,7 +18,6 @@ import (
 type reportFlags struct {
 	reporters       string
 	instance        string
-	publicURL       string
 	githubAPI       string
 	githubTokenFile string
 	gitlabAPI       string
@@ -77,12 +77,9 @@ func newReports(f *serveFlags, repoURL, dataDir, apiURL string, auth sources.Aut
 		}
 	}
 	d := report.NewDispatcher(reps, report.DispatcherOptions{Logger: log.With("component", "report")})
-	base := strings.TrimRight(f.reports.publicURL, "/")
-	if base == "" {
-		base = apiURL
-	}
+	base := f.dashboardURL(apiURL)
 	send := func(c *schema.Commit) {
-		d.Send(report.StatusesFor(instance, c, base+"/api/v1/commits/"+c.Metadata.Name)...)
+		d.Send(report.StatusesFor(instance, c, commitPage(base, c.Metadata.Name))...)
 	}
 	closeFn := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -93,3 +90,6 @@ func newReports(f *serveFlags, repoURL, dataDir, apiURL string, auth sources.Aut
 	}
 	return send, closeFn, nil
 }
+
+// commitPage is the URL of a commit's page on the dashboard at base.
+func commitPage(base, name string) string { return base + "/commits/" + url.PathEscape(name) }

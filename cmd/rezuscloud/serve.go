@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -68,9 +70,21 @@ type serveFlags struct {
 	allowedSigners, gpgKeyring string
 	clouds                     cloudFlags
 
+	// externalURL is where people reach the server; publicURL is its
+	// deprecated name (see dashboardURL).
+	externalURL string
+	publicURL   string
+
 	// getenv reads the environment: the REZUSCLOUD_* settings and the
 	// variables the parts read themselves (credentials, tofu's PATH).
 	getenv func(string) string
+}
+
+// dashboardURL is the base URL of the dashboard as people reach it:
+// --external-url, else the deprecated --public-url, else listen, the
+// server's own URL.
+func (f *serveFlags) dashboardURL(listen string) string {
+	return strings.TrimRight(cmp.Or(f.externalURL, f.publicURL, listen), "/")
 }
 
 // newServeCmd builds `serve`; run does the serving once the settings are
@@ -153,7 +167,9 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.gpgKeyring, "gpg-keyring", "", "armored GPG keyring `FILE` of the keys trusted to sign commits (gpg --armor --export)")
 	fs.StringVar(&f.reports.reporters, "report", "", "where commit statuses go besides the API, comma-separated: github (also Gitea and Forgejo), gitlab, git-notes (refs/notes/rezuscloud pushed to --repo)")
 	fs.StringVar(&f.reports.instance, "instance", "", "this server's name in commit status contexts (rezuscloud/INSTANCE/TENANT), so that two servers on one repository do not overwrite each other; default: the host name")
-	fs.StringVar(&f.reports.publicURL, "public-url", "", "base `URL` under which users reach this server, for the links in commit statuses; default: the listen address")
+	fs.StringVar(&f.externalURL, "external-url", "", "base `URL` under which people reach this server (e.g. https://rezuscloud.example.com behind a TLS proxy), for the dashboard's links in commit statuses and its Secure cookies; default: the listen address")
+	fs.StringVar(&f.publicURL, "public-url", "", "deprecated name of --external-url")
+	fs.MarkDeprecated("public-url", "use --external-url")
 	fs.StringVar(&f.reports.githubAPI, "github-api-url", "", "GitHub API base `URL`; https://HOST/api/v3 for GitHub Enterprise; Gitea and Forgejo are found from --repo")
 	fs.StringVar(&f.reports.githubTokenFile, "github-token-file", "", "`FILE` holding the token for GitHub, Gitea or Forgejo commit statuses; or set REZUSCLOUD_GITHUB_TOKEN")
 	fs.StringVar(&f.reports.gitlabAPI, "gitlab-api-url", "", "GitLab API base `URL`, https://HOST/api/v4; default gitlab.com")

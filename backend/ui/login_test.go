@@ -1,0 +1,234 @@
+package ui
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+)
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// loginForm fetches the login page and returns its CSRF cookie and field.
+func (r *rig) loginForm(t *testing.T) (*http.Cookie, string) {
+	t.Helper()
+	resp := r.do("GET", "/login?next=%2Ftenants%2Fproduction", nil, "")
+	page := body(t, resp, 200)
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("login page has no csrf field:\n%s", page)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == csrfCookie {
+			return c, m[1]
+		}
+	}
+	t.Fatalf("login page sets no %s cookie", csrfCookie)
+	return nil, ""
+}
+
+// login logs in with secret and returns the session cookie.
+func (r *rig) login(t *testing.T, secret string) *http.Cookie {
+	t.Helper()
+	c, field := r.loginForm(t)
+	form := url.Values{"csrf": {field}, "token": {secret}, "next": {"/tenants/production"}}
+	resp := r.do("POST", "/login", http.Header{"Cookie": {c.String()}, "Origin": {"http://example.com"}}, form.Encode())
+	body(t, resp, http.StatusSeeOther)
+	if loc := resp.Header.Get("Location"); loc != "/tenants/production" {
+		t.Errorf("login sends to %q, want /tenants/production", loc)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == backend.SessionCookie {
+			return c
+		}
+	}
+	t.Fatal("login sets no session cookie")
+	return nil
+}
+
+func cookieHeader(c *http.Cookie) http.Header {
+	return http.Header{"Cookie": {(&http.Cookie{Name: c.Name, Value: c.Value}).String()}}
+}
+
+func TestLogin(t *testing.T) {
+	r := filled(t, rigOptions{secrets: true, tokens: map[string]backend.Role{"viewer": backend.RoleView, "root": backend.RoleAdmin}})
+
+	resp := r.do("GET", "/tenants/production", nil, "")
+	body(t, resp, http.StatusSeeOther)
+	if loc := resp.Header.Get("Location"); loc != "/login?next=%2Ftenants%2Fproduction" {
+		t.Errorf("a page without a session sends to %q", loc)
+	}
+	if b := body(t, r.do("GET", "/?part=tenants", nil, ""), http.StatusUnauthorized); strings.Contains(b, "production") {
+		t.Error("a fragment without a session shows the tenants")
+	}
+
+	t.Run("refused", func(t *testing.T) {
+		c, field := r.loginForm(t)
+		h := http.Header{"Cookie": {c.String()}}
+		body(t, r.do("POST", "/login", h, url.Values{"csrf": {"forged"}, "token": {"secret-viewer"}}.Encode()), http.StatusForbidden)
+		body(t, r.do("POST", "/login", nil, url.Values{"csrf": {field}, "token": {"secret-viewer"}}.Encode()), http.StatusForbidden)
+		page := body(t, r.do("POST", "/login", h, url.Values{"csrf": {field}, "token": {"wrong"}}.Encode()), http.StatusUnauthorized)
+		contains(t, "bad token", page, "That token is not valid.")
+		h.Set("Origin", "https://evil.example")
+		body(t, r.do("POST", "/login", h, url.Values{"csrf": {field}, "token": {"secret-viewer"}}.Encode()), http.StatusForbidden)
+	})
+
+	view := r.login(t, "secret-viewer")
+	if !view.HttpOnly || view.SameSite != http.SameSiteStrictMode || view.Secure || view.Path != "/" || view.MaxAge <= 0 {
+		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, not Secure over http, Path=/, an expiry", view)
+	}
+	if strings.Contains(view.Value, "secret-viewer") {
+		t.Error("the session cookie carries the token")
+	}
+	vh := cookieHeader(view)
+	page := body(t, r.do("GET", "/tenants/production", vh, ""), 200)
+	contains(t, "view session", page, "viewer", "Log out", `data-machine="production-workers-1"`)
+	if strings.Contains(page, "kubeconfig") {
+		t.Error("a view session sees the kubeconfig link")
+	}
+	machine := body(t, r.do("GET", "/tenants/production/machines/production-workers-1", vh, ""), 200)
+	if strings.Contains(machine, "/config") {
+		t.Error("a view session sees the config download")
+	}
+
+	// The cookie authenticates reads of the API, its watches' endpoints
+	// and downloads (as the session's role), nothing else.
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/api/v1/tenants/production", 200},
+		{"HEAD", "/api/v1/tenants", 200},
+		{"GET", "/api/v1/tenants/production/machines/production-workers-1/config", http.StatusForbidden},
+		{"GET", "/api/v1/tenants/production/kubeconfig", http.StatusForbidden},
+		{"GET", "/tfstate/production", http.StatusUnauthorized},
+		{"GET", "/api/v1/tfstate/production/versions", http.StatusUnauthorized},
+		{"POST", "/api/v1/previews", http.StatusUnauthorized},
+	} {
+		if resp := r.do(c.method, c.path, vh, ""); resp.StatusCode != c.want {
+			t.Errorf("%s %s with a view session: %d, want %d", c.method, c.path, resp.StatusCode, c.want)
+		}
+	}
+	if resp := r.do("GET", "/api/v1/tenants", nil, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("API without credentials: %d", resp.StatusCode)
+	}
+
+	admin := cookieHeader(r.login(t, "secret-root"))
+	b := body(t, r.do("GET", "/api/v1/tenants/production/machines/production-workers-1/config", admin, ""), 200)
+	if b != "config of production/production-workers-1" {
+		t.Errorf("admin download: %q", b)
+	}
+	contains(t, "admin session", body(t, r.do("GET", "/tenants/production/machines/production-workers-1", admin, ""), 200),
+		`href="/api/v1/tenants/production/machines/production-workers-1/config"`)
+
+	// Logout needs the session's CSRF token, then ends the session on the
+	// server: the same cookie no longer works anywhere.
+	body(t, r.do("POST", "/logout", vh, url.Values{"csrf": {"forged"}}.Encode()), http.StatusForbidden)
+	token := csrfField.FindStringSubmatch(page)[1]
+	resp = r.do("POST", "/logout", vh, url.Values{"csrf": {token}}.Encode())
+	body(t, resp, http.StatusSeeOther)
+	if c := resp.Cookies(); len(c) != 1 || c[0].Name != backend.SessionCookie || c[0].MaxAge >= 0 {
+		t.Errorf("logout cookies %v: want the session cookie cleared", c)
+	}
+	if resp := r.do("GET", "/tenants/production", vh, ""); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("page after logout: %d, want a redirect to the login page", resp.StatusCode)
+	}
+	if resp := r.do("GET", "/api/v1/tenants", vh, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("API after logout: %d, want 401", resp.StatusCode)
+	} else if strings.Contains(strings.Join(resp.Header.Values("WWW-Authenticate"), ","), "Basic") {
+		t.Error("a request with a session cookie gets a Basic challenge, which makes browsers ask for a password")
+	}
+	// The admin's session lives on.
+	body(t, r.do("GET", "/", admin, ""), 200)
+}
+
+// TestSessionEndsWithToken: a session lasts only as long as its token is
+// in the tokens file.
+func TestSessionEndsWithToken(t *testing.T) {
+	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView, "other": backend.RoleView}})
+	vh := cookieHeader(r.login(t, "secret-viewer"))
+	body(t, r.do("GET", "/", vh, ""), 200)
+	writeTokens(t, r.tokens, map[string]backend.Role{"other": backend.RoleView})
+	if err := r.srv.Tokens().Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if resp := r.do("GET", "/", vh, ""); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("page after the token left the file: %d", resp.StatusCode)
+	}
+	if resp := r.do("GET", "/api/v1/tenants", vh, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("API after the token left the file: %d", resp.StatusCode)
+	}
+}
+
+func TestSecureCookie(t *testing.T) {
+	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView}, ui: Options{ExternalURL: "https://rezus.example"}})
+	if c := r.login(t, "secret-viewer"); !c.Secure {
+		t.Error("behind an https external URL the session cookie is not Secure")
+	}
+}
+
+func TestOpenServer(t *testing.T) {
+	r := filled(t, rigOptions{secrets: true})
+	page := body(t, r.do("GET", "/tenants/production", nil, ""), 200)
+	if strings.Contains(page, "Log out") {
+		t.Error("a server without a tokens file shows a logout form")
+	}
+	contains(t, "open server", page, `href="/api/v1/tenants/production/kubeconfig"`)
+	if resp := r.do("GET", "/login", nil, ""); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("login page without a tokens file: %d, want a redirect", resp.StatusCode)
+	}
+}
+
+// TestCrossSiteLink: a link from another site (a commit status on the
+// forge) arrives without the SameSite=Strict cookie; the page navigates
+// again from this site instead of asking to log in.
+func TestCrossSiteLink(t *testing.T) {
+	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView}})
+	page := body(t, r.do("GET", "/commits/"+sha(3), http.Header{"Sec-Fetch-Site": {"cross-site"}}, ""), 200)
+	contains(t, "bounce", page, `<meta http-equiv="refresh" content="0; url=/commits/`+sha(3)+`">`)
+	if strings.Contains(page, "Break the manifests") {
+		t.Error("the bounce page shows the commit")
+	}
+	resp := r.do("GET", "/commits/"+sha(3), http.Header{"Sec-Fetch-Site": {"same-origin"}}, "")
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("same-origin navigation without a session: %d, want the login redirect", resp.StatusCode)
+	}
+}
+
+func TestSafeNext(t *testing.T) {
+	for next, want := range map[string]string{
+		"/tenants/a":        "/tenants/a",
+		"/commits?page=2":   "/commits?page=2",
+		"":                  "/",
+		"https://evil.test": "/",
+		"//evil.test":       "/",
+		"/\\evil.test":      "/",
+		"/login?next=/x":    "/",
+		"/a\r\nSet-Cookie:": "/",
+	} {
+		if got := safeNext(next); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
+		}
+	}
+}
+
+// TestLogTail: the machine page follows the machine's log only once the
+// server serves it, and only for the edit role, which reading logs needs.
+func TestLogTail(t *testing.T) {
+	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView, "editor": backend.RoleEdit}})
+	const page = "/tenants/production/machines/production-workers-1"
+	edit := cookieHeader(r.login(t, "secret-editor"))
+	if b := body(t, r.do("GET", page, edit, ""), 200); strings.Contains(b, "data-logs") {
+		t.Error("the page follows logs the server does not serve")
+	}
+	r.srv.Handle("GET /api/v1/tenants/{name}/machines/{id}/logs", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	contains(t, "edit session", body(t, r.do("GET", page, edit, ""), 200),
+		`data-logs="/api/v1/tenants/production/machines/production-workers-1/logs?follow=true&amp;tailLines=100" hidden`)
+	view := cookieHeader(r.login(t, "secret-viewer"))
+	if b := body(t, r.do("GET", page, view, ""), 200); strings.Contains(b, "data-logs") {
+		t.Error("a view session is offered logs, which need the edit role")
+	}
+}

@@ -1,0 +1,56 @@
+package ui
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// logTailLines is how many lines of a machine's log the page asks for
+// before it follows.
+const logTailLines = 100
+
+type machinePage struct {
+	M      schema.Machine
+	Tenant string
+	Labels [][2]string
+	// Config links the machine's Talos config, for admins of a server
+	// that serves it; Logs is the log stream, for the edit role, once the
+	// server has one.
+	Config, Logs string
+}
+
+func (h *handler) machine(r *http.Request, v *view) (string, error) {
+	tenant, name := r.PathValue("tenant"), r.PathValue("machine")
+	p := machinePage{Tenant: tenant}
+	err := h.srv.Store().View(func(tx *backend.Tx) error {
+		v.RV = tx.ResourceVersion()
+		err := tx.GetObject(schema.KindMachine, name, &p.M)
+		if errors.Is(err, backend.ErrNotFound) || (err == nil && schema.TenantOf(schema.KindMachine, &p.M.Metadata) != tenant) {
+			return notFound("There is no machine %q in tenant %q.", name, tenant)
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	for k, val := range p.M.Metadata.Labels {
+		p.Labels = append(p.Labels, [2]string{k, val})
+	}
+	slices.SortFunc(p.Labels, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	base := "/api/v1/tenants/" + url.PathEscape(tenant) + "/machines/" + url.PathEscape(name)
+	if v.Admin && h.srv.Routes(http.MethodGet, base+"/config") {
+		p.Config = base + "/config"
+	}
+	if v.Edit && h.srv.Routes(http.MethodGet, base+"/logs") {
+		p.Logs = base + "/logs?follow=true&tailLines=" + itoa(logTailLines)
+	}
+	v.Title, v.Nav, v.Body = "Machine "+name, "overview", p
+	v.Watch = []string{"/api/v1/tenants/" + url.PathEscape(tenant) + "/machines?watch=true"}
+	return "machine", nil
+}

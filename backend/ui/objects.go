@@ -1,0 +1,190 @@
+package ui
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// decode decodes a stored object into into.
+func decode(r backend.Resource, into any) error {
+	if err := json.Unmarshal(r.Object, into); err != nil {
+		return fmt.Errorf("decode %s %q: %w", r.Kind, r.Name, err)
+	}
+	return nil
+}
+
+// tenantsOf decodes every tenant.
+func tenantsOf(tx *backend.Tx) ([]schema.Tenant, error) {
+	var out []schema.Tenant
+	err := tx.Scan(schema.KindTenant, "", func(r backend.Resource) error {
+		var t schema.Tenant
+		if err := decode(r, &t); err != nil {
+			return err
+		}
+		out = append(out, t)
+		return nil
+	})
+	return out, err
+}
+
+// objectsOf decodes the objects of kind that belong to tenant.
+func objectsOf[T any](tx *backend.Tx, tenant, kind string) ([]T, error) {
+	var out []T
+	err := tx.TenantObjects(tenant, kind, func(r backend.Resource) error {
+		var v T
+		if err := decode(r, &v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}
+
+// commitRef is a stored commit's name and age, read without decoding it.
+type commitRef struct {
+	name    string
+	created time.Time
+	rv      uint64
+}
+
+// commitRefs lists every commit, newest first (by createdAt, then name),
+// as the API lists them.
+func commitRefs(tx *backend.Tx) ([]commitRef, error) {
+	var refs []commitRef
+	err := tx.Scan(schema.KindCommit, "", func(r backend.Resource) error {
+		t, err := r.CreatedAt()
+		if err != nil {
+			return err
+		}
+		refs = append(refs, commitRef{name: r.Name, created: t, rv: r.ResourceVersion})
+		return nil
+	})
+	slices.SortStableFunc(refs, func(a, b commitRef) int { return b.created.Compare(a.created) })
+	return refs, err
+}
+
+// commitSummary is what lists show of a commit: its spec and phase, the
+// plan totals and the failed tenants, without the per-tenant detail.
+type commitSummary struct {
+	Name     string
+	Spec     schema.CommitSpec
+	Created  time.Time
+	Phase    schema.CommitPhase
+	Plan     schema.PlanSummary
+	Tenants  int
+	Failed   int
+	Problems int
+	Message  string
+}
+
+// summaryCache keeps commit summaries by commit name and resourceVersion:
+// a commit that has not changed has the same summary, and most commits
+// never change once they have finished. It is bounded; when full, it
+// starts over.
+type summaryCache struct {
+	mu sync.Mutex
+	m  map[summaryKey]commitSummary
+}
+
+type summaryKey struct {
+	name string
+	rv   uint64
+}
+
+// maxSummaries bounds the summary cache.
+const maxSummaries = 4096
+
+// summaries returns the summaries of the commits of refs, decoding those
+// the cache does not have.
+func (c *summaryCache) summaries(tx *backend.Tx, refs []commitRef) ([]commitSummary, error) {
+	out := make([]commitSummary, 0, len(refs))
+	for _, ref := range refs {
+		key := summaryKey{ref.name, ref.rv}
+		c.mu.Lock()
+		s, ok := c.m[key]
+		c.mu.Unlock()
+		if !ok {
+			var co summaryObj
+			if err := tx.GetObject(schema.KindCommit, ref.name, &co); err != nil {
+				return nil, err
+			}
+			s = co.summary()
+			c.mu.Lock()
+			if c.m == nil || len(c.m) >= maxSummaries {
+				c.m = map[summaryKey]commitSummary{}
+			}
+			c.m[key] = s
+			c.mu.Unlock()
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// summaryObj is the part of a stored commit that its summary needs; the
+// rest is skipped when it is decoded.
+type summaryObj struct {
+	Metadata struct {
+		Name      string    `json:"name"`
+		CreatedAt time.Time `json:"createdAt"`
+	} `json:"metadata"`
+	Spec   schema.CommitSpec `json:"spec"`
+	Status struct {
+		Phase   schema.CommitPhase `json:"phase"`
+		Message string             `json:"message"`
+		Tenants []struct {
+			Phase schema.CommitPhase `json:"phase"`
+			Plan  schema.PlanSummary `json:"plan"`
+		} `json:"tenants"`
+		Problems []struct{} `json:"problems"`
+	} `json:"status"`
+}
+
+func (c *summaryObj) summary() commitSummary {
+	s := commitSummary{Name: c.Metadata.Name, Spec: c.Spec, Created: c.Metadata.CreatedAt, Phase: c.Status.Phase,
+		Tenants: len(c.Status.Tenants), Problems: len(c.Status.Problems), Message: c.Status.Message}
+	for _, t := range c.Status.Tenants {
+		s.Plan.Add += t.Plan.Add
+		s.Plan.Change += t.Plan.Change
+		s.Plan.Destroy += t.Plan.Destroy
+		if t.Phase == schema.CommitFailed {
+			s.Failed++
+		}
+	}
+	return s
+}
+
+// byName sorts objects by name.
+func byName[T any](xs []T, name func(*T) string) {
+	slices.SortFunc(xs, func(a, b T) int { return cmp.Compare(name(&a), name(&b)) })
+}
+
+// tenantResult returns the result of tenant in the stored commit obj, by
+// finding its JSON rather than decoding the whole commit, which holds a
+// result for every tenant. The store writes commits with encoding/json
+// from schema.Commit, so a result is an object that starts with its
+// "tenant" member; a string that quotes one has its quotes escaped.
+func tenantResult(obj []byte, tenant string) (schema.TenantResult, bool, error) {
+	var res schema.TenantResult
+	name, err := json.Marshal(tenant)
+	if err != nil {
+		return res, false, err
+	}
+	i := bytes.Index(obj, append(append([]byte(`{"tenant":`), name...), ','))
+	if i < 0 {
+		return res, false, nil
+	}
+	if err := json.NewDecoder(bytes.NewReader(obj[i:])).Decode(&res); err != nil {
+		return res, false, fmt.Errorf("decode the result of %s: %w", tenant, err)
+	}
+	return res, true, nil
+}
