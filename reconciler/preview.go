@@ -287,6 +287,7 @@ func (j *previewJob) Run(ctx context.Context) {
 	c.Status.Timings.ReceivedAt = r.opts.Now()
 	c.Status.Phase = schema.CommitPlanning
 	r.putCommit(c)
+	c.Status.Signature = commitSignature(snap.Signature)
 	res, err := r.preview(ctx, snap, refKey(snap.Ref), true, false)
 	c.Status.Timings.FinishedAt = r.opts.Now()
 	switch {
@@ -318,6 +319,7 @@ func (j *previewJob) Run(ctx context.Context) {
 			c.Status.Phase = schema.CommitPartiallyFailed
 		}
 	}
+	noteUnverified(c)
 	r.putCommit(c)
 }
 

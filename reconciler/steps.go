@@ -61,6 +61,7 @@ func runSteps[T any](ctx context.Context, run T, steps []step[T]) (string, error
 // make, order its tenants and queue a run for each.
 var revisionSteps = []step[*CommitRun]{
 	{"RecordObserved", (*CommitRun).recordObserved},
+	{"VerifySignature", (*CommitRun).verifySignature},
 	{"Validate", (*CommitRun).validate},
 	{"GuardDeletions", (*CommitRun).guardDeletions},
 	{"Order", (*CommitRun).order},

@@ -92,6 +92,28 @@ type CommitStatus struct {
 	// is being handled, or a tenant of it waits for a retry) and Stalled
 	// (it failed, and only a new commit helps).
 	Conditions Conditions `json:"conditions,omitempty"`
+	// Signature is the outcome of the commit's signature check, when the
+	// server checks signatures (--verify-signatures).
+	Signature *CommitSignature `json:"signature,omitempty"`
+}
+
+// CommitSignature says who signed a commit, with which key, and whether
+// the server trusts it. Its text fields are bounded like the commit's
+// metadata.
+type CommitSignature struct {
+	// Type is ssh or gpg; "" for an unsigned commit.
+	Type string `json:"type,omitempty"`
+	// Key is the signing key's fingerprint.
+	Key string `json:"key,omitempty"`
+	// Signer is the trusted principal or GPG identity of the key.
+	Signer string `json:"signer,omitempty"`
+	// Verified: a trusted key made a valid signature.
+	Verified bool `json:"verified"`
+	// Refused: the commit of the main ref was not applied for want of a
+	// verified signature (previews plan anyway and are never refused).
+	Refused bool `json:"refused,omitempty"`
+	// Reason says why the signature is not verified.
+	Reason string `json:"reason,omitempty"`
 }
 
 // TenantResult is the outcome of one tenant's tofu run within a commit.

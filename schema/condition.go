@@ -130,6 +130,9 @@ const (
 	// ReasonRolloutFailed: a machine did not come back from a change the
 	// Talos plane rolled through the tenant; the rollout stopped there.
 	ReasonRolloutFailed = "RolloutFailed"
+	// ReasonUnverifiedSignature: --verify-signatures refused the commit,
+	// unsigned or not signed by a trusted key.
+	ReasonUnverifiedSignature = "UnverifiedSignature"
 
 	// Reasons of a run that is retried.
 

@@ -87,6 +87,10 @@ func (g *Git) snapshot(commit *object.Commit) (Snapshot, error) {
 		Root:     g.root,
 	}
 	snap.SetMessage(commit.Message)
+	if g.verifier != nil {
+		sig := g.verifier.Verify(commit)
+		snap.Signature = &sig
+	}
 	return snap, nil
 }
 

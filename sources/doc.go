@@ -16,6 +16,12 @@
 // The trailers are read from the full message first (internal/commitmsg),
 // so that a long message cannot hide or fake them.
 //
+// Commit signature checks: with a Verifier (GitOptions.Verifier), each
+// snapshot carries the outcome of checking its commit's signature, SSH
+// (sshsig, namespace git) against an OpenSSH allowed_signers file or GPG
+// against an armored keyring, in Snapshot.Signature. Deciding what an
+// unverified commit means is the reconciler's.
+//
 // It knows nothing of what happens to a snapshot afterwards: it must not
 // import schema, render, reconciler or backend.
 package sources

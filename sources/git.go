@@ -73,6 +73,9 @@ type GitOptions struct {
 	// Logger receives one line per new revision and per failed poll;
 	// slog.Default() when nil.
 	Logger *slog.Logger
+	// Verifier, when set, checks each snapshot's commit signature; the
+	// outcome is Snapshot.Signature.
+	Verifier *Verifier
 }
 
 // Git is a Source that polls a remote repository. Each poll asks the
@@ -92,6 +95,7 @@ type Git struct {
 	maxBackoff time.Duration
 	timeout    time.Duration
 	log        *slog.Logger
+	verifier   *Verifier
 	trigger    chan struct{}
 	running    atomic.Bool
 
@@ -131,6 +135,7 @@ func NewGit(opts GitOptions) (*Git, error) {
 		maxBackoff: opts.MaxBackoff,
 		timeout:    opts.Timeout,
 		log:        opts.Logger,
+		verifier:   opts.Verifier,
 		trigger:    make(chan struct{}, 1),
 		maxPacks:   maxPacks,
 	}

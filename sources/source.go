@@ -42,6 +42,9 @@ type Snapshot struct {
 	FS fs.FS
 	// Root is the path inside FS to load, "." for the whole tree.
 	Root string
+	// Signature is the outcome of the commit's signature check; nil when
+	// the source checks none (no Verifier, or a directory).
+	Signature *Signature
 }
 
 // SetMessage sets Message, MessageTruncated and Trailers from a commit's

@@ -238,6 +238,7 @@ func (p *reconcilerPart) mount() (err error) {
 	srv.ServeTenantSecrets(rec, p.audit)
 	srv.ServeMachineLogs(rec, p.audit)
 	srv.ServePreviews(rec)
+	srv.ServeReconcile(rec.Requests(src.Trigger))
 	if p.previews, err = newPreviews(p.f, p.dataDir, p.auth, p.log); err != nil {
 		return err
 	}
@@ -357,6 +358,10 @@ func newPreviews(f *serveFlags, dataDir string, auth sources.Auth, log *slog.Log
 	if f.repo == "" {
 		return nil, errors.New("--preview-refs needs --repo")
 	}
+	verifier, err := signatureVerifier(f)
+	if err != nil {
+		return nil, err
+	}
 	var patterns []string
 	for _, p := range strings.Split(f.previewRefs, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -366,7 +371,7 @@ func newPreviews(f *serveFlags, dataDir string, auth sources.Auth, log *slog.Log
 	return sources.NewPreviews(sources.PreviewOptions{
 		Git: sources.GitOptions{
 			URL: f.repo, Branch: f.branch, Tag: f.tag, Path: f.path, Dir: dataDir,
-			PollInterval: f.pollInterval, Auth: auth, Logger: log,
+			PollInterval: f.pollInterval, Auth: auth, Logger: log, Verifier: verifier,
 		},
 		Patterns: patterns,
 	})
@@ -406,6 +411,10 @@ func mountWebhooks(srv *backend.Server, src sources.Source, previews *sources.Pr
 // for, and says where operators change what it reads. Without either it
 // returns no source.
 func newSource(f *serveFlags, log *slog.Logger) (sources.Source, backend.Origin, error) {
+	verifier, err := signatureVerifier(f)
+	if err != nil {
+		return nil, backend.Origin{}, err
+	}
 	if f.repo == "" && f.dir == "" {
 		if f.branch != "" || f.tag != "" || f.commit != "" || f.path != "" {
 			return nil, backend.Origin{}, errors.New("--branch, --tag, --commit and --path need --repo")
@@ -432,7 +441,7 @@ func newSource(f *serveFlags, log *slog.Logger) (sources.Source, backend.Origin,
 	}
 	g, err := sources.NewGit(sources.GitOptions{
 		URL: f.repo, Branch: f.branch, Tag: f.tag, Commit: f.commit, Path: f.path,
-		Dir: f.data, PollInterval: f.pollInterval, Auth: auth,
+		Dir: f.data, PollInterval: f.pollInterval, Auth: auth, Verifier: verifier,
 		Logger: log.With("component", "source"),
 	})
 	if err != nil {

@@ -65,7 +65,10 @@ type serveFlags struct {
 
 	reports     reportFlags
 	previewRefs string
-	clouds      cloudFlags
+	// Signed commits only: --verify-signatures and the trusted keys.
+	verifySignatures           bool
+	allowedSigners, gpgKeyring string
+	clouds                     cloudFlags
 
 	// externalURL is where people reach the server; publicURL is its
 	// deprecated name (see dashboardURL).
@@ -172,6 +175,9 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.stateEncryption, "state-encryption", "auto", "state encryption: auto (on when REZUSCLOUD_STATE_PASSPHRASE is set), migrate (also read state written before encryption, and encrypt it), or off")
 	fs.DurationVar(&f.kubeconfigValid, "kubeconfig-validity", reconciler.DefaultKubeconfigValidity, "how long the client certificate of a downloaded kubeconfig is valid")
 	fs.StringVar(&f.previewRefs, "preview-refs", "", "`PATTERNS` of refs of --repo to plan (never apply) as previews, comma-separated, e.g. refs/heads/* or refs/pull/*/head; the main ref is always excluded")
+	fs.BoolVar(&f.verifySignatures, "verify-signatures", false, "apply only commits of the main ref signed by a trusted key (--allowed-signers, --gpg-keyring); any other commit is refused, and the last good one stays applied; previews still plan and say they are unsigned")
+	fs.StringVar(&f.allowedSigners, "allowed-signers", "", "OpenSSH allowed_signers `FILE` of the SSH keys trusted to sign commits (ssh-keygen(1) ALLOWED SIGNERS: PRINCIPALS [namespaces=\"git\"] KEYTYPE KEY)")
+	fs.StringVar(&f.gpgKeyring, "gpg-keyring", "", "armored GPG keyring `FILE` of the keys trusted to sign commits (gpg --armor --export)")
 	fs.StringVar(&f.reports.reporters, "report", "", "where commit statuses go besides the API, comma-separated: github (also Gitea and Forgejo), gitlab, git-notes (refs/notes/rezuscloud pushed to --repo)")
 	fs.StringVar(&f.reports.instance, "instance", "", "this server's name in commit status contexts (rezuscloud/INSTANCE/TENANT), so that two servers on one repository do not overwrite each other; default: the host name")
 	fs.StringVar(&f.externalURL, "external-url", "", "base `URL` under which people reach this server (e.g. https://rezuscloud.example.com behind a TLS proxy), for the dashboard's links in commit statuses and its Secure cookies; default: the listen address")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -201,8 +202,33 @@ func tenantRow(raw json.RawMessage, wide bool, now time.Time) ([]string, error) 
 	if wide {
 		row = append(row, orNone(t.Spec.TalosVersion), orNone(t.Spec.ControlPlaneEndpoint))
 	}
-	ready, msg := readyColumns(t.Status.Conditions)
-	return append(row, age(t.Metadata.CreatedAt, now), ready, msg), nil
+	ready, _ := readyColumns(t.Status.Conditions)
+	return append(row, age(t.Metadata.CreatedAt, now), ready, tenantStatus(t.Status, now)), nil
+}
+
+// tenantStatus is the STATUS column of a tenant: what holds it back, at a
+// glance. A true Suspended, Stalled or Drifted condition comes first,
+// then a pending retry, then work in progress (Reconciling), else the
+// Ready condition's message.
+func tenantStatus(st schema.TenantStatus, now time.Time) string {
+	cs := st.Conditions
+	for _, typ := range []string{schema.ConditionSuspended, schema.ConditionStalled, schema.ConditionDrifted} {
+		if c := cs.Get(typ); c != nil && c.Status == schema.ConditionTrue {
+			return firstLine(typ+": "+cmp.Or(c.Message, c.Reason), 80)
+		}
+	}
+	if r := st.Retry; r != nil {
+		wait := "now"
+		if d := r.NextAttemptAt.Sub(now); d > 0 {
+			wait = "in " + d.Round(time.Second).String()
+		}
+		return fmt.Sprintf("Retrying: attempt %d failed (%s), next %s", r.Attempts, r.LastReason, wait)
+	}
+	if c := cs.Get(schema.ConditionReconciling); c != nil && c.Status == schema.ConditionTrue {
+		return firstLine("Reconciling: "+cmp.Or(c.Message, c.Reason), 80)
+	}
+	_, msg := readyColumns(cs)
+	return msg
 }
 
 // readyColumns are the READY and STATUS columns of an object with

@@ -95,6 +95,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	// go below this line.
 	root.AddCommand(newDiffCmd())
 	root.AddCommand(newLogsCmd())
+	root.AddCommand(newReconcileCmd())
 
 	return root
 }

@@ -29,6 +29,9 @@ func StatusesFor(instance string, c *schema.Commit, targetURL string) []Status {
 	sha := c.Spec.SHA
 	out := make([]Status, 0, 1+len(c.Status.Tenants))
 	state, desc := commitState(c)
+	if sig := c.Status.Signature; c.Spec.Preview && sig != nil && !sig.Verified {
+		desc = unverified(sig) + "; " + desc
+	}
 	out = append(out, Status{SHA: sha, Context: CommitContext(instance), State: state,
 		Description: truncate(desc, MaxDescription), TargetURL: targetURL})
 	if c.Status.Phase == schema.CommitInvalid {
@@ -40,6 +43,14 @@ func StatusesFor(instance string, c *schema.Commit, targetURL string) []Status {
 			Description: truncate(desc, MaxDescription), TargetURL: targetURL})
 	}
 	return out
+}
+
+// unverified says in two words why a preview's signature would not pass.
+func unverified(sig *schema.CommitSignature) string {
+	if sig.Type == "" {
+		return "unsigned"
+	}
+	return "signature not trusted"
 }
 
 // commitState is the state and description of a commit as a whole.

@@ -51,6 +51,10 @@ func Commit(st *schema.CommitStatus, now time.Time) {
 		if len(failed) > 0 && len(stalledTenants) == len(failed) {
 			stalled.Status, stalled.Message = schema.ConditionTrue, ready.Message
 		}
+		if sig := st.Signature; sig != nil && sig.Refused {
+			ready.Reason = schema.ReasonUnverifiedSignature
+			stalled.Status, stalled.Message = schema.ConditionTrue, ready.Message
+		}
 	default: // in progress
 		ready.Status, ready.Reason, ready.Message = schema.ConditionUnknown, schema.ReasonProgressing, strings.ToLower(string(st.Phase))
 		rec.Status, rec.Reason, rec.Message = schema.ConditionTrue, schema.ReasonProgressing, strings.ToLower(string(st.Phase))
