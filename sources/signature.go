@@ -247,14 +247,22 @@ func parseSSHSig(armored string) (*sshSig, error) {
 // verify checks the signature over msg: the key signed the SSHSIG
 // preamble, namespace, hash algorithm and hash of msg.
 func (s *sshSig) verify(msg []byte) error {
-	var h hash.Hash
-	switch s.hashAlg {
-	case "sha256":
-		h = sha256.New()
-	case "sha512":
-		h = sha512.New()
-	default:
+	if s.sig.Format == ssh.KeyAlgoRSA {
+		// As OpenSSH's ssh-keygen -Y verify: SHA-1 is not accepted.
+		return fmt.Errorf("RSA signature with SHA-1 (ssh-rsa), which is not accepted: sign with rsa-sha2-512")
+	}
+	if s.hashAlg != "sha256" && s.hashAlg != "sha512" {
 		return fmt.Errorf("hash algorithm %q", s.hashAlg)
+	}
+	return s.pub.Verify(s.signedData(msg), s.sig)
+}
+
+// signedData is what an SSH signature of msg signs (PROTOCOL.sshsig): the
+// magic preamble, the namespace and the hash of msg.
+func (s *sshSig) signedData(msg []byte) []byte {
+	var h hash.Hash = sha256.New()
+	if s.hashAlg == "sha512" {
+		h = sha512.New()
 	}
 	h.Write(msg)
 	signed := ssh.Marshal(struct {
@@ -263,7 +271,7 @@ func (s *sshSig) verify(msg []byte) error {
 		HashAlg   string
 		Hash      []byte
 	}{s.namespace, "", s.hashAlg, h.Sum(nil)})
-	return s.pub.Verify(append([]byte("SSHSIG"), signed...), s.sig)
+	return append([]byte("SSHSIG"), signed...)
 }
 
 // allowedSigner is one line of an allowed_signers file.
