@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -199,7 +200,7 @@ func checkSecretFile(t *testing.T, pod corev1.PodSpec, c corev1.Container, name,
 	if v.Secret == nil || v.Secret.SecretName != secret {
 		t.Errorf("volume %s is %+v, want the Secret %s", name, v.VolumeSource, secret)
 	} else if m := v.Secret.DefaultMode; m == nil || *m&0o007 != 0 {
-		t.Errorf("secret volume %s mode %v: others may read it", name, m)
+		t.Errorf("secret volume %s mode %s: others may read it", name, mode(m))
 	}
 	m := mount(t, c, name)
 	if m.MountPath != dir || !m.ReadOnly {
@@ -238,4 +239,11 @@ func mount(t *testing.T, c corev1.Container, name string) corev1.VolumeMount {
 	}
 	t.Fatalf("container %s does not mount %s", c.Name, name)
 	return corev1.VolumeMount{}
+}
+
+func mode(m *int32) string {
+	if m == nil {
+		return "unset (0644)"
+	}
+	return fmt.Sprintf("%04o", *m)
 }
