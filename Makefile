@@ -35,12 +35,18 @@ build:
 	@bash scripts/install-provider.sh $(MIRROR)
 	@bash scripts/openstack-provider.sh $(MIRROR) >/dev/null
 
+# deploy/ is a module of its own (Helm's dependencies stay out of the
+# server's): the tests of the image recipe, the chart and the systemd unit.
+DEPLOY := cd deploy && GOWORK=off
+
 vet:
 	$(GO) vet ./...
+	$(DEPLOY) $(GO) vet ./...
 
 test: tools chromium build vet
 	TOFU=$(TOFU_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) CGO_ENABLED=1 \
 		$(GO) test -race -timeout 30m ./...
+	$(DEPLOY) $(GO) test -timeout 10m ./...
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
