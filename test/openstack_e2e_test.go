@@ -163,6 +163,13 @@ func TestOpenStackEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("the Talos plane bootstraps the cluster once, and it becomes ready", func(t *testing.T) {
+		planeWaitReady(t, o.e2e, osTenant)
+		if got := planeBootstraps(t, o.e2e, osTenant); len(got) != 1 || !strings.Contains(got[0], "controlplane") {
+			t.Errorf("bootstraps on %v, want one on a control plane", got)
+		}
+	})
+
 	t.Run("scale up creates exactly the new servers", func(t *testing.T) {
 		before := o.machineIDs()
 		o.setCount(osTenant, "workers", 4)

@@ -114,10 +114,6 @@ func (p *reconcilerPart) openTofu() error {
 	// The simulated OpenStack stops after the reconciler, whose runs
 	// may still talk to it while they finish.
 	p.m.onClose(cl.close)
-	if cl.sim != nil {
-		// The simulated OpenStack's servers run no Talos API.
-		p.noTalosAPI = append(p.noTalosAPI, schema.ProviderOpenStack)
-	}
 	for k, v := range cl.env {
 		env[k] = v
 	}
