@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 )
 
@@ -67,4 +68,16 @@ func (tx *Tx) TenantObjects(tenant, kind string, fn func(Resource) error) error 
 		}
 	}
 	return nil
+}
+
+// DecodeTenantObjects decodes every object of kind that belongs to tenant
+// (see Tx.TenantObjects) into a new T each, in key order.
+func DecodeTenantObjects[T any](tx *Tx, tenant, kind string) ([]*T, error) {
+	var out []*T
+	err := tx.TenantObjects(tenant, kind, func(res Resource) error {
+		v := new(T)
+		out = append(out, v)
+		return json.Unmarshal(res.Object, v)
+	})
+	return out, err
 }

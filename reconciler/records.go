@@ -159,20 +159,11 @@ func (r *Reconciler) recordOutcome(name string, td *schema.TenantDesired, gen in
 
 // storedParts returns a tenant's node groups and machines as stored.
 func storedParts(tx *backend.Tx, tenant string) ([]*schema.NodeGroup, []*schema.Machine, error) {
-	var ngs []*schema.NodeGroup
-	var machines []*schema.Machine
-	err := tx.TenantObjects(tenant, schema.KindNodeGroup, func(res backend.Resource) error {
-		ng := new(schema.NodeGroup)
-		ngs = append(ngs, ng)
-		return json.Unmarshal(res.Object, ng)
-	})
-	if err == nil {
-		err = tx.TenantObjects(tenant, schema.KindMachine, func(res backend.Resource) error {
-			m := new(schema.Machine)
-			machines = append(machines, m)
-			return json.Unmarshal(res.Object, m)
-		})
+	ngs, err := backend.DecodeTenantObjects[schema.NodeGroup](tx, tenant, schema.KindNodeGroup)
+	if err != nil {
+		return nil, nil, err
 	}
+	machines, err := backend.DecodeTenantObjects[schema.Machine](tx, tenant, schema.KindMachine)
 	return ngs, machines, err
 }
 

@@ -114,19 +114,10 @@ func tenantStatus(tx *backend.Tx, tenant string, apiAnswers bool, p Progress, no
 	if err := tx.GetObject(schema.KindTenant, tenant, &t); err != nil {
 		return false, nil // not recorded yet, or gone
 	}
-	var ngs []*schema.NodeGroup
+	ngs, err := backend.DecodeTenantObjects[schema.NodeGroup](tx, tenant, schema.KindNodeGroup)
 	var machines []*schema.Machine
-	err := tx.TenantObjects(tenant, schema.KindNodeGroup, func(res backend.Resource) error {
-		ng := new(schema.NodeGroup)
-		ngs = append(ngs, ng)
-		return json.Unmarshal(res.Object, ng)
-	})
 	if err == nil {
-		err = tx.TenantObjects(tenant, schema.KindMachine, func(res backend.Resource) error {
-			m := new(schema.Machine)
-			machines = append(machines, m)
-			return json.Unmarshal(res.Object, m)
-		})
+		machines, err = backend.DecodeTenantObjects[schema.Machine](tx, tenant, schema.KindMachine)
 	}
 	if err != nil {
 		return false, fmt.Errorf("tenant %s: %w", tenant, err)
