@@ -32,7 +32,17 @@ import (
 // verifying that the server's certificate has that SPKI fingerprint (as
 // talosctl prints it). It connects at its first call; the caller closes it.
 func MaintenanceClient(address, fingerprint string) (*client.Client, error) {
-	cfg := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // maintenance mode: the machine has no identity yet; pin a fingerprint to check it
+	cfg := &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // maintenance mode: the machine has no identity yet; pin a fingerprint to check it
+		// A machine in maintenance mode asks for no client certificate; one
+		// with a config asks for its cluster's. Refusing in the handshake
+		// says so at once, where a TLS 1.3 server would otherwise reject
+		// the missing certificate only after the handshake, as a broken
+		// connection.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return nil, errAsksForCertificate
+		},
+	}
 	if fingerprint != "" {
 		fp, err := x509.ParseFingerprint(fingerprint)
 		if err != nil {
@@ -46,6 +56,10 @@ func MaintenanceClient(address, fingerprint string) (*client.Client, error) {
 	}
 	return c, nil
 }
+
+// errAsksForCertificate is the handshake error of a MaintenanceClient at a
+// machine that asks for a client certificate.
+var errAsksForCertificate = errors.New("tls: the machine asks for a client certificate: it has a config already")
 
 // ErrNotInMaintenance is returned, wrapped, by ApplyMaintenance when the
 // machine answers but not as a maintenance server: it has a config
