@@ -116,22 +116,8 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 			UserDataBase64: "${base64encode(var." + configVar + ")}",
 			ConfigHash:     hex.EncodeToString(sum[:]),
 		}
-		for _, r := range m.Resources(in) {
-			target := resources
-			if r.Data {
-				target = data
-			} else {
-				r.Body["depends_on"] = []string{SecretsResource}
-			}
-			byName := target[r.Type]
-			if byName == nil {
-				byName = map[string]any{}
-				target[r.Type] = byName
-			}
-			if _, dup := byName[r.Name]; dup {
-				return nil, fmt.Errorf("render %s: two blocks named %s.%s", tenant, r.Type, r.Name)
-			}
-			byName[r.Name] = r.Body
+		if err := addBlocks(resources, data, m.Resources(in)); err != nil {
+			return nil, fmt.Errorf("render %s: %w", tenant, err)
 		}
 	}
 
@@ -175,6 +161,29 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 	}
 	ws.Hash = hashFiles(ws.Files, vars)
 	return ws, nil
+}
+
+// addBlocks adds a module's resources and data sources to the blocks of
+// the workspace by type and name; resources wait for the secrets.
+func addBlocks(resources, data map[string]map[string]any, rs []Resource) error {
+	for _, r := range rs {
+		target := resources
+		if r.Data {
+			target = data
+		} else {
+			r.Body["depends_on"] = []string{SecretsResource}
+		}
+		byName := target[r.Type]
+		if byName == nil {
+			byName = map[string]any{}
+			target[r.Type] = byName
+		}
+		if _, dup := byName[r.Name]; dup {
+			return fmt.Errorf("two blocks named %s.%s", r.Type, r.Name)
+		}
+		byName[r.Name] = r.Body
+	}
+	return nil
 }
 
 // sensitiveVariable declares a string variable that tofu never shows and
