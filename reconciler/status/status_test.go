@@ -203,4 +203,3 @@ func TestCommitTotals(t *testing.T) {
 		t.Fatalf("totals %+v, want %+v", st.Totals, want)
 	}
 }
-
