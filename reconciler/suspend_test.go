@@ -114,6 +114,10 @@ func TestSuspendHoldsScale(t *testing.T) {
 		}
 	}
 
+	if got := r.rec.hurry("staging"); got.Action != "UpToDate" || !strings.Contains(got.Message, "suspended") {
+		t.Errorf("a reconcile request for suspended staging: %+v, want it to say the tenant is suspended", got)
+	}
+
 	c = r.reconcile("rev4", "resume", scale(examples(t)))
 	mustSucceed(t, c)
 	if n := r.simMachines("staging"); n != 4 {
