@@ -86,6 +86,11 @@ func (run *CommitRun) noteSuspended(context.Context) (stepResult, error) {
 				if _, err := tx.Delete(kindSuspended, name); err != nil {
 					return err
 				}
+				// Resumed: cleared now, also when the revision leaves the
+				// tenant as last applied and no run of it follows.
+				if err := r.resumedTx(tx, name); err != nil {
+					return err
+				}
 			}
 		}
 		for name := range recs {
@@ -214,20 +219,40 @@ func (r *Reconciler) recordSuspended(name string, td *schema.TenantDesired, gen 
 }
 
 // resumed clears what a suspension recorded in a tenant's status, if
-// anything: the run that follows applies the pending changes.
+// anything: the run that follows applies the pending changes. It writes
+// only when there is something to clear.
 func (r *Reconciler) resumed(name string) error {
-	var stored *schema.Tenant
-	err := r.store.View(func(tx *backend.Tx) error {
-		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
-		if err == nil {
-			stored = t
-		}
-		return nil
+	var was bool
+	err := r.store.View(func(tx *backend.Tx) (err error) {
+		_, was, err = suspendedStatus(tx, name)
+		return err
 	})
-	if err != nil || stored == nil || (stored.Status.Pending == nil && stored.Status.Conditions.Get(schema.ConditionSuspended) == nil) {
+	if err != nil || !was {
 		return err
 	}
-	return r.updateTenant(name, nil, stored.Metadata.Generation, func(t *schema.Tenant) {
+	return r.store.Update(func(tx *backend.Tx) error { return r.resumedTx(tx, name) })
+}
+
+// suspendedStatus reads a tenant and reports whether its status records a
+// suspension.
+func suspendedStatus(tx *backend.Tx, name string) (*schema.Tenant, bool, error) {
+	t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
+	if errors.Is(err, backend.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return t, t.Status.Pending != nil || t.Status.Conditions.Get(schema.ConditionSuspended) != nil, nil
+}
+
+// resumedTx is resumed in transaction tx.
+func (r *Reconciler) resumedTx(tx *backend.Tx, name string) error {
+	t, was, err := suspendedStatus(tx, name)
+	if err != nil || !was {
+		return err
+	}
+	return r.updateTenantTx(tx, name, nil, t.Metadata.Generation, func(t *schema.Tenant) {
 		t.Status.Pending = nil
 		t.Status.Conditions = t.Status.Conditions.Remove(schema.ConditionSuspended)
 	})
@@ -237,28 +262,31 @@ func (r *Reconciler) resumed(name string) error {
 // the rest of it from its node groups and machines as stored. A tenant not
 // stored yet is created from td; without td there is nothing to change.
 func (r *Reconciler) updateTenant(name string, td *schema.TenantDesired, gen int64, change func(*schema.Tenant)) error {
+	return r.store.Update(func(tx *backend.Tx) error { return r.updateTenantTx(tx, name, td, gen, change) })
+}
+
+// updateTenantTx is updateTenant in transaction tx.
+func (r *Reconciler) updateTenantTx(tx *backend.Tx, name string, td *schema.TenantDesired, gen int64, change func(*schema.Tenant)) error {
 	now := r.opts.Now()
-	return r.store.Update(func(tx *backend.Tx) error {
-		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
-		switch {
-		case errors.Is(err, backend.ErrNotFound) && td == nil:
-			return nil
-		case errors.Is(err, backend.ErrNotFound):
-			t = &schema.Tenant{APIVersion: td.Tenant.APIVersion, Kind: td.Tenant.Kind, Metadata: cleanMeta(td.Tenant.Metadata), Spec: td.Tenant.Spec}
-			t.Metadata.Generation = gen
-		case err != nil:
-			return err
-		}
-		change(t)
-		ngs, machines, err := storedParts(tx, name)
-		if err != nil {
-			return err
-		}
-		t.Status = status.Compute(status.Tenant{Status: t.Status, Generation: t.Metadata.Generation, NodeGroups: ngs,
-			Machines: machines, APIAnswers: t.Status.APIReady}, now).Tenant
-		_, err = tx.PutObject(schema.KindTenant, name, t)
+	t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
+	switch {
+	case errors.Is(err, backend.ErrNotFound) && td == nil:
+		return nil
+	case errors.Is(err, backend.ErrNotFound):
+		t = &schema.Tenant{APIVersion: td.Tenant.APIVersion, Kind: td.Tenant.Kind, Metadata: cleanMeta(td.Tenant.Metadata), Spec: td.Tenant.Spec}
+		t.Metadata.Generation = gen
+	case err != nil:
 		return err
-	})
+	}
+	change(t)
+	ngs, machines, err := storedParts(tx, name)
+	if err != nil {
+		return err
+	}
+	t.Status = status.Compute(status.Tenant{Status: t.Status, Generation: t.Metadata.Generation, NodeGroups: ngs,
+		Machines: machines, APIAnswers: t.Status.APIReady}, now).Tenant
+	_, err = tx.PutObject(schema.KindTenant, name, t)
+	return err
 }
 
 // suspendedMessage is the Suspended condition's message: the revision

@@ -199,3 +199,24 @@ func TestSuspendedNewTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestResumeWithoutChanges: a tenant suspended and resumed by commits that
+// change nothing else has nothing pending, runs no tofu, and is no longer
+// shown suspended once the annotation goes.
+func TestResumeWithoutChanges(t *testing.T) {
+	r := newRig(t)
+	mustSucceed(t, r.reconcile("rev1", "first", examples(t)))
+	runs := r.rec.Runner().Runs()
+	mustSucceed(t, r.reconcile("rev2", "suspend staging", annotate(t, examples(t), "staging", schema.AnnotationSuspend, "true")))
+	if p := r.tenant("staging").Status.Pending; p == nil || p.Summary != "no changes to the manifests" {
+		t.Fatalf("pending %+v", p)
+	}
+	mustSucceed(t, r.reconcile("rev3", "resume staging", examples(t)))
+	st := r.tenant("staging").Status
+	if st.Pending != nil || st.Conditions.Get(schema.ConditionSuspended) != nil {
+		t.Fatalf("resumed staging: pending %+v, conditions %+v", st.Pending, st.Conditions)
+	}
+	if got := r.rec.Runner().Runs(); got != runs {
+		t.Errorf("suspending and resuming ran tofu %d times", got-runs)
+	}
+}
