@@ -174,6 +174,12 @@ func (t *tenantRun) suspend(context.Context) (stepResult, error) {
 	if rec == nil && (t.desired == nil || !schema.Suspended(t.desired.Tenant.Metadata.Annotations)) {
 		return stepNext, retry(schema.ReasonStoreError, t.r.resumed(t.name))
 	}
+	t.res.Reason = schema.ReasonSuspended
+	if rec != nil && t.desired != nil && rec.Revision != t.job.run.snap.Revision {
+		// A run of an older revision (a retry, a drift correction): what
+		// waits is the newest revision's, recorded by its own run.
+		return stepDone, nil
+	}
 	p := schema.PendingChanges{Revision: t.job.run.snap.Revision, Deletion: t.desired == nil}
 	if rec != nil {
 		p.Since = rec.Since
@@ -186,7 +192,6 @@ func (t *tenantRun) suspend(context.Context) (stepResult, error) {
 	if t.desired != nil {
 		p.Summary = pendingSummary(modeldiff.Diff(prev, t.model))
 	}
-	t.res.Reason = schema.ReasonSuspended
 	return stepDone, retry(schema.ReasonStoreError, t.r.recordSuspended(t.name, t.desired, gen, p))
 }
 

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -8,6 +9,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/sources"
 )
 
 // annotate returns repo with annotation key: value added to the Tenant of
@@ -55,6 +57,32 @@ func (r *rig) simMachines(tenant string) int {
 		}
 	}
 	return n
+}
+
+// runOlder runs tenant's applySteps for an earlier revision rev of repo,
+// as a retry of it does (attempt 1), and waits for it.
+func (r *rig) runOlder(t *testing.T, rev string, repo fstest.MapFS, tenant string) {
+	t.Helper()
+	snap := sources.Snapshot{Revision: rev, Ref: "refs/heads/main", FS: repo, Root: "."}
+	applied, err := r.rec.appliedRecords()
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, probs := r.rec.load(snap, applied)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	run := &CommitRun{r: r.rec, snap: snap, commit: &schema.Commit{}, results: map[string]*schema.TenantResult{}, done: make(chan struct{})}
+	for _, td := range desired.Tenants {
+		if td.Tenant.Metadata.Name == tenant {
+			(&tenantJob{run: run, tenant: tenant, desired: td, attempt: 1}).Run(context.Background())
+			if res := run.results[tenant]; res == nil || res.Reason != schema.ReasonSuspended {
+				t.Fatalf("the older revision's run: %+v, want it suspended", res)
+			}
+			return
+		}
+	}
+	t.Fatalf("no tenant %s in %s", tenant, rev)
 }
 
 // TestSuspendHoldsScale: a suspended tenant ignores a scale commit (no
@@ -112,6 +140,16 @@ func TestSuspendHoldsScale(t *testing.T) {
 		if res.Tenant == "staging" && res.Reason != schema.ReasonSuspended {
 			t.Errorf("staging's result %+v does not say it is suspended", res)
 		}
+	}
+
+	// A run of the applied revision (as a retry or a drift correction
+	// makes) stops too, and leaves what waits as it is.
+	r.runOlder(t, "rev1", examples(t), "staging")
+	if n := r.simMachines("staging"); n != 2 {
+		t.Errorf("a run of an older revision changed suspended staging: %d sim machines, want 2", n)
+	}
+	if p := r.tenant("staging").Status.Pending; p == nil || p.Revision != "rev3" {
+		t.Errorf("a run of an older revision replaced what waits: %+v", p)
 	}
 
 	if got := r.rec.hurry("staging"); got.Action != "UpToDate" || !strings.Contains(got.Message, "suspended") {
