@@ -175,9 +175,10 @@ func (t *tenantRun) suspend(context.Context) (stepResult, error) {
 		return stepNext, retry(schema.ReasonStoreError, t.r.resumed(t.name))
 	}
 	t.res.Reason = schema.ReasonSuspended
-	if rec != nil && t.desired != nil && rec.Revision != t.job.run.snap.Revision {
-		// A run of an older revision (a retry, a drift correction): what
-		// waits is the newest revision's, recorded by its own run.
+	if rec == nil || (t.desired != nil && rec.Revision != t.job.run.snap.Revision) {
+		// A run of another revision than the newest (a retry, a drift
+		// correction, a suspending revision that a newer one resumed):
+		// nothing runs, and what waits is the newest revision's business.
 		return stepDone, nil
 	}
 	p := schema.PendingChanges{Revision: t.job.run.snap.Revision, Deletion: t.desired == nil}
