@@ -26,6 +26,10 @@ type TenantSpec struct {
 	ServiceNetwork []string     `json:"serviceNetwork,omitempty"`
 	Plugins        Plugins      `json:"plugins,omitzero"`
 	ConfigPatches  []NamedPatch `json:"configPatches,omitempty"`
+	// MaintenanceWindows, when set, are the only times in which disruptive
+	// work (removing or replacing machines, reboots, upgrades) runs; other
+	// work runs at once. Empty: any time.
+	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
 }
 
 // Plugins selects the cluster's network and storage plugins.
