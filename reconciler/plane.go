@@ -45,6 +45,7 @@ func (t *tenantRun) talosDesired() talos.Desired {
 		Tenant: t.name, Bundle: t.bundle, Machines: t.r.talosMachines(t.machines),
 		Groups:      map[string]talos.GroupTarget{},
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
+		Windows:     t.win.set, KubernetesVersion: td.Tenant.Spec.KubernetesVersion,
 	}
 	for _, ng := range td.NodeGroups {
 		d.Groups[ng.Metadata.Name] = talos.GroupTarget{
@@ -139,6 +140,8 @@ func talosError(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case windowErrorOf(err) != err:
+		return windowErrorOf(err)
 	case errors.As(err, &stopped):
 		return stall(schema.ReasonRolloutFailed, err)
 	case errors.As(err, &waiting):

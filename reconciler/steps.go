@@ -72,6 +72,7 @@ var revisionSteps = []step[*CommitRun]{
 // tenant.go).
 var applySteps = []step[*tenantRun]{
 	{"Prepare", (*tenantRun).prepare},
+	{"MaintenanceWindow", (*tenantRun).maintenanceWindow},
 	{"QuickCheck", (*tenantRun).quickCheck},
 	{"Settle", (*tenantRun).settle},
 	{"Secrets", (*tenantRun).secrets},
@@ -91,6 +92,7 @@ var applySteps = []step[*tenantRun]{
 // destroySteps remove a tenant that left git (see tenant.go).
 var destroySteps = []step[*tenantRun]{
 	{"Prepare", (*tenantRun).prepare},
+	{"MaintenanceWindow", (*tenantRun).maintenanceWindow},
 	{"MarkDeleting", (*tenantRun).markDeleting},
 	{"Settle", (*tenantRun).settle},
 	{"PushErroredState", (*tenantRun).pushErrored},

@@ -130,6 +130,9 @@ type TenantResult struct {
 	// NextAttemptAt is when a failed tenant runs again by itself; zero
 	// when it does not (it is stalled, or a newer revision took over).
 	NextAttemptAt time.Time `json:"nextAttemptAt,omitzero"`
+	// Waiting says what of the commit waits for a maintenance window of
+	// the tenant; NextAttemptAt is then the window's opening.
+	Waiting string `json:"waiting,omitempty"`
 	// OutputTail is the last lines of tofu's output, for a failure.
 	OutputTail string    `json:"outputTail,omitempty"`
 	StartedAt  time.Time `json:"startedAt,omitzero"`

@@ -84,6 +84,9 @@ type TenantStatus struct {
 	Message string `json:"message,omitempty"`
 	// Retry is set while a failed run waits to run again by itself.
 	Retry *RetryStatus `json:"retry,omitempty"`
+	// Maintenance is set while disruptive work waits for a maintenance
+	// window.
+	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
 	// Conditions are Ready, Reconciling and Stalled (see the Condition*
 	// constants); Ready follows the machines, the other two the runs.
 	Conditions Conditions `json:"conditions,omitempty"`

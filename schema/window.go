@@ -2,6 +2,7 @@ package schema
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/window"
 )
@@ -61,4 +62,26 @@ func checkMaintenanceWindows(d *document, obj map[string]any) []Problem {
 		}
 	}
 	return problems
+}
+
+// MaintenanceStatus says what of a tenant's desired state waits for a
+// maintenance window, and when the next one opens. A run that leaves
+// nothing waiting clears it.
+type MaintenanceStatus struct {
+	// Waiting says what waits: "scale-down of workers (2 machines)".
+	Waiting string `json:"waiting"`
+	// NextWindow is when the next window opens; the waiting work runs
+	// then.
+	NextWindow time.Time `json:"nextWindow"`
+}
+
+// decodeWindows reads spec.maintenanceWindows of a checked Tenant.
+func decodeWindows(v any) []MaintenanceWindow {
+	list, _ := v.([]any)
+	var out []MaintenanceWindow
+	for _, item := range list {
+		m := asMap(item)
+		out = append(out, MaintenanceWindow{Schedule: asString(m["schedule"]), Duration: asString(m["duration"]), TimeZone: asString(m["timeZone"])})
+	}
+	return out
 }
