@@ -200,14 +200,15 @@ func (t *tenantRun) waitForWindow(err error) error {
 		return stall(schema.ReasonInvalidManifests, fmt.Errorf("%s waits for a maintenance window, but none of the tenant's windows opens again: change spec.maintenanceWindows",
 			strings.Join(t.win.waits, "; ")))
 	}
-	msg := fmt.Sprintf("%s waits for the window opening %s", strings.Join(t.win.waits, "; "), next.UTC().Format(time.RFC3339))
+	what := strings.Join(t.win.waits, "; ")
+	msg := fmt.Sprintf("%s waits for the window opening %s", what, next.UTC().Format(time.RFC3339))
 	full := t.desired
 	if t.win.full != nil {
 		full = t.win.full
 	}
 	t.res.Reason, t.res.Waiting = schema.ReasonWaitingForMaintenanceWindow, msg
 	werr := r.recordOutcome(t.name, t.desired, t.generation, func(*schema.Tenant) status.Outcome {
-		return status.Waiting(msg, next, t.generation)
+		return status.Waiting(what, msg, next, t.generation)
 	})
 	if werr != nil {
 		r.log.Error("record tenant status", "tenant", t.name, "err", werr)

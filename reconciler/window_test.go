@@ -113,7 +113,7 @@ func TestMaintenanceWindowHoldsBackDisruptiveWork(t *testing.T) {
 	if rc.Status != schema.ConditionTrue || rc.Reason != schema.ReasonWaitingForMaintenanceWindow || rc.Message != wantMsg {
 		t.Errorf("tenant Reconciling = %+v, want True/%s %q", rc, schema.ReasonWaitingForMaintenanceWindow, wantMsg)
 	}
-	if m := tn.Status.Maintenance; m == nil || m.Waiting != wantMsg || !m.NextWindow.Equal(opening) {
+	if m := tn.Status.Maintenance; m == nil || m.Waiting != "scale-down of workers (2 machines)" || !m.NextWindow.Equal(opening) {
 		t.Errorf("tenant status.maintenance = %+v", m)
 	}
 	// Ready follows the machines of what was applied, not the waiting work.

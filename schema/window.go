@@ -68,7 +68,8 @@ func checkMaintenanceWindows(d *document, obj map[string]any) []Problem {
 // maintenance window, and when the next one opens. A run that leaves
 // nothing waiting clears it.
 type MaintenanceStatus struct {
-	// Waiting says what waits: "scale-down of workers (2 machines)".
+	// Waiting says what waits: "scale-down of workers (2 machines)"; the
+	// Reconciling condition says it in a sentence.
 	Waiting string `json:"waiting"`
 	// NextWindow is when the next window opens; the waiting work runs
 	// then.

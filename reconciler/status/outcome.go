@@ -52,11 +52,11 @@ func Retrying(reason, msg string, retry schema.RetryStatus, gen int64) Outcome {
 		generation: gen, failure: msg, retry: &retry}
 }
 
-// Waiting: the run applied what it could; msg says what waits for the
-// maintenance window that opens at next.
-func Waiting(msg string, next time.Time, gen int64) Outcome {
+// Waiting: the run applied what it could; what waits for the maintenance
+// window that opens at next, and msg says so in a sentence.
+func Waiting(what, msg string, next time.Time, gen int64) Outcome {
 	return Outcome{reconciling: schema.ConditionTrue, stalled: schema.ConditionFalse, reason: schema.ReasonWaitingForMaintenanceWindow,
-		message: msg, generation: gen, maintenance: &schema.MaintenanceStatus{Waiting: msg, NextWindow: next}}
+		message: msg, generation: gen, maintenance: &schema.MaintenanceStatus{Waiting: what, NextWindow: next}}
 }
 
 // Stalled: the run failed for reason, saying msg, and only a new commit
