@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,7 @@ func (r *rig) ids(ng string) []string {
 			out = append(out, id)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -181,4 +183,23 @@ func TestMaintenanceWindowHoldsBackDisruptiveWork(t *testing.T) {
 	clock.Set(opening.Add(24*time.Hour + time.Minute))
 	r.rec.hurry("shop")
 	waitUntil(t, "the removal ran in the window", func() bool { return len(r.ids("batch")) == 0 })
+
+	// The tenant leaves git outside a window: its destruction waits.
+	clock.Set(opening.Add(27 * time.Hour))
+	other := windowRepo(1, 0, "")
+	for _, f := range []string{"shop/tenant.yaml", "shop/nodegroups.yaml"} {
+		other["other/"+f[len("shop/"):]] = &fstest.MapFile{Data: []byte(strings.ReplaceAll(string(other[f].Data), "shop", "other"))}
+		delete(other, f)
+	}
+	c = r.reconcile("rev5", "shop leaves", other)
+	mustSucceed(t, c)
+	if res := resultOf(t, c, "shop"); !strings.HasPrefix(res.Waiting, "destruction of the tenant, which left git (2 machines) waits for the window opening 2026-12-04T02:00:00Z") {
+		t.Errorf("destruction outside the window: waiting %q", res.Waiting)
+	}
+	if n := countBy(r.machines(), "shop", ""); n != 2 {
+		t.Fatalf("shop has %d machines after leaving git outside its window, want 2", n)
+	}
+	clock.Set(opening.Add(48*time.Hour + time.Minute))
+	r.rec.hurry("shop")
+	waitUntil(t, "shop destroyed in the window", func() bool { return countBy(r.machines(), "shop", "") == 0 })
 }
