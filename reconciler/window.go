@@ -206,7 +206,7 @@ func (t *tenantRun) waitForWindow(err error) error {
 	if t.win.full != nil {
 		full = t.win.full
 	}
-	t.res.Reason, t.res.Waiting = schema.ReasonWaitingForMaintenanceWindow, msg
+	t.res.Waiting = msg
 	werr := r.recordOutcome(t.name, t.desired, t.generation, func(*schema.Tenant) status.Outcome {
 		return status.Waiting(what, msg, next, t.generation)
 	})

@@ -110,3 +110,43 @@ func TestRollPausesBetweenMachinesWhenTheWindowCloses(t *testing.T) {
 		}
 	}
 }
+
+// TestRollWaitsWithAKubernetesUpgrade: outside a window, a config that
+// Talos would apply without a reboot still waits when the rollout changes
+// the Kubernetes version; in the window it is applied.
+func TestRollWaitsWithAKubernetesUpgrade(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	w, err := window.Parse("0 2 * * *", "2h", "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newMovingClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	opts := r.opts
+	opts.Now = clock.Now
+	pl := r.newPlane(opts)
+	ctx := ctxT(t)
+	d := tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")
+	d.KubernetesVersion, d.Windows = "1.34.1", window.Set{w}
+	if err := pl.Roll(ctx, d); err != nil {
+		t.Fatalf("nothing to change: %v", err)
+	}
+	patch := "machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n"
+	d2 := tr.desired(renderConfig(t, "acme", tr.secrets, "controlplane", patch), renderConfig(t, "acme", tr.secrets, "worker", patch), "1.12.6")
+	d2.KubernetesVersion, d2.Windows = "1.35.0", d.Windows
+	var we *WindowError
+	if err := pl.Roll(ctx, d2); !errors.As(err, &we) || we.Op != OpApply || we.Left != 2 {
+		t.Fatalf("a Kubernetes upgrade outside the window: %v, want it to wait", err)
+	}
+	if got := tr.ops("ApplyConfiguration"); len(got) != 0 {
+		t.Fatalf("configs applied outside the window: %v", got)
+	}
+	clock.Set(time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC))
+	if err := pl.Roll(ctx, d2); err != nil {
+		t.Fatalf("in the window: %v", err)
+	}
+	rec, _, _ := pl.Rollout("acme")
+	if !rec.Completed || rec.KubernetesVersion != "1.35.0" {
+		t.Fatalf("record after the upgrade: completed %v, Kubernetes %s", rec.Completed, rec.KubernetesVersion)
+	}
+}
