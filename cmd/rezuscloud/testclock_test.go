@@ -45,6 +45,6 @@ func TestTestClockFollowsItsFile(t *testing.T) {
 		t.Fatalf("now = %s, want just after %s", got, moved)
 	}
 	if none, err := testClock(func(string) string { return "" }); none != nil || err != nil {
-		t.Fatalf("unset: %v %v", none, err)
+		t.Fatalf("unset: a clock (%v) or %v", none != nil, err)
 	}
 }
