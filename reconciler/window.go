@@ -75,7 +75,7 @@ func (t *tenantRun) maintenanceWindow(context.Context) (stepResult, error) {
 		return stepNext, nil
 	}
 	if t.desired == nil {
-		return stepNext, &windowError{what: fmt.Sprintf("destruction of the tenant, which left git (%d machines)", len(t.prev.Model.Machines))}
+		return stepNext, &windowError{what: fmt.Sprintf("destruction of the tenant, which left git (%s)", machines(len(t.prev.Model.Machines)))}
 	}
 	held, waits, err := t.holdBack()
 	if err != nil || len(waits) == 0 {
@@ -116,7 +116,7 @@ func (t *tenantRun) holdBack() (held *schema.TenantDesired, waits []string, err 
 			kept := *ng
 			kept.Spec.Count = was.Count
 			ng = &kept
-			waits = append(waits, fmt.Sprintf("scale-down of %s (%d machines)", ng.Metadata.Name, was.Count-t.countOf(ng.Metadata.Name)))
+			waits = append(waits, fmt.Sprintf("scale-down of %s (%s)", ng.Metadata.Name, machines(was.Count-t.countOf(ng.Metadata.Name))))
 		}
 		out.NodeGroups = append(out.NodeGroups, ng)
 	}
@@ -134,10 +134,18 @@ func (t *tenantRun) holdBack() (held *schema.TenantDesired, waits []string, err 
 		}
 		kept := schema.NodeGroup{APIVersion: ng.APIVersion, Kind: ng.Kind, Metadata: cleanMeta(ng.Metadata), Spec: applied[ng.Metadata.Name]}
 		out.NodeGroups = append(out.NodeGroups, &kept)
-		waits = append(waits, fmt.Sprintf("removal of node group %s (%d machines)", ng.Metadata.Name, kept.Spec.Count))
+		waits = append(waits, fmt.Sprintf("removal of node group %s (%s)", ng.Metadata.Name, machines(kept.Spec.Count)))
 	}
 	slices.SortFunc(out.NodeGroups, func(a, b *schema.NodeGroup) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
 	return &out, waits, nil
+}
+
+// machines is "1 machine" or "N machines".
+func machines(n int) string {
+	if n == 1 {
+		return "1 machine"
+	}
+	return fmt.Sprintf("%d machines", n)
 }
 
 // countOf is the count the commit gives node group name.
@@ -191,6 +199,9 @@ func (t *tenantRun) waitForWindow(err error) error {
 	switch {
 	case errors.As(err, &we):
 		t.win.waits = append(t.win.waits, we.what)
+	case err != nil && t.win.full != nil:
+		t.desired = t.win.full // a retry runs the commit as declared, and holds back again
+		return err
 	case err != nil || len(t.win.waits) == 0:
 		return err
 	}
