@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -202,4 +203,39 @@ func TestMaintenanceWindowHoldsBackDisruptiveWork(t *testing.T) {
 	clock.Set(opening.Add(48*time.Hour + time.Minute))
 	r.rec.hurry("shop")
 	waitUntil(t, "shop destroyed in the window", func() bool { return countBy(r.machines(), "shop", "") == 0 })
+}
+
+// TestMaintenanceWindowRetryHoldsBackAgain: when the run that applies a
+// commit's non-disruptive part fails, its retry runs the commit as
+// declared: it holds the scale-down back again, rather than applying the
+// held-back state as if it were the commit and forgetting what waits.
+func TestMaintenanceWindowRetryHoldsBackAgain(t *testing.T) {
+	clock := &testClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	r := newRigWith(t, func(o *Options) {
+		o.Now = clock.Now
+		fastRetries(200*time.Millisecond, time.Second)(o)
+	})
+	mustSucceed(t, r.reconcile("rev1", "create", windowRepo(3, 1, "")))
+	st, err := sim.Open(r.simDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FailNext(1); err != nil {
+		t.Fatal(err)
+	}
+	c := r.reconcile("rev2", "scale", windowRepo(1, 2, ""))
+	if res := resultOf(t, c, "shop"); res.Phase != schema.CommitFailed {
+		t.Fatalf("with a failing cloud: %s %s", res.Phase, res.Error)
+	}
+	waitUntil(t, "the retry added the batch machine", func() bool { return len(r.ids("batch")) == 2 })
+	waitUntil(t, "the retry says the scale-down waits", func() bool {
+		m := r.tenant("shop").Status.Maintenance
+		return m != nil && m.Waiting == "scale-down of workers (2 machines)"
+	})
+	if w := len(r.ids("workers")); w != 3 {
+		t.Fatalf("%d workers after the retry, want 3", w)
+	}
+	clock.Set(time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC))
+	r.rec.hurry("shop")
+	waitUntil(t, "the scale-down in the window", func() bool { return len(r.ids("workers")) == 1 })
 }
