@@ -135,3 +135,24 @@ func TestParseErrors(t *testing.T) {
 		t.Errorf("@daily: %v", err)
 	}
 }
+
+// BenchmarkOpen is the cost of asking two windows, one in a zone with
+// daylight saving, whether they are open: what a tenant run and each
+// machine of a rollout ask.
+func BenchmarkOpen(b *testing.B) {
+	s := Set{}
+	for _, w := range [][3]string{{"0 2 * * 6", "4h", "Europe/Berlin"}, {"30 22 * * 1-5", "90m", "UTC"}} {
+		p, err := Parse(w[0], w[1], w[2])
+		if err != nil {
+			b.Fatal(err)
+		}
+		s = append(s, p)
+	}
+	now := utc("2026-12-02T12:00:00Z")
+	for b.Loop() {
+		now = now.Add(time.Minute)
+		if s.NextOpen(now).IsZero() {
+			b.Fatal("never opens")
+		}
+	}
+}
