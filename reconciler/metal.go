@@ -124,34 +124,56 @@ func (r *Reconciler) resetMetal(ctx context.Context, tenant string, bundle []byt
 }
 
 // configureMetal gives each projected machine of a metal node group that
-// waits in maintenance mode its config: its node group's, with its host
-// name and install disk. Machines that have their config already are left
-// alone.
+// waits in maintenance mode its own config (metalConfigs). Machines that
+// have their config already are left alone: the plane's rollout keeps
+// them on it.
 func (r *Reconciler) configureMetal(ctx context.Context, td *schema.TenantDesired, ws *render.Workspace, bundle []byte, machines []*schema.Machine) error {
 	groups := metalGroups(td)
 	if len(groups) == 0 {
 		return nil
 	}
+	configs, err := metalConfigs(td, ws, machines)
+	if err != nil {
+		return err
+	}
 	used := usedAddresses(groups)
 	var errs []error
+	for _, m := range machines {
+		cfg, ok := configs[m.Metadata.Name]
+		if !ok {
+			continue
+		}
+		mc := used[m.Spec.NodeGroup][m.Spec.ManagementAddress]
+		if r.acceptsTenant(ctx, td.Tenant.Metadata.Name, bundle, mc.Address) {
+			continue // configured already
+		}
+		if err := applyMetal(ctx, mc, cfg); err != nil && !errors.Is(err, talos.ErrNotInMaintenance) {
+			errs = append(errs, fmt.Errorf("metal machine %s at %s: %w", m.Metadata.Name, mc.Address, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// metalConfigs returns the config of each of machines that a metal node
+// group uses, by machine id: its node group's with its own host name and
+// install disk. The plane compares and applies these, never the bare
+// group config, which would drop the host name.
+func metalConfigs(td *schema.TenantDesired, ws *render.Workspace, machines []*schema.Machine) (map[string][]byte, error) {
+	used := usedAddresses(metalGroups(td))
+	out := map[string][]byte{}
 	for _, m := range machines {
 		mc, ok := used[m.Spec.NodeGroup][m.Spec.ManagementAddress]
 		if m.Spec.ProviderClass != metal.Class || !ok {
 			continue
 		}
-		if r.acceptsTenant(ctx, td.Tenant.Metadata.Name, bundle, mc.Address) {
-			continue // configured already
-		}
 		group := ws.Variables[render.MachineConfigVariable(m.Spec.NodeGroup)]
 		cfg, err := rtalos.MetalMachineConfig([]byte(group), mc.Hostname, mc.InstallDisk)
-		if err == nil {
-			err = applyMetal(ctx, mc, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("metal machine %s at %s: %w", m.Metadata.Name, mc.Address, err)
 		}
-		if err != nil && !errors.Is(err, talos.ErrNotInMaintenance) {
-			errs = append(errs, fmt.Errorf("metal machine %s at %s: %w", m.Metadata.Name, mc.Address, err))
-		}
+		out[m.Metadata.Name] = cfg
 	}
-	return errors.Join(errs...)
+	return out, nil
 }
 
 // acceptsTenant reports whether the machine at address answers the

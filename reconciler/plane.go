@@ -38,12 +38,17 @@ func (r *Reconciler) talosMachines(ms []*schema.Machine) []talos.Machine {
 }
 
 // talosDesired is what the tenant's machines should run, as this run
-// rendered it.
-func (t *tenantRun) talosDesired() talos.Desired {
+// rendered it: each node group's config, and a bare-metal machine's own
+// (metalConfigs).
+func (t *tenantRun) talosDesired() (talos.Desired, error) {
 	td := t.desired
+	configs, err := metalConfigs(td, t.ws, t.machines)
+	if err != nil {
+		return talos.Desired{}, err
+	}
 	d := talos.Desired{
 		Tenant: t.name, Bundle: t.bundle, Machines: t.r.talosMachines(t.machines),
-		Groups:      map[string]talos.GroupTarget{},
+		Groups: map[string]talos.GroupTarget{}, Configs: configs,
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
 	}
 	for _, ng := range td.NodeGroups {
@@ -53,7 +58,7 @@ func (t *tenantRun) talosDesired() talos.Desired {
 			RestartedAt:  ng.Metadata.Annotations[schema.AnnotationRestartedAt],
 		}
 	}
-	return d
+	return d, nil
 }
 
 // talosWanted reports whether a tenant whose manifests did not change
@@ -115,8 +120,7 @@ func (t *tenantRun) bootstrap(ctx context.Context) (stepResult, error) {
 	if pl == nil {
 		return stepNext, nil
 	}
-	d := t.talosDesired()
-	_, err := pl.Bootstrap(ctx, t.name, t.bundle, d.Machines)
+	_, err := pl.Bootstrap(ctx, t.name, t.bundle, t.r.talosMachines(t.machines))
 	return stepNext, talosError(err)
 }
 
@@ -127,7 +131,11 @@ func (t *tenantRun) rollout(ctx context.Context) (stepResult, error) {
 	if pl == nil {
 		return stepNext, nil
 	}
-	return stepNext, talosError(pl.Roll(ctx, t.talosDesired()))
+	d, err := t.talosDesired()
+	if err != nil {
+		return stepNext, stall(schema.ReasonInvalidManifests, err)
+	}
+	return stepNext, talosError(pl.Roll(ctx, d))
 }
 
 // talosError classifies an error of the plane: a rollout that stopped at

@@ -202,9 +202,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		LockHolder: runToken,
 		Audit:      p.audit,
 		Talos:      p.plane,
-		// Bare-metal machines get their config in maintenance mode from
-		// their provider, and their bootstrap is not yet the plane's.
-		NoTalosAPI: append(p.noTalosAPI, schema.ProviderMetal),
+		NoTalosAPI: p.noTalosAPI,
 	})
 	if err != nil {
 		return err

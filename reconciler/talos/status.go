@@ -74,7 +74,7 @@ func (pl *Plane) ObserveMachines(ctx context.Context, bundle func(tenant string)
 			m := ms[i]
 			prev := stored[m.ID].Status
 			out = append(out, Observed{Key: m.ID, Tenant: tenant, Machine: m, Obs: o,
-				Status: MachineStatusOf(prev, o, targets[m.NodeGroup], m.Address)})
+				Status: MachineStatusOf(prev, o, targets.configSHA256(m), m.Address)})
 		}
 	}
 	if ctx.Err() != nil {
@@ -108,18 +108,14 @@ func (pl *Plane) storedMachines() (map[string][]Machine, map[string]*schema.Mach
 	return byTenant, stored, err
 }
 
-// configTargets returns the config hash each node group of a tenant should
-// run, from its rollout record.
-func (pl *Plane) configTargets(tenant string) map[string]string {
+// configTargets returns the tenant's rollout record, from which each
+// machine's config hash comes (RolloutRecord.configSHA256).
+func (pl *Plane) configTargets(tenant string) *RolloutRecord {
 	rec, _, err := pl.Rollout(tenant)
 	if err != nil {
-		return nil
+		return &RolloutRecord{}
 	}
-	out := map[string]string{}
-	for name, g := range rec.Groups {
-		out[name] = g.ConfigSHA256
-	}
-	return out
+	return &rec
 }
 
 // writeStatus stores the statuses that changed: a read first, and a write
