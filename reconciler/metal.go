@@ -24,8 +24,12 @@ import (
 //     keeps the record and the retry tries again;
 //   - ConfigureMetal runs after Project: every machine of a metal node
 //     group that still waits in maintenance mode gets its config. A
-//     machine that does not answer makes the run a Retry, which applies
-//     (a plan without changes) and configures again.
+//     machine that does not answer makes the run a Retry, at the
+//     Bootstrap step, once Finish has recorded the machines: the
+//     observer then watches them, and a machine it sees enter
+//     maintenance mode brings the retry forward (MetalWaiting). The
+//     retry, and any later run of the tenant while a metal machine is
+//     not reached, configures again without tofu (talosWanted).
 //
 // Both drive the metal functions of the Talos plane (reconciler/talos,
 // metal.go) with the tenant's machines and secrets; they belong with the
@@ -39,12 +43,35 @@ func (t *tenantRun) resetRemovedMetal(ctx context.Context) (stepResult, error) {
 	return stepNext, nil
 }
 
-// configureMetal is the ConfigureMetal step.
+// configureMetal is the ConfigureMetal step. Its error waits in
+// t.metalErr for the Bootstrap step, so that Finish records the machines
+// first.
 func (t *tenantRun) configureMetal(ctx context.Context) (stepResult, error) {
-	if err := t.r.configureMetal(ctx, t.desired, t.ws, t.bundle, t.machines); err != nil {
-		return stepNext, retry(schema.ReasonFailed, err)
-	}
+	t.metalErr = t.r.configureMetal(ctx, t.desired, t.ws, t.bundle, t.machines)
 	return stepNext, nil
+}
+
+// metalWaiting reports whether one of a tenant's stored machines is a
+// bare-metal machine that the tenant's credentials do not reach, as the
+// observer saw it last: it waits in maintenance mode (or is off, or has
+// not been probed yet), so ConfigureMetal may have work.
+func metalWaiting(machines []*schema.Machine) bool {
+	for _, m := range machines {
+		if m.Spec.ProviderClass == metal.Class && !m.Status.Connected {
+			return true
+		}
+	}
+	return false
+}
+
+// MetalWaiting is told by the plane's observer that one of the tenant's
+// machines waits in maintenance mode (talos.ObserverOptions.OnMaintenance):
+// a run of the tenant that waits for its backoff starts now, and the run
+// of its next revision configures the machine even when its manifests did
+// not change.
+func (r *Reconciler) MetalWaiting(tenant string) {
+	res := r.hurry(tenant)
+	r.log.Info("a machine waits in maintenance mode", "tenant", tenant, "action", res.Action, "message", res.Message)
 }
 
 // metalAnswerTimeout bounds the apply of one metal machine's config.

@@ -16,9 +16,11 @@ import (
 // recorded the machines, Bootstrap makes sure the tenant's etcd exists and
 // Rollout brings every machine to its node group's config, Talos version
 // and declared restarts, one machine at a time (package reconciler/talos).
-// A tenant whose manifests did not change runs them too while the plane
-// has work left for it: a bootstrap not done yet, a rollout a restart of
-// the server interrupted, or a restart its annotations declare.
+// A tenant whose manifests did not change runs them too, after
+// ConfigureMetal, while the plane has work left for it: a bootstrap not
+// done yet, a rollout a restart of the server interrupted, a restart its
+// annotations declare, or a bare-metal machine that waits in maintenance
+// mode (the observer saw it there and asked for the run, MetalWaiting).
 
 // talosMachines returns the machines the plane works on: those with a
 // management address whose provider class has a Talos API this server
@@ -72,6 +74,9 @@ func (t *tenantRun) talosWanted() (bool, error) {
 	if err != nil || len(t.r.talosMachines(machines)) == 0 {
 		return false, err // no machine the plane works on
 	}
+	if metalWaiting(machines) {
+		return true, nil // ConfigureMetal has a machine to configure
+	}
 	if pending, err := pl.Pending(t.name); err != nil || pending {
 		return pending, err
 	}
@@ -106,7 +111,7 @@ func (t *tenantRun) talosUnchanged(ctx context.Context) error {
 		return retry(schema.ReasonStoreError, err)
 	}
 	t.machines = machines
-	for _, step := range []func(*tenantRun, context.Context) (stepResult, error){(*tenantRun).bootstrap, (*tenantRun).rollout} {
+	for _, step := range []func(*tenantRun, context.Context) (stepResult, error){(*tenantRun).configureMetal, (*tenantRun).bootstrap, (*tenantRun).rollout} {
 		if _, err := step(t, ctx); err != nil {
 			return err
 		}
@@ -114,8 +119,13 @@ func (t *tenantRun) talosUnchanged(ctx context.Context) error {
 	return nil
 }
 
-// bootstrap bootstraps the tenant's etcd once (Plane.Bootstrap).
+// bootstrap bootstraps the tenant's etcd once (Plane.Bootstrap). A
+// bare-metal machine that ConfigureMetal did not reach makes the run a
+// Retry here, before the plane waits for it.
 func (t *tenantRun) bootstrap(ctx context.Context) (stepResult, error) {
+	if t.metalErr != nil {
+		return stepNext, retry(schema.ReasonWaitingForMachines, t.metalErr)
+	}
 	pl := t.r.opts.Talos
 	if pl == nil {
 		return stepNext, nil

@@ -77,6 +77,7 @@ type tenantRun struct {
 
 	out      *tofu.Result
 	machines []*schema.Machine
+	metalErr error // bare-metal machines ConfigureMetal did not reach (metal.go)
 }
 
 // prepare reads what was last applied to the tenant and works out whether

@@ -272,3 +272,135 @@ func TestMetalEndToEnd(t *testing.T) {
 		}
 	})
 }
+
+// metalPair is a control plane and a worker at addrs.
+func metalPair(addrs []string) string {
+	return fmt.Sprintf(`apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: controlplane
+  labels:
+    rezuscloud.io/tenant: metal-lab
+    rezuscloud.io/role: controlplane
+spec:
+  count: 1
+  providerClass: metal
+  providerConfig:
+    machines:
+      - address: %s
+        hostname: lab-cp-1
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: workers
+  labels:
+    rezuscloud.io/tenant: metal-lab
+    rezuscloud.io/role: worker
+spec:
+  count: 1
+  providerClass: metal
+  providerConfig:
+    machines:
+      - address: %s
+        hostname: lab-w-1
+`, addrs[0], addrs[1])
+}
+
+// TestMetalMachineInMaintenanceLater: a metal machine that reaches
+// maintenance mode when no run is due gets its config all the same: one
+// powered on while its tenant waits for a long retry backoff (the
+// observer sees it and the retry runs now), and one reinstalled after its
+// tenant was applied (the next commit, which changes nothing of the
+// tenant, configures it without tofu).
+func TestMetalMachineInMaintenanceLater(t *testing.T) {
+	host, err := talosnode.Open(talosnode.Options{Dir: t.TempDir(), Timings: talosnode.Timings{
+		Boot: 100 * time.Millisecond, Install: 100 * time.Millisecond, Reboot: 200 * time.Millisecond, Reset: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	addrs := []string{
+		netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, 1}).String(),
+		netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, 2}).String(),
+	}
+	if err := host.StartMaintenance(addrs[0]); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	e := &e2e{t: t, daemon: gittest.NewDaemon(t), data: filepath.Join(root, "data")}
+	e.daemon.CreateBare("repo.git")
+	e.repo = e.daemon.URL("repo.git")
+	e.work = gittest.NewWorkdir(t, e.repo)
+	tenant, err := examples.CloudFS.ReadFile("metal/tenant.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := e2eManifests + "/" + metalTenant
+	e.work.Write(dir+"/tenant.yaml", string(tenant))
+	e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs))
+	first := e.push("Tenant metal-lab; its worker is still off")
+	e.srv = newE2EServer(t, []string{
+		"--data", e.data, "--repo", e.repo, "--path", e2eManifests,
+		"--poll-interval", "300ms", "--debounce", "0s",
+		"--tofu", testenv.Tofu(t), "--provider-mirror", testenv.ProviderMirror(t),
+		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s",
+		"--retry-base", "1h", "--retry-max", "1h",
+	})
+	e.srv.start()
+
+	e.srv.waitFor("the first run to wait for a retry", func() bool {
+		c, ok := e.srv.commit(first)
+		return ok && c.Status.Phase.Done()
+	})
+	if c := e.srv.waitCommit(first); c.Status.Phase == schema.CommitSucceeded {
+		t.Fatalf("the first commit succeeded with its worker off: %s", e2eBrief(c.Status))
+	}
+	configured := func(what, address, hostname string, applies int) {
+		t.Helper()
+		e.srv.waitFor(what, func() bool {
+			n, _ := host.Node(address)
+			j := metalCalls(t, host, address, "ApplyConfiguration")
+			return len(j) == applies && n.Stage == runtime.MachineStageRunning && n.Reachable &&
+				n.ConfigSHA256 == j[len(j)-1].ConfigSHA256 && n.Hostname == hostname
+		})
+	}
+
+	t.Run("a machine powered on during a retry backoff gets its config", func(t *testing.T) {
+		if err := host.StartMaintenance(addrs[1]); err != nil {
+			t.Fatal(err)
+		}
+		configured("the worker configured long before its retry was due", addrs[1], "lab-w-1", 1)
+		e.srv.waitFor("the first commit amended to succeeded", func() bool {
+			c, ok := e.srv.commit(first)
+			return ok && c.Status.Phase == schema.CommitSucceeded
+		})
+		if j := metalCalls(t, host, addrs[0], "Bootstrap"); len(j) != 1 {
+			t.Fatalf("%d bootstraps of the control plane, want 1", len(j))
+		}
+	})
+
+	t.Run("a machine back in maintenance mode gets its config from the next commit", func(t *testing.T) {
+		n, _ := host.Node(addrs[1])
+		if err := host.Remove(n.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := host.StartMaintenance(addrs[1]); err != nil {
+			t.Fatal(err)
+		}
+		e.srv.waitFor("the worker shown in maintenance mode", func() bool {
+			for _, m := range e.srv.tenantMachines(metalTenant) {
+				if m.Spec.ManagementAddress == addrs[1] {
+					return m.Status.Stage == schema.StageMaintenance
+				}
+			}
+			return false
+		})
+		e.work.Write("README.md", "Nothing of the tenants changes.\n")
+		c := e.srv.waitApplied(e.push("A commit that changes no tenant"))
+		if r := e2eResult(t, c, metalTenant); r.OutputTail != "" {
+			t.Errorf("tofu ran for an unchanged tenant: %s", r.OutputTail)
+		}
+		configured("the reinstalled worker configured again", addrs[1], "lab-w-1", 1)
+	})
+}
