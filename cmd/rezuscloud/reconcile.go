@@ -268,7 +268,9 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		p.rec.Run(ctx, snaps)
 		p.closeReports()
 	})
-	goRun(func() { p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting}) })
+	goRun(func() {
+		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting})
+	})
 	if p.previews != nil {
 		ups := make(chan sources.PreviewUpdate)
 		goRun(func() { p.previews.Run(ctx, p.f.pollInterval, ups) })
