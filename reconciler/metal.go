@@ -134,7 +134,18 @@ func (r *Reconciler) resetRemovedMetal(ctx context.Context, td *schema.TenantDes
 	return nil
 }
 
+// resetMetal resets one removed machine. A machine that waits in
+// maintenance mode (it never got its config, or was reset already) has
+// nothing to reset: it counts as reset.
 func (r *Reconciler) resetMetal(ctx context.Context, tenant string, bundle []byte, m *schema.Machine, peerAddr string) error {
+	probe, cancel := context.WithTimeout(ctx, metalAnswerTimeout)
+	inMaintenance := talos.InMaintenance(probe, m.Spec.ManagementAddress)
+	cancel()
+	if inMaintenance {
+		r.log.Info("a removed metal machine waits in maintenance mode: nothing to reset", "tenant", tenant,
+			"machine", m.Metadata.Name, "address", m.Spec.ManagementAddress)
+		return nil
+	}
 	c, err := talos.AdminClient(tenant, bundle, m.Spec.ManagementAddress, r.opts.Now())
 	if err != nil {
 		return err

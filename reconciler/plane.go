@@ -166,9 +166,10 @@ func talosError(err error) error {
 }
 
 // TalosBundle returns a tenant's secrets bundle for the plane's probes:
-// from memory, else from its stored state when that is plain. It returns
-// nil when neither has it (an encrypted state that no run has read since
-// the server started).
+// from memory, else from its stored state, decrypted in memory with
+// Options.StatePassphrase when it is encrypted (so that machine status
+// comes back at once after a restart, before any run). It returns nil
+// when neither has it.
 func (r *Reconciler) TalosBundle(tenant string) []byte {
 	if b := r.secrets.get(tenant); b != nil {
 		return b
@@ -181,8 +182,17 @@ func (r *Reconciler) TalosBundle(tenant string) []byte {
 	if len(raw) == 0 {
 		return nil
 	}
-	b, _, err := secretsFromStateFile(raw)
+	b, encrypted, err := secretsFromStateFile(raw)
+	if err == nil && encrypted && r.opts.StatePassphrase != "" {
+		var plain []byte
+		if plain, err = decryptState(raw, r.opts.StatePassphrase); err == nil {
+			b, _, err = secretsFromStateFile(plain)
+		}
+	}
 	if err != nil || b == nil {
+		if err != nil {
+			r.log.Debug("secrets of a tenant from its stored state", "tenant", tenant, "err", err)
+		}
 		return nil
 	}
 	r.secrets.put(tenant, b)

@@ -96,6 +96,10 @@ type Options struct {
 	// plain is then applied once even when nothing changed, so that its
 	// state gets written encrypted.
 	EncryptState bool
+	// StatePassphrase is the passphrase of that encryption, with which
+	// the plane's observer reads a tenant's secrets from its encrypted
+	// state, in memory, before any run has (TalosBundle).
+	StatePassphrase string
 	// KubeconfigValidity is how long the client certificate of a
 	// downloaded kubeconfig is valid. Default DefaultKubeconfigValidity.
 	KubeconfigValidity time.Duration

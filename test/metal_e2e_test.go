@@ -273,8 +273,10 @@ func TestMetalEndToEnd(t *testing.T) {
 	})
 }
 
-// metalPair is a control plane and a worker at addrs.
-func metalPair(addrs []string) string {
+// metalPair is a control plane and a worker at addrs; extra lists more
+// workers (and raises the count to match).
+func metalPair(addrs []string, extra string) string {
+	count := 1 + strings.Count(extra, "- address:")
 	return fmt.Sprintf(`apiVersion: rezuscloud.io/v1
 kind: NodeGroup
 metadata:
@@ -298,13 +300,13 @@ metadata:
     rezuscloud.io/tenant: metal-lab
     rezuscloud.io/role: worker
 spec:
-  count: 1
+  count: %d
   providerClass: metal
   providerConfig:
     machines:
       - address: %s
         hostname: lab-w-1
-`, addrs[0], addrs[1])
+%s`, addrs[0], count, addrs[1], extra)
 }
 
 // TestMetalMachineInMaintenanceLater: a metal machine that reaches
@@ -312,7 +314,9 @@ spec:
 // powered on while its tenant waits for a long retry backoff (the
 // observer sees it and the retry runs now), and one reinstalled after its
 // tenant was applied (the next commit, which changes nothing of the
-// tenant, configures it without tofu).
+// tenant, configures it without tofu). A machine that never left
+// maintenance mode (its pinned fingerprint is another's) is taken out
+// without a reset: it has nothing to reset.
 func TestMetalMachineInMaintenanceLater(t *testing.T) {
 	host, err := talosnode.Open(talosnode.Options{Dir: t.TempDir(), Timings: talosnode.Timings{
 		Boot: 100 * time.Millisecond, Install: 100 * time.Millisecond, Reboot: 200 * time.Millisecond, Reset: 100 * time.Millisecond}})
@@ -323,8 +327,15 @@ func TestMetalMachineInMaintenanceLater(t *testing.T) {
 	addrs := []string{
 		netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, 1}).String(),
 		netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, 2}).String(),
+		netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, 3}).String(),
 	}
-	if err := host.StartMaintenance(addrs[0]); err != nil {
+	for _, a := range []string{addrs[0], addrs[2]} {
+		if err := host.StartMaintenance(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrongPin, err := host.MaintenanceFingerprint(addrs[0])
+	if err != nil {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
@@ -338,13 +349,13 @@ func TestMetalMachineInMaintenanceLater(t *testing.T) {
 	}
 	dir := e2eManifests + "/" + metalTenant
 	e.work.Write(dir+"/tenant.yaml", string(tenant))
-	e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs))
+	e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs, ""))
 	first := e.push("Tenant metal-lab; its worker is still off")
 	e.srv = newE2EServer(t, []string{
 		"--data", e.data, "--repo", e.repo, "--path", e2eManifests,
 		"--poll-interval", "300ms", "--debounce", "0s",
 		"--tofu", testenv.Tofu(t), "--provider-mirror", testenv.ProviderMirror(t),
-		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s",
+		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "5s",
 		"--retry-base", "1h", "--retry-max", "1h",
 	})
 	e.srv.start()
@@ -402,5 +413,31 @@ func TestMetalMachineInMaintenanceLater(t *testing.T) {
 			t.Errorf("tofu ran for an unchanged tenant: %s", r.OutputTail)
 		}
 		configured("the reinstalled worker configured again", addrs[1], "lab-w-1", 1)
+	})
+
+	t.Run("a machine that never left maintenance mode is taken out without a reset", func(t *testing.T) {
+		e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs, "      - address: "+addrs[2]+"\n        fingerprint: "+wrongPin+"\n"))
+		added := e.push("A worker whose pinned fingerprint is another machine's")
+		e.srv.waitFor("the run to wait for the unconfigured worker", func() bool {
+			c, ok := e.srv.commit(added)
+			return ok && c.Status.Phase.Done()
+		})
+		if c := e.srv.waitCommit(added); c.Status.Phase == schema.CommitSucceeded {
+			t.Fatalf("the commit succeeded with a worker in maintenance mode: %s", e2eBrief(c.Status))
+		}
+		if n, _ := host.Node(addrs[2]); n.Stage != runtime.MachineStageMaintenance {
+			t.Fatalf("%s left maintenance mode (%s) through a pin that is not its own", addrs[2], n.Stage)
+		}
+		e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs, ""))
+		c := e.srv.waitApplied(e.push("Without that worker\n\nRezuscloud-Allow-Deletions: 1\n"))
+		if r := e2eResult(t, c, metalTenant); r.Plan.Destroy != 1 {
+			t.Fatalf("plan %s, want its record destroyed", r.Plan)
+		}
+		if j := metalCalls(t, host, addrs[2]); len(j) != 0 {
+			t.Fatalf("journal of the machine taken out: %+v; want nothing", j)
+		}
+		if ms := e.srv.tenantMachines(metalTenant); len(ms) != 2 {
+			t.Errorf("%d machines, want 2", len(ms))
+		}
 	})
 }

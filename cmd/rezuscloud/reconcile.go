@@ -39,6 +39,7 @@ type reconcilerPart struct {
 	dataDir, simDir string
 	tofuBin         string
 	encrypt         bool
+	passphrase      string
 	audit           *slog.Logger
 	metrics         *metrics.Metrics
 	runner          *tofu.Runner
@@ -123,7 +124,7 @@ func (p *reconcilerPart) openTofu() error {
 	}
 	if encrypt != "" {
 		env["TF_ENCRYPTION"] = encrypt
-		p.encrypt = true
+		p.encrypt, p.passphrase = true, getenv(envStatePassphrase)
 	}
 	p.metrics = metrics.New()
 	p.runner, err = tofu.NewRunner(tofu.Options{Binary: p.tofuBin, CLIConfigFile: cli, Env: env, Metrics: p.metrics, Getenv: getenv})
@@ -191,6 +192,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		RetryMax:           f.retryMax,
 		Metrics:            p.metrics,
 		EncryptState:       p.encrypt,
+		StatePassphrase:    p.passphrase,
 		OnCommit:           p.onCommit,
 		KubeconfigValidity: f.kubeconfigValid,
 		Logger:             p.log.With("component", "reconciler"),

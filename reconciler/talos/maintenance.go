@@ -9,13 +9,13 @@ import (
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// inMaintenance reports whether the machine at address serves Talos's
+// InMaintenance reports whether the machine at address serves Talos's
 // maintenance API: a client that asks for no identity of the server and
 // shows none of its own completes the handshake, and the machine answers
 // (maintenance mode implements Version for no one, or for everyone). A
 // machine that has a config refuses that client in the handshake. It
 // only looks: nothing is sent to the machine but the Version request.
-func inMaintenance(ctx context.Context, address string) bool {
+func InMaintenance(ctx context.Context, address string) bool {
 	c, err := MaintenanceClient(address, "")
 	if err != nil {
 		return false
@@ -35,7 +35,7 @@ func inMaintenance(ctx context.Context, address string) bool {
 // says so. It stays not connected: the tenant's credentials do not reach
 // it.
 func withMaintenance(ctx context.Context, o Observation, address string) Observation {
-	if o.Connected || !isHandshake(o.Error) || !inMaintenance(ctx, address) {
+	if o.Connected || !isHandshake(o.Error) || !InMaintenance(ctx, address) {
 		return o
 	}
 	o.TalosStage, o.Stage = "maintenance", schema.StageMaintenance

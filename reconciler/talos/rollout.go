@@ -342,6 +342,9 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) error {
 			pl.report(rec, nil)
 			return err
 		}
+		if o, _ := pl.prober.Last(next.m.ID); o.ConfigSHA256 != next.obs.ConfigSHA256 {
+			continue // its config changed while the gate waited (a first install finished): plan again
+		}
 		if err := pl.start(ctx, d, rec, next); err != nil {
 			return err
 		}
