@@ -179,7 +179,7 @@ func (r *Reconciler) TalosBundle(tenant string) []byte {
 		raw = append([]byte(nil), tx.CurrentState(tenant)...)
 		return nil
 	})
-	if len(raw) == 0 {
+	if len(raw) == 0 || r.secrets.missed(tenant, raw) {
 		return nil
 	}
 	b, encrypted, err := secretsFromStateFile(raw)
@@ -193,6 +193,7 @@ func (r *Reconciler) TalosBundle(tenant string) []byte {
 		if err != nil {
 			r.log.Debug("secrets of a tenant from its stored state", "tenant", tenant, "err", err)
 		}
+		r.secrets.miss(tenant, raw)
 		return nil
 	}
 	r.secrets.put(tenant, b)
