@@ -21,7 +21,8 @@ import (
 //   - ResetRemovedMetal runs before Apply: the metal machines the manifests
 //     no longer use are reset (a control plane once it has left etcd)
 //     while their records are still in state, so that a failed reset
-//     keeps the record and the retry tries again;
+//     keeps the record and the retry tries again; a machine that waits
+//     in maintenance mode has nothing to reset;
 //   - ConfigureMetal runs after Project: every machine of a metal node
 //     group that still waits in maintenance mode gets its config. A
 //     machine that does not answer makes the run a Retry, at the
@@ -32,8 +33,9 @@ import (
 //     not reached, configures again without tofu (talosWanted).
 //
 // Both drive the metal functions of the Talos plane (reconciler/talos,
-// metal.go) with the tenant's machines and secrets; they belong with the
-// plane's other steps after the projection (bootstrap, rollouts).
+// metal.go) with the tenant's machines and secrets. Once configured, a
+// metal machine is the plane's like any other: Bootstrap and Rollout
+// compare and apply its own config (metalConfigs), never its group's.
 
 // resetRemovedMetal is the ResetRemovedMetal step.
 func (t *tenantRun) resetRemovedMetal(ctx context.Context) (stepResult, error) {
