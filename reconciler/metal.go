@@ -21,15 +21,21 @@ import (
 //   - ResetRemovedMetal runs before Apply: the metal machines the manifests
 //     no longer use are reset (a control plane once it has left etcd)
 //     while their records are still in state, so that a failed reset
-//     keeps the record and the retry tries again;
+//     keeps the record and the retry tries again; a machine that waits
+//     in maintenance mode has nothing to reset;
 //   - ConfigureMetal runs after Project: every machine of a metal node
 //     group that still waits in maintenance mode gets its config. A
-//     machine that does not answer makes the run a Retry, which applies
-//     (a plan without changes) and configures again.
+//     machine that does not answer makes the run a Retry, at the
+//     Bootstrap step, once Finish has recorded the machines: the
+//     observer then watches them, and a machine it sees enter
+//     maintenance mode brings the retry forward (MetalWaiting). The
+//     retry, and any later run of the tenant while a metal machine is
+//     not reached, configures again without tofu (talosWanted).
 //
 // Both drive the metal functions of the Talos plane (reconciler/talos,
-// metal.go) with the tenant's machines and secrets; they belong with the
-// plane's other steps after the projection (bootstrap, rollouts).
+// metal.go) with the tenant's machines and secrets. Once configured, a
+// metal machine is the plane's like any other: Bootstrap and Rollout
+// compare and apply its own config (metalConfigs), never its group's.
 
 // resetRemovedMetal is the ResetRemovedMetal step.
 func (t *tenantRun) resetRemovedMetal(ctx context.Context) (stepResult, error) {
@@ -39,12 +45,35 @@ func (t *tenantRun) resetRemovedMetal(ctx context.Context) (stepResult, error) {
 	return stepNext, nil
 }
 
-// configureMetal is the ConfigureMetal step.
+// configureMetal is the ConfigureMetal step. Its error waits in
+// t.metalErr for the Bootstrap step, so that Finish records the machines
+// first.
 func (t *tenantRun) configureMetal(ctx context.Context) (stepResult, error) {
-	if err := t.r.configureMetal(ctx, t.desired, t.ws, t.bundle, t.machines); err != nil {
-		return stepNext, retry(schema.ReasonFailed, err)
-	}
+	t.metalErr = t.r.configureMetal(ctx, t.desired, t.ws, t.bundle, t.machines)
 	return stepNext, nil
+}
+
+// metalWaiting reports whether one of a tenant's stored machines is a
+// bare-metal machine that the tenant's credentials do not reach, as the
+// observer saw it last: it waits in maintenance mode (or is off, or has
+// not been probed yet), so ConfigureMetal may have work.
+func metalWaiting(machines []*schema.Machine) bool {
+	for _, m := range machines {
+		if m.Spec.ProviderClass == metal.Class && !m.Status.Connected {
+			return true
+		}
+	}
+	return false
+}
+
+// MetalWaiting is told by the plane's observer that one of the tenant's
+// machines waits in maintenance mode (talos.ObserverOptions.OnMaintenance):
+// a run of the tenant that waits for its backoff starts now, and the run
+// of its next revision configures the machine even when its manifests did
+// not change.
+func (r *Reconciler) MetalWaiting(tenant string) {
+	res := r.hurry(tenant)
+	r.log.Info("a machine waits in maintenance mode", "tenant", tenant, "action", res.Action, "message", res.Message)
 }
 
 // metalAnswerTimeout bounds the apply of one metal machine's config.
@@ -107,7 +136,18 @@ func (r *Reconciler) resetRemovedMetal(ctx context.Context, td *schema.TenantDes
 	return nil
 }
 
+// resetMetal resets one removed machine. A machine that waits in
+// maintenance mode (it never got its config, or was reset already) has
+// nothing to reset: it counts as reset.
 func (r *Reconciler) resetMetal(ctx context.Context, tenant string, bundle []byte, m *schema.Machine, peerAddr string) error {
+	probe, cancel := context.WithTimeout(ctx, metalAnswerTimeout)
+	inMaintenance := talos.InMaintenance(probe, m.Spec.ManagementAddress)
+	cancel()
+	if inMaintenance {
+		r.log.Info("a removed metal machine waits in maintenance mode: nothing to reset", "tenant", tenant,
+			"machine", m.Metadata.Name, "address", m.Spec.ManagementAddress)
+		return nil
+	}
 	c, err := talos.AdminClient(tenant, bundle, m.Spec.ManagementAddress, r.opts.Now())
 	if err != nil {
 		return err
@@ -124,34 +164,56 @@ func (r *Reconciler) resetMetal(ctx context.Context, tenant string, bundle []byt
 }
 
 // configureMetal gives each projected machine of a metal node group that
-// waits in maintenance mode its config: its node group's, with its host
-// name and install disk. Machines that have their config already are left
-// alone.
+// waits in maintenance mode its own config (metalConfigs). Machines that
+// have their config already are left alone: the plane's rollout keeps
+// them on it.
 func (r *Reconciler) configureMetal(ctx context.Context, td *schema.TenantDesired, ws *render.Workspace, bundle []byte, machines []*schema.Machine) error {
 	groups := metalGroups(td)
 	if len(groups) == 0 {
 		return nil
 	}
+	configs, err := metalConfigs(td, ws, machines)
+	if err != nil {
+		return err
+	}
 	used := usedAddresses(groups)
 	var errs []error
+	for _, m := range machines {
+		cfg, ok := configs[m.Metadata.Name]
+		if !ok {
+			continue
+		}
+		mc := used[m.Spec.NodeGroup][m.Spec.ManagementAddress]
+		if r.acceptsTenant(ctx, td.Tenant.Metadata.Name, bundle, mc.Address) {
+			continue // configured already
+		}
+		if err := applyMetal(ctx, mc, cfg); err != nil && !errors.Is(err, talos.ErrNotInMaintenance) {
+			errs = append(errs, fmt.Errorf("metal machine %s at %s: %w", m.Metadata.Name, mc.Address, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// metalConfigs returns the config of each of machines that a metal node
+// group uses, by machine id: its node group's with its own host name and
+// install disk. The plane compares and applies these, never the bare
+// group config, which would drop the host name.
+func metalConfigs(td *schema.TenantDesired, ws *render.Workspace, machines []*schema.Machine) (map[string][]byte, error) {
+	used := usedAddresses(metalGroups(td))
+	out := map[string][]byte{}
 	for _, m := range machines {
 		mc, ok := used[m.Spec.NodeGroup][m.Spec.ManagementAddress]
 		if m.Spec.ProviderClass != metal.Class || !ok {
 			continue
 		}
-		if r.acceptsTenant(ctx, td.Tenant.Metadata.Name, bundle, mc.Address) {
-			continue // configured already
-		}
 		group := ws.Variables[render.MachineConfigVariable(m.Spec.NodeGroup)]
 		cfg, err := rtalos.MetalMachineConfig([]byte(group), mc.Hostname, mc.InstallDisk)
-		if err == nil {
-			err = applyMetal(ctx, mc, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("metal machine %s at %s: %w", m.Metadata.Name, mc.Address, err)
 		}
-		if err != nil && !errors.Is(err, talos.ErrNotInMaintenance) {
-			errs = append(errs, fmt.Errorf("metal machine %s at %s: %w", m.Metadata.Name, mc.Address, err))
-		}
+		out[m.Metadata.Name] = cfg
 	}
-	return errors.Join(errs...)
+	return out, nil
 }
 
 // acceptsTenant reports whether the machine at address answers the

@@ -16,9 +16,11 @@ import (
 // recorded the machines, Bootstrap makes sure the tenant's etcd exists and
 // Rollout brings every machine to its node group's config, Talos version
 // and declared restarts, one machine at a time (package reconciler/talos).
-// A tenant whose manifests did not change runs them too while the plane
-// has work left for it: a bootstrap not done yet, a rollout a restart of
-// the server interrupted, or a restart its annotations declare.
+// A tenant whose manifests did not change runs them too, after
+// ConfigureMetal, while the plane has work left for it: a bootstrap not
+// done yet, a rollout a restart of the server interrupted, a restart its
+// annotations declare, or a bare-metal machine that waits in maintenance
+// mode (the observer saw it there and asked for the run, MetalWaiting).
 
 // talosMachines returns the machines the plane works on: those with a
 // management address whose provider class has a Talos API this server
@@ -38,12 +40,17 @@ func (r *Reconciler) talosMachines(ms []*schema.Machine) []talos.Machine {
 }
 
 // talosDesired is what the tenant's machines should run, as this run
-// rendered it.
-func (t *tenantRun) talosDesired() talos.Desired {
+// rendered it: each node group's config, and a bare-metal machine's own
+// (metalConfigs).
+func (t *tenantRun) talosDesired() (talos.Desired, error) {
 	td := t.desired
+	configs, err := metalConfigs(td, t.ws, t.machines)
+	if err != nil {
+		return talos.Desired{}, err
+	}
 	d := talos.Desired{
 		Tenant: t.name, Bundle: t.bundle, Machines: t.r.talosMachines(t.machines),
-		Groups:      map[string]talos.GroupTarget{},
+		Groups: map[string]talos.GroupTarget{}, Configs: configs,
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
 		Suspended:   func() bool { return t.r.suspended(t.name) },
 		Windows:     t.win.set, KubernetesVersion: td.Tenant.Spec.KubernetesVersion,
@@ -55,7 +62,7 @@ func (t *tenantRun) talosDesired() talos.Desired {
 			RestartedAt:  ng.Metadata.Annotations[schema.AnnotationRestartedAt],
 		}
 	}
-	return d
+	return d, nil
 }
 
 // talosWanted reports whether a tenant whose manifests did not change
@@ -68,6 +75,9 @@ func (t *tenantRun) talosWanted() (bool, error) {
 	machines, err := t.r.storedMachines(t.name)
 	if err != nil || len(t.r.talosMachines(machines)) == 0 {
 		return false, err // no machine the plane works on
+	}
+	if metalWaiting(machines) {
+		return true, nil // ConfigureMetal has a machine to configure
 	}
 	if pending, err := pl.Pending(t.name); err != nil || pending {
 		return pending, err
@@ -103,7 +113,7 @@ func (t *tenantRun) talosUnchanged(ctx context.Context) error {
 		return retry(schema.ReasonStoreError, err)
 	}
 	t.machines = machines
-	for _, step := range []func(*tenantRun, context.Context) (stepResult, error){(*tenantRun).bootstrap, (*tenantRun).rollout} {
+	for _, step := range []func(*tenantRun, context.Context) (stepResult, error){(*tenantRun).configureMetal, (*tenantRun).bootstrap, (*tenantRun).rollout} {
 		if _, err := step(t, ctx); err != nil {
 			return err
 		}
@@ -111,17 +121,21 @@ func (t *tenantRun) talosUnchanged(ctx context.Context) error {
 	return nil
 }
 
-// bootstrap bootstraps the tenant's etcd once (Plane.Bootstrap).
+// bootstrap bootstraps the tenant's etcd once (Plane.Bootstrap). A
+// bare-metal machine that ConfigureMetal did not reach makes the run a
+// Retry here, before the plane waits for it.
 func (t *tenantRun) bootstrap(ctx context.Context) (stepResult, error) {
+	if t.metalErr != nil {
+		return stepNext, retry(schema.ReasonWaitingForMachines, t.metalErr)
+	}
 	pl := t.r.opts.Talos
 	if pl == nil {
 		return stepNext, nil
 	}
-	d := t.talosDesired()
-	if d.Suspended() {
+	if t.r.suspended(t.name) {
 		return stepDone, nil // suspended meanwhile: the run that resumes it bootstraps
 	}
-	_, err := pl.Bootstrap(ctx, t.name, t.bundle, d.Machines)
+	_, err := pl.Bootstrap(ctx, t.name, t.bundle, t.r.talosMachines(t.machines))
 	return stepNext, talosError(err)
 }
 
@@ -132,7 +146,11 @@ func (t *tenantRun) rollout(ctx context.Context) (stepResult, error) {
 	if pl == nil {
 		return stepNext, nil
 	}
-	return stepNext, talosError(pl.Roll(ctx, t.talosDesired()))
+	d, err := t.talosDesired()
+	if err != nil {
+		return stepNext, stall(schema.ReasonInvalidManifests, err)
+	}
+	return stepNext, talosError(pl.Roll(ctx, d))
 }
 
 // talosError classifies an error of the plane: a rollout that stopped at
@@ -156,9 +174,10 @@ func talosError(err error) error {
 }
 
 // TalosBundle returns a tenant's secrets bundle for the plane's probes:
-// from memory, else from its stored state when that is plain. It returns
-// nil when neither has it (an encrypted state that no run has read since
-// the server started).
+// from memory, else from its stored state, decrypted in memory with
+// Options.StatePassphrase when it is encrypted (so that machine status
+// comes back at once after a restart, before any run). It returns nil
+// when neither has it.
 func (r *Reconciler) TalosBundle(tenant string) []byte {
 	if b := r.secrets.get(tenant); b != nil {
 		return b
@@ -168,11 +187,21 @@ func (r *Reconciler) TalosBundle(tenant string) []byte {
 		raw = append([]byte(nil), tx.CurrentState(tenant)...)
 		return nil
 	})
-	if len(raw) == 0 {
+	if len(raw) == 0 || r.secrets.missed(tenant, raw) {
 		return nil
 	}
-	b, _, err := secretsFromStateFile(raw)
+	b, encrypted, err := secretsFromStateFile(raw)
+	if err == nil && encrypted && r.opts.StatePassphrase != "" {
+		var plain []byte
+		if plain, err = decryptState(raw, r.opts.StatePassphrase); err == nil {
+			b, _, err = secretsFromStateFile(plain)
+		}
+	}
 	if err != nil || b == nil {
+		if err != nil {
+			r.log.Debug("secrets of a tenant from its stored state", "tenant", tenant, "err", err)
+		}
+		r.secrets.miss(tenant, raw)
 		return nil
 	}
 	r.secrets.put(tenant, b)

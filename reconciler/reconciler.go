@@ -96,6 +96,10 @@ type Options struct {
 	// plain is then applied once even when nothing changed, so that its
 	// state gets written encrypted.
 	EncryptState bool
+	// StatePassphrase is the passphrase of that encryption, with which
+	// the plane's observer reads a tenant's secrets from its encrypted
+	// state, in memory, before any run has (TalosBundle).
+	StatePassphrase string
 	// KubeconfigValidity is how long the client certificate of a
 	// downloaded kubeconfig is valid. Default DefaultKubeconfigValidity.
 	KubeconfigValidity time.Duration
@@ -106,8 +110,8 @@ type Options struct {
 	// etcd and rolls changes through its machines after every run that
 	// applied them (see plane.go).
 	Talos *talos.Plane
-	// NoTalosAPI lists provider classes whose machines the plane leaves
-	// alone (bare metal, which the ConfigureMetal step configures).
+	// NoTalosAPI lists provider classes whose machines have no Talos API
+	// this server reaches; the plane leaves them alone.
 	NoTalosAPI []string
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time

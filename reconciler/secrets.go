@@ -24,6 +24,28 @@ import (
 type secretsCache struct {
 	mu sync.Mutex
 	m  map[string][]byte
+	// misses are the digests of stored states that gave no bundle, by
+	// tenant, so that an encrypted one is not decrypted again until it
+	// changes.
+	misses map[string][32]byte
+}
+
+// missed reports whether state is the one recorded as giving no bundle.
+func (c *secretsCache) missed(tenant string, state []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.misses[tenant]
+	return ok && d == sha256.Sum256(state)
+}
+
+// miss records that state gave no bundle.
+func (c *secretsCache) miss(tenant string, state []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.misses == nil {
+		c.misses = map[string][32]byte{}
+	}
+	c.misses[tenant] = sha256.Sum256(state)
 }
 
 func (c *secretsCache) get(tenant string) []byte {

@@ -78,6 +78,7 @@ type tenantRun struct {
 	out      *tofu.Result
 	machines []*schema.Machine
 	win      windowState // what the MaintenanceWindow step found (window.go)
+	metalErr error       // bare-metal machines ConfigureMetal did not reach (metal.go)
 }
 
 // prepare reads what was last applied to the tenant and works out whether

@@ -3,16 +3,16 @@ package test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"github.com/siderolabs/talos/pkg/machinery/client"
-	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/rezuscloud/rezuscloud/examples"
@@ -62,11 +62,50 @@ spec:
 `, cps, addrs[0], addrs[1], fingerprint, addrs[2])
 }
 
+// metalCalls returns the write calls the node at address accepted.
+func metalCalls(t *testing.T, host *talosnode.Host, address string, calls ...string) []talosnode.JournalEntry {
+	t.Helper()
+	j, err := host.Journal(address)
+	if err != nil {
+		t.Fatalf("journal of %s: %v", address, err)
+	}
+	var out []talosnode.JournalEntry
+	for _, e := range j {
+		if e.Error == "" && (len(calls) == 0 || slices.Contains(calls, e.Call)) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func callNames(j []talosnode.JournalEntry) string {
+	var out []string
+	for _, e := range j {
+		out = append(out, e.Call)
+	}
+	return strings.Join(out, ",")
+}
+
+// metalPatch is a ConfigPatch of the metal tenant.
+const metalPatch = `apiVersion: rezuscloud.io/v1
+kind: ConfigPatch
+metadata:
+  name: somaxconn
+  labels:
+    rezuscloud.io/tenant: metal-lab
+spec:
+  patch: |
+    machine:
+      sysctls:
+        net.core.somaxconn: "65535"
+`
+
 // TestMetalEndToEnd runs examples/metal's tenant on three bare-metal
 // machines that wait in maintenance mode: each gets its config over the
-// maintenance API (one through its pinned fingerprint) and installs; after
-// a bootstrap, taking a control plane out resets it, and only after it
-// left etcd.
+// maintenance API (one through its pinned fingerprint) and installs; the
+// server bootstraps etcd once and rolls a patch through the machines in
+// place, each keeping its host name; taking a control plane out resets
+// it, and only after it left etcd.
 func TestMetalEndToEnd(t *testing.T) {
 	host, err := talosnode.Open(talosnode.Options{Dir: t.TempDir(), Timings: talosnode.Timings{
 		Boot: 100 * time.Millisecond, Install: 100 * time.Millisecond, Reboot: 200 * time.Millisecond, Reset: 100 * time.Millisecond}})
@@ -104,6 +143,7 @@ func TestMetalEndToEnd(t *testing.T) {
 		"--data", e.data, "--repo", e.repo, "--path", e2eManifests,
 		"--poll-interval", "300ms", "--debounce", "0s",
 		"--tofu", testenv.Tofu(t), "--provider-mirror", testenv.ProviderMirror(t),
+		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s",
 	})
 	e.srv.start()
 
@@ -121,46 +161,87 @@ func TestMetalEndToEnd(t *testing.T) {
 			t.Fatalf("machines %v: none on metal at %s", ms, a)
 		}
 	}
+	hostnames := []string{"lab-cp-1", "lab-cp-2", ""}
 
 	t.Run("each machine got its config in maintenance mode", func(t *testing.T) {
 		for i, a := range addrs {
-			j, err := host.Journal(a)
-			if err != nil || len(j) != 1 || j[0].Call != "ApplyConfiguration" || j[0].Stage != "maintenance" || j[0].Error != "" {
-				t.Fatalf("journal of %s: %+v, %v; want one ApplyConfiguration in maintenance mode", a, j, err)
+			j := metalCalls(t, host, a, "ApplyConfiguration")
+			if len(j) != 1 || j[0].Stage != "maintenance" {
+				t.Fatalf("journal of %s: %+v; want one ApplyConfiguration in maintenance mode", a, j)
 			}
 			e.srv.waitFor(a+" installed and running", func() bool {
 				n, _ := host.Node(a)
 				return n.Stage == runtime.MachineStageRunning && n.Reachable && n.ConfigSHA256 == j[0].ConfigSHA256
 			})
-			if n, _ := host.Node(a); i < 2 && n.Hostname != fmt.Sprintf("lab-cp-%d", i+1) {
+			if n, _ := host.Node(a); hostnames[i] != "" && n.Hostname != hostnames[i] {
 				t.Errorf("%s runs as %q, want its host name from the manifest", a, n.Hostname)
 			}
 		}
 	})
 
-	// The cluster forms: one bootstrap, with the tenant's talosconfig.
-	code, tc := e.srv.request(http.MethodGet, "/api/v1/tenants/"+metalTenant+"/talosconfig", nil, nil)
-	if code != http.StatusOK {
-		t.Fatalf("talosconfig: %d %s", code, tc)
-	}
-	cfg, err := clientconfig.FromBytes(tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
-	defer cancel()
-	cp1, err := client.New(ctx, client.WithConfig(cfg), client.WithEndpoints(addrs[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp1.Close()
-	if err := cp1.Bootstrap(ctx, &machine.BootstrapRequest{}); err != nil {
-		t.Fatal(err)
-	}
+	// The cluster forms: the server bootstraps etcd, once, on the first
+	// control plane.
 	e.srv.waitFor("both control planes in etcd", func() bool {
 		a, _ := host.Node(addrs[0])
 		b, _ := host.Node(addrs[1])
 		return a.EtcdMember && b.EtcdMember
+	})
+	t.Run("the server bootstrapped etcd once, on the first control plane", func(t *testing.T) {
+		for i, a := range addrs {
+			want := 0
+			if i == 0 {
+				want = 1
+			}
+			if j := metalCalls(t, host, a, "Bootstrap"); len(j) != want || (want == 1 && j[0].Stage != "running") {
+				t.Errorf("%s got Bootstrap %d times (%+v), want %d", a, len(j), j, want)
+			}
+		}
+		for _, m := range e.srv.tenantMachines(metalTenant) {
+			if !m.Status.ConfigUpToDate {
+				t.Errorf("%s: configUpToDate false: the plane compares its own config", m.Spec.ManagementAddress)
+			}
+		}
+	})
+	cp1 := planeTalosClient(t, e, metalTenant, addrs[0])
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+
+	t.Run("a patch rolls through the machines in place, each keeping its host name", func(t *testing.T) {
+		before := map[string]string{}
+		for _, a := range addrs {
+			n, _ := host.Node(a)
+			before[a] = n.ConfigSHA256
+		}
+		e.work.Write(dir+"/patches.yaml", metalPatch)
+		c := e.srv.waitApplied(e.push("metal-lab: a sysctl on every machine"))
+		if r := e2eResult(t, c, metalTenant); c.Status.Phase != schema.CommitSucceeded || r.Plan.Add != 0 || r.Plan.Destroy != 0 {
+			t.Fatalf("patch %s, plan %s (want no machine replaced): %s", c.Status.Phase, r.Plan, e2eBrief(c.Status))
+		}
+		var last time.Time
+		for i, a := range addrs {
+			j := metalCalls(t, host, a, "ApplyConfiguration")
+			if len(j) != 2 || j[1].Stage != "running" || j[1].ConfigSHA256 == before[a] {
+				t.Fatalf("journal of %s: %+v; want its maintenance config, then one apply of the patched config while running", a, j)
+			}
+			if !j[1].Time.After(last) {
+				t.Errorf("%s got the patch at %v, before the machine ahead of it (%v): control planes first, one at a time", a, j[1].Time, last)
+			}
+			last = j[1].Time
+			n, _ := host.Node(a)
+			if n.ConfigSHA256 != j[1].ConfigSHA256 || (hostnames[i] != "" && n.Hostname != hostnames[i]) {
+				t.Errorf("%s runs config %.12s as %q; want %.12s as %q", a, n.ConfigSHA256, n.Hostname, j[1].ConfigSHA256, hostnames[i])
+			}
+			mc, err := safe.StateGet[*config.MachineConfig](ctx, planeTalosClient(t, e, metalTenant, a).COSI, config.NewMachineConfig(nil).Metadata())
+			if err != nil {
+				t.Fatalf("%s: running config: %v", a, err)
+			}
+			if b, _ := mc.Provider().Bytes(); !strings.Contains(string(b), `net.core.somaxconn: "65535"`) {
+				t.Errorf("%s: the running config lacks the patch", a)
+			}
+		}
+		if j := metalCalls(t, host, addrs[0], "Bootstrap"); len(j) != 1 {
+			t.Errorf("%d bootstraps after the patch, want 1", len(j))
+		}
 	})
 
 	t.Run("a control plane taken out leaves etcd, then is reset", func(t *testing.T) {
@@ -169,15 +250,9 @@ func TestMetalEndToEnd(t *testing.T) {
 		if r := e2eResult(t, c, metalTenant); c.Status.Phase != schema.CommitSucceeded || r.Plan.Destroy != 1 || r.Plan.Add != 0 {
 			t.Fatalf("scale-down %s, plan %s (want -1): %s", c.Status.Phase, r.Plan, e2eBrief(c.Status))
 		}
-		j, _ := host.Journal(addrs[1])
-		var calls []string
-		for _, e := range j {
-			if e.Error == "" {
-				calls = append(calls, e.Call)
-			}
-		}
-		if strings.Join(calls, ",") != "ApplyConfiguration,EtcdLeaveCluster,Reset" || !j[len(j)-1].Graceful {
-			t.Fatalf("journal of the removed control plane: %+v; want its config, leaving etcd, then a graceful reset", j)
+		j := metalCalls(t, host, addrs[1])
+		if callNames(j) != "ApplyConfiguration,ApplyConfiguration,EtcdLeaveCluster,Reset" || !j[len(j)-1].Graceful {
+			t.Fatalf("journal of the removed control plane: %+v; want its configs, leaving etcd, then a graceful reset", j)
 		}
 		l, err := cp1.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
 		if err != nil || len(l.Messages[0].Members) != 1 || l.Messages[0].Members[0].Hostname != "lab-cp-1" {
@@ -191,12 +266,178 @@ func TestMetalEndToEnd(t *testing.T) {
 			return n.Stage == runtime.MachineStageMaintenance && n.ConfigSHA256 == ""
 		})
 		for _, a := range []string{addrs[0], addrs[2]} {
-			j, _ := host.Journal(a)
-			for _, e := range j {
-				if e.Call == "Reset" || e.Call == "EtcdLeaveCluster" || (e.Call == "ApplyConfiguration" && e != j[0]) {
-					t.Errorf("journal of %s, which stays: %+v", a, j)
+			if j := metalCalls(t, host, a, "Reset", "EtcdLeaveCluster", "ApplyConfiguration"); callNames(j) != "ApplyConfiguration,ApplyConfiguration" {
+				t.Errorf("journal of %s, which stays: %+v", a, j)
+			}
+		}
+	})
+}
+
+// metalPair is a control plane and a worker at addrs; extra lists more
+// workers (and raises the count to match).
+func metalPair(addrs []string, extra string) string {
+	count := 1 + strings.Count(extra, "- address:")
+	return fmt.Sprintf(`apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: controlplane
+  labels:
+    rezuscloud.io/tenant: metal-lab
+    rezuscloud.io/role: controlplane
+spec:
+  count: 1
+  providerClass: metal
+  providerConfig:
+    machines:
+      - address: %s
+        hostname: lab-cp-1
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: workers
+  labels:
+    rezuscloud.io/tenant: metal-lab
+    rezuscloud.io/role: worker
+spec:
+  count: %d
+  providerClass: metal
+  providerConfig:
+    machines:
+      - address: %s
+        hostname: lab-w-1
+%s`, addrs[0], count, addrs[1], extra)
+}
+
+// TestMetalMachineInMaintenanceLater: a metal machine that reaches
+// maintenance mode when no run is due gets its config all the same: one
+// powered on while its tenant waits for a long retry backoff (the
+// observer sees it and the retry runs now), and one reinstalled after its
+// tenant was applied (the next commit, which changes nothing of the
+// tenant, configures it without tofu). A machine that never left
+// maintenance mode (its pinned fingerprint is another's) is taken out
+// without a reset: it has nothing to reset.
+func TestMetalMachineInMaintenanceLater(t *testing.T) {
+	host, err := talosnode.Open(talosnode.Options{Dir: t.TempDir(), Timings: talosnode.Timings{
+		Boot: 100 * time.Millisecond, Install: 100 * time.Millisecond, Reboot: 200 * time.Millisecond, Reset: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	addrs := []string{
+		netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, 1}).String(),
+		netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, 2}).String(),
+		netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, 3}).String(),
+	}
+	for _, a := range []string{addrs[0], addrs[2]} {
+		if err := host.StartMaintenance(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrongPin, err := host.MaintenanceFingerprint(addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	e := &e2e{t: t, daemon: gittest.NewDaemon(t), data: filepath.Join(root, "data")}
+	e.daemon.CreateBare("repo.git")
+	e.repo = e.daemon.URL("repo.git")
+	e.work = gittest.NewWorkdir(t, e.repo)
+	tenant, err := examples.CloudFS.ReadFile("metal/tenant.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := e2eManifests + "/" + metalTenant
+	e.work.Write(dir+"/tenant.yaml", string(tenant))
+	e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs, ""))
+	first := e.push("Tenant metal-lab; its worker is still off")
+	e.srv = newE2EServer(t, []string{
+		"--data", e.data, "--repo", e.repo, "--path", e2eManifests,
+		"--poll-interval", "300ms", "--debounce", "0s",
+		"--tofu", testenv.Tofu(t), "--provider-mirror", testenv.ProviderMirror(t),
+		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "5s",
+		"--retry-base", "1h", "--retry-max", "1h",
+	})
+	e.srv.start()
+
+	e.srv.waitFor("the first run to wait for a retry", func() bool {
+		c, ok := e.srv.commit(first)
+		return ok && c.Status.Phase.Done()
+	})
+	if c := e.srv.waitCommit(first); c.Status.Phase == schema.CommitSucceeded {
+		t.Fatalf("the first commit succeeded with its worker off: %s", e2eBrief(c.Status))
+	}
+	configured := func(what, address, hostname string, applies int) {
+		t.Helper()
+		e.srv.waitFor(what, func() bool {
+			n, _ := host.Node(address)
+			j := metalCalls(t, host, address, "ApplyConfiguration")
+			return len(j) == applies && n.Stage == runtime.MachineStageRunning && n.Reachable &&
+				n.ConfigSHA256 == j[len(j)-1].ConfigSHA256 && n.Hostname == hostname
+		})
+	}
+
+	t.Run("a machine powered on during a retry backoff gets its config", func(t *testing.T) {
+		if err := host.StartMaintenance(addrs[1]); err != nil {
+			t.Fatal(err)
+		}
+		configured("the worker configured long before its retry was due", addrs[1], "lab-w-1", 1)
+		e.srv.waitFor("the first commit amended to succeeded", func() bool {
+			c, ok := e.srv.commit(first)
+			return ok && c.Status.Phase == schema.CommitSucceeded
+		})
+		if j := metalCalls(t, host, addrs[0], "Bootstrap"); len(j) != 1 {
+			t.Fatalf("%d bootstraps of the control plane, want 1", len(j))
+		}
+	})
+
+	t.Run("a machine back in maintenance mode gets its config from the next commit", func(t *testing.T) {
+		n, _ := host.Node(addrs[1])
+		if err := host.Remove(n.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := host.StartMaintenance(addrs[1]); err != nil {
+			t.Fatal(err)
+		}
+		e.srv.waitFor("the worker shown in maintenance mode", func() bool {
+			for _, m := range e.srv.tenantMachines(metalTenant) {
+				if m.Spec.ManagementAddress == addrs[1] {
+					return m.Status.Stage == schema.StageMaintenance
 				}
 			}
+			return false
+		})
+		e.work.Write("README.md", "Nothing of the tenants changes.\n")
+		c := e.srv.waitApplied(e.push("A commit that changes no tenant"))
+		if r := e2eResult(t, c, metalTenant); r.OutputTail != "" {
+			t.Errorf("tofu ran for an unchanged tenant: %s", r.OutputTail)
+		}
+		configured("the reinstalled worker configured again", addrs[1], "lab-w-1", 1)
+	})
+
+	t.Run("a machine that never left maintenance mode is taken out without a reset", func(t *testing.T) {
+		e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs, "      - address: "+addrs[2]+"\n        fingerprint: "+wrongPin+"\n"))
+		added := e.push("A worker whose pinned fingerprint is another machine's")
+		e.srv.waitFor("the run to wait for the unconfigured worker", func() bool {
+			c, ok := e.srv.commit(added)
+			return ok && c.Status.Phase.Done()
+		})
+		if c := e.srv.waitCommit(added); c.Status.Phase == schema.CommitSucceeded {
+			t.Fatalf("the commit succeeded with a worker in maintenance mode: %s", e2eBrief(c.Status))
+		}
+		if n, _ := host.Node(addrs[2]); n.Stage != runtime.MachineStageMaintenance {
+			t.Fatalf("%s left maintenance mode (%s) through a pin that is not its own", addrs[2], n.Stage)
+		}
+		e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs, ""))
+		c := e.srv.waitApplied(e.push("Without that worker\n\nRezuscloud-Allow-Deletions: 1\n"))
+		if r := e2eResult(t, c, metalTenant); r.Plan.Destroy != 1 {
+			t.Fatalf("plan %s, want its record destroyed", r.Plan)
+		}
+		if j := metalCalls(t, host, addrs[2]); len(j) != 0 {
+			t.Fatalf("journal of the machine taken out: %+v; want nothing", j)
+		}
+		if ms := e.srv.tenantMachines(metalTenant); len(ms) != 2 {
+			t.Errorf("%d machines, want 2", len(ms))
 		}
 	})
 }

@@ -40,6 +40,7 @@ type reconcilerPart struct {
 	dataDir, simDir string
 	tofuBin         string
 	encrypt         bool
+	passphrase      string
 	audit           *slog.Logger
 	metrics         *metrics.Metrics
 	runner          *tofu.Runner
@@ -131,7 +132,7 @@ func (p *reconcilerPart) openTofu() error {
 	}
 	if encrypt != "" {
 		env["TF_ENCRYPTION"] = encrypt
-		p.encrypt = true
+		p.encrypt, p.passphrase = true, getenv(envStatePassphrase)
 	}
 	p.metrics = metrics.New()
 	p.runner, err = tofu.NewRunner(tofu.Options{Binary: p.tofuBin, CLIConfigFile: cli, Env: env, Metrics: p.metrics, Getenv: getenv})
@@ -199,6 +200,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		RetryMax:           f.retryMax,
 		Metrics:            p.metrics,
 		EncryptState:       p.encrypt,
+		StatePassphrase:    p.passphrase,
 		OnCommit:           p.onCommit,
 		KubeconfigValidity: f.kubeconfigValid,
 		Logger:             p.log.With("component", "reconciler"),
@@ -210,9 +212,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		LockHolder: runToken,
 		Audit:      p.audit,
 		Talos:      p.plane,
-		// Bare-metal machines get their config in maintenance mode from
-		// their provider, and their bootstrap is not yet the plane's.
-		NoTalosAPI: append(p.noTalosAPI, schema.ProviderMetal),
+		NoTalosAPI: p.noTalosAPI,
 		Now:        p.now,
 	})
 	if err != nil {
@@ -279,7 +279,9 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		p.rec.Run(ctx, snaps)
 		p.closeReports()
 	})
-	goRun(func() { p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle}) })
+	goRun(func() {
+		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting})
+	})
 	if p.previews != nil {
 		ups := make(chan sources.PreviewUpdate)
 		goRun(func() { p.previews.Run(ctx, p.f.pollInterval, ups) })

@@ -13,10 +13,16 @@
 //     first, behind health gates: a changed machine config with
 //     ApplyConfiguration, a new Talos version with Upgrade (and Rollback
 //     when the machine does not come back), restarts declared with the
-//     rezuscloud.io/restartedAt annotation with Reboot (Plane.Roll);
+//     rezuscloud.io/restartedAt annotation with Reboot (Plane.Roll); a
+//     machine with a config of its own (a bare-metal machine's host name
+//     and install disk, Desired.Configs) is compared with and given that
+//     one, never its node group's;
 //   - observes machines for their status: stage, readiness, versions and
 //     the hash of the running config, one probe per machine per TTL with
-//     bounded concurrency (Prober).
+//     bounded concurrency (Prober); a machine that waits in maintenance
+//     mode shows stage maintenance;
+//   - gives bare-metal machines their config in maintenance mode and
+//     resets those a node group no longer uses (metal.go).
 //
 // What must survive a restart of the server (that a tenant was
 // bootstrapped, which machine a rollout is working on) is kept as internal

@@ -104,13 +104,18 @@ func InEtcd(ctx context.Context, peer *client.Client, hostname string) (bool, er
 // plane is still an etcd member after it was asked to leave.
 var ErrStillInEtcd = errors.New("machine is still an etcd member")
 
-// ResetRemoved resets a machine its node group no longer uses, gracefully,
-// through c, a client of the machine with the tenant's credentials; it
-// comes back in maintenance mode, ready for another use. A control plane
-// first leaves etcd and is reset only once peer, a client of a control
+// ResetRemoved resets a machine its node group no longer uses through c, a
+// client of the machine with the tenant's credentials; it comes back in
+// maintenance mode, ready for another use. A control plane first leaves
+// etcd and is reset, gracefully, only once peer, a client of a control
 // plane that stays, no longer lists its host name (hostname, or the one
-// the machine reports when that is "") as a member; with no peer (the last
-// control plane goes) there is no cluster left to leave.
+// the machine reports when that is "") as a member.
+//
+// With no peer the last control plane goes, and with it the cluster:
+// there is no etcd left to leave, and a graceful reset, which would try
+// to, cannot finish on an etcd of one member. It is reset without the
+// leave and the drain (Graceful false), as Talos's own guide does for the
+// last member. Workers are always reset gracefully (cordoned and drained).
 func ResetRemoved(ctx context.Context, c, peer *client.Client, hostname string, controlPlane bool) error {
 	if controlPlane && peer != nil {
 		if hostname == "" {
@@ -141,7 +146,7 @@ func ResetRemoved(ctx context.Context, c, peer *client.Client, hostname string, 
 			}
 		}
 	}
-	err := c.ResetGeneric(ctx, &machine.ResetRequest{Graceful: true, Reboot: true})
+	err := c.ResetGeneric(ctx, &machine.ResetRequest{Graceful: !controlPlane || peer != nil, Reboot: true})
 	if err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}

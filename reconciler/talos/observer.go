@@ -19,6 +19,10 @@ type ObserverOptions struct {
 	// Bundle returns a tenant's secrets bundle, or nil when it is not
 	// known (its machines are then left as they are).
 	Bundle func(tenant string) []byte
+	// OnMaintenance, when set, is called with a tenant one of whose
+	// machines was just seen waiting in maintenance mode for its config,
+	// once each time a machine enters it. It must not block for long.
+	OnMaintenance func(tenant string)
 }
 
 // RunObserver keeps the status of machines, node groups and tenants in
@@ -35,7 +39,7 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
 	for {
-		if err := pl.ObserveOnce(ctx, opts.Bundle); err != nil && ctx.Err() == nil {
+		if err := pl.observeOnce(ctx, opts); err != nil && ctx.Err() == nil {
 			pl.log.Debug("observe machines", "err", err)
 		}
 		select {
@@ -49,14 +53,24 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 
 // ObserveOnce observes the machines once and writes what changed.
 func (pl *Plane) ObserveOnce(ctx context.Context, bundle func(string) []byte) error {
-	obs, err := pl.ObserveMachines(ctx, bundle)
+	return pl.observeOnce(ctx, ObserverOptions{Bundle: bundle})
+}
+
+func (pl *Plane) observeOnce(ctx context.Context, opts ObserverOptions) error {
+	obs, err := pl.ObserveMachines(ctx, opts.Bundle)
 	if err != nil {
 		return err
 	}
 	api := map[string]bool{}
 	observed := map[string]bool{}
+	waiting := map[string]bool{}
 	for _, o := range obs {
 		observed[o.Tenant] = true
+		if o.EnteredMaintenance && opts.OnMaintenance != nil && !waiting[o.Tenant] {
+			waiting[o.Tenant] = true
+			pl.log.Info("a machine waits in maintenance mode", "tenant", o.Tenant, "machine", o.Key)
+			opts.OnMaintenance(o.Tenant)
+		}
 		if o.Machine.ControlPlane && o.Obs.Connected && o.Obs.APIServerRunning {
 			api[o.Tenant] = true
 		}

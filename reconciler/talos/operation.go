@@ -23,7 +23,7 @@ func (pl *Plane) start(ctx context.Context, d Desired, rec *RolloutRecord, w wor
 	}
 	switch w.op {
 	case OpApply:
-		op.ConfigSHA256 = g.ConfigSHA256
+		op.ConfigSHA256 = rec.configSHA256(w.m)
 	case OpUpgrade:
 		op.ToVersion = g.TalosVersion
 	}
@@ -44,7 +44,7 @@ func (pl *Plane) issue(ctx context.Context, d Desired, rec *RolloutRecord) error
 	err := pl.withClient(ctx, d.Tenant, d.Bundle, m, func(ctx context.Context, c *client.Client) error {
 		switch op.Op {
 		case OpApply:
-			cfg := d.Groups[op.NodeGroup].Config
+			cfg := d.configFor(m)
 			if sha256Hex(cfg) != op.ConfigSHA256 {
 				return fmt.Errorf("the config to apply changed meanwhile")
 			}

@@ -27,6 +27,11 @@ type Desired struct {
 	Machines []Machine
 	// Groups are the node groups' targets, by node group name.
 	Groups map[string]GroupTarget
+	// Configs are the configs of machines that run one of their own
+	// instead of their node group's, by machine id: a bare-metal
+	// machine's is its group's with its host name and install disk. Held
+	// in memory only; records keep their SHA-256.
+	Configs map[string][]byte
 	// RestartedAt is the Tenant's rezuscloud.io/restartedAt annotation.
 	RestartedAt string
 	// Suspended, when set, is asked before each machine's operation: true
@@ -65,6 +70,9 @@ type RolloutRecord struct {
 	// Generation digests the targets; a new one starts a new rollout.
 	Generation string                 `json:"generation"`
 	Groups     map[string]GroupRecord `json:"groups"`
+	// Machines are the config hashes of the machines that run a config
+	// of their own (Desired.Configs), by machine id.
+	Machines map[string]string `json:"machines,omitempty"`
 	// Restarts are the restartedAt values whose restarts are complete:
 	// the tenant's and each node group's. Restarted lists the machines
 	// rebooted for the values now pending, with the value each got.
@@ -151,13 +159,47 @@ func groupRecords(d Desired) map[string]GroupRecord {
 	return out
 }
 
+// machineRecords digests the machines' own configs; nil when there are
+// none.
+func machineRecords(d Desired) map[string]string {
+	if len(d.Configs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(d.Configs))
+	for id, cfg := range d.Configs {
+		out[id] = sha256Hex(cfg)
+	}
+	return out
+}
+
+// configFor returns the config machine m should run: its own, else its
+// node group's.
+func (d Desired) configFor(m Machine) []byte {
+	if cfg, ok := d.Configs[m.ID]; ok {
+		return cfg
+	}
+	return d.Groups[m.NodeGroup].Config
+}
+
+// configSHA256 returns the hash of the config machine m should run, as
+// rec records it.
+func (rec *RolloutRecord) configSHA256(m Machine) string {
+	if sum, ok := rec.Machines[m.ID]; ok {
+		return sum
+	}
+	return rec.Groups[m.NodeGroup].ConfigSHA256
+}
+
 // generation digests the targets and restart values.
-func generation(groups map[string]GroupRecord, tenantRestart string) string {
+func generation(groups map[string]GroupRecord, machines map[string]string, tenantRestart string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "restart\x00%s\x00", tenantRestart)
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		g := groups[name]
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00", name, g.ConfigSHA256, g.TalosVersion, g.RestartedAt)
+	}
+	for _, id := range slices.Sorted(maps.Keys(machines)) {
+		fmt.Fprintf(h, "machine\x00%s\x00%s\x00", id, machines[id])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -193,15 +235,15 @@ func (pl *Plane) prepare(d Desired) (*RolloutRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups := groupRecords(d)
+	groups, machines := groupRecords(d), machineRecords(d)
 	if !found {
 		// Machines that exist when the plane first sees a tenant booted
 		// after its restart annotations were set: nothing to restart.
 		rec = &RolloutRecord{Tenant: d.Tenant, Restarts: currentRestarts(d), KubernetesVersion: d.KubernetesVersion}
 	}
-	gen := generation(groups, d.RestartedAt)
+	gen := generation(groups, machines, d.RestartedAt)
 	if rec.Generation != gen || !found {
-		rec.Generation, rec.Groups = gen, groups
+		rec.Generation, rec.Groups, rec.Machines = gen, groups, machines
 		rec.Touched, rec.Finished, rec.Completed = nil, nil, false
 		if rec.Failed != nil && rec.Failed.Generation != gen {
 			rec.Failed = nil
@@ -260,7 +302,7 @@ func (pl *Plane) plan(rec *RolloutRecord, d Desired, obs map[string]Observation)
 		o := obs[m.ID]
 		var op string
 		switch {
-		case o.ConfigSHA256 != g.ConfigSHA256:
+		case o.ConfigSHA256 != rec.configSHA256(m):
 			op = OpApply
 		case o.TalosVersion != g.TalosVersion:
 			op = OpUpgrade
@@ -323,6 +365,9 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) error {
 		if err := pl.gate(ctx, d, next.m); err != nil {
 			pl.report(rec, nil)
 			return err
+		}
+		if o, _ := pl.prober.Last(next.m.ID); o.ConfigSHA256 != next.obs.ConfigSHA256 {
+			continue // its config changed while the gate waited (a first install finished): plan again
 		}
 		if err := pl.start(ctx, d, rec, next); err != nil {
 			return err

@@ -22,7 +22,10 @@ func MachineStatusOf(prev schema.MachineStatus, o Observation, configSHA256, add
 	}
 	if !o.Connected {
 		s.Ready = false
-		if s.Stage == "" || s.Stage == schema.StageReady {
+		switch {
+		case o.Stage == schema.StageMaintenance:
+			s.Stage, s.ConfigUpToDate = o.Stage, false
+		case s.Stage == "" || s.Stage == schema.StageReady || s.Stage == schema.StageMaintenance:
 			s.Stage = schema.StageInitializing
 		}
 		return s
@@ -50,6 +53,9 @@ type Observed struct {
 	Machine Machine
 	Obs     Observation
 	Status  schema.MachineStatus
+	// EnteredMaintenance is set when the machine was first seen waiting
+	// in maintenance mode.
+	EnteredMaintenance bool
 }
 
 // ObserveMachines probes the store's machines that have a Talos API (a
@@ -73,8 +79,9 @@ func (pl *Plane) ObserveMachines(ctx context.Context, bundle func(tenant string)
 		for i, o := range pl.prober.Observe(ctx, tenant, b, ms) {
 			m := ms[i]
 			prev := stored[m.ID].Status
-			out = append(out, Observed{Key: m.ID, Tenant: tenant, Machine: m, Obs: o,
-				Status: MachineStatusOf(prev, o, targets[m.NodeGroup], m.Address)})
+			st := MachineStatusOf(prev, o, targets.configSHA256(m), m.Address)
+			out = append(out, Observed{Key: m.ID, Tenant: tenant, Machine: m, Obs: o, Status: st,
+				EnteredMaintenance: st.Stage == schema.StageMaintenance && prev.Stage != schema.StageMaintenance})
 		}
 	}
 	if ctx.Err() != nil {
@@ -108,18 +115,14 @@ func (pl *Plane) storedMachines() (map[string][]Machine, map[string]*schema.Mach
 	return byTenant, stored, err
 }
 
-// configTargets returns the config hash each node group of a tenant should
-// run, from its rollout record.
-func (pl *Plane) configTargets(tenant string) map[string]string {
+// configTargets returns the tenant's rollout record, from which each
+// machine's config hash comes (RolloutRecord.configSHA256).
+func (pl *Plane) configTargets(tenant string) *RolloutRecord {
 	rec, _, err := pl.Rollout(tenant)
 	if err != nil {
-		return nil
+		return &RolloutRecord{}
 	}
-	out := map[string]string{}
-	for name, g := range rec.Groups {
-		out[name] = g.ConfigSHA256
-	}
-	return out
+	return &rec
 }
 
 // writeStatus stores the statuses that changed: a read first, and a write

@@ -1,0 +1,43 @@
+package talos
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// InMaintenance reports whether the machine at address serves Talos's
+// maintenance API: a client that asks for no identity of the server and
+// shows none of its own completes the handshake, and the machine answers
+// (maintenance mode implements Version for no one, or for everyone). A
+// machine that has a config refuses that client in the handshake. It
+// only looks: nothing is sent to the machine but the Version request.
+func InMaintenance(ctx context.Context, address string) bool {
+	c, err := MaintenanceClient(address, "")
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_, err = c.Version(ctx)
+	switch status.Code(err) {
+	case codes.OK, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
+// withMaintenance completes the observation of a machine that refused the
+// tenant's credentials in the handshake: when it waits in maintenance mode
+// (a bare-metal machine before it got its config, or reset), its stage
+// says so. It stays not connected: the tenant's credentials do not reach
+// it.
+func withMaintenance(ctx context.Context, o Observation, address string) Observation {
+	if o.Connected || !isHandshake(o.Error) || !InMaintenance(ctx, address) {
+		return o
+	}
+	o.TalosStage, o.Stage = "maintenance", schema.StageMaintenance
+	return o
+}
