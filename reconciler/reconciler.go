@@ -125,6 +125,9 @@ type Reconciler struct {
 	previews *Queue
 	secrets  secretsCache
 	backoff  Backoff
+	// manifests keeps what each manifest file yielded, so that a revision
+	// parses and validates only the files it changed.
+	manifests *schema.Cache
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures
@@ -164,7 +167,7 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 	opts.RetryMax = max(opts.RetryMax, opts.RetryBase)
 	opts.KubeconfigValidity = defaultValidity(opts.KubeconfigValidity)
 	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger,
-		backoff: Backoff{Base: opts.RetryBase, Max: opts.RetryMax}, runs: map[string]*CommitRun{},
+		backoff: Backoff{Base: opts.RetryBase, Max: opts.RetryMax}, runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
 	r.queue.Start()
 	// Previews have a worker of their own, so they never hold up applies;
@@ -252,36 +255,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*sch
 	}
 }
 
-// load reads and validates the snapshot: schema checks, the provider
-// modules' checks, and the Talos machine configs of every tenant whose
-// manifests changed since they were applied.
-func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedRecord) (*schema.Desired, []schema.Problem) {
+// load reads and validates the snapshot: schema checks (of the files the
+// manifest cache does not hold), the provider modules' checks, and the
+// Talos machine configs of every tenant whose manifests changed since they
+// were applied. It returns the inputHash of every tenant.
+func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedRecord) (*schema.Desired, map[string]string, []schema.Problem) {
 	root := snap.Root
 	if root == "" {
 		root = "."
 	}
-	desired, err := schema.Load(snap.FS, root, nil)
+	desired, err := schema.Load(snap.FS, root, &schema.Options{Cache: r.manifests})
 	var list *schema.ProblemList
 	if errors.As(err, &list) {
-		return nil, list.Problems
+		return nil, nil, list.Problems
 	}
 	if err != nil {
-		return nil, []schema.Problem{{File: root, Message: err.Error()}}
+		return nil, nil, []schema.Problem{{File: root, Message: err.Error()}}
 	}
 	if probs := r.modules.Validate(desired); len(probs) > 0 {
-		return nil, probs
+		return nil, nil, probs
 	}
 	var probs []schema.Problem
+	hashes := make(map[string]string, len(desired.Tenants))
 	for _, td := range desired.Tenants {
-		if prev := applied[td.Tenant.Metadata.Name]; prev != nil && prev.InputHash == inputHash(td) {
+		h := inputHash(td)
+		hashes[td.Tenant.Metadata.Name] = h
+		if prev := applied[td.Tenant.Metadata.Name]; prev != nil && prev.InputHash == h {
 			continue
 		}
 		probs = append(probs, render.ValidateTalos(td)...)
 	}
 	if len(probs) > 0 {
-		return nil, probs
+		return nil, nil, probs
 	}
-	return desired, nil
+	return desired, hashes, nil
 }
 
 // allowedDeletions reads the Rezuscloud-Allow-Deletions trailer of a
