@@ -105,23 +105,23 @@ spec:
 	}
 }
 
-// newReconciler opens a reconciler on store, with the tofu runner of the
-// tests; its queue holds changed tenants for an hour, so that the
-// benchmarks measure the commit up to its decision and no tofu runs.
-func newBenchReconciler(b *testing.B, store *backend.Store, dataDir string) *Reconciler {
+// newBenchReconciler opens a reconciler on store, with the tofu runner of
+// the tests and queue's debounce: an hour holds changed tenants back, so
+// that a benchmark measures a commit up to its decision and no tofu runs.
+func newBenchReconciler(b *testing.B, store *backend.Store, dataDir string, debounce time.Duration) *Reconciler {
 	runner, err := tofu.NewRunner(tofu.Options{Binary: testenv.Tofu(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec, err := New(store, runner, render.Builtin(), Options{DataDir: dataDir, StateURL: "http://127.0.0.1:1", Debounce: time.Hour})
+	rec, err := New(store, runner, render.Builtin(), Options{DataDir: dataDir, StateURL: "http://127.0.0.1:1", Debounce: debounce})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return rec
 }
 
-// seed builds the fleet, applied.
-func seed(b *testing.B) *seeded {
+// seed builds the fleet, applied, and a reconciler with debounce.
+func seed(b *testing.B, debounce time.Duration) *seeded {
 	b.Helper()
 	dir := b.TempDir()
 	store, err := backend.Open(filepath.Join(dir, "data"), nil)
@@ -138,16 +138,16 @@ func seed(b *testing.B) *seeded {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s.rec = newBenchReconciler(b, store, filepath.Join(dir, "data"))
+	s.rec = newBenchReconciler(b, store, filepath.Join(dir, "data"), debounce)
 	b.Cleanup(func() { s.rec.Close() })
 	snap := s.fetch()
-	desired, hashes, probs := s.rec.load(snap, nil)
-	if len(probs) > 0 {
-		b.Fatalf("the fleet is invalid: %v", probs)
+	desired, err := schema.Load(snap.FS, ".", nil)
+	if err != nil {
+		b.Fatalf("the fleet is invalid: %v", err)
 	}
 	for _, td := range desired.Tenants {
 		rec := &appliedRecord{Tenant: td.Tenant.Metadata.Name, Revision: snap.Revision, Generation: 1,
-			InputHash: hashes[td.Tenant.Metadata.Name], Annotations: td.Tenant.Metadata.Annotations,
+			InputHash: inputHash(td), Annotations: td.Tenant.Metadata.Annotations,
 			Model: modeldiff.AppliedModel(td.Tenant, td.NodeGroups, td.Patches, nil)}
 		if err := s.rec.finishTenant(td, rec, nil); err != nil {
 			b.Fatal(err)
@@ -196,7 +196,7 @@ func (s *seeded) checkQuiet(changed ...string) {
 // BenchmarkSeededNoChangeCommit: one op fetches a new commit that changes
 // only a README and reconciles it to the end.
 func BenchmarkSeededNoChangeCommit(b *testing.B) {
-	s := seed(b)
+	s := seed(b, 0)
 	i := 0
 	for b.Loop() {
 		i++
@@ -217,7 +217,7 @@ func BenchmarkSeededNoChangeCommit(b *testing.B) {
 // manifest of one tenant, and takes the revision to its decision: every
 // other tenant done, the changed one queued.
 func BenchmarkSeededOneChange(b *testing.B) {
-	s := seed(b)
+	s := seed(b, time.Hour)
 	i := 0
 	for b.Loop() {
 		i++
@@ -242,7 +242,7 @@ func BenchmarkSeededOneChange(b *testing.B) {
 // loads and validates it with an empty manifest cache, as a server's first
 // commit does. heap-MiB is the heap in use with the desired state held.
 func BenchmarkFirstLoad(b *testing.B) {
-	s := seed(b)
+	s := seed(b, 0)
 	var peak uint64
 	for b.Loop() {
 		src, err := sources.NewGit(sources.GitOptions{URL: s.work.Dir(), Dir: b.TempDir()})
@@ -270,11 +270,11 @@ func BenchmarkFirstLoad(b *testing.B) {
 // the same data dir, recovers, and reconciles the revision the source
 // yields first, the one applied.
 func BenchmarkRestart(b *testing.B) {
-	s := seed(b)
+	s := seed(b, 0)
 	snapDir := s.dataDir
 	for b.Loop() {
 		s.rec.Close()
-		s.rec = newBenchReconciler(b, s.store, snapDir)
+		s.rec = newBenchReconciler(b, s.store, snapDir, 0)
 		s.rec.Recover()
 		src, err := sources.NewGit(sources.GitOptions{URL: s.work.Dir(), Dir: snapDir, LastObserved: s.rec.LastObserved()})
 		if err != nil {

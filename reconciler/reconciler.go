@@ -10,9 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
@@ -275,20 +278,38 @@ func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedReco
 	if probs := r.modules.Validate(desired); len(probs) > 0 {
 		return nil, nil, probs
 	}
-	var probs []schema.Problem
 	hashes := make(map[string]string, len(desired.Tenants))
+	var changed []*schema.TenantDesired
 	for _, td := range desired.Tenants {
 		h := inputHash(td)
 		hashes[td.Tenant.Metadata.Name] = h
-		if prev := applied[td.Tenant.Metadata.Name]; prev != nil && prev.InputHash == h {
-			continue
+		if prev := applied[td.Tenant.Metadata.Name]; prev == nil || prev.InputHash != h {
+			changed = append(changed, td)
 		}
-		probs = append(probs, render.ValidateTalos(td)...)
 	}
-	if len(probs) > 0 {
+	if probs := validateTalos(changed); len(probs) > 0 {
 		return nil, nil, probs
 	}
 	return desired, hashes, nil
+}
+
+// validateTalos renders the Talos configs of tenants, on every core, and
+// returns their problems in the order of tenants.
+func validateTalos(tenants []*schema.TenantDesired) []schema.Problem {
+	found := make([][]schema.Problem, len(tenants))
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range min(runtime.GOMAXPROCS(0), len(tenants)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(tenants); i = int(next.Add(1) - 1) {
+				found[i] = render.ValidateTalos(tenants[i])
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Concat(found...)
 }
 
 // allowedDeletions reads the Rezuscloud-Allow-Deletions trailer of a
