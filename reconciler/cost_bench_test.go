@@ -152,6 +152,10 @@ func seed(b *testing.B, debounce time.Duration) *seeded {
 		if err := s.rec.finishTenant(td, rec, nil); err != nil {
 			b.Fatal(err)
 		}
+		// A work directory, as an apply leaves it, for Recover to look at.
+		if _, err := s.rec.workDir(rec.Tenant); err != nil {
+			b.Fatal(err)
+		}
 	}
 	s.writes = countWrites(store)
 	return s
