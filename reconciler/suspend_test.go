@@ -68,7 +68,7 @@ func (r *rig) runOlder(t *testing.T, rev string, repo fstest.MapFS, tenant strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	desired, probs := r.rec.load(snap, applied)
+	desired, _, probs := r.rec.load(snap, applied)
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
