@@ -95,8 +95,9 @@ func (r *Reconciler) ownLocks(tx *backend.Tx) (map[string]bool, error) {
 }
 
 // settled reports whether the tenant's stored status is that of a
-// successful run: no retry, not stalled, not reconciling, not being
-// removed. Only the fields it needs are decoded.
+// successful run: no retry, not stalled, not reconciling, not suspended
+// and nothing pending, not being removed. Only the fields it needs are
+// decoded.
 func settled(tx *backend.Tx, name string) (bool, error) {
 	var t struct {
 		Metadata struct {
@@ -105,6 +106,7 @@ func settled(tx *backend.Tx, name string) (bool, error) {
 		Status struct {
 			ObservedCommit string            `json:"observedCommit"`
 			Retry          *struct{}         `json:"retry"`
+			Pending        *struct{}         `json:"pending"`
 			Conditions     schema.Conditions `json:"conditions"`
 		} `json:"status"`
 	}
@@ -116,8 +118,9 @@ func settled(tx *backend.Tx, name string) (bool, error) {
 		return false, err
 	}
 	st := t.Status
-	return t.Metadata.DeletionTimestamp == nil && st.ObservedCommit != "" && st.Retry == nil &&
-		!st.Conditions.IsTrue(schema.ConditionStalled) && !st.Conditions.IsTrue(schema.ConditionReconciling), nil
+	return t.Metadata.DeletionTimestamp == nil && st.ObservedCommit != "" && st.Retry == nil && st.Pending == nil &&
+		!st.Conditions.IsTrue(schema.ConditionStalled) && !st.Conditions.IsTrue(schema.ConditionReconciling) &&
+		!st.Conditions.IsTrue(schema.ConditionSuspended), nil
 }
 
 // busy reports whether a job of key waits or runs.
