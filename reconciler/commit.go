@@ -26,6 +26,7 @@ type CommitRun struct {
 	// What the steps found.
 	applied   map[string]*appliedRecord
 	desired   *schema.Desired
+	hashes    map[string]string // inputHash of each desired tenant
 	problems  []schema.Problem
 	deletions []string
 	tenants   []*schema.TenantDesired // in the order they are queued
@@ -101,14 +102,14 @@ func (run *CommitRun) validate(context.Context) (stepResult, error) {
 	if err != nil {
 		return stepNext, retry(schema.ReasonStoreError, err)
 	}
-	desired, probs := r.load(run.snap, applied)
+	desired, hashes, probs := r.load(run.snap, applied)
 	c.Status.Timings.ValidatedAt = r.opts.Now()
 	if len(probs) > 0 {
 		run.problems = probs
 		return stepNext, stall(schema.ReasonInvalidManifests,
 			fmt.Errorf("%d problems: nothing was applied; the last good commit stays in effect", len(probs)))
 	}
-	run.applied, run.desired = applied, desired
+	run.applied, run.desired, run.hashes = applied, desired, hashes
 	return stepNext, nil
 }
 
@@ -178,29 +179,40 @@ func (run *CommitRun) holdBack(name, reason, msg string) {
 	}
 }
 
-// order sets every tenant's result to pending and queues tenants whose
-// manifests changed since their last apply first: the others need no tofu
-// and finish in moments, and must not delay them.
+// order gives quiet tenants (see unchanged.go) their result at once and
+// every other tenant a pending one, and queues first the tenants whose
+// manifests changed since their last apply: the others (a retry to clear,
+// a run to finish) need no tofu and must not delay them.
 func (run *CommitRun) order(context.Context) (stepResult, error) {
-	c := run.commit
+	c, r := run.commit, run.r
 	c.Status.Phase = schema.CommitPlanning
-	run.outstanding = len(run.desired.Tenants) + len(run.deletions)
-	if run.outstanding == 0 {
-		return stepDone, nil
+	quiet, err := r.quietTenants(run.desired.Tenants, run.applied, run.hashes)
+	if err != nil {
+		return stepNext, retry(schema.ReasonStoreError, err)
 	}
+	now := r.opts.Now()
 	for _, td := range run.desired.Tenants {
 		name := td.Tenant.Metadata.Name
+		if quiet[name] {
+			run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitSucceeded, StartedAt: now, FinishedAt: now}
+			r.opts.Metrics.Reconciled("unchanged", 0)
+			continue
+		}
 		run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitPending}
+		run.tenants = append(run.tenants, td)
 	}
 	for _, name := range run.deletions {
 		run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitPending}
 	}
 	c.Status.Tenants = run.sortedResults()
-	run.tenants = slices.Clone(run.desired.Tenants)
+	run.outstanding = len(run.tenants) + len(run.deletions)
+	if run.outstanding == 0 {
+		return stepDone, nil
+	}
 	changed := map[string]bool{}
 	for _, td := range run.tenants {
 		prev := run.applied[td.Tenant.Metadata.Name]
-		changed[td.Tenant.Metadata.Name] = prev == nil || prev.InputHash != inputHash(td)
+		changed[td.Tenant.Metadata.Name] = prev == nil || prev.InputHash != run.hashes[td.Tenant.Metadata.Name]
 	}
 	sort.SliceStable(run.tenants, func(i, j int) bool {
 		return changed[run.tenants[i].Tenant.Metadata.Name] && !changed[run.tenants[j].Tenant.Metadata.Name]
@@ -214,7 +226,7 @@ func (run *CommitRun) enqueue(context.Context) (stepResult, error) {
 	run.queued = true
 	q := run.r.queue
 	for _, td := range run.tenants {
-		q.Enqueue(td.Tenant.Metadata.Name, &tenantJob{run: run, tenant: td.Tenant.Metadata.Name, desired: td})
+		q.Enqueue(td.Tenant.Metadata.Name, &tenantJob{run: run, tenant: td.Tenant.Metadata.Name, desired: td, inHash: run.hashes[td.Tenant.Metadata.Name]})
 	}
 	for _, name := range run.deletions {
 		q.Enqueue(name, &tenantJob{run: run, tenant: name})

@@ -71,7 +71,7 @@ func (r *Reconciler) preview(ctx context.Context, snap sources.Snapshot, key str
 	if err != nil {
 		return nil, err
 	}
-	desired, probs := r.load(snap, applied)
+	desired, hashes, probs := r.load(snap, applied)
 	if len(probs) > 0 {
 		return &preview.Result{Valid: false, Problems: probs, Tenants: []preview.Tenant{}}, nil
 	}
@@ -86,7 +86,7 @@ func (r *Reconciler) preview(ctx context.Context, snap sources.Snapshot, key str
 			before = prev.Model
 		}
 		t := preview.Tenant{Tenant: name, Changes: modeldiff.Diff(before, modeldiff.DesiredModel(td))}
-		if len(t.Changes) == 0 && prev != nil && prev.InputHash == inputHash(td) {
+		if len(t.Changes) == 0 && prev != nil && prev.InputHash == hashes[name] {
 			res.Tenants = append(res.Tenants, t)
 			continue
 		}

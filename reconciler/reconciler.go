@@ -10,9 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
@@ -129,6 +132,9 @@ type Reconciler struct {
 	previews *Queue
 	secrets  secretsCache
 	backoff  Backoff
+	// manifests keeps what each manifest file yielded, so that a revision
+	// parses and validates only the files it changed.
+	manifests *schema.Cache
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures
@@ -168,7 +174,7 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 	opts.RetryMax = max(opts.RetryMax, opts.RetryBase)
 	opts.KubeconfigValidity = defaultValidity(opts.KubeconfigValidity)
 	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger,
-		backoff: Backoff{Base: opts.RetryBase, Max: opts.RetryMax}, runs: map[string]*CommitRun{},
+		backoff: Backoff{Base: opts.RetryBase, Max: opts.RetryMax}, runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
 	r.queue.Start()
 	// Previews have a worker of their own, so they never hold up applies;
@@ -256,36 +262,58 @@ func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*sch
 	}
 }
 
-// load reads and validates the snapshot: schema checks, the provider
-// modules' checks, and the Talos machine configs of every tenant whose
-// manifests changed since they were applied.
-func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedRecord) (*schema.Desired, []schema.Problem) {
+// load reads and validates the snapshot: schema checks (of the files the
+// manifest cache does not hold), the provider modules' checks, and the
+// Talos machine configs of every tenant whose manifests changed since they
+// were applied. It returns the inputHash of every tenant.
+func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedRecord) (*schema.Desired, map[string]string, []schema.Problem) {
 	root := snap.Root
 	if root == "" {
 		root = "."
 	}
-	desired, err := schema.Load(snap.FS, root, nil)
+	desired, err := schema.Load(snap.FS, root, &schema.Options{Cache: r.manifests})
 	var list *schema.ProblemList
 	if errors.As(err, &list) {
-		return nil, list.Problems
+		return nil, nil, list.Problems
 	}
 	if err != nil {
-		return nil, []schema.Problem{{File: root, Message: err.Error()}}
+		return nil, nil, []schema.Problem{{File: root, Message: err.Error()}}
 	}
 	if probs := r.modules.Validate(desired); len(probs) > 0 {
-		return nil, probs
+		return nil, nil, probs
 	}
-	var probs []schema.Problem
+	hashes := make(map[string]string, len(desired.Tenants))
+	var changed []*schema.TenantDesired
 	for _, td := range desired.Tenants {
-		if prev := applied[td.Tenant.Metadata.Name]; prev != nil && prev.InputHash == inputHash(td) {
-			continue
+		h := inputHash(td)
+		hashes[td.Tenant.Metadata.Name] = h
+		if prev := applied[td.Tenant.Metadata.Name]; prev == nil || prev.InputHash != h {
+			changed = append(changed, td)
 		}
-		probs = append(probs, render.ValidateTalos(td)...)
 	}
-	if len(probs) > 0 {
-		return nil, probs
+	if probs := validateTalos(changed); len(probs) > 0 {
+		return nil, nil, probs
 	}
-	return desired, nil
+	return desired, hashes, nil
+}
+
+// validateTalos renders the Talos configs of tenants, on every core, and
+// returns their problems in the order of tenants.
+func validateTalos(tenants []*schema.TenantDesired) []schema.Problem {
+	found := make([][]schema.Problem, len(tenants))
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range min(runtime.GOMAXPROCS(0), len(tenants)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(tenants); i = int(next.Add(1) - 1) {
+				found[i] = render.ValidateTalos(tenants[i])
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Concat(found...)
 }
 
 // allowedDeletions reads the Rezuscloud-Allow-Deletions trailer of a

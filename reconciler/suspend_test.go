@@ -68,7 +68,7 @@ func (r *rig) runOlder(t *testing.T, rev string, repo fstest.MapFS, tenant strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	desired, probs := r.rec.load(snap, applied)
+	desired, _, probs := r.rec.load(snap, applied)
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -203,7 +203,8 @@ func TestSuspendedRemovalWaits(t *testing.T) {
 	// Restored without the annotation it is applied as declared; then its
 	// removal destroys it.
 	mustSucceed(t, r.reconcile("rev5", "restore staging", examples(t)))
-	if tn := r.tenant("staging"); tn.Status.Pending != nil || tn.Status.ObservedCommit != "rev5" {
+	// rev5 declares staging as rev1 did: rev1's manifests stay applied.
+	if tn := r.tenant("staging"); tn.Status.Pending != nil || tn.Status.ObservedCommit != "rev1" || tn.Status.Conditions.IsTrue(schema.ConditionSuspended) {
 		t.Fatalf("restored staging: pending %+v observed %s", tn.Status.Pending, tn.Status.ObservedCommit)
 	}
 	mustSucceed(t, r.reconcile("rev6", "drop staging", withoutTenant(examples(t), "staging")))

@@ -19,6 +19,7 @@ type tenantJob struct {
 	run     *CommitRun
 	tenant  string
 	desired *schema.TenantDesired
+	inHash  string // inputHash of desired, "" when not known yet
 	attempt int
 }
 
@@ -102,7 +103,10 @@ func (t *tenantRun) prepare(context.Context) (stepResult, error) {
 		t.generation = prev.Generation
 		return stepNext, nil
 	}
-	t.inHash = inputHash(t.desired)
+	t.inHash = t.job.inHash
+	if t.inHash == "" {
+		t.inHash = inputHash(t.desired)
+	}
 	t.model = modeldiff.DesiredModel(t.desired)
 	t.generation = 1
 	if prev != nil {
@@ -379,7 +383,7 @@ func (t *tenantRun) failed(err error) {
 		n := r.backoff.Next(&schema.RetryStatus{Attempts: t.job.attempt}, reason, r.opts.Now())
 		next = &n
 	}
-	job := &tenantJob{run: t.job.run, tenant: t.name, desired: t.desired, attempt: next.Attempts}
+	job := &tenantJob{run: t.job.run, tenant: t.name, desired: t.desired, inHash: t.inHash, attempt: next.Attempts}
 	if r.queue.Retry(t.name, job, next.NextAttemptAt.Sub(r.opts.Now())) {
 		res.NextAttemptAt = next.NextAttemptAt
 		r.opts.Metrics.Retried(t.name, reason)

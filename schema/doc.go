@@ -54,6 +54,18 @@
 //   - Limits (Options): 1 MiB per file, 64 MiB per tree, nesting 100 deep.
 //     At most 100 problems are reported per file, with a count of the rest.
 //
+// # Caching
+//
+// With Options.Cache, Load keeps what each file yielded (its documents,
+// with their positions, and its problems) keyed by the file's path and a
+// hash of its content, and parses and validates only the files whose
+// content changed since. The hash is the one the file system knows
+// (ContentHasher: a git tree's blob hash, so an unchanged file is not even
+// read), or else the SHA-256 of the bytes read. The checks across files
+// (unique names, tenants that exist) run on every Load, on all documents.
+// A file that is gone is never served from the cache: only the files found
+// in the tree are looked up.
+//
 // The package knows nothing of what happens to the desired state afterwards: it
 // must not import sources, render, reconciler or backend.
 package schema

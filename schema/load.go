@@ -25,6 +25,9 @@ type Options struct {
 	MaxFileSize int64 // largest manifest file, in bytes; default 1 MiB
 	MaxTreeSize int64 // all manifest files together, in bytes; default 64 MiB
 	MaxDepth    int   // deepest nesting of mappings and lists in a document; default 100
+	// Cache, when set, keeps what each file yielded, so that a later Load
+	// parses and validates only the files whose content changed.
+	Cache *Cache
 }
 
 func (o *Options) withDefaults() Options {
@@ -94,7 +97,11 @@ func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("compile manifest schemas: %w", err)
 	}
-	l := &loader{fsys: fsys, opts: o, kinds: kinds, patches: &patchChecker{maxDepth: o.MaxDepth}}
+	l := &loader{fsys: fsys, opts: o, kinds: kinds, patches: &patchChecker{maxDepth: o.MaxDepth}, cache: o.Cache}
+	if l.cache != nil {
+		l.load = l.cache.begin(o)
+		defer l.cache.end(l.load)
+	}
 	files := l.collect(root)
 	results := l.process(files)
 	for _, r := range results {
@@ -117,12 +124,17 @@ type loader struct {
 	problems []Problem
 	skipped  int
 	patches  *patchChecker
+	cache    *Cache // nil: nothing is cached
+	load     uint64 // this Load's number in cache
 }
 
-// manifestFile is a file read from the tree, not yet parsed.
+// manifestFile is a file read from the tree, not yet parsed, or found in
+// the cache.
 type manifestFile struct {
-	name string
-	data []byte
+	name   string
+	data   []byte
+	hash   string      // its content hash, when there is a cache
+	cached *cacheEntry // what the cache holds of it, or nil
 }
 
 func (l *loader) problem(file string, format string, args ...any) {
@@ -145,6 +157,8 @@ func (l *loader) collect(root string) []manifestFile {
 	}
 	var names []string
 	sizes := make(map[string]int64)
+	hashes := make(map[string]string)      // content hashes the file system knows
+	cached := make(map[string]*cacheEntry) // files the cache has
 	walkErr := fs.WalkDir(l.fsys, root, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if name == root {
@@ -181,6 +195,15 @@ func (l *loader) collect(root string) []manifestFile {
 			l.problem(name, "is not a regular file but a %s; manifests must be regular files", fileTypeName(t))
 			return nil
 		}
+		if h, ok := l.contentHash(name); ok {
+			hashes[name] = h
+			if e := l.cache.get(l.load, name, h); e != nil {
+				cached[name] = e
+				names = append(names, name)
+				sizes[name] = e.size
+				return nil
+			}
+		}
 		info, err := d.Info()
 		if err != nil {
 			l.problem(name, "cannot read: %v", err)
@@ -214,6 +237,10 @@ func (l *loader) collect(root string) []manifestFile {
 			l.problem(name, "the manifest files add up to more than the limit of %d bytes for the whole tree; this file and the ones after it were not read", l.opts.MaxTreeSize)
 			break
 		}
+		if e := cached[name]; e != nil {
+			files = append(files, manifestFile{name: name, hash: hashes[name], cached: e})
+			continue
+		}
 		data, err := l.read(name)
 		if err != nil {
 			l.problem(name, "%v", err)
@@ -221,9 +248,32 @@ func (l *loader) collect(root string) []manifestFile {
 		}
 		// The size a file system reports may be wrong; count what was read.
 		total += int64(len(data)) - size
-		files = append(files, manifestFile{name: name, data: data})
+		files = append(files, l.lookup(manifestFile{name: name, data: data, hash: hashes[name]}))
 	}
 	return files
+}
+
+// contentHash returns the hash the file system knows of name, when there
+// is a cache to look it up in.
+func (l *loader) contentHash(name string) (string, bool) {
+	h, ok := l.fsys.(ContentHasher)
+	if l.cache == nil || !ok {
+		return "", false
+	}
+	return h.ContentHash(name)
+}
+
+// lookup hashes a file read from a file system that knows no hashes, and
+// looks it up in the cache.
+func (l *loader) lookup(f manifestFile) manifestFile {
+	if l.cache == nil || f.hash != "" {
+		return f
+	}
+	f.hash = sha256Hash(f.data)
+	if f.cached = l.cache.get(l.load, f.name, f.hash); f.cached != nil {
+		f.data = nil
+	}
+	return f
 }
 
 // read reads one file, refusing more than the per-file limit whatever size
@@ -311,10 +361,18 @@ func fileTypeName(t fs.FileMode) string {
 // order of files.
 func (l *loader) process(files []manifestFile) []*fileResult {
 	results := make([]*fileResult, len(files))
-	workers := min(runtime.GOMAXPROCS(0), len(files))
+	var todo []int
+	for i, f := range files {
+		if f.cached != nil {
+			results[i] = f.cached.result
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(todo))
 	if workers <= 1 {
-		for i, f := range files {
-			results[i] = l.loadFile(f)
+		for _, i := range todo {
+			results[i] = l.loadCached(files[i])
 		}
 		return results
 	}
@@ -325,16 +383,25 @@ func (l *loader) process(files []manifestFile) []*fileResult {
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				results[i] = l.loadFile(files[i])
+				results[i] = l.loadCached(files[i])
 			}
 		})
 	}
-	for i := range files {
+	for _, i := range todo {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
 	return results
+}
+
+// loadCached loads one file and keeps the result in the cache.
+func (l *loader) loadCached(f manifestFile) *fileResult {
+	r := l.loadFile(f)
+	if l.cache != nil {
+		l.cache.put(l.load, f.name, f.hash, int64(len(f.data)), r)
+	}
+	return r
 }
 
 // fileResult is what one file holds: its problems, the documents of our

@@ -78,7 +78,10 @@ type TenantStatus struct {
 	// ControlPlaneReady: every control-plane machine is in stage ready.
 	ControlPlaneReady bool          `json:"controlPlaneReady"`
 	Machines          MachineCounts `json:"machines"`
-	// ObservedCommit is the commit whose manifests were last applied.
+	// ObservedCommit is the commit whose manifests were last applied. A
+	// later commit that leaves the tenant's manifests as they are does not
+	// move it: the Commit's results list the tenant as succeeded, and
+	// nothing of the tenant is written.
 	ObservedCommit string `json:"observedCommit,omitempty"`
 	// Message says why the last run failed; empty after a success.
 	Message string `json:"message,omitempty"`

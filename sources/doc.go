@@ -16,6 +16,10 @@
 // The trailers are read from the full message first (internal/commitmsg),
 // so that a long message cannot hide or fake them.
 //
+// A commit's file system names the blob of each regular file
+// (ContentHash), so that a loader can tell an unchanged file without
+// reading it.
+//
 // Commit signature checks: with a Verifier (GitOptions.Verifier), each
 // snapshot carries the outcome of checking its commit's signature, SSH
 // (sshsig, namespace git) against an OpenSSH allowed_signers file or GPG

@@ -77,6 +77,18 @@ func (f readOnlyFS) Open(name string) (fs.File, error) {
 	return &openFile{path: name, info: info, r: bytes.NewReader(data)}, nil
 }
 
+// ContentHash returns a hash of the regular file name that changes
+// whenever its bytes do, without reading it: the blob hash of a git tree's
+// file ("git-blob:<sha>"). A directory's copy knows none. Loaders that
+// cache what they parsed key by it (schema.ContentHasher).
+func (f readOnlyFS) ContentHash(name string) (string, bool) {
+	h, ok := f.t.(interface{ blobHash(string) (string, bool) })
+	if !ok || !fs.ValidPath(name) {
+		return "", false
+	}
+	return h.blobHash(name)
+}
+
 func (f readOnlyFS) Stat(name string) (fs.FileInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}

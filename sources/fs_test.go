@@ -209,3 +209,44 @@ func TestOpenRevision(t *testing.T) {
 		t.Fatalf("not a repository: %v", err)
 	}
 }
+
+// TestTreeFSContentHash checks that a commit's file system names each
+// regular file's blob, as git hash-object computes it, and nothing else.
+func TestTreeFSContentHash(t *testing.T) {
+	w, _, _ := oddRepo(t)
+	fsys, _, err := OpenRevision(w.Dir(), "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := fsys.(interface{ ContentHash(string) (string, bool) })
+	if !ok {
+		t.Fatal("a commit's file system has no ContentHash")
+	}
+	for _, name := range []string{"a/b/c.yaml", "empty.yaml", "run.sh"} {
+		want := "git-blob:" + strings.TrimSpace(w.Run("hash-object", name))
+		if got, ok := h.ContentHash(name); !ok || got != want {
+			t.Errorf("ContentHash(%s) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"link.yaml", "dirlink", "vendor/mod", "a", ".", "missing.yaml", "a/b/c.yaml/x", "../x"} {
+		if got, ok := h.ContentHash(name); ok {
+			t.Errorf("ContentHash(%s) = %q: want none", name, got)
+		}
+	}
+	// A directory's copy knows no hashes: its loader hashes what it reads.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "x.yaml"), []byte("v: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDir(DirOptions{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := d.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := snap.FS.(interface{ ContentHash(string) (string, bool) }).ContentHash("x.yaml"); ok {
+		t.Errorf("a directory's ContentHash(x.yaml) = %q: want none", got)
+	}
+}

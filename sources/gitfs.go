@@ -236,3 +236,18 @@ func fileMode(m filemode.FileMode) fs.FileMode {
 		return fs.ModeIrregular
 	}
 }
+
+// blobHash returns "git-blob:" and the blob hash of the regular file name.
+func (g *gitTree) blobHash(name string) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e, ok, err := g.find(name)
+	if err != nil || !ok {
+		return "", false
+	}
+	switch e.Mode {
+	case filemode.Regular, filemode.Deprecated, filemode.Executable:
+		return "git-blob:" + e.Hash.String(), true
+	}
+	return "", false
+}

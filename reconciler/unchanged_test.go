@@ -1,0 +1,172 @@
+package reconciler
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// storeWrites counts the resources written to a store, by kind, and the
+// keys written of each kind.
+type storeWrites struct {
+	mu   sync.Mutex
+	keys map[string][]string
+}
+
+func countWrites(s *backend.Store) *storeWrites {
+	w := &storeWrites{keys: map[string][]string{}}
+	s.OnCommit(func(changes []backend.Change) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, c := range changes {
+			w.keys[c.Resource.Kind] = append(w.keys[c.Resource.Kind], c.Resource.Name)
+		}
+	})
+	return w
+}
+
+// reset forgets what was counted and returns it.
+func (w *storeWrites) reset() map[string][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := w.keys
+	w.keys = map[string][]string{}
+	return keys
+}
+
+// tenantKinds are the kinds whose records belong to one tenant.
+var tenantKinds = []string{schema.KindTenant, schema.KindNodeGroup, schema.KindConfigPatch, schema.KindMachine, kindApplied}
+
+// tenantWrites returns the writes of records of tenant ("" for any).
+func tenantWrites(keys map[string][]string, tenant string, machineTenant func(string) string) []string {
+	var out []string
+	for _, kind := range tenantKinds {
+		for _, key := range keys[kind] {
+			owner := key
+			switch kind {
+			case schema.KindNodeGroup, schema.KindConfigPatch:
+				owner, _, _ = strings.Cut(key, "/")
+			case schema.KindMachine:
+				owner = machineTenant(key)
+			}
+			if tenant == "" || owner == tenant {
+				out = append(out, kind+" "+key)
+			}
+		}
+	}
+	return out
+}
+
+// withFile returns fsys with one more file.
+func withFile(fsys fstest.MapFS, name, content string) fstest.MapFS {
+	out := fstest.MapFS{}
+	for k, v := range fsys {
+		out[k] = v
+	}
+	out[name] = &fstest.MapFile{Data: []byte(content), Mode: 0o644}
+	return out
+}
+
+func TestNoChangeCommitWritesNoTenantRecord(t *testing.T) {
+	r := newRig(t)
+	mustSucceed(t, r.reconcile("rev1", "first", examples(t)))
+	machines := r.machines()
+	machineTenant := func(id string) string { return machines[id].Spec.Tenant }
+	writes := countWrites(r.srv.Store())
+	runs := r.rec.Runner().Runs()
+
+	c := r.reconcile("rev2", "reword the readme", withFile(examples(t), "README.md", "# Clusters, reworded\n"))
+	mustSucceed(t, c)
+	if len(c.Status.Tenants) != 2 {
+		t.Fatalf("results %+v: want one per tenant", c.Status.Tenants)
+	}
+	for _, res := range c.Status.Tenants {
+		if res.Phase != schema.CommitSucceeded || res.OutputTail != "" {
+			t.Errorf("%s: %s with output %q, want Succeeded without a run", res.Tenant, res.Phase, res.OutputTail)
+		}
+	}
+	if got := r.rec.Runner().Runs(); got != runs {
+		t.Errorf("%d tofu runs for a commit that changes no manifest", got-runs)
+	}
+	keys := writes.reset()
+	if w := tenantWrites(keys, "", machineTenant); len(w) > 0 {
+		t.Errorf("a commit that changes no manifest wrote tenant records: %v", w)
+	}
+	if len(keys[schema.KindCommit]) == 0 {
+		t.Error("the commit's record was not written")
+	}
+	// The tenants' records stay those of the commit that last changed them.
+	if got := r.tenant("production").Status.ObservedCommit; got != "rev1" {
+		t.Errorf("production observedCommit %s, want rev1", got)
+	}
+
+	// A commit that changes one tenant writes that tenant's records only.
+	mustSucceed(t, r.reconcile("rev3", "scale staging", withStagingWorkers(t, "2")))
+	keys = writes.reset()
+	if w := tenantWrites(keys, "production", machineTenant); len(w) > 0 {
+		t.Errorf("a commit that changes only staging wrote production's records: %v", w)
+	}
+	if w := tenantWrites(keys, "staging", machineTenant); len(w) == 0 {
+		t.Error("a commit that changes staging wrote none of its records")
+	}
+	if st := r.tenant("staging").Status; st.ObservedCommit != "rev3" {
+		t.Errorf("staging observedCommit %s, want rev3", st.ObservedCommit)
+	}
+}
+
+// TestUnsettledTenantRunsAgain: a tenant whose last run failed is not
+// quiet when a commit brings back the manifests last applied to it; its
+// run clears the failure.
+func TestUnsettledTenantRunsAgain(t *testing.T) {
+	r := newRigWith(t, fastRetries(time.Hour, time.Hour))
+	mustSucceed(t, r.reconcile("rev1", "first", examples(t)))
+	r.lockState("staging", "held-elsewhere")
+	c := r.reconcile("rev2", "scale staging", withStagingWorkers(t, "2"))
+	if tr := resultOf(t, c, "staging"); tr.Phase != schema.CommitFailed {
+		t.Fatalf("staging %+v: want the locked state to fail it", tr)
+	}
+	r.unlockState("staging", "held-elsewhere")
+	mustSucceed(t, r.reconcile("rev3", "back to rev1", examples(t)))
+	if st := r.tenant("staging").Status; st.Retry != nil || st.ObservedCommit != "rev3" || st.Conditions.IsTrue(schema.ConditionReconciling) {
+		t.Errorf("staging after rev3: retry %+v, observed %s, conditions %+v: want the failure cleared by rev3", st.Retry, st.ObservedCommit, st.Conditions)
+	}
+	if d := r.rec.Queue().Depth(); d != 0 {
+		t.Errorf("%d runs still queued: the retry was not superseded", d)
+	}
+}
+
+// TestRestartRunsNoTofu restarts the reconciler on the data dir of an
+// applied fleet: recovery and the current revision run no tofu and write
+// no tenant record.
+func TestRestartRunsNoTofu(t *testing.T) {
+	r := newRig(t)
+	mustSucceed(t, r.reconcile("rev1", "first", examples(t)))
+	machines := r.machines()
+	r.rec.Close()
+
+	writes := countWrites(r.srv.Store())
+	runs := r.rec.Runner().Runs()
+	again, err := New(r.srv.Store(), r.rec.runner, render.Builtin(), r.rec.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Close)
+	again.Recover()
+	r.rec = again
+	// The source yields the revision it last fetched, then a new one.
+	for _, rev := range []string{"rev1", "rev2"} {
+		mustSucceed(t, r.reconcile(rev, "after a restart", examples(t)))
+	}
+	if got := again.Runner().Runs(); got != runs {
+		t.Errorf("%d tofu runs after a restart with nothing changed", got-runs)
+	}
+	if w := tenantWrites(writes.reset(), "", func(id string) string { return machines[id].Spec.Tenant }); len(w) > 0 {
+		t.Errorf("the restart wrote tenant records: %v", w)
+	}
+}

@@ -1,0 +1,135 @@
+package schema
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+)
+
+// ContentHasher is implemented by a file system that knows, without
+// reading a file, a hash that changes whenever the file's bytes do: a git
+// tree names each file's blob. Load looks for it on the fs.FS it reads;
+// without it, Load hashes the bytes it reads (SHA-256).
+//
+// ContentHash returns the hash of the regular file name and true, or false
+// when it has none for name. Hashes of different schemes must not collide:
+// prefix them with the scheme ("git-blob:…").
+type ContentHasher interface {
+	ContentHash(name string) (hash string, ok bool)
+}
+
+// DefaultCacheFiles is how many files a Cache keeps by default.
+const DefaultCacheFiles = 50000
+
+// Cache keeps what Load found in each manifest file, its documents (with
+// their file, line and column positions) and its problems, keyed by the
+// file's path and content hash, so that a later Load parses and validates
+// only the files whose content changed. The checks across files run on
+// every Load, on the assembled documents.
+//
+// A Cache holds at most its size in files: when a Load leaves it fuller,
+// the files that Load did not read go first. It is safe for concurrent
+// use; the objects it hands out are shared by every Load that hits them,
+// so their users must not modify them.
+type Cache struct {
+	mu      sync.Mutex
+	max     int
+	opts    Options // the options the entries were made with
+	load    uint64  // counts the Loads, for eviction
+	entries map[cacheKey]*cacheEntry
+	stats   CacheStats
+}
+
+type cacheKey struct{ path, hash string }
+
+type cacheEntry struct {
+	size   int64
+	result *fileResult
+	used   uint64 // the Load that last read it
+}
+
+// CacheStats counts what a Cache did.
+type CacheStats struct {
+	Hits   int // files served from the cache
+	Misses int // files parsed and validated
+	Files  int // files held now
+}
+
+// NewCache returns a cache of at most maxFiles files; 0 or less means
+// DefaultCacheFiles.
+func NewCache(maxFiles int) *Cache {
+	if maxFiles <= 0 {
+		maxFiles = DefaultCacheFiles
+	}
+	return &Cache{max: maxFiles, entries: map[cacheKey]*cacheEntry{}}
+}
+
+// Stats returns the counts so far.
+func (c *Cache) Stats() CacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Files = len(c.entries)
+	return s
+}
+
+// begin starts a Load with options o and returns its number. Entries made
+// under other options are dropped: the limits change what a file yields.
+func (c *Cache) begin(o Options) uint64 {
+	o.Cache = nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.opts != o {
+		c.opts, c.entries = o, map[cacheKey]*cacheEntry{}
+	}
+	c.load++
+	return c.load
+}
+
+// get returns the entry of path with content hash, marking it used by
+// load, or nil.
+func (c *Cache) get(load uint64, path, hash string) *cacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[cacheKey{path, hash}]
+	if e != nil {
+		e.used = load
+		c.stats.Hits++
+	}
+	return e
+}
+
+// put records what load found in path.
+func (c *Cache) put(load uint64, path, hash string, size int64, r *fileResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.Misses++
+	c.entries[cacheKey{path, hash}] = &cacheEntry{size: size, result: r, used: load}
+}
+
+// end trims the cache to its size after load: first the files that load
+// did not read, then, when the tree alone is larger, any.
+func (c *Cache) end(load uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) <= c.max {
+		return
+	}
+	for k, e := range c.entries {
+		if e.used != load {
+			delete(c.entries, k)
+		}
+	}
+	for k := range c.entries {
+		if len(c.entries) <= c.max {
+			break
+		}
+		delete(c.entries, k)
+	}
+}
+
+// sha256Hash is the hash Load gives a file whose file system has none.
+func sha256Hash(data []byte) string {
+	s := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
