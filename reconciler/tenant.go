@@ -20,6 +20,9 @@ type tenantJob struct {
 	tenant  string
 	desired *schema.TenantDesired
 	attempt int
+	// correct: the run applies the revision again although it is the one
+	// applied, to correct drift (see drift.go).
+	correct bool
 }
 
 // Run runs applySteps or destroySteps, and then concludes: the deferred
@@ -27,6 +30,7 @@ type tenantJob struct {
 func (j *tenantJob) Run(ctx context.Context) {
 	t := &tenantRun{r: j.run.r, job: j, name: j.tenant, desired: j.desired,
 		res: &schema.TenantResult{Tenant: j.tenant, StartedAt: j.run.r.opts.Now()}}
+	defer j.run.r.drift.hold(j.tenant)()
 	steps := applySteps
 	if j.desired == nil {
 		steps = destroySteps
@@ -114,7 +118,7 @@ func (t *tenantRun) prepare(context.Context) (stepResult, error) {
 		t.job.run.started(t.name, prev != nil && prev.InputHash == t.inHash)
 	}
 	t.rewrite = r.opts.EncryptState && prev != nil && r.plainState(t.name)
-	t.again = t.rewrite || r.needsRecovery(t.name)
+	t.again = t.rewrite || r.needsRecovery(t.name) || t.job.correct
 	return stepNext, nil
 }
 
@@ -343,6 +347,7 @@ func (t *tenantRun) conclude(err error) {
 			rev = t.job.run.snap.Revision
 		}
 		r.opts.Metrics.Applied(t.name, rev)
+		r.drift.remember(t.name, t.job.run, t.desired)
 	}
 	t.job.run.record(res, t.job.attempt > 0)
 }
@@ -376,7 +381,7 @@ func (t *tenantRun) failed(err error) {
 		n := r.backoff.Next(&schema.RetryStatus{Attempts: t.job.attempt}, reason, r.opts.Now())
 		next = &n
 	}
-	job := &tenantJob{run: t.job.run, tenant: t.name, desired: t.desired, attempt: next.Attempts}
+	job := &tenantJob{run: t.job.run, tenant: t.name, desired: t.desired, attempt: next.Attempts, correct: t.job.correct}
 	if r.queue.Retry(t.name, job, next.NextAttemptAt.Sub(r.opts.Now())) {
 		res.NextAttemptAt = next.NextAttemptAt
 		r.opts.Metrics.Retried(t.name, reason)

@@ -1,0 +1,381 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// Drift detection. Every Options.DriftInterval (jittered, so that tenants
+// spread out), each applied tenant gets a drift check: a refresh-only plan
+// in its work directory, with the workspace, credentials and state lock of
+// an apply, and a look at the Talos plane's observations of its machines.
+// Checks run on a queue of their own (Options.DriftWorkers), so they never
+// take an apply's or a preview's worker. A tenant's check and its runs
+// exclude each other (driftState.hold): an apply that arrives during a
+// check waits for that check only, and a scheduled check skips a tenant
+// whose run is pending or in progress.
+//
+// A check records its finding in the tenant's Drifted condition (a store
+// write, so an event on the watch stream, only when it changes), in the
+// gauge rezuscloud_tenant_drifted, in a log line and, through
+// Options.OnDrift, in a commit status. Under the drift policy "correct"
+// (schema.AnnotationDriftPolicy) a drifted tenant's last applied revision
+// runs again through applySteps, whose replace guard holds as for any run.
+
+// Defaults of drift detection.
+const (
+	// DefaultDriftInterval is the serve flag's default; Options.DriftInterval
+	// 0 turns drift checks off.
+	DefaultDriftInterval = time.Hour
+	// DefaultDriftWorkers is how many drift checks run at once.
+	DefaultDriftWorkers = 1
+)
+
+// DriftReport is what one drift check found that changed a tenant's
+// Drifted condition; Options.OnDrift gets it.
+type DriftReport struct {
+	Tenant string
+	// Revision is the revision applied to the tenant, whose commit the
+	// report is about.
+	Revision string
+	Drifted  bool
+	Message  string
+}
+
+// driftState is the reconciler's part of drift detection: the checks'
+// queue, the tenants' exclusion locks, and what each tenant had applied.
+type driftState struct {
+	r     *Reconciler
+	queue *Queue
+
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex
+	applied map[string]appliedRun
+	next    map[string]time.Time
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// appliedRun is the run that last applied a tenant, and its manifests.
+type appliedRun struct {
+	run     *CommitRun
+	desired *schema.TenantDesired
+}
+
+func newDriftState(r *Reconciler) *driftState {
+	workers := r.opts.DriftWorkers
+	if workers <= 0 {
+		workers = DefaultDriftWorkers
+	}
+	d := &driftState{r: r, queue: NewQueue(QueueOptions{Workers: workers, Grace: time.Minute}),
+		locks: map[string]*sync.Mutex{}, applied: map[string]appliedRun{}, next: map[string]time.Time{}, done: make(chan struct{})}
+	d.queue.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stop = cancel
+	if r.opts.DriftInterval <= 0 {
+		close(d.done)
+		return d
+	}
+	go d.loop(ctx, r.opts.DriftInterval)
+	return d
+}
+
+// close stops scheduling checks and waits for the running ones.
+func (d *driftState) close() {
+	d.stop()
+	<-d.done
+	d.queue.Stop()
+}
+
+// hold takes the tenant's exclusion lock and returns its release. Runs of
+// the tenant take it for their whole length (tenantJob.Run).
+func (d *driftState) hold(tenant string) func() {
+	l := d.lock(tenant)
+	l.Lock()
+	return l.Unlock
+}
+
+func (d *driftState) lock(tenant string) *sync.Mutex {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l := d.locks[tenant]
+	if l == nil {
+		l = &sync.Mutex{}
+		d.locks[tenant] = l
+	}
+	return l
+}
+
+// remember records the run that applied a tenant (desired nil: the tenant
+// was destroyed), for the checks and corrections that follow.
+func (d *driftState) remember(tenant string, run *CommitRun, desired *schema.TenantDesired) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if desired == nil {
+		delete(d.applied, tenant)
+		delete(d.next, tenant)
+		d.r.opts.Metrics.Drifted(tenant, -1)
+		return
+	}
+	d.applied[tenant] = appliedRun{run: run, desired: desired}
+}
+
+// loop queues each applied tenant's check when it is due: the first at a
+// random point of the first interval, each later one an interval after
+// the last, less up to a tenth of it.
+func (d *driftState) loop(ctx context.Context, interval time.Duration) {
+	defer close(d.done)
+	tick := min(max(interval/8, 10*time.Millisecond), 10*time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		d.mu.Lock()
+		for name := range d.applied {
+			next, ok := d.next[name]
+			switch {
+			case !ok:
+				d.next[name] = now.Add(rand.N(interval))
+			case !now.Before(next):
+				d.next[name] = now.Add(interval - rand.N(interval/10+1))
+				d.queue.Enqueue(name, &driftJob{d: d, tenant: name})
+			}
+		}
+		d.mu.Unlock()
+	}
+}
+
+// driftJob is one drift check on the drift queue. A scheduled one (wait
+// false) skips a tenant that is busy; done, when set, is called once the
+// check ran or was superseded.
+type driftJob struct {
+	d      *driftState
+	tenant string
+	wait   bool
+	done   func(error)
+}
+
+func (j *driftJob) Run(ctx context.Context) {
+	err := j.d.r.checkDrift(ctx, j.tenant, j.wait)
+	if j.done != nil {
+		j.done(err)
+	}
+}
+
+func (j *driftJob) Superseded(Job) {
+	if j.done != nil {
+		j.done(nil)
+	}
+}
+
+// DriftCheck runs a drift check of tenant now, on the drift queue, and
+// waits for it; a run of the tenant in progress finishes first. It
+// returns the check's error, or ctx's.
+func (r *Reconciler) DriftCheck(ctx context.Context, tenant string) error {
+	ch := make(chan error, 1)
+	r.drift.queue.Enqueue(tenant, &driftJob{d: r.drift, tenant: tenant, wait: true, done: func(err error) { ch <- err }})
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// DriftSweep checks every applied tenant once, on the drift queue, and
+// waits until all are done; it returns the errors of the checks that
+// failed, joined.
+func (r *Reconciler) DriftSweep(ctx context.Context) error {
+	r.drift.mu.Lock()
+	names := make([]string, 0, len(r.drift.applied))
+	for name := range r.drift.applied {
+		names = append(names, name)
+	}
+	r.drift.mu.Unlock()
+	slices.Sort(names)
+	ch := make(chan error, len(names))
+	for _, name := range names {
+		r.drift.queue.Enqueue(name, &driftJob{d: r.drift, tenant: name, wait: true, done: func(err error) { ch <- err }})
+	}
+	var errs []error
+	for range names {
+		select {
+		case err := <-ch:
+			errs = append(errs, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// busy reports whether a job of key is pending or running.
+func (q *Queue) busy(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pending[key] != nil || q.running[key]
+}
+
+// driftRun is one drift check of a tenant: the parts of a tenant run that
+// prepare a plan, and what the check found.
+type driftRun struct {
+	*tenantRun
+	applied   appliedRun
+	found     *tofu.Drift
+	talos     []string // machines whose running config is not the rendered one
+	unchecked bool     // nothing to check: the workspace is not the applied one
+}
+
+// driftSteps check one tenant (see checkDrift): its work directory, its
+// secrets and workspace as an apply has them, the refresh-only plan and
+// the Talos plane's observations.
+var driftSteps = []step[*driftRun]{
+	{"Settle", (*driftRun).settle},
+	{"Secrets", (*driftRun).secrets},
+	{"Render", (*driftRun).renderApplied},
+	{"WriteWorkspace", (*driftRun).writeWorkspace},
+	{"RefreshPlan", (*driftRun).refreshPlan},
+	{"TalosConfig", (*driftRun).talosConfig},
+}
+
+// checkDrift checks one tenant and records what it found. With wait false
+// a tenant whose run is pending or in progress is skipped; with wait true
+// the check waits for the run in progress.
+func (r *Reconciler) checkDrift(ctx context.Context, tenant string, wait bool) error {
+	l := r.drift.lock(tenant)
+	if wait {
+		l.Lock()
+	} else if !l.TryLock() {
+		return nil
+	}
+	defer l.Unlock()
+	if !wait && r.queue.busy(tenant) {
+		return nil
+	}
+	r.drift.mu.Lock()
+	ap, ok := r.drift.applied[tenant]
+	r.drift.mu.Unlock()
+	prev, err := r.appliedRecord(tenant)
+	if err != nil {
+		return fmt.Errorf("drift check %s: %w", tenant, err)
+	}
+	if !ok || prev == nil || prev.Revision != ap.run.snap.Revision {
+		return nil // not applied, or applied by a run this process has not seen
+	}
+	d := &driftRun{applied: ap, tenantRun: &tenantRun{r: r, name: tenant, desired: ap.desired, prev: prev,
+		job: &tenantJob{run: ap.run, tenant: tenant, desired: ap.desired}, res: &schema.TenantResult{Tenant: tenant}}}
+	defer func() {
+		if d.revoke != nil {
+			d.revoke()
+		}
+	}()
+	if step, err := runSteps(ctx, d, driftSteps); err != nil {
+		r.log.Warn("drift check failed", "tenant", tenant, "step", step, "err", err)
+		return fmt.Errorf("drift check %s: %s: %w", tenant, step, err)
+	}
+	if d.unchecked {
+		return nil
+	}
+	return d.record()
+}
+
+// renderApplied renders the applied manifests; a workspace other than the
+// one applied (which a newer revision's run will apply) is not checked.
+func (d *driftRun) renderApplied(ctx context.Context) (stepResult, error) {
+	ws, err := d.r.modules.Render(d.desired, d.bundle)
+	if err != nil {
+		return stepNext, err
+	}
+	if ws.Hash != d.prev.RenderedHash {
+		d.unchecked = true
+		return stepDone, nil
+	}
+	d.ws = ws
+	return stepNext, nil
+}
+
+// refreshPlan runs the refresh-only plan.
+func (d *driftRun) refreshPlan(ctx context.Context) (stepResult, error) {
+	found, err := d.r.runner.RefreshPlan(ctx, d.dir, d.ws.InitInputs, d.vars, d.creds)
+	if err != nil {
+		return stepNext, tofuError(err)
+	}
+	d.found = found
+	return stepNext, nil
+}
+
+// talosConfig finds the machines whose running config is not the one
+// rendered for them, as the plane's observer last saw them, unless a
+// rollout of the tenant is in progress.
+func (d *driftRun) talosConfig(context.Context) (stepResult, error) {
+	if d.r.opts.Talos == nil {
+		return stepNext, nil
+	}
+	return stepNext, d.r.store.View(func(tx *backend.Tx) error {
+		tn, err := getJSON[schema.Tenant](tx, schema.KindTenant, d.name)
+		if err != nil || tn.Status.Conditions.IsTrue(schema.ConditionUpgrading) {
+			return err
+		}
+		_, machines, err := storedParts(tx, d.name)
+		if err != nil {
+			return err
+		}
+		d.talos = talosDrifted(d.r.talosMachines(machines), machines)
+		return nil
+	})
+}
+
+// talosDrifted names the machines of the plane that answer its probes and
+// run a config other than the rendered one.
+func talosDrifted(plane []talos.Machine, machines []*schema.Machine) []string {
+	onPlane := map[string]bool{}
+	for _, m := range plane {
+		onPlane[m.ID] = true
+	}
+	var out []string
+	for _, m := range machines {
+		if onPlane[m.Metadata.Name] && m.Status.Connected && !m.Status.ConfigUpToDate {
+			out = append(out, m.Metadata.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// driftMessage says what drifted: resources with the names of their
+// changed attributes (never values, which may be secret), and machines
+// whose config differs. "" when nothing drifted.
+func driftMessage(found []tofu.DriftedResource, machines []string) string {
+	var parts []string
+	for _, res := range found {
+		switch {
+		case res.Action == "delete":
+			parts = append(parts, res.Address+" was deleted")
+		case len(res.Attributes) > 0:
+			parts = append(parts, res.Address+" changed: "+strings.Join(res.Attributes, ", "))
+		default:
+			parts = append(parts, res.Address+" changed")
+		}
+	}
+	if len(machines) > 0 {
+		parts = append(parts, "Talos config differs from the rendered one on "+strings.Join(machines, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
