@@ -63,6 +63,7 @@ type driftState struct {
 	locks   map[string]*sync.Mutex
 	applied map[string]appliedRun
 	next    map[string]time.Time
+	fixed   map[string]string // the drift last corrected, by tenant
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -80,7 +81,7 @@ func newDriftState(r *Reconciler) *driftState {
 		workers = DefaultDriftWorkers
 	}
 	d := &driftState{r: r, queue: NewQueue(QueueOptions{Workers: workers, Grace: time.Minute}),
-		locks: map[string]*sync.Mutex{}, applied: map[string]appliedRun{}, next: map[string]time.Time{}, done: make(chan struct{})}
+		locks: map[string]*sync.Mutex{}, applied: map[string]appliedRun{}, next: map[string]time.Time{}, fixed: map[string]string{}, done: make(chan struct{})}
 	d.queue.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stop = cancel
@@ -130,6 +131,21 @@ func (d *driftState) remember(tenant string, run *CommitRun, desired *schema.Ten
 		return
 	}
 	d.applied[tenant] = appliedRun{run: run, desired: desired}
+}
+
+// corrected records msg as the drift of tenant that a correction was
+// queued for ("" forgets it), and reports whether msg was recorded
+// already.
+func (d *driftState) corrected(tenant, msg string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if msg == "" {
+		delete(d.fixed, tenant)
+		return false
+	}
+	seen := d.fixed[tenant] == msg
+	d.fixed[tenant] = msg
+	return seen
 }
 
 // loop queues each applied tenant's check when it is due: the first at a

@@ -23,13 +23,11 @@ func (d *driftRun) record() error {
 			found = append(found, res.Address)
 		}
 		if schema.DriftPolicy(d.desired.Tenant.Metadata.Annotations) == schema.DriftPolicyCorrect {
-			if d.correct() {
-				cond.Message += "; correcting: revision " + shortRev(rev) + " is applied again"
-				r.log.Info("correcting drift: the applied revision runs again", "tenant", d.name, "revision", rev)
-			} else {
-				cond.Message += "; a run of the tenant is pending, which corrects it"
-			}
+			cond.Message += d.correctOnce(msg)
 		}
+	}
+	if !drifted {
+		r.drift.corrected(d.name, "")
 	}
 	r.opts.Metrics.Drifted(d.name, map[bool]float64{false: 0, true: 1}[drifted])
 	changed, err := r.setDrifted(d.name, cond)
@@ -46,6 +44,23 @@ func (d *driftRun) record() error {
 		r.opts.OnDrift(DriftReport{Tenant: d.name, Revision: rev, Drifted: drifted, Message: cond.Message})
 	}
 	return nil
+}
+
+// correctOnce corrects the drift msg describes unless a correction of the
+// same drift ran already and left it (drift of an attribute that the
+// configuration ignores, such as a machine's user data), and says what it
+// did for the condition's message.
+func (d *driftRun) correctOnce(msg string) string {
+	rev := shortRev(d.prev.Revision)
+	if d.r.drift.corrected(d.name, msg) {
+		return "; revision " + rev + " was applied again and this drift remained: the configuration ignores it or tofu cannot change it"
+	}
+	if !d.correct() {
+		d.r.drift.corrected(d.name, "")
+		return "; a run of the tenant is pending, which corrects it"
+	}
+	d.r.log.Info("correcting drift: the applied revision runs again", "tenant", d.name, "revision", d.prev.Revision)
+	return "; correcting: revision " + rev + " is applied again"
 }
 
 // correct queues the tenant's last applied revision to run again, as a

@@ -199,6 +199,10 @@ func TestDriftCorrect(t *testing.T) {
 func TestDriftCorrectKeepsControlPlanes(t *testing.T) {
 	for _, allow := range []bool{false, true} {
 		d, repo := newDriftRig(t, schema.DriftPolicyCorrect)
+		// A declared image is the configuration's: a machine whose image
+		// changed is replaced (an undeclared one is ignored).
+		ngs := repo["staging/nodegroups.yaml"]
+		ngs.Data = []byte(strings.Replace(string(ngs.Data), "    shape: small\n", "    shape: small\n    image: talos-1.12.6\n", 1))
 		msg := "first\n"
 		if allow {
 			msg += "\nRezuscloud-Allow-Replace: staging\n"
