@@ -149,8 +149,9 @@ func (d *driftState) corrected(tenant, msg string) bool {
 }
 
 // loop queues each applied tenant's check when it is due: the first at a
-// random point of the first interval, each later one an interval after
-// the last, less up to a tenth of it.
+// random point of the second half of the first interval (so that a server
+// that just started applies before it checks), each later one an interval
+// after the last, less up to a tenth of it.
 func (d *driftState) loop(ctx context.Context, interval time.Duration) {
 	defer close(d.done)
 	tick := min(max(interval/8, 10*time.Millisecond), 10*time.Second)
@@ -168,7 +169,7 @@ func (d *driftState) loop(ctx context.Context, interval time.Duration) {
 			next, ok := d.next[name]
 			switch {
 			case !ok:
-				d.next[name] = now.Add(rand.N(interval))
+				d.next[name] = now.Add(interval/2 + rand.N(interval/2+1))
 			case !now.Before(next):
 				d.next[name] = now.Add(interval - rand.N(interval/10+1))
 				d.queue.Enqueue(name, &driftJob{d: d, tenant: name})

@@ -30,14 +30,14 @@ func (d *driftRun) record() error {
 		r.drift.corrected(d.name, "")
 	}
 	r.opts.Metrics.Drifted(d.name, map[bool]float64{false: 0, true: 1}[drifted])
-	changed, err := r.setDrifted(d.name, cond)
+	was, changed, err := r.setDrifted(d.name, cond)
 	if err != nil {
 		return fmt.Errorf("record drift of %s: %w", d.name, err)
 	}
 	switch {
 	case drifted:
 		r.log.Warn("tenant drifted", "tenant", d.name, "revision", rev, "resources", found, "machines", d.talos, "drift", msg)
-	case changed:
+	case was == schema.ConditionTrue:
 		r.log.Info("tenant no longer drifted", "tenant", d.name, "revision", rev)
 	}
 	if changed && r.opts.OnDrift != nil {
@@ -82,16 +82,20 @@ func (d *driftRun) correct() bool {
 	return false
 }
 
-// setDrifted sets the tenant's Drifted condition and reports whether that
-// changed the stored tenant.
-func (r *Reconciler) setDrifted(tenant string, cond schema.Condition) (changed bool, err error) {
+// setDrifted sets the tenant's Drifted condition; it returns the status
+// the condition had ("" for none) and whether the stored tenant changed.
+func (r *Reconciler) setDrifted(tenant string, cond schema.Condition) (was schema.ConditionStatus, changed bool, err error) {
 	err = r.store.Update(func(tx *backend.Tx) error {
 		tn, err := getJSON[schema.Tenant](tx, schema.KindTenant, tenant)
 		if err != nil {
 			return err
 		}
-		if old := tn.Status.Conditions.Get(schema.ConditionDrifted); old != nil && old.Status == cond.Status &&
-			old.Reason == cond.Reason && old.Message == cond.Message && old.ObservedGeneration == cond.ObservedGeneration {
+		old := tn.Status.Conditions.Get(schema.ConditionDrifted)
+		if old != nil {
+			was = old.Status
+		}
+		if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message &&
+			old.ObservedGeneration == cond.ObservedGeneration {
 			return nil
 		}
 		changed = true
@@ -99,7 +103,7 @@ func (r *Reconciler) setDrifted(tenant string, cond schema.Condition) (changed b
 		_, err = tx.PutObject(schema.KindTenant, tenant, tn)
 		return err
 	})
-	return changed, err
+	return was, changed, err
 }
 
 // shortRev is a revision as a message shows it.

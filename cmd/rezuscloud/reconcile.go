@@ -44,6 +44,7 @@ type reconcilerPart struct {
 	runner          *tofu.Runner
 	auth            sources.Auth
 	onCommit        func(*schema.Commit)
+	onDrift         func(reconciler.DriftReport)
 	closeReports    func()
 	plane           *talos.Plane
 	noTalosAPI      []string
@@ -166,7 +167,7 @@ func (p *reconcilerPart) openReports() (err error) {
 		}
 	}
 	var closeReports func()
-	p.onCommit, closeReports, err = newReports(p.f, p.f.repo, p.dataDir, p.m.Server.URL(), p.auth, p.log)
+	p.onCommit, closeReports, err = newReports(p.f, p.f.repo, p.dataDir, p.m.Server.URL(), p.auth, p.log, p)
 	if err != nil {
 		return err
 	}
@@ -192,6 +193,8 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		Metrics:            p.metrics,
 		EncryptState:       p.encrypt,
 		OnCommit:           p.onCommit,
+		OnDrift:            p.onDrift,
+		DriftInterval:      f.driftInterval,
 		KubeconfigValidity: f.kubeconfigValid,
 		Logger:             p.log.With("component", "reconciler"),
 		Credentials: func(tenant string) (string, string, func()) {
