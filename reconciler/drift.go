@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -395,4 +397,31 @@ func driftMessage(found []tofu.DriftedResource, machines []string) string {
 		parts = append(parts, "Talos config differs from the rendered one on "+strings.Join(machines, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// driftNow answers a reconcile request for a drifted tenant with nothing
+// pending: a drift check starts now, without waiting for the interval, and
+// under the policy "correct" a correction follows it if the drift is
+// still there. The request does not wait for the check; its outcome is the
+// tenant's Drifted condition.
+func (r *Reconciler) driftNow(tenant string) api.ReconcileTenant {
+	r.drift.queue.Enqueue(tenant, &driftJob{d: r.drift, tenant: tenant, wait: true})
+	r.log.Info("drift check started on request", "tenant", tenant)
+	return api.ReconcileTenant{Tenant: tenant, Action: api.ReconcileRunning,
+		Message: "the tenant drifted: a drift check runs now; its Drifted condition tells the outcome"}
+}
+
+// driftedTenants lists the tenants whose Drifted condition is True.
+func (r *Reconciler) driftedTenants() []string {
+	var out []string
+	_ = r.store.View(func(tx *backend.Tx) error {
+		return tx.Scan(schema.KindTenant, "", func(res backend.Resource) error {
+			var tn schema.Tenant
+			if json.Unmarshal(res.Object, &tn) == nil && tn.Status.Conditions.IsTrue(schema.ConditionDrifted) {
+				out = append(out, tn.Metadata.Name)
+			}
+			return nil
+		})
+	})
+	return out
 }

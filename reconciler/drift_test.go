@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
@@ -33,9 +34,16 @@ type driftRig struct {
 
 func newDriftRig(t *testing.T, policy string) (*driftRig, fstest.MapFS) {
 	t.Helper()
+	return newDriftRigEvery(t, policy, testDriftInterval)
+}
+
+// newDriftRigEvery is newDriftRig with checks every interval (0: none but
+// those asked for).
+func newDriftRigEvery(t *testing.T, policy string, interval time.Duration) (*driftRig, fstest.MapFS) {
+	t.Helper()
 	d := &driftRig{metrics: metrics.New(), reports: make(chan DriftReport, 100)}
 	d.rig = newRigWith(t, func(o *Options) {
-		o.DriftInterval, o.Metrics = testDriftInterval, d.metrics
+		o.DriftInterval, o.Metrics = interval, d.metrics
 		o.OnDrift = func(rep DriftReport) { d.reports <- rep }
 	})
 	repo := examples(t)
@@ -318,4 +326,48 @@ func (d *driftRig) gauge(tenant string) float64 {
 		d.t.Fatal(err)
 	}
 	return m.GetGauge().GetValue()
+}
+
+// TestDriftCheckOnRequest: with no interval, DriftCheck checks at once; a
+// reconcile request for a drifted tenant with nothing pending starts a
+// check too (named or not), which finds the correction done and clears
+// Drifted.
+func TestDriftCheckOnRequest(t *testing.T) {
+	d, repo := newDriftRigEvery(t, schema.DriftPolicyCorrect, 0)
+	mustSucceed(t, d.reconcile("rev1", "first", repo))
+	if c := d.tenant("staging").Status.Conditions.Get(schema.ConditionDrifted); c != nil {
+		t.Fatalf("a check ran without an interval: %+v", c)
+	}
+	if err := d.rec.DriftCheck(context.Background(), "staging"); err != nil {
+		t.Fatal(err)
+	}
+	if c := d.tenant("staging").Status.Conditions.Get(schema.ConditionDrifted); c == nil || c.Status != schema.ConditionFalse {
+		t.Fatalf("after DriftCheck: %+v", c)
+	}
+	if got := d.rec.Requests(nil).RequestReconcile("staging").Tenants[0]; got.Action != api.ReconcileUpToDate {
+		t.Fatalf("request for a tenant in sync: %+v", got)
+	}
+	st, rec := d.simMachine("workers")
+	if err := st.Delete(rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.rec.DriftCheck(context.Background(), "staging"); err != nil {
+		t.Fatal(err)
+	}
+	if c := d.tenant("staging").Status.Conditions.Get(schema.ConditionDrifted); c == nil || c.Status != schema.ConditionTrue {
+		t.Fatalf("after the machine was deleted: %+v", c)
+	}
+	// The correction brings the machine back; Drifted stays until a check.
+	deadline := time.Now().Add(90 * time.Second)
+	for d.count("workers") != 1 || d.rec.queue.busy("staging") {
+		if time.Now().After(deadline) {
+			t.Fatal("the correction did not bring the machine back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	res := d.rec.Requests(nil).RequestReconcile("")
+	if len(res.Tenants) != 1 || res.Tenants[0].Tenant != "staging" || res.Tenants[0].Action != api.ReconcileRunning {
+		t.Fatalf("request for every tenant: %+v", res)
+	}
+	d.waitDrifted("staging", schema.ConditionFalse)
 }
