@@ -15,6 +15,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
+	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -23,10 +24,11 @@ import (
 // in its work directory, with the workspace, credentials and state lock of
 // an apply, and a look at the Talos plane's observations of its machines.
 // Checks run on a queue of their own (Options.DriftWorkers), so they never
-// take an apply's or a preview's worker. A tenant's check and its runs
-// exclude each other (driftState.hold): an apply that arrives during a
-// check waits for that check only, and a scheduled check skips a tenant
-// whose run is pending or in progress.
+// take an apply's or a preview's worker. A tenant's check and the part of
+// its runs that uses the work directory (from Settle on) exclude each
+// other (driftState.hold): a run that gets there during a check cancels it
+// and waits only for its tofu to stop, and a scheduled check skips a
+// tenant whose run is pending or in progress.
 //
 // A check records its finding in the tenant's Drifted condition (a store
 // write, so an event on the watch stream, only when it changes), in the
@@ -63,6 +65,7 @@ type driftState struct {
 
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex
+	cancels map[string]context.CancelFunc // of the check that runs, by tenant
 	applied map[string]appliedRun
 	next    map[string]time.Time
 	fixed   map[string]string // the drift last corrected, by tenant
@@ -71,10 +74,13 @@ type driftState struct {
 	done chan struct{}
 }
 
-// appliedRun is the run that last applied a tenant, and its manifests.
+// appliedRun is the run that last applied a tenant, its manifests and,
+// once rendered, its workspace (kept in memory only, as the secrets cache
+// keeps the bundle it holds), so that a check does not render it again.
 type appliedRun struct {
 	run     *CommitRun
 	desired *schema.TenantDesired
+	ws      *render.Workspace
 }
 
 func newDriftState(r *Reconciler) *driftState {
@@ -83,7 +89,7 @@ func newDriftState(r *Reconciler) *driftState {
 		workers = DefaultDriftWorkers
 	}
 	d := &driftState{r: r, queue: NewQueue(QueueOptions{Workers: workers, Grace: time.Minute}),
-		locks: map[string]*sync.Mutex{}, applied: map[string]appliedRun{}, next: map[string]time.Time{}, fixed: map[string]string{}, done: make(chan struct{})}
+		locks: map[string]*sync.Mutex{}, cancels: map[string]context.CancelFunc{}, applied: map[string]appliedRun{}, next: map[string]time.Time{}, fixed: map[string]string{}, done: make(chan struct{})}
 	d.queue.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stop = cancel
@@ -102,10 +108,19 @@ func (d *driftState) close() {
 	d.queue.Stop()
 }
 
-// hold takes the tenant's exclusion lock and returns its release. Runs of
-// the tenant take it for their whole length (tenantJob.Run).
+// hold takes the tenant's exclusion lock for a run of the tenant and
+// returns its release: from Settle on, a run has the work directory to
+// itself. A check of the tenant under way is cancelled (its tofu gets
+// SIGINT, stops and releases the state lock), so that the run waits for
+// no more than that.
 func (d *driftState) hold(tenant string) func() {
 	l := d.lock(tenant)
+	d.mu.Lock()
+	cancel := d.cancels[tenant]
+	d.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 	l.Lock()
 	return l.Unlock
 }
@@ -122,8 +137,9 @@ func (d *driftState) lock(tenant string) *sync.Mutex {
 }
 
 // remember records the run that applied a tenant (desired nil: the tenant
-// was destroyed), for the checks and corrections that follow.
-func (d *driftState) remember(tenant string, run *CommitRun, desired *schema.TenantDesired) {
+// was destroyed) and the workspace it rendered (nil when it rendered
+// none), for the checks and corrections that follow.
+func (d *driftState) remember(tenant string, run *CommitRun, desired *schema.TenantDesired, ws *render.Workspace) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if desired == nil {
@@ -132,7 +148,18 @@ func (d *driftState) remember(tenant string, run *CommitRun, desired *schema.Ten
 		d.r.opts.Metrics.Drifted(tenant, -1)
 		return
 	}
-	d.applied[tenant] = appliedRun{run: run, desired: desired}
+	d.applied[tenant] = appliedRun{run: run, desired: desired, ws: ws}
+}
+
+// rendered keeps the workspace a check rendered for the run that applied
+// tenant, unless another run has applied it since.
+func (d *driftState) rendered(tenant string, run *CommitRun, ws *render.Workspace) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ap, ok := d.applied[tenant]; ok && ap.run == run {
+		ap.ws = ws
+		d.applied[tenant] = ap
+	}
 }
 
 // corrected records msg as the drift of tenant that a correction was
@@ -205,8 +232,9 @@ func (j *driftJob) Superseded(Job) {
 }
 
 // DriftCheck runs a drift check of tenant now, on the drift queue, and
-// waits for it; a run of the tenant in progress finishes first. It
-// returns the check's error, or ctx's.
+// waits for it; a run of the tenant in progress finishes first, and one
+// that starts meanwhile cancels the check (which then returns nil, and
+// records nothing). It returns the check's error, or ctx's.
 func (r *Reconciler) DriftCheck(ctx context.Context, tenant string) error {
 	ch := make(chan error, 1)
 	r.drift.queue.Enqueue(tenant, &driftJob{d: r.drift, tenant: tenant, wait: true, done: func(err error) { ch <- err }})
@@ -267,7 +295,7 @@ type driftRun struct {
 // the Talos plane's observations.
 var driftSteps = []step[*driftRun]{
 	{"Settle", (*driftRun).settle},
-	{"Secrets", (*driftRun).secrets},
+	{"Secrets", (*driftRun).secretsApplied},
 	{"Render", (*driftRun).renderApplied},
 	{"WriteWorkspace", (*driftRun).writeWorkspace},
 	{"RefreshPlan", (*driftRun).refreshPlan},
@@ -277,7 +305,8 @@ var driftSteps = []step[*driftRun]{
 // checkDrift checks one tenant and records what it found. With wait false
 // a tenant whose run is pending or in progress is skipped; with wait true
 // the check waits for the run in progress.
-func (r *Reconciler) checkDrift(ctx context.Context, tenant string, wait bool) error {
+func (r *Reconciler) checkDrift(parent context.Context, tenant string, wait bool) error {
+	ctx := parent
 	l := r.drift.lock(tenant)
 	if wait {
 		l.Lock()
@@ -288,9 +317,17 @@ func (r *Reconciler) checkDrift(ctx context.Context, tenant string, wait bool) e
 	if !wait && r.queue.busy(tenant) {
 		return nil
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	r.drift.mu.Lock()
 	ap, ok := r.drift.applied[tenant]
+	r.drift.cancels[tenant] = cancel
 	r.drift.mu.Unlock()
+	defer func() {
+		r.drift.mu.Lock()
+		delete(r.drift.cancels, tenant)
+		r.drift.mu.Unlock()
+	}()
 	prev, err := r.appliedRecord(tenant)
 	if err != nil {
 		return fmt.Errorf("drift check %s: %w", tenant, err)
@@ -298,7 +335,9 @@ func (r *Reconciler) checkDrift(ctx context.Context, tenant string, wait bool) e
 	if !ok || prev == nil || prev.Revision != ap.run.snap.Revision {
 		return nil // not applied, or applied by a run this process has not seen
 	}
-	d := &driftRun{applied: ap, tenantRun: &tenantRun{r: r, name: tenant, desired: ap.desired, prev: prev,
+	// release: the check holds the tenant's lock already, Settle must not
+	// take it again.
+	d := &driftRun{applied: ap, tenantRun: &tenantRun{r: r, name: tenant, desired: ap.desired, prev: prev, release: func() {},
 		job: &tenantJob{run: ap.run, tenant: tenant, desired: ap.desired}, res: &schema.TenantResult{Tenant: tenant}}}
 	defer func() {
 		if d.revoke != nil {
@@ -306,6 +345,10 @@ func (r *Reconciler) checkDrift(ctx context.Context, tenant string, wait bool) e
 		}
 	}()
 	if step, err := runSteps(ctx, d, driftSteps); err != nil {
+		if ctx.Err() != nil && parent.Err() == nil { // cancelled by hold
+			r.log.Info("drift check gave way to a run of the tenant", "tenant", tenant, "step", step)
+			return nil
+		}
 		r.log.Warn("drift check failed", "tenant", tenant, "step", step, "err", err)
 		return fmt.Errorf("drift check %s: %s: %w", tenant, step, err)
 	}
@@ -315,9 +358,23 @@ func (r *Reconciler) checkDrift(ctx context.Context, tenant string, wait bool) e
 	return d.record()
 }
 
-// renderApplied renders the applied manifests; a workspace other than the
-// one applied (which a newer revision's run will apply) is not checked.
+// secretsApplied finds the tenant's secrets bundle, unless the workspace
+// that needs it is rendered already.
+func (d *driftRun) secretsApplied(ctx context.Context) (stepResult, error) {
+	if ws := d.applied.ws; ws != nil && ws.Hash == d.prev.RenderedHash {
+		return stepNext, nil
+	}
+	return d.secrets(ctx)
+}
+
+// renderApplied renders the applied manifests, once per applied run; a
+// workspace other than the one applied (which a newer revision's run will
+// apply) is not checked.
 func (d *driftRun) renderApplied(ctx context.Context) (stepResult, error) {
+	if ws := d.applied.ws; ws != nil && ws.Hash == d.prev.RenderedHash {
+		d.ws = ws
+		return stepNext, nil
+	}
 	ws, err := d.r.modules.Render(d.desired, d.bundle)
 	if err != nil {
 		return stepNext, err
@@ -327,6 +384,7 @@ func (d *driftRun) renderApplied(ctx context.Context) (stepResult, error) {
 		return stepDone, nil
 	}
 	d.ws = ws
+	d.r.drift.rendered(d.name, d.applied.run, ws)
 	return stepNext, nil
 }
 

@@ -85,6 +85,21 @@ func (d *driftRun) correct() bool {
 // setDrifted sets the tenant's Drifted condition; it returns the status
 // the condition had ("" for none) and whether the stored tenant changed.
 func (r *Reconciler) setDrifted(tenant string, cond schema.Condition) (was schema.ConditionStatus, changed bool, err error) {
+	same := func(old *schema.Condition) bool {
+		return old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message &&
+			old.ObservedGeneration == cond.ObservedGeneration
+	}
+	// Most checks find what the last one found: they read, and write nothing.
+	err = r.store.View(func(tx *backend.Tx) error {
+		tn, err := getJSON[schema.Tenant](tx, schema.KindTenant, tenant)
+		if err == nil && same(tn.Status.Conditions.Get(schema.ConditionDrifted)) {
+			was = cond.Status
+		}
+		return err
+	})
+	if err != nil || was != "" {
+		return was, false, err
+	}
 	err = r.store.Update(func(tx *backend.Tx) error {
 		tn, err := getJSON[schema.Tenant](tx, schema.KindTenant, tenant)
 		if err != nil {
@@ -94,8 +109,7 @@ func (r *Reconciler) setDrifted(tenant string, cond schema.Condition) (was schem
 		if old != nil {
 			was = old.Status
 		}
-		if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message &&
-			old.ObservedGeneration == cond.ObservedGeneration {
+		if same(old) {
 			return nil
 		}
 		changed = true

@@ -30,7 +30,6 @@ type tenantJob struct {
 func (j *tenantJob) Run(ctx context.Context) {
 	t := &tenantRun{r: j.run.r, job: j, name: j.tenant, desired: j.desired,
 		res: &schema.TenantResult{Tenant: j.tenant, StartedAt: j.run.r.opts.Now()}}
-	defer j.run.r.drift.hold(j.tenant)()
 	steps := applySteps
 	if j.desired == nil {
 		steps = destroySteps
@@ -73,11 +72,14 @@ type tenantRun struct {
 	dir    string
 	creds  tofu.Creds
 	revoke func()
-	bundle []byte
-	fresh  bool // the secrets bundle was made for this run
-	ws     *render.Workspace
-	vars   []byte
-	notes  string // what the run says before tofu's output
+	// release gives the tenant's work directory back to drift checks
+	// (see driftState.hold); Settle takes it.
+	release func()
+	bundle  []byte
+	fresh   bool // the secrets bundle was made for this run
+	ws      *render.Workspace
+	vars    []byte
+	notes   string // what the run says before tofu's output
 
 	out      *tofu.Result
 	machines []*schema.Machine
@@ -155,10 +157,13 @@ func (t *tenantRun) finishUnchanged(renderedHash string) error {
 	return retry(schema.ReasonStoreError, t.r.finishTenant(t.desired, &rec, machines))
 }
 
-// settle readies the work directory: no tofu of an earlier run is still
-// in it, and no lock of one still holds the state. It takes the run's
-// credentials for the state backend.
+// settle readies the work directory: no drift check and no tofu of an
+// earlier run is still in it, and no lock of one still holds the state.
+// It takes the run's credentials for the state backend.
 func (t *tenantRun) settle(ctx context.Context) (stepResult, error) {
+	if t.release == nil {
+		t.release = t.r.drift.hold(t.name)
+	}
 	dir, err := t.r.workDir(t.name)
 	if err != nil {
 		return stepNext, retry(schema.ReasonStoreError, err)
@@ -328,6 +333,9 @@ func (t *tenantRun) conclude(err error) {
 	if t.revoke != nil {
 		t.revoke()
 	}
+	if t.release != nil {
+		t.release()
+	}
 	res.FinishedAt = r.opts.Now()
 	res.Phase = schema.CommitSucceeded
 	if err != nil {
@@ -347,7 +355,7 @@ func (t *tenantRun) conclude(err error) {
 			rev = t.job.run.snap.Revision
 		}
 		r.opts.Metrics.Applied(t.name, rev)
-		r.drift.remember(t.name, t.job.run, t.desired)
+		r.drift.remember(t.name, t.job.run, t.desired, t.ws)
 	}
 	t.job.run.record(res, t.job.attempt > 0)
 }
