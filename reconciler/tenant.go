@@ -72,17 +72,18 @@ type tenantRun struct {
 	dir    string
 	creds  tofu.Creds
 	revoke func()
-	// release gives the tenant's work directory back to drift checks
-	// (see driftState.hold); Settle takes it.
-	release func()
-	bundle  []byte
-	fresh   bool // the secrets bundle was made for this run
-	ws      *render.Workspace
-	vars    []byte
-	notes   string // what the run says before tofu's output
+	bundle []byte
+	fresh  bool // the secrets bundle was made for this run
+	ws     *render.Workspace
+	vars   []byte
+	notes  string // what the run says before tofu's output
 
 	out      *tofu.Result
 	machines []*schema.Machine
+
+	// release gives the tenant's work directory back to drift checks
+	// (see driftState.hold); Settle takes it.
+	release func()
 }
 
 // prepare reads what was last applied to the tenant and works out whether
