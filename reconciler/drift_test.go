@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -370,4 +371,23 @@ func TestDriftCheckOnRequest(t *testing.T) {
 		t.Fatalf("request for every tenant: %+v", res)
 	}
 	d.waitDrifted("staging", schema.ConditionFalse)
+}
+
+// TestHoldCancelsTheCheck: a run that takes a tenant's lock cancels the
+// tenant's check under way, and waits for it to let go; another tenant's
+// check is left alone.
+func TestHoldCancelsTheCheck(t *testing.T) {
+	d := &driftState{locks: map[string]*sync.Mutex{}, cancels: map[string]context.CancelFunc{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	other, cancelOther := context.WithCancel(context.Background())
+	defer cancelOther()
+	d.cancels["a"], d.cancels["b"] = cancel, cancelOther
+	l := d.lock("a")
+	l.Lock() // the check of a holds it
+	go func() { <-ctx.Done(); l.Unlock() }()
+	release := d.hold("a")
+	release()
+	if ctx.Err() == nil || other.Err() != nil {
+		t.Fatalf("after hold(a): a's check %v, b's check %v", ctx.Err(), other.Err())
+	}
 }
