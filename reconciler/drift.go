@@ -273,6 +273,21 @@ func (r *Reconciler) DriftSweep(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// yield waits until no run of any tenant is in progress, so that a check
+// does not share the machine with an apply; a check that runs already
+// when an apply starts goes on. Checks wait for as long as runs follow
+// each other.
+func (d *driftState) yield(ctx context.Context) error {
+	for d.r.queue.Running() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // busy reports whether a job of key is pending or running.
 func (q *Queue) busy(key string) bool {
 	q.mu.Lock()
@@ -315,6 +330,9 @@ func (r *Reconciler) checkDrift(parent context.Context, tenant string, wait bool
 	}
 	defer l.Unlock()
 	if !wait && r.queue.busy(tenant) {
+		return nil
+	}
+	if err := r.drift.yield(ctx); err != nil {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
