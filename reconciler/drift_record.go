@@ -119,11 +119,3 @@ func (r *Reconciler) setDrifted(tenant string, cond schema.Condition) (was schem
 	})
 	return was, changed, err
 }
-
-// shortRev is a revision as a message shows it.
-func shortRev(rev string) string {
-	if len(rev) > 12 {
-		return rev[:12]
-	}
-	return rev
-}

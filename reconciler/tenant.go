@@ -80,6 +80,7 @@ type tenantRun struct {
 
 	out      *tofu.Result
 	machines []*schema.Machine
+	win      windowState // what the MaintenanceWindow step found (window.go)
 
 	// release gives the tenant's work directory back to drift checks
 	// (see driftState.hold); Settle takes it.
@@ -241,7 +242,7 @@ func (t *tenantRun) pushErrored(ctx context.Context) (stepResult, error) {
 
 // apply runs tofu: plan, and apply the plan when it changes anything.
 func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
-	check := replaceCheck(t.desired, t.job.run.snap.Trailers)
+	check := t.windowCheck(replaceCheck(t.desired, t.job.run.snap.Trailers))
 	apply := func(ctx context.Context, dir string, initInputs, vars []byte, creds tofu.Creds) (*tofu.Result, error) {
 		return t.r.runner.ApplyChecked(ctx, dir, initInputs, vars, creds, check)
 	}
@@ -337,6 +338,7 @@ func (t *tenantRun) conclude(err error) {
 	if t.release != nil {
 		t.release()
 	}
+	err = t.waitForWindow(err)
 	res.FinishedAt = r.opts.Now()
 	res.Phase = schema.CommitSucceeded
 	if err != nil {
@@ -350,7 +352,7 @@ func (t *tenantRun) conclude(err error) {
 		result = "unchanged"
 	}
 	r.opts.Metrics.Reconciled(result, res.FinishedAt.Sub(res.StartedAt).Seconds())
-	if res.Phase == schema.CommitSucceeded {
+	if res.Phase == schema.CommitSucceeded && res.Reason != schema.ReasonSuspended {
 		rev := ""
 		if t.desired != nil {
 			rev = t.job.run.snap.Revision

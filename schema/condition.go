@@ -110,6 +110,9 @@ const (
 	ReasonProgressing = "Progressing"
 	// ReasonMachinesNotReady: applied, but not every machine is ready yet.
 	ReasonMachinesNotReady = "MachinesNotReady"
+	// ReasonSuspended: the tenant's suspend annotation holds back every
+	// change (the Suspended condition).
+	ReasonSuspended = "Suspended"
 	// ReasonRetryScheduled: a run failed for a passing reason and runs
 	// again by itself (see RetryStatus).
 	ReasonRetryScheduled = "RetryScheduled"
@@ -149,6 +152,10 @@ const (
 	// ReasonWaitingForMachines: the Talos plane waits for machines or etcd
 	// to be ready (a bootstrap, a rollout's health gates).
 	ReasonWaitingForMachines = "WaitingForMachines"
+	// ReasonWaitingForMaintenanceWindow: disruptive work of the tenant
+	// waits for one of its maintenance windows to open (see
+	// MaintenanceStatus); the rest of the commit is applied.
+	ReasonWaitingForMaintenanceWindow = "WaitingForMaintenanceWindow"
 	// ReasonFailed: a failure of no more specific kind.
 	ReasonFailed = "Failed"
 
