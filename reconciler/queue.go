@@ -224,3 +224,10 @@ func (q *Queue) Stop() {
 	}
 	q.cancelRun()
 }
+
+// busy reports whether a job of key waits or runs.
+func (q *Queue) busy(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pending[key] != nil || q.running[key]
+}

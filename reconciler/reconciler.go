@@ -118,6 +118,16 @@ type Options struct {
 	NoTalosAPI []string
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time
+	// DriftInterval is how often each applied tenant gets a drift check
+	// (see drift.go), jittered; 0 turns drift checks off.
+	DriftInterval time.Duration
+	// DriftWorkers is how many drift checks run at once. Default
+	// DefaultDriftWorkers.
+	DriftWorkers int
+	// OnDrift, when set, is called when a drift check changes a tenant's
+	// Drifted condition: commit status reporters hang here. It must not
+	// block.
+	OnDrift func(DriftReport)
 }
 
 // Reconciler turns snapshots of the repository into applied state.
@@ -135,6 +145,7 @@ type Reconciler struct {
 	// manifests keeps what each manifest file yielded, so that a revision
 	// parses and validates only the files it changed.
 	manifests *schema.Cache
+	drift     *driftState
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures
@@ -181,6 +192,7 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 	// they plan without the state lock, so they never block one either.
 	r.previews = NewQueue(QueueOptions{Workers: 1, Grace: time.Minute})
 	r.previews.Start()
+	r.drift = newDriftState(r)
 	if err := r.putProviders(); err != nil {
 		return nil, err
 	}
@@ -190,6 +202,7 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 // Close stops the queue: pending runs are superseded, running ones get
 // ShutdownGrace to finish before tofu is interrupted.
 func (r *Reconciler) Close() {
+	r.drift.close()
 	r.previews.Stop()
 	r.queue.Stop()
 }

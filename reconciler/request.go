@@ -23,7 +23,8 @@ type requests struct {
 
 // RequestReconcile fetches the source and moves the pending run of tenant
 // (of every tenant when "") to now. A tenant whose run is in progress is
-// left alone; one with nothing pending is reported as stalled or up to
+// left alone; one with nothing pending is reported as stalled, gets a
+// drift check now when it is drifted (see driftNow), or is reported up to
 // date. Nothing of the desired state changes.
 func (q requests) RequestReconcile(tenant string) api.ReconcileResponse {
 	var res api.ReconcileResponse
@@ -34,6 +35,12 @@ func (q requests) RequestReconcile(tenant string) api.ReconcileResponse {
 	keys := []string{tenant}
 	if tenant == "" {
 		keys = q.r.queue.keys()
+		for _, name := range q.r.driftedTenants() {
+			if !slices.Contains(keys, name) {
+				keys = append(keys, name)
+			}
+		}
+		slices.Sort(keys)
 	}
 	for _, key := range keys {
 		res.Tenants = append(res.Tenants, q.r.hurry(key))
@@ -62,6 +69,9 @@ func (r *Reconciler) hurry(tenant string) api.ReconcileTenant {
 	if tn != nil && tn.Status.Conditions.IsTrue(schema.ConditionStalled) {
 		return api.ReconcileTenant{Tenant: tenant, Action: api.ReconcileStalled,
 			Message: "the last run stalled; only a new commit can help: " + tn.Status.Message}
+	}
+	if tn != nil && tn.Status.Conditions.IsTrue(schema.ConditionDrifted) {
+		return r.driftNow(tenant)
 	}
 	return api.ReconcileTenant{Tenant: tenant, Action: api.ReconcileUpToDate, Message: "nothing waits to run"}
 }

@@ -21,6 +21,9 @@ type tenantJob struct {
 	desired *schema.TenantDesired
 	inHash  string // inputHash of desired, "" when not known yet
 	attempt int
+	// correct: the run applies the revision again although it is the one
+	// applied, to correct drift (see drift.go).
+	correct bool
 }
 
 // Run runs applySteps or destroySteps, and then concludes: the deferred
@@ -80,6 +83,10 @@ type tenantRun struct {
 	machines []*schema.Machine
 	win      windowState // what the MaintenanceWindow step found (window.go)
 	metalErr error       // bare-metal machines ConfigureMetal did not reach (metal.go)
+
+	// release gives the tenant's work directory back to drift checks
+	// (see driftState.hold); Settle takes it.
+	release func()
 }
 
 // prepare reads what was last applied to the tenant and works out whether
@@ -120,7 +127,7 @@ func (t *tenantRun) prepare(context.Context) (stepResult, error) {
 		t.job.run.started(t.name, prev != nil && prev.InputHash == t.inHash)
 	}
 	t.rewrite = r.opts.EncryptState && prev != nil && r.plainState(t.name)
-	t.again = t.rewrite || r.needsRecovery(t.name)
+	t.again = t.rewrite || r.needsRecovery(t.name) || t.job.correct
 	return stepNext, nil
 }
 
@@ -157,10 +164,13 @@ func (t *tenantRun) finishUnchanged(renderedHash string) error {
 	return retry(schema.ReasonStoreError, t.r.finishTenant(t.desired, &rec, machines))
 }
 
-// settle readies the work directory: no tofu of an earlier run is still
-// in it, and no lock of one still holds the state. It takes the run's
-// credentials for the state backend.
+// settle readies the work directory: no drift check and no tofu of an
+// earlier run is still in it, and no lock of one still holds the state.
+// It takes the run's credentials for the state backend.
 func (t *tenantRun) settle(ctx context.Context) (stepResult, error) {
+	if t.release == nil {
+		t.release = t.r.drift.hold(t.name)
+	}
 	dir, err := t.r.workDir(t.name)
 	if err != nil {
 		return stepNext, retry(schema.ReasonStoreError, err)
@@ -330,6 +340,9 @@ func (t *tenantRun) conclude(err error) {
 	if t.revoke != nil {
 		t.revoke()
 	}
+	if t.release != nil {
+		t.release()
+	}
 	err = t.waitForWindow(err)
 	res.FinishedAt = r.opts.Now()
 	res.Phase = schema.CommitSucceeded
@@ -350,6 +363,7 @@ func (t *tenantRun) conclude(err error) {
 			rev = t.job.run.snap.Revision
 		}
 		r.opts.Metrics.Applied(t.name, rev)
+		r.drift.remember(t.name, t.job.run, t.desired, t.ws)
 	}
 	t.job.run.record(res, t.job.attempt > 0)
 }
@@ -383,7 +397,7 @@ func (t *tenantRun) failed(err error) {
 		n := r.backoff.Next(&schema.RetryStatus{Attempts: t.job.attempt}, reason, r.opts.Now())
 		next = &n
 	}
-	job := &tenantJob{run: t.job.run, tenant: t.name, desired: t.desired, inHash: t.inHash, attempt: next.Attempts}
+	job := &tenantJob{run: t.job.run, tenant: t.name, desired: t.desired, inHash: t.inHash, attempt: next.Attempts, correct: t.job.correct}
 	if r.queue.Retry(t.name, job, next.NextAttemptAt.Sub(r.opts.Now())) {
 		res.NextAttemptAt = next.NextAttemptAt
 		r.opts.Metrics.Retried(t.name, reason)

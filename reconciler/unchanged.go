@@ -123,9 +123,3 @@ func settled(tx *backend.Tx, name string) (bool, error) {
 		!st.Conditions.IsTrue(schema.ConditionSuspended), nil
 }
 
-// busy reports whether a job of key waits or runs.
-func (q *Queue) busy(key string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.pending[key] != nil || q.running[key]
-}

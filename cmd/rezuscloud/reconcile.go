@@ -46,6 +46,7 @@ type reconcilerPart struct {
 	runner          *tofu.Runner
 	auth            sources.Auth
 	onCommit        func(*schema.Commit)
+	onDrift         func(reconciler.DriftReport)
 	closeReports    func()
 	plane           *talos.Plane
 	noTalosAPI      []string
@@ -175,7 +176,7 @@ func (p *reconcilerPart) openReports() (err error) {
 		}
 	}
 	var closeReports func()
-	p.onCommit, closeReports, err = newReports(p.f, p.f.repo, p.dataDir, p.m.Server.URL(), p.auth, p.log)
+	p.onCommit, closeReports, err = newReports(p.f, p.f.repo, p.dataDir, p.m.Server.URL(), p.auth, p.log, p)
 	if err != nil {
 		return err
 	}
@@ -202,6 +203,8 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		EncryptState:       p.encrypt,
 		StatePassphrase:    p.passphrase,
 		OnCommit:           p.onCommit,
+		OnDrift:            p.onDrift,
+		DriftInterval:      f.driftInterval,
 		KubeconfigValidity: f.kubeconfigValid,
 		Logger:             p.log.With("component", "reconciler"),
 		Credentials: func(tenant string) (string, string, func()) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/reconciler"
 	"github.com/rezuscloud/rezuscloud/reconciler/report"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -27,8 +28,9 @@ type reportFlags struct {
 // newReports builds the commit status reporters that --report names and
 // returns the function the reconciler calls with every Commit it records,
 // and one that drains the reports on shutdown. With none named, both do
-// nothing.
-func newReports(f *serveFlags, repoURL, dataDir, apiURL string, auth sources.Auth, log *slog.Logger) (func(*schema.Commit), func(), error) {
+// nothing. It sets p.onDrift, which reports drift checks on the applied
+// commit (report.DriftStatus).
+func newReports(f *serveFlags, repoURL, dataDir, apiURL string, auth sources.Auth, log *slog.Logger, p *reconcilerPart) (func(*schema.Commit), func(), error) {
 	noop := func() {}
 	if strings.TrimSpace(f.reports.reporters) == "" {
 		return nil, noop, nil
@@ -80,6 +82,9 @@ func newReports(f *serveFlags, repoURL, dataDir, apiURL string, auth sources.Aut
 	base := f.dashboardURL(apiURL)
 	send := func(c *schema.Commit) {
 		d.Send(report.StatusesFor(instance, c, commitPage(base, c.Metadata.Name))...)
+	}
+	p.onDrift = func(rep reconciler.DriftReport) {
+		d.Send(report.DriftStatus(instance, rep.Tenant, rep.Revision, rep.Drifted, rep.Message, commitPage(base, schema.CommitName(rep.Revision))))
 	}
 	closeFn := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

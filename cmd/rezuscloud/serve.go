@@ -62,6 +62,8 @@ type serveFlags struct {
 
 	retryBase time.Duration
 	retryMax  time.Duration
+	// driftInterval is how often each applied tenant gets a drift check.
+	driftInterval time.Duration
 
 	reports     reportFlags
 	previewRefs string
@@ -178,6 +180,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.BoolVar(&f.verifySignatures, "verify-signatures", false, "apply only commits of the main ref signed by a trusted key (--allowed-signers, --gpg-keyring); any other commit is refused, and the last good one stays applied; previews still plan and say they are unsigned")
 	fs.StringVar(&f.allowedSigners, "allowed-signers", "", "OpenSSH allowed_signers `FILE` of the SSH keys trusted to sign commits (ssh-keygen(1) ALLOWED SIGNERS: PRINCIPALS [namespaces=\"git\"] KEYTYPE KEY)")
 	fs.StringVar(&f.gpgKeyring, "gpg-keyring", "", "armored GPG keyring `FILE` of the keys trusted to sign commits (gpg --armor --export)")
+	fs.DurationVar(&f.driftInterval, "drift-interval", reconciler.DefaultDriftInterval, "how often each applied tenant gets a drift check (a refresh-only plan), jittered; 0 turns drift checks off")
 	fs.StringVar(&f.reports.reporters, "report", "", "where commit statuses go besides the API, comma-separated: github (also Gitea and Forgejo), gitlab, git-notes (refs/notes/rezuscloud pushed to --repo)")
 	fs.StringVar(&f.reports.instance, "instance", "", "this server's name in commit status contexts (rezuscloud/INSTANCE/TENANT), so that two servers on one repository do not overwrite each other; default: the host name")
 	fs.StringVar(&f.externalURL, "external-url", "", "base `URL` under which people reach this server (e.g. https://rezuscloud.example.com behind a TLS proxy), for the dashboard's links in commit statuses and its Secure cookies; default: the listen address")

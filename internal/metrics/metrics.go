@@ -33,6 +33,9 @@ type Metrics struct {
 	// TenantRetries counts the retries scheduled for tenants whose run
 	// failed for a passing reason, by tenant and reason.
 	TenantRetries *prometheus.CounterVec
+	// TenantDrifted is 1 for a tenant whose last drift check found drift,
+	// 0 for one it found as applied.
+	TenantDrifted *prometheus.GaugeVec
 
 	mu          sync.Mutex
 	lastApplied map[string]string
@@ -65,9 +68,12 @@ func New() *Metrics {
 		TenantRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rezuscloud_tenant_retries_total", Help: "Retries scheduled for tenants whose run failed for a passing reason, by tenant and reason.",
 		}, []string{"tenant", "reason"}),
+		TenantDrifted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rezuscloud_tenant_drifted", Help: "1 for a tenant whose last drift check found its infrastructure or machine configs changed behind its back, 0 for one found as applied.",
+		}, []string{"tenant"}),
 		lastApplied: map[string]string{},
 	}
-	m.Registry.MustRegister(m.ReconcileDuration, m.TofuDuration, m.TofuRuns, m.LastApplied, m.Webhooks, m.TenantRetries,
+	m.Registry.MustRegister(m.ReconcileDuration, m.TofuDuration, m.TofuRuns, m.LastApplied, m.Webhooks, m.TenantRetries, m.TenantDrifted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -151,4 +157,17 @@ func (m *Metrics) Webhook(hook, result string) {
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// Drifted records the finding of a tenant's drift check: 1 drifted, 0 as
+// applied; a negative value drops the tenant.
+func (m *Metrics) Drifted(tenant string, v float64) {
+	if m == nil {
+		return
+	}
+	if v < 0 {
+		m.TenantDrifted.DeleteLabelValues(tenant)
+		return
+	}
+	m.TenantDrifted.WithLabelValues(tenant).Set(v)
 }

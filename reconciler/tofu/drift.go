@@ -1,0 +1,147 @@
+package tofu
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+
+	"github.com/hashicorp/terraform-exec/tfexec"
+	tfjson "github.com/hashicorp/terraform-json"
+)
+
+// Drift is what a refresh-only plan found: the resources whose real state
+// differs from the state tofu keeps.
+type Drift struct {
+	Resources []DriftedResource
+	Output    string // the tail of tofu's output, with secrets redacted
+}
+
+// DriftedResource is one resource that changed outside tofu. It holds
+// names only, never values: the values of a resource may be secret.
+type DriftedResource struct {
+	Address string
+	// Action is "update" (attributes changed) or "delete" (the resource is
+	// gone).
+	Action string
+	// Attributes names the top-level attributes that changed, sorted; the
+	// ones the provider marks sensitive are among them like any other.
+	Attributes []string
+}
+
+// RefreshPlan runs `tofu plan -refresh-only` in the work directory, with
+// the state lock as an apply takes it and vars handled as Apply handles
+// them, and reports the drift it found. It changes no state: the plan it
+// writes is read back (`tofu show`, only when there is drift) and removed.
+func (r *Runner) RefreshPlan(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Drift, error) {
+	s, err := r.open(ctx, dir, creds)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	res := &Drift{}
+	defer func() { res.Output = s.out.String() }()
+	if err := s.init(ctx, initInputs); err != nil {
+		return res, err
+	}
+	planPath := filepath.Join(s.dir, PlanFile)
+	defer os.Remove(planPath)
+	varPath, removeVars, err := s.withVars(vars)
+	if err != nil {
+		return res, err
+	}
+	opts := []tfexec.PlanOption{tfexec.RefreshOnly(true), tfexec.Out(planPath)}
+	if varPath != "" {
+		opts = append(opts, tfexec.VarFile(varPath))
+	}
+	var stream driftStream
+	err = s.cmd("plan", func() (err error) {
+		_, err = s.tf.PlanJSON(ctx, &stream, opts...)
+		return err
+	})
+	removeVars()
+	if err != nil {
+		return res, fmt.Errorf("tofu plan -refresh-only: %w", s.redact(err))
+	}
+	if !stream.drifted {
+		return res, nil
+	}
+	var plan *tfjson.Plan
+	err = s.cmd("show", func() (err error) {
+		plan, err = s.tf.ShowPlanFile(ctx, planPath)
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("tofu show plan: %w", s.redact(err))
+	}
+	res.Resources = DriftOf(plan)
+	return res, nil
+}
+
+// driftStream notes whether the JSON lines of `tofu plan -json` report a
+// resource that drifted.
+type driftStream struct {
+	buf     []byte
+	drifted bool
+}
+
+func (d *driftStream) Write(b []byte) (int, error) {
+	d.buf = append(d.buf, b...)
+	for {
+		i := bytes.IndexByte(d.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		var msg struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(d.buf[:i], &msg) == nil && msg.Type == "resource_drift" {
+			d.drifted = true
+		}
+		d.buf = d.buf[i+1:]
+	}
+}
+
+// DriftOf lists the resource_drift of a refresh-only plan: each resource's
+// address, action and the names of its attributes that changed.
+func DriftOf(plan *tfjson.Plan) []DriftedResource {
+	var out []DriftedResource
+	for _, rc := range plan.ResourceDrift {
+		if rc.Change == nil {
+			continue
+		}
+		d := DriftedResource{Address: rc.Address, Action: "update"}
+		if rc.Change.Actions.Delete() {
+			d.Action = "delete"
+		} else {
+			d.Attributes = changedAttributes(rc.Change.Before, rc.Change.After)
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
+	return out
+}
+
+// changedAttributes names the top-level attributes whose values differ
+// between before and after.
+func changedAttributes(before, after any) []string {
+	b, _ := before.(map[string]any)
+	a, _ := after.(map[string]any)
+	var names []string
+	for k, v := range b {
+		if w, ok := a[k]; !ok || !reflect.DeepEqual(v, w) {
+			names = append(names, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
