@@ -122,4 +122,3 @@ func settled(tx *backend.Tx, name string) (bool, error) {
 		!st.Conditions.IsTrue(schema.ConditionStalled) && !st.Conditions.IsTrue(schema.ConditionReconciling) &&
 		!st.Conditions.IsTrue(schema.ConditionSuspended), nil
 }
-
