@@ -325,6 +325,11 @@ func (r *Reconciler) checkDrift(parent context.Context, tenant string, wait bool
 	if !wait && r.queue.busy(tenant) {
 		return nil
 	}
+	if r.suspended(tenant) {
+		// Nothing runs for a suspended tenant, not even a refresh under
+		// its state lock: its operators may be working on it by hand.
+		return nil
+	}
 	if err := r.drift.yield(ctx); err != nil {
 		return nil
 	}

@@ -391,3 +391,31 @@ func TestHoldCancelsTheCheck(t *testing.T) {
 		t.Fatalf("after hold(a): a's check %v, b's check %v", ctx.Err(), other.Err())
 	}
 }
+
+// TestDriftLeavesSuspendedTenantsAlone: a suspended tenant gets no drift
+// check, not even on request: no tofu runs under its state lock.
+func TestDriftLeavesSuspendedTenantsAlone(t *testing.T) {
+	d, repo := newDriftRigEvery(t, "", 0)
+	mustSucceed(t, d.reconcile("rev1", "first", repo))
+	if err := d.rec.DriftCheck(context.Background(), "staging"); err != nil {
+		t.Fatal(err)
+	}
+	d.waitDrifted("staging", schema.ConditionFalse)
+	f := repo["staging/tenant.yaml"]
+	f.Data = []byte(strings.Replace(string(f.Data), "  labels:\n", "  annotations:\n    rezuscloud.io/suspend: \"true\"\n  labels:\n", 1))
+	d.reconcile("rev2", "suspend", repo)
+	st, rec := d.simMachine("workers")
+	if err := st.Delete(rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	runs := d.rec.Runner().Runs()
+	if err := d.rec.DriftCheck(context.Background(), "staging"); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.rec.Runner().Runs(); got != runs {
+		t.Errorf("a drift check of a suspended tenant started %d tofu processes", got-runs)
+	}
+	if c := d.tenant("staging").Status.Conditions.Get(schema.ConditionDrifted); c == nil || c.Status != schema.ConditionFalse {
+		t.Errorf("Drifted of the suspended tenant: %+v, want it left False", c)
+	}
+}
