@@ -196,6 +196,7 @@ func (run *CommitRun) order(context.Context) (stepResult, error) {
 		if quiet[name] {
 			run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitSucceeded, StartedAt: now, FinishedAt: now}
 			r.opts.Metrics.Reconciled("unchanged", 0)
+			r.drift.rememberQuiet(name, run, td, run.hashes[name])
 			continue
 		}
 		run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitPending}

@@ -81,6 +81,10 @@ type appliedRun struct {
 	run     *CommitRun
 	desired *schema.TenantDesired
 	ws      *render.Workspace
+	// inHash, for a quiet tenant (see unchanged.go), is the hash of its
+	// manifests, which are the applied ones although run is of a later
+	// revision than the one that applied them.
+	inHash string
 }
 
 func newDriftState(r *Reconciler) *driftState {
@@ -149,6 +153,18 @@ func (d *driftState) remember(tenant string, run *CommitRun, desired *schema.Ten
 		return
 	}
 	d.applied[tenant] = appliedRun{run: run, desired: desired, ws: ws}
+}
+
+// rememberQuiet records the run of a revision that left a quiet tenant as
+// it was (its manifests hash to inHash, the applied ones), unless a run
+// of this process applied it: after a restart, that is how the applied
+// tenants come under the checks without a run of their own.
+func (d *driftState) rememberQuiet(tenant string, run *CommitRun, desired *schema.TenantDesired, inHash string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.applied[tenant]; !ok {
+		d.applied[tenant] = appliedRun{run: run, desired: desired, inHash: inHash}
+	}
 }
 
 // rendered keeps the workspace a check rendered for the run that applied
@@ -348,7 +364,7 @@ func (r *Reconciler) checkDrift(parent context.Context, tenant string, wait bool
 	if err != nil {
 		return fmt.Errorf("drift check %s: %w", tenant, err)
 	}
-	if !ok || prev == nil || prev.Revision != ap.run.snap.Revision {
+	if !ok || prev == nil || (prev.Revision != ap.run.snap.Revision && (ap.inHash == "" || ap.inHash != prev.InputHash)) {
 		return nil // not applied, or applied by a run this process has not seen
 	}
 	// release: the check holds the tenant's lock already, Settle must not

@@ -19,6 +19,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
+	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
 )
@@ -417,5 +418,36 @@ func TestDriftLeavesSuspendedTenantsAlone(t *testing.T) {
 	}
 	if c := d.tenant("staging").Status.Conditions.Get(schema.ConditionDrifted); c == nil || c.Status != schema.ConditionFalse {
 		t.Errorf("Drifted of the suspended tenant: %+v, want it left False", c)
+	}
+}
+
+// TestDriftChecksQuietTenantsAfterRestart: after a restart, a tenant that
+// the first revision leaves as it was (no run, see unchanged.go) is still
+// checked, and its drift found.
+func TestDriftChecksQuietTenantsAfterRestart(t *testing.T) {
+	d, repo := newDriftRigEvery(t, "", 0)
+	mustSucceed(t, d.reconcile("rev1", "first", repo))
+	d.rec.Close()
+	again, err := New(d.srv.Store(), d.rec.runner, render.Builtin(), d.rec.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Close)
+	again.Recover()
+	d.rec = again
+	runs := again.Runner().Runs()
+	mustSucceed(t, d.reconcile("rev2", "after a restart", repo))
+	if got := again.Runner().Runs(); got != runs {
+		t.Fatalf("the quiet revision ran tofu %d times", got-runs)
+	}
+	st, rec := d.simMachine("workers")
+	if err := st.Delete(rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.DriftCheck(context.Background(), "staging"); err != nil {
+		t.Fatal(err)
+	}
+	if c := d.tenant("staging").Status.Conditions.Get(schema.ConditionDrifted); c == nil || c.Status != schema.ConditionTrue {
+		t.Fatalf("Drifted after a restart: %+v, want True", c)
 	}
 }
