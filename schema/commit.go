@@ -79,15 +79,21 @@ func (p CommitPhase) Done() bool {
 
 // CommitStatus is the outcome of a commit.
 type CommitStatus struct {
-	Phase   CommitPhase    `json:"phase,omitempty"`
+	Phase CommitPhase `json:"phase,omitempty"`
+	// Message says in a line what became of the commit.
+	Message string `json:"message,omitempty"`
+	// Totals sum up Tenants and Problems for lists that show a commit
+	// without its per-tenant detail. The reconciler sets them with every
+	// write; they come before Tenants, so that a reader that needs only
+	// the summary stops there instead of decoding every tenant's result.
+	Totals  *CommitTotals  `json:"totals,omitempty"`
 	Tenants []TenantResult `json:"tenants,omitempty"`
 	// Problems are the validation problems of an Invalid commit.
 	Problems []Problem `json:"problems,omitempty"`
 	Timings  Timings   `json:"timings,omitzero"`
 	// NonFastForward is true when the ref moved to a commit that does not
 	// descend from the previous one (a force push).
-	NonFastForward bool   `json:"nonFastForward"`
-	Message        string `json:"message,omitempty"`
+	NonFastForward bool `json:"nonFastForward"`
 	// Conditions are Ready (every tenant applied), Reconciling (the commit
 	// is being handled, or a tenant of it waits for a retry) and Stalled
 	// (it failed, and only a new commit helps).
@@ -95,6 +101,29 @@ type CommitStatus struct {
 	// Signature is the outcome of the commit's signature check, when the
 	// server checks signatures (--verify-signatures).
 	Signature *CommitSignature `json:"signature,omitempty"`
+}
+
+// CommitTotals sum up a commit's results: how many tenants it has, how
+// many failed, how many validation problems it has, and its plan totals.
+type CommitTotals struct {
+	Tenants  int         `json:"tenants"`
+	Failed   int         `json:"failed"`
+	Problems int         `json:"problems"`
+	Plan     PlanSummary `json:"plan"`
+}
+
+// Sum returns the totals of st's tenants and problems.
+func (st *CommitStatus) Sum() CommitTotals {
+	t := CommitTotals{Tenants: len(st.Tenants), Problems: len(st.Problems)}
+	for _, r := range st.Tenants {
+		t.Plan.Add += r.Plan.Add
+		t.Plan.Change += r.Plan.Change
+		t.Plan.Destroy += r.Plan.Destroy
+		if r.Phase == CommitFailed {
+			t.Failed++
+		}
+	}
+	return t
 }
 
 // CommitSignature says who signed a commit, with which key, and whether

@@ -67,13 +67,13 @@ func newOSE2E(t *testing.T, block string) *osE2E {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	o.srv = newE2EServer(t, []string{
+	o.srv = newE2EServer(t, append([]string{
 		"--data", o.data, "--repo", o.repo, "--path", e2eManifests,
 		"--poll-interval", "300ms", "--debounce", "0s",
 		"--tofu", wrapper, "--provider-mirror", testenv.ProviderMirror(t),
 		"--sim-openstack", o.cloud, "--sim-openstack-addresses", block,
 		"--retry-base", "1s", "--retry-max", "5s",
-	})
+	}, planeArgs()...))
 	o.srv.start()
 	return o
 }
@@ -228,6 +228,44 @@ func TestOpenStackEndToEnd(t *testing.T) {
 			t.Errorf("config patch plan %s, want in-place changes only (the config hash in metadata)", r.Plan)
 		}
 		e2eSameIDs(t, "config patch", before, o.machineIDs())
+		// The plane applied the patch in place, each server once,
+		// control planes first and one at a time.
+		planeWaitReady(t, o.e2e, osTenant)
+		applies := planeCalls(t, o.e2e, osTenant, "ApplyConfiguration")
+		if len(applies) != len(before) {
+			t.Fatalf("%d config applies, want one on each of the %d servers: %+v", len(applies), len(before), applies)
+		}
+		planeCheckOneAtATime(t, applies, 0)
+	})
+
+	t.Run("a Talos upgrade rolls the servers in place, one at a time", func(t *testing.T) {
+		before := o.machineIDs()
+		o.edit(e2eManifests+"/"+osTenant+"/tenant.yaml", `talosVersion: "1.12.6"`, `talosVersion: "1.12.7"`)
+		o.srv.waitApplied(o.push("Talos 1.12.7"))
+		for _, r := range o.journal() {
+			if strings.HasPrefix(r, "DELETE ") || r == "POST /compute/v2.1/servers" {
+				t.Errorf("an upgrade sent %s", r)
+			}
+		}
+		e2eSameIDs(t, "upgrade", before, o.machineIDs())
+		ups := planeCalls(t, o.e2e, osTenant, "Upgrade")
+		if len(ups) != len(before) {
+			t.Fatalf("%d upgrades, want one on each of the %d servers: %+v", len(ups), len(before), ups)
+		}
+		for _, u := range ups {
+			if u.Image != "ghcr.io/siderolabs/installer:v1.12.7" {
+				t.Errorf("%s upgraded to %q", u.Machine, u.Image)
+			}
+		}
+		planeCheckOneAtATime(t, ups, planeUpgrade+planeReboot)
+		o.srv.waitFor("every server on Talos v1.12.7", func() bool {
+			for _, m := range o.srv.tenantMachines(osTenant) {
+				if m.Status.TalosVersion != "v1.12.7" || !m.Status.Ready {
+					return false
+				}
+			}
+			return true
+		})
 	})
 
 	t.Run("a 500 from Nova fails the tenant with one line, and a retry applies it", func(t *testing.T) {

@@ -145,6 +145,8 @@ func putOne(tx *backend.Tx, o schema.Object) error {
 	case *schema.Commit:
 		o.APIVersion, o.Kind = schema.APIVersion, schema.KindCommit
 		kind, key = schema.KindCommit, m.Name
+		totals := o.Status.Sum() // as the reconciler writes every commit
+		o.Status.Totals = &totals
 	default:
 		return fmt.Errorf("put %T: not a fixture kind", o)
 	}

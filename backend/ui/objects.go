@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -113,11 +114,13 @@ func (c *summaryCache) summaries(tx *backend.Tx, refs []commitRef) ([]commitSumm
 		s, ok := c.m[key]
 		c.mu.Unlock()
 		if !ok {
-			var co summaryObj
-			if err := tx.GetObject(schema.KindCommit, ref.name, &co); err != nil {
+			r, err := tx.Get(schema.KindCommit, ref.name)
+			if err != nil {
 				return nil, err
 			}
-			s = co.summary()
+			if s, err = decodeSummary(r.Object); err != nil {
+				return nil, fmt.Errorf("commit %s: %w", ref.name, err)
+			}
 			c.mu.Lock()
 			if c.m == nil || len(c.m) >= maxSummaries {
 				c.m = map[summaryKey]commitSummary{}
@@ -128,6 +131,71 @@ func (c *summaryCache) summaries(tx *backend.Tx, refs []commitRef) ([]commitSumm
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// decodeSummary returns the summary of the stored commit obj. A commit
+// written with its totals (schema.CommitTotals, ahead of the tenants'
+// results) is read only up to them; an older one is decoded whole.
+func decodeSummary(obj []byte) (commitSummary, error) {
+	var co summaryObj
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	found, err := walkObject(dec, func(key string) (bool, error) {
+		switch key {
+		case "metadata":
+			return false, dec.Decode(&co.Metadata)
+		case "spec":
+			return false, dec.Decode(&co.Spec)
+		case "status":
+			return walkObject(dec, func(key string) (bool, error) {
+				switch key {
+				case "phase":
+					return false, dec.Decode(&co.Status.Phase)
+				case "message":
+					return false, dec.Decode(&co.Status.Message)
+				case "totals":
+					return true, dec.Decode(&co.Totals)
+				case "tenants", "problems":
+					return true, nil
+				}
+				return false, dec.Decode(&json.RawMessage{})
+			})
+		}
+		return false, dec.Decode(&json.RawMessage{})
+	})
+	switch {
+	case err != nil:
+		return commitSummary{}, fmt.Errorf("decode: %w", err)
+	case found && co.Totals != nil:
+		return co.summary(), nil
+	}
+	co = summaryObj{}
+	if err := json.Unmarshal(obj, &co); err != nil {
+		return commitSummary{}, fmt.Errorf("decode: %w", err)
+	}
+	return co.summary(), nil
+}
+
+// walkObject reads the members of the JSON object that dec is at, calling
+// member for each key with dec at its value; member consumes the value and
+// says whether the walk is over. walkObject reports whether a member ended
+// it.
+func walkObject(dec *json.Decoder, member func(key string) (bool, error)) (bool, error) {
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false, errors.New("not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return false, err
+		}
+		key, _ := t.(string)
+		done, err := member(key)
+		if err != nil || done {
+			return done, err
+		}
+	}
+	_, err := dec.Token()
+	return false, err
 }
 
 // summaryObj is the part of a stored commit that its summary needs; the
@@ -147,19 +215,22 @@ type summaryObj struct {
 		} `json:"tenants"`
 		Problems []struct{} `json:"problems"`
 	} `json:"status"`
+	Totals *schema.CommitTotals `json:"-"` // from status.totals, when decodeSummary stopped there
 }
 
 func (c *summaryObj) summary() commitSummary {
 	s := commitSummary{Name: c.Metadata.Name, Spec: c.Spec, Created: c.Metadata.CreatedAt, Phase: c.Status.Phase,
-		Tenants: len(c.Status.Tenants), Problems: len(c.Status.Problems), Message: c.Status.Message}
-	for _, t := range c.Status.Tenants {
-		s.Plan.Add += t.Plan.Add
-		s.Plan.Change += t.Plan.Change
-		s.Plan.Destroy += t.Plan.Destroy
-		if t.Phase == schema.CommitFailed {
-			s.Failed++
+		Message: c.Status.Message}
+	t := c.Totals
+	if t == nil {
+		st := schema.CommitStatus{Problems: make([]schema.Problem, len(c.Status.Problems))}
+		for _, r := range c.Status.Tenants {
+			st.Tenants = append(st.Tenants, schema.TenantResult{Phase: r.Phase, Plan: r.Plan})
 		}
+		sum := st.Sum()
+		t = &sum
 	}
+	s.Tenants, s.Failed, s.Problems, s.Plan = t.Tenants, t.Failed, t.Problems, t.Plan
 	return s
 }
 

@@ -12,8 +12,10 @@ import (
 // results: Ready (every tenant applied), Reconciling (the commit is being
 // handled, or a tenant of it waits for a retry) and Stalled (it failed,
 // and only a new commit helps). now is the time of any condition whose
-// status changes.
+// status changes. It sets the commit's totals too.
 func Commit(st *schema.CommitStatus, now time.Time) {
+	totals := st.Sum()
+	st.Totals = &totals
 	ready := schema.Condition{Type: schema.ConditionReady}
 	rec := schema.Condition{Type: schema.ConditionReconciling, Status: schema.ConditionFalse}
 	stalled := schema.Condition{Type: schema.ConditionStalled, Status: schema.ConditionFalse}

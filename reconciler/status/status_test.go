@@ -190,3 +190,16 @@ func TestCommitConditions(t *testing.T) {
 		}
 	}
 }
+
+// Every commit write carries its totals, which lists read instead of
+// every tenant's result.
+func TestCommitTotals(t *testing.T) {
+	st := schema.CommitStatus{Phase: schema.CommitPartiallyFailed, Tenants: []schema.TenantResult{
+		{Tenant: "a", Phase: schema.CommitSucceeded, Plan: schema.PlanSummary{Add: 2, Change: 1}},
+		{Tenant: "b", Phase: schema.CommitFailed, Plan: schema.PlanSummary{Destroy: 1}}}}
+	Commit(&st, time.Now())
+	want := schema.CommitTotals{Tenants: 2, Failed: 1, Plan: schema.PlanSummary{Add: 2, Change: 1, Destroy: 1}}
+	if st.Totals == nil || *st.Totals != want {
+		t.Fatalf("totals %+v, want %+v", st.Totals, want)
+	}
+}
