@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,15 +40,20 @@ func benchManyChange(b *testing.B, r *rig) {
 		vars[t] = r.varFile(b, low, t)
 	}
 	var rec, pool, sum time.Duration
+	// The CPU time of the tofu processes (and their providers) of each
+	// side: when it is equal and the wall time is not, the machine's load
+	// made the difference.
+	var recCPU, poolCPU time.Duration
 	var split commitSplit
 	sum0, _, err := r.tofuSeconds()
 	if err != nil {
 		b.Fatal(err)
 	}
 	reconcileTo := func(f Fleet, add, destroy int) {
-		start := time.Now()
+		start, cpu := time.Now(), childCPU()
 		c, err := r.reconcile(f)
 		rec += time.Since(start)
+		recCPU += childCPU() - cpu
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -73,6 +79,8 @@ func benchManyChange(b *testing.B, r *rig) {
 		split.add(c)
 	}
 	runPool := func(tf map[string][]byte) {
+		cpu := childCPU()
+		defer func() { poolCPU += childCPU() - cpu }()
 		d, s, err := r.barePool(tenants, tf, vars)
 		if err != nil {
 			b.Fatal(err)
@@ -116,9 +124,10 @@ func benchManyChange(b *testing.B, r *rig) {
 	b.ReportMetric(float64((perW / ops).Nanoseconds()), "sum/W-ns/op")
 	b.ReportMetric(xPool, "x-pool")
 	b.ReportMetric(xSum, "x-sum/W")
-	b.Logf("%d of %d tenants changed in one commit, %d workers: reconcile %v a commit, bare runs in a pool of %d %v, their sum / %d %v: %.2f× the pool, %.2f× sum/W (target ≤ %.1f× the pool); reconcile %s; tofu in the reconciler %.1fs of %.1fs of tenant runs",
+	b.ReportMetric(recCPU.Seconds()/poolCPU.Seconds(), "x-tofu-cpu")
+	b.Logf("%d of %d tenants changed in one commit, %d workers: reconcile %v a commit, bare runs in a pool of %d %v, their sum / %d %v: %.2f× the pool, %.2f× sum/W (target ≤ %.1f× the pool); reconcile %s; tofu in the reconciler %.1fs of %.1fs of tenant runs; CPU of the tofu processes: reconcile %.1fs, bare %.1fs",
 		n, r.fleet.Tenants, r.workers, (rec / ops).Round(time.Millisecond), r.workers, (pool / ops).Round(time.Millisecond), r.workers, (perW / ops).Round(time.Millisecond),
-		xPool, xSum, manyChangeTarget, split.String(int(ops)), tofu, split.runs.Seconds())
+		xPool, xSum, manyChangeTarget, split.String(int(ops)), tofu, split.runs.Seconds(), recCPU.Seconds(), poolCPU.Seconds())
 	if xPool > manyChangeTarget {
 		b.Errorf("%d changed tenants take %.2f× their bare tofu runs in a pool of %d, want ≤ %.1f×", n, xPool, r.workers, manyChangeTarget)
 	}
@@ -193,4 +202,12 @@ func (r *rig) barePool(tenants []string, tf map[string][]byte, vars map[string]s
 		return 0, 0, fmt.Errorf("%d of %d bare runs failed, the first: %w", len(errs), len(tenants), errs[0])
 	}
 	return wall, sum, nil
+}
+
+// childCPU is the user and system CPU time of the child processes that
+// have ended and been waited for: tofu and, through it, its providers.
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

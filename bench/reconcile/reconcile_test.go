@@ -161,6 +161,7 @@ func benchOneChange(b *testing.B, r *rig) {
 	var highTF []byte
 
 	var recTimes, bareTimes []time.Duration
+	var recCPU, bareCPU time.Duration // of the tofu processes, see childCPU
 	// phases splits each reconcile by the Commit's own timings: loading
 	// and validating the fleet, waiting in the queue until the changed
 	// tenant starts, the changed tenant's run, and the rest of the fleet
@@ -171,10 +172,11 @@ func benchOneChange(b *testing.B, r *rig) {
 		b.Fatal(err)
 	}
 	reconcileTo := func(f Fleet, add, destroy int) {
-		before := r.runs()
+		before, cpu := r.runs(), childCPU()
 		start := time.Now()
 		c, err := r.reconcile(f)
 		recTimes = append(recTimes, time.Since(start))
+		recCPU += childCPU() - cpu
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -209,6 +211,8 @@ func benchOneChange(b *testing.B, r *rig) {
 		}
 	}
 	bare := func(tf []byte) {
+		cpu := childCPU()
+		defer func() { bareCPU += childCPU() - cpu }()
 		d, err := r.barePlanApply(changeTenant, tf, vars)
 		if err != nil {
 			b.Fatal(err)
@@ -261,6 +265,8 @@ func benchOneChange(b *testing.B, r *rig) {
 	b.ReportMetric(float64(rec.Nanoseconds()), "ns/op")
 	b.ReportMetric(float64(bareMed.Nanoseconds()), "bare-ns/op")
 	b.ReportMetric(ratio, "x-bare")
+	b.ReportMetric(recCPU.Seconds()/bareCPU.Seconds(), "x-tofu-cpu")
+	breakdown += fmt.Sprintf("; CPU of the tofu processes per change: reconcile %.3fs, bare %.3fs", recCPU.Seconds()/n, bareCPU.Seconds()/float64(len(bareTimes)))
 	b.Logf("one changed tenant of %d: reconcile median %v (%d runs), bare tofu plan+apply median %v (%d runs): %.2f× (target ≤ %.1f×); reconcile %s",
 		r.fleet.Tenants, rec.Round(time.Millisecond), len(recTimes), bareMed.Round(time.Millisecond), len(bareTimes), ratio, oneChangeTarget, breakdown)
 	if ratio > oneChangeTarget {
