@@ -130,7 +130,13 @@ func (run *CommitRun) guardDeletions(context.Context) (stepResult, error) {
 		}
 	}
 	sort.Strings(gone)
+	var kept []string // suspended: their removal waits (see suspend.go)
 	for _, name := range gone {
+		if run.r.suspended(name) {
+			run.holdSuspended(name)
+			kept = append(kept, name)
+			continue
+		}
 		if run.applied[name].Annotations[AnnotationDeletionProtection] == "true" {
 			run.holdBack(name, schema.ReasonDeletionProtected, fmt.Sprintf("tenant %s has deletion protection and was not destroyed: restore its manifest with annotation %s: \"false\", let that commit apply, then remove it", name, AnnotationDeletionProtection))
 			continue
@@ -148,6 +154,9 @@ func (run *CommitRun) guardDeletions(context.Context) (stepResult, error) {
 	why := fmt.Sprintf("this commit would destroy %d tenants (%s)", n, strings.Join(run.deletions, ", "))
 	if all {
 		why = fmt.Sprintf("this commit would destroy every tenant (%s)", strings.Join(run.deletions, ", "))
+		if len(kept) > 0 {
+			why = fmt.Sprintf("this commit removes every tenant from git and would destroy %d (%s; suspended, so not destroyed: %s)", n, strings.Join(run.deletions, ", "), strings.Join(kept, ", "))
+		}
 	}
 	run.message = fmt.Sprintf("%s, more than --max-deletions=%d allows: nothing was destroyed; add the trailer \"%s: %d\" to the commit message to allow it", why, r.opts.MaxDeletions, TrailerAllowDeletions, n)
 	for _, name := range run.deletions {

@@ -45,6 +45,7 @@ func (t *tenantRun) talosDesired() talos.Desired {
 		Tenant: t.name, Bundle: t.bundle, Machines: t.r.talosMachines(t.machines),
 		Groups:      map[string]talos.GroupTarget{},
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
+		Suspended:   func() bool { return t.r.suspended(t.name) },
 	}
 	for _, ng := range td.NodeGroups {
 		d.Groups[ng.Metadata.Name] = talos.GroupTarget{
@@ -116,6 +117,9 @@ func (t *tenantRun) bootstrap(ctx context.Context) (stepResult, error) {
 		return stepNext, nil
 	}
 	d := t.talosDesired()
+	if d.Suspended() {
+		return stepDone, nil // suspended meanwhile: the run that resumes it bootstraps
+	}
 	_, err := pl.Bootstrap(ctx, t.name, t.bundle, d.Machines)
 	return stepNext, talosError(err)
 }
@@ -136,9 +140,10 @@ func (t *tenantRun) rollout(ctx context.Context) (stepResult, error) {
 func talosError(err error) error {
 	var stopped *talos.StoppedError
 	var waiting *talos.WaitingError
+	var suspended *talos.SuspendedError
 	switch {
-	case err == nil:
-		return nil
+	case err == nil || errors.As(err, &suspended):
+		return nil // a suspended tenant's rollout resumes when it is resumed
 	case errors.As(err, &stopped):
 		return stall(schema.ReasonRolloutFailed, err)
 	case errors.As(err, &waiting):

@@ -50,6 +50,10 @@ func (r *Reconciler) hurry(tenant string) api.ReconcileTenant {
 		r.log.Info("pending run moved to now on request", "tenant", tenant)
 		return api.ReconcileTenant{Tenant: tenant, Action: api.ReconcileQueued, Message: "the pending run starts now"}
 	}
+	if r.suspended(tenant) {
+		return api.ReconcileTenant{Tenant: tenant, Action: api.ReconcileUpToDate,
+			Message: "the tenant is suspended (" + schema.AnnotationSuspend + "); nothing runs for it until a commit resumes it"}
+	}
 	var tn *schema.Tenant
 	_ = r.store.View(func(tx *backend.Tx) (err error) {
 		tn, err = getJSON[schema.Tenant](tx, schema.KindTenant, tenant)

@@ -57,12 +57,14 @@ func runSteps[T any](ctx context.Context, run T, steps []step[T]) (string, error
 }
 
 // revisionSteps handle one revision as a whole (see commit.go): record
-// that it was seen, load and validate it, hold back deletions it may not
-// make, order its tenants and queue a run for each.
+// that it was seen, load and validate it, note which tenants it suspends
+// (suspend.go), hold back deletions it may not make, order its tenants
+// and queue a run for each.
 var revisionSteps = []step[*CommitRun]{
 	{"RecordObserved", (*CommitRun).recordObserved},
 	{"VerifySignature", (*CommitRun).verifySignature},
 	{"Validate", (*CommitRun).validate},
+	{"NoteSuspended", (*CommitRun).noteSuspended},
 	{"GuardDeletions", (*CommitRun).guardDeletions},
 	{"Order", (*CommitRun).order},
 	{"Enqueue", (*CommitRun).enqueue},
@@ -72,6 +74,7 @@ var revisionSteps = []step[*CommitRun]{
 // tenant.go).
 var applySteps = []step[*tenantRun]{
 	{"Prepare", (*tenantRun).prepare},
+	{"Suspend", (*tenantRun).suspend},
 	{"QuickCheck", (*tenantRun).quickCheck},
 	{"Settle", (*tenantRun).settle},
 	{"Secrets", (*tenantRun).secrets},
@@ -91,6 +94,7 @@ var applySteps = []step[*tenantRun]{
 // destroySteps remove a tenant that left git (see tenant.go).
 var destroySteps = []step[*tenantRun]{
 	{"Prepare", (*tenantRun).prepare},
+	{"Suspend", (*tenantRun).suspend},
 	{"MarkDeleting", (*tenantRun).markDeleting},
 	{"Settle", (*tenantRun).settle},
 	{"PushErroredState", (*tenantRun).pushErrored},

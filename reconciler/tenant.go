@@ -337,7 +337,7 @@ func (t *tenantRun) conclude(err error) {
 		result = "unchanged"
 	}
 	r.opts.Metrics.Reconciled(result, res.FinishedAt.Sub(res.StartedAt).Seconds())
-	if res.Phase == schema.CommitSucceeded {
+	if res.Phase == schema.CommitSucceeded && res.Reason != schema.ReasonSuspended {
 		rev := ""
 		if t.desired != nil {
 			rev = t.job.run.snap.Revision

@@ -110,6 +110,9 @@ const (
 	ReasonProgressing = "Progressing"
 	// ReasonMachinesNotReady: applied, but not every machine is ready yet.
 	ReasonMachinesNotReady = "MachinesNotReady"
+	// ReasonSuspended: the tenant's suspend annotation holds back every
+	// change (the Suspended condition).
+	ReasonSuspended = "Suspended"
 	// ReasonRetryScheduled: a run failed for a passing reason and runs
 	// again by itself (see RetryStatus).
 	ReasonRetryScheduled = "RetryScheduled"

@@ -80,6 +80,9 @@ type TenantStatus struct {
 	Message string `json:"message,omitempty"`
 	// Retry is set while a failed run waits to run again by itself.
 	Retry *RetryStatus `json:"retry,omitempty"`
+	// Pending is set while the tenant is suspended (AnnotationSuspend):
+	// what the held-back commits would change.
+	Pending *PendingChanges `json:"pending,omitempty"`
 	// Conditions are Ready, Reconciling and Stalled (see the Condition*
 	// constants); Ready follows the machines, the other two the runs.
 	Conditions Conditions `json:"conditions,omitempty"`

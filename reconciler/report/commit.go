@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,23 +81,16 @@ func commitState(c *schema.Commit) (State, string) {
 		}
 		return StateRunning, "applying" + ofTenants(len(tenants))
 	case schema.CommitSucceeded:
-		var sum schema.PlanSummary
-		for _, res := range tenants {
-			sum.Add += res.Plan.Add
-			sum.Change += res.Plan.Change
-			sum.Destroy += res.Plan.Destroy
+		active := slices.DeleteFunc(slices.Clone(tenants), suspendedResult)
+		switch n := len(tenants) - len(active); {
+		case n == 0:
+			return succeededState(tenants, preview)
+		case len(active) == 0:
+			return StateSuccess, plural(n, "tenant") + " suspended: the changes wait"
+		default:
+			state, desc := succeededState(active, preview)
+			return state, desc + "; " + plural(n, "tenant") + " suspended"
 		}
-		switch {
-		case len(tenants) == 0:
-			return StateSuccess, "no tenants"
-		case preview && sum == (schema.PlanSummary{}):
-			return StateSuccess, "no changes in " + plural(len(tenants), "tenant")
-		case preview:
-			return StateSuccess, wouldChange(sum) + " in " + plural(len(tenants), "tenant")
-		case sum == (schema.PlanSummary{}):
-			return StateSuccess, plural(len(tenants), "tenant") + " up to date"
-		}
-		return StateSuccess, "applied " + plural(len(tenants), "tenant") + ": " + sum.String()
 	case schema.CommitFailed, schema.CommitPartiallyFailed:
 		verb := "failed"
 		if preview {
@@ -123,6 +117,31 @@ func commitState(c *schema.Commit) (State, string) {
 	return StatePending, "queued"
 }
 
+// succeededState describes a commit whose tenants all succeeded.
+func succeededState(tenants []schema.TenantResult, preview bool) (State, string) {
+	var sum schema.PlanSummary
+	for _, res := range tenants {
+		sum.Add += res.Plan.Add
+		sum.Change += res.Plan.Change
+		sum.Destroy += res.Plan.Destroy
+	}
+	switch {
+	case len(tenants) == 0:
+		return StateSuccess, "no tenants"
+	case preview && sum == (schema.PlanSummary{}):
+		return StateSuccess, "no changes in " + plural(len(tenants), "tenant")
+	case preview:
+		return StateSuccess, wouldChange(sum) + " in " + plural(len(tenants), "tenant")
+	case sum == (schema.PlanSummary{}):
+		return StateSuccess, plural(len(tenants), "tenant") + " up to date"
+	}
+	return StateSuccess, "applied " + plural(len(tenants), "tenant") + ": " + sum.String()
+}
+
+// suspendedResult reports whether a result is a suspended tenant's, whose
+// changes wait (see the Suspended condition).
+func suspendedResult(res schema.TenantResult) bool { return res.Reason == schema.ReasonSuspended }
+
 // tenantState is the state and description of one tenant's result.
 func tenantState(res schema.TenantResult, preview bool) (State, string) {
 	switch res.Phase {
@@ -135,6 +154,8 @@ func tenantState(res schema.TenantResult, preview bool) (State, string) {
 		return StateRunning, "applying"
 	case schema.CommitSucceeded:
 		switch {
+		case res.Reason == schema.ReasonSuspended:
+			return StateSuccess, "suspended: the changes wait until it is resumed"
 		case res.Plan == (schema.PlanSummary{}):
 			return StateSuccess, "no changes"
 		case preview:

@@ -77,6 +77,12 @@ func TestStatusesFor(t *testing.T) {
 			st("rezuscloud/eu", StateSuccess, "1 tenant up to date"),
 			st("rezuscloud/eu/dev", StateSuccess, "no changes"),
 		}},
+		{"succeeded, one suspended", commitAt(schema.CommitSucceeded, false, ok("dev", 1, 0, 0),
+			schema.TenantResult{Tenant: "prod", Phase: schema.CommitSucceeded, Reason: schema.ReasonSuspended}), []Status{
+			st("rezuscloud/eu", StateSuccess, "applied 1 tenant: +1 ~0 -0; 1 tenant suspended"),
+			st("rezuscloud/eu/dev", StateSuccess, "applied: +1 ~0 -0"),
+			st("rezuscloud/eu/prod", StateSuccess, "suspended: the changes wait until it is resumed"),
+		}},
 		{"succeeded, no tenants", commitAt(schema.CommitSucceeded, false), []Status{
 			st("rezuscloud/eu", StateSuccess, "no tenants"),
 		}},

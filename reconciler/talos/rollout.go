@@ -27,6 +27,9 @@ type Desired struct {
 	Groups map[string]GroupTarget
 	// RestartedAt is the Tenant's rezuscloud.io/restartedAt annotation.
 	RestartedAt string
+	// Suspended, when set, is asked before each machine's operation: true
+	// stops the rollout there, between machines, with a *SuspendedError.
+	Suspended func() bool
 }
 
 // GroupTarget is what the machines of one node group should run.
@@ -271,7 +274,9 @@ func (pl *Plane) plan(rec *RolloutRecord, d Desired, obs map[string]Observation)
 // old version, fails the rollout: an upgraded machine is rolled back, the
 // rollout stops there with a *StoppedError, and stays stopped until d
 // changes. Gates that do not open within Options.Wait give a
-// *WaitingError. The call must follow Bootstrap: a rollout needs etcd.
+// *WaitingError, and a tenant suspended meanwhile (Desired.Suspended) a
+// *SuspendedError before the next machine. The call must follow
+// Bootstrap: a rollout needs etcd.
 func (pl *Plane) Roll(ctx context.Context, d Desired) error {
 	rec, err := pl.prepare(d)
 	if err != nil {
@@ -296,6 +301,10 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) error {
 			return pl.complete(d, rec)
 		}
 		next := todo[0]
+		if d.suspended() {
+			pl.report(rec, nil)
+			return &SuspendedError{Tenant: d.Tenant, Done: len(rec.Finished), Of: len(rec.Touched)}
+		}
 		if err := pl.gate(ctx, d, next.m); err != nil {
 			pl.report(rec, nil)
 			return err

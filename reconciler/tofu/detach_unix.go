@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -36,6 +38,13 @@ const runOutput = ".rezuscloud-tofu.out"
 // InterruptDelay before it is killed. The output goes to the session's
 // tail when tofu exits, and the file is removed.
 func (s *session) applyDetached(ctx context.Context, plan string) error {
+	return s.detached(ctx, []string{"apply", "-no-color", "-auto-approve", "-input=false", plan}, nil)
+}
+
+// detached runs tofu with args as applyDetached describes. talk, when
+// set, runs while tofu does, with tofu's stdin and its output file; tofu
+// ends the run when it exits, and so does an error from talk.
+func (s *session) detached(ctx context.Context, args []string, talk func(stdin io.WriteCloser, out *os.File, exited <-chan struct{}) error) error {
 	path := filepath.Join(s.dir, runOutput)
 	_ = os.Remove(path)
 	out, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -49,23 +58,114 @@ func (s *session) applyDetached(ctx context.Context, plan string) error {
 	if err := flock(out, syscall.LOCK_EX); err != nil {
 		return fmt.Errorf("apply output: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, s.r.opts.Binary, "apply", "-no-color", "-auto-approve", "-input=false", plan)
+	cmd := exec.CommandContext(ctx, s.r.opts.Binary, args...)
 	cmd.Dir = s.dir
 	cmd.Env = s.environ()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = s.r.opts.InterruptDelay
-	runErr := cmd.Run()
+	var stdin io.WriteCloser
+	if talk != nil {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			return fmt.Errorf("tofu stdin: %w", err)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	var runErr error
+	go func() {
+		runErr = cmd.Wait()
+		close(exited)
+	}()
+	var talkErr error
+	if talk != nil {
+		talkErr = talk(stdin, out, exited)
+		stdin.Close() // an answer never given is an EOF, which tofu takes as no
+	}
+	<-exited
 	tail, err := readTail(out, int64(s.out.max))
 	if err != nil {
 		return fmt.Errorf("apply output: %w", err)
 	}
 	_, _ = s.out.Write(tail)
-	if runErr != nil {
+	switch {
+	case talkErr != nil:
+		return talkErr
+	case runErr != nil:
 		return fmt.Errorf("%w\n%s", runErr, errorLines(tail))
 	}
 	return nil
+}
+
+// approvalRE matches the end of tofu's output while it waits for the
+// approval of its plan: the question starts a line of its own, which no
+// value in a plan's output does (values are indented).
+var approvalRE = regexp.MustCompile(`\n(Do you want to perform these actions\?|Do you really want to destroy all resources\?)\n(  [^\n]*\n)+\n  Enter a value: $`)
+
+// otherQuestionRE matches the end of tofu's output while it asks for
+// something else, such as a variable without a value: a line of its own
+// (var.NAME), its description indented, then the prompt.
+var otherQuestionRE = regexp.MustCompile(`(^|\n)[^ \n][^\n]*\n(  [^\n]*\n)*  Enter a value: $`)
+
+// askedFor is what tofu waits for at the end of its output so far.
+type askedFor int
+
+const (
+	askedNothing askedFor = iota
+	askedApproval
+	askedOther // a question the server has no answer to
+)
+
+// asked says what tofu waits for when its output ends with tail.
+func asked(tail []byte) askedFor {
+	switch {
+	case approvalRE.Match(tail):
+		return askedApproval
+	case otherQuestionRE.Match(tail):
+		return askedOther
+	}
+	return askedNothing
+}
+
+// promptPoll is how often the output of a tofu that plans is read.
+const promptPoll = 5 * time.Millisecond
+
+// awaitApproval copies tofu's output from out to w as tofu writes it,
+// until tofu waits for the approval of its plan (true) or exits (false).
+func awaitApproval(ctx context.Context, out *os.File, w io.Writer, exited <-chan struct{}) (bool, error) {
+	buf := make([]byte, 64<<10)
+	var off int64
+	var tail []byte // the last bytes of the output, where a question is
+	for {
+		n, err := out.ReadAt(buf, off)
+		if n > 0 {
+			_, _ = w.Write(buf[:n])
+			off += int64(n)
+			tail = append(tail, buf[:n]...)
+			tail = tail[max(0, len(tail)-1024):]
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, fmt.Errorf("apply output: %w", err)
+		}
+		switch asked(tail) {
+		case askedApproval:
+			return true, nil
+		case askedOther:
+			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
+			return false, errors.New("tofu asked for input it has no answer to: " + strings.TrimSpace(strings.Join(lines[max(0, len(lines)-2):], " ")))
+		}
+		select {
+		case <-exited:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(promptPoll):
+		}
+	}
 }
 
 // environ returns the session's environment for exec, in a fixed order,

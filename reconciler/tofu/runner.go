@@ -1,6 +1,6 @@
 // Package tofu runs the tofu binary for the reconciler: one session of
 // commands at a time per work directory (init when its inputs changed,
-// plan, apply of that plan, show), with the credentials of the state
+// an apply that plans and waits for the server's approval, show), with the credentials of the state
 // backend in the environment only, secrets redacted from its output, and
 // an apply that outlives a dying server to save its state (see
 // applyDetached). It owns the files a run keeps in a work directory, and
@@ -109,10 +109,10 @@ type Result struct {
 // Files a run keeps in its work directory only while it lasts.
 const (
 	// VarFile holds the values of the workspace's sensitive variables
-	// while tofu plans; apply takes them from the plan.
+	// while tofu plans; tofu reads them before it plans.
 	VarFile = "rezuscloud.tfvars.json"
-	// PlanFile is the plan that apply applies (encrypted when state
-	// encryption is on).
+	// PlanFile is the plan that a rewrite of the state applies
+	// (encrypted when state encryption is on).
 	PlanFile = "rezuscloud.tfplan"
 	// ErroredState is where tofu saves the state of an apply whose final
 	// write to the backend failed.
@@ -351,16 +351,84 @@ func oneLine(msg string) string {
 // snippetRE matches the lines of a diagnostic's source snippet.
 var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 
-// planApply plans into a plan file and applies exactly that plan when it
-// has changes. The variables exist on disk only while tofu plans: the
-// plan carries them to apply.
+// planApply plans and applies what the plan changes, in one tofu process
+// (applyApproving). A check, when set, sees the resources the plan
+// destroys or replaces before anything is applied; an error from it stops
+// the run there.
 //
 // With force it applies a plan without changes too, which rewrites the
 // state: that is how state written before encryption was turned on gets
-// encrypted.
-// A check, when set, sees the resources the plan destroys or replaces
-// before anything is applied; an error from it stops the run there.
+// encrypted. That takes a plan file and a second process (planThenApply).
 func (s *session) planApply(ctx context.Context, vars []byte, destroy, force bool, check Check) (schema.PlanSummary, error) {
+	if force {
+		return s.planThenApply(ctx, vars, destroy, force, check)
+	}
+	return s.applyApproving(ctx, vars, destroy, check)
+}
+
+// applyApproving runs `tofu apply` without -auto-approve, so that tofu
+// plans, prints the plan and waits on its stdin for approval. The server
+// reads the plan from tofu's output as tofu writes it; once tofu waits, it
+// removes the var file (tofu read the variables before it planned), runs
+// the check on the resources the plan destroys or replaces, and answers
+// "yes" or "no". One process saves a second start of tofu and its
+// providers, and tofu applies exactly the plan the check saw. tofu runs
+// detached (see applyDetached), so an approved apply outlives the server;
+// a server that dies before it answers leaves tofu an EOF, which tofu
+// takes as no. A plan without changes asks nothing; tofu then writes the
+// refreshed state, as a bare `tofu apply` does, and the serial moves.
+func (s *session) applyApproving(ctx context.Context, vars []byte, destroy bool, check Check) (schema.PlanSummary, error) {
+	varPath, removeVars, err := s.withVars(vars)
+	if err != nil {
+		return schema.PlanSummary{}, err
+	}
+	defer removeVars()
+	args := []string{"apply", "-no-color", "-input=true", "-lock=true", "-lock-timeout=0s"}
+	if destroy {
+		args = append(args, "-destroy")
+	}
+	if varPath != "" {
+		args = append(args, "-var-file="+varPath)
+	}
+	line := &planLine{}
+	var sum schema.PlanSummary
+	var refused error
+	approved := false
+	err = s.cmd("apply", func() error {
+		return s.detached(ctx, args, func(stdin io.WriteCloser, out *os.File, exited <-chan struct{}) error {
+			waiting, err := awaitApproval(ctx, out, line, exited)
+			if err != nil || !waiting {
+				return err
+			}
+			removeVars()
+			sum, _ = line.summary()
+			answer := "yes\n"
+			if check != nil {
+				if refused = check(line.goneResources()); refused != nil {
+					answer = "no\n"
+				}
+			}
+			_, err = io.WriteString(stdin, answer)
+			approved = err == nil && refused == nil
+			return err
+		})
+	})
+	switch {
+	case refused != nil:
+		return sum, refused
+	case err != nil && !approved:
+		// Nothing was applied: tofu failed while it planned.
+		return sum, fmt.Errorf("tofu plan: %w", s.redact(err))
+	case err != nil:
+		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
+	}
+	return sum, nil
+}
+
+// planThenApply plans into a plan file and applies exactly that plan when
+// it has changes (or, with force, always). The variables exist on disk
+// only while tofu plans: the plan carries them to apply.
+func (s *session) planThenApply(ctx context.Context, vars []byte, destroy, force bool, check Check) (schema.PlanSummary, error) {
 	planPath := filepath.Join(s.dir, PlanFile)
 	defer os.Remove(planPath)
 	varPath, removeVars, err := s.withVars(vars)
