@@ -46,6 +46,7 @@ func (t *tenantRun) talosDesired() talos.Desired {
 		Groups:      map[string]talos.GroupTarget{},
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
 		Suspended:   func() bool { return t.r.suspended(t.name) },
+		Windows:     t.win.set, KubernetesVersion: td.Tenant.Spec.KubernetesVersion,
 	}
 	for _, ng := range td.NodeGroups {
 		d.Groups[ng.Metadata.Name] = talos.GroupTarget{
@@ -144,6 +145,8 @@ func talosError(err error) error {
 	switch {
 	case err == nil || errors.As(err, &suspended):
 		return nil // a suspended tenant's rollout resumes when it is resumed
+	case windowErrorOf(err) != err:
+		return windowErrorOf(err)
 	case errors.As(err, &stopped):
 		return stall(schema.ReasonRolloutFailed, err)
 	case errors.As(err, &waiting):

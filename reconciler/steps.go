@@ -75,6 +75,7 @@ var revisionSteps = []step[*CommitRun]{
 var applySteps = []step[*tenantRun]{
 	{"Prepare", (*tenantRun).prepare},
 	{"Suspend", (*tenantRun).suspend},
+	{"MaintenanceWindow", (*tenantRun).maintenanceWindow},
 	{"QuickCheck", (*tenantRun).quickCheck},
 	{"Settle", (*tenantRun).settle},
 	{"Secrets", (*tenantRun).secrets},
@@ -95,6 +96,7 @@ var applySteps = []step[*tenantRun]{
 var destroySteps = []step[*tenantRun]{
 	{"Prepare", (*tenantRun).prepare},
 	{"Suspend", (*tenantRun).suspend},
+	{"MaintenanceWindow", (*tenantRun).maintenanceWindow},
 	{"MarkDeleting", (*tenantRun).markDeleting},
 	{"Settle", (*tenantRun).settle},
 	{"PushErroredState", (*tenantRun).pushErrored},

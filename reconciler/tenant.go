@@ -77,6 +77,7 @@ type tenantRun struct {
 
 	out      *tofu.Result
 	machines []*schema.Machine
+	win      windowState // what the MaintenanceWindow step found (window.go)
 }
 
 // prepare reads what was last applied to the tenant and works out whether
@@ -231,7 +232,7 @@ func (t *tenantRun) pushErrored(ctx context.Context) (stepResult, error) {
 
 // apply runs tofu: plan, and apply the plan when it changes anything.
 func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
-	check := replaceCheck(t.desired, t.job.run.snap.Trailers)
+	check := t.windowCheck(replaceCheck(t.desired, t.job.run.snap.Trailers))
 	apply := func(ctx context.Context, dir string, initInputs, vars []byte, creds tofu.Creds) (*tofu.Result, error) {
 		return t.r.runner.ApplyChecked(ctx, dir, initInputs, vars, creds, check)
 	}
@@ -324,6 +325,7 @@ func (t *tenantRun) conclude(err error) {
 	if t.revoke != nil {
 		t.revoke()
 	}
+	err = t.waitForWindow(err)
 	res.FinishedAt = r.opts.Now()
 	res.Phase = schema.CommitSucceeded
 	if err != nil {

@@ -27,6 +27,7 @@ func checkDocument(d *document, obj map[string]any, checkPatch func(string) stri
 		}
 		problems = append(problems, checkNetworks(d, obj)...)
 		problems = append(problems, checkSuspend(d, obj)...)
+		problems = append(problems, checkMaintenanceWindows(d, obj)...)
 	}
 	if d.kind != KindConfigPatch {
 		problems = append(problems, checkPatchNames(d, obj)...)

@@ -156,9 +156,13 @@ type TenantResult struct {
 	// Stalled says that the failure needs a new commit: the tenant is not
 	// retried.
 	Stalled bool `json:"stalled,omitempty"`
-	// NextAttemptAt is when a failed tenant runs again by itself; zero
+	// NextAttemptAt is when a failed tenant runs again by itself, or one
+	// whose work waits for a maintenance window (see Waiting); zero
 	// when it does not (it is stalled, or a newer revision took over).
 	NextAttemptAt time.Time `json:"nextAttemptAt,omitzero"`
+	// Waiting says what of the commit waits for a maintenance window of
+	// the tenant; NextAttemptAt is then the window's opening.
+	Waiting string `json:"waiting,omitempty"`
 	// OutputTail is the last lines of tofu's output, for a failure.
 	OutputTail string    `json:"outputTail,omitempty"`
 	StartedAt  time.Time `json:"startedAt,omitzero"`

@@ -152,6 +152,10 @@ const (
 	// ReasonWaitingForMachines: the Talos plane waits for machines or etcd
 	// to be ready (a bootstrap, a rollout's health gates).
 	ReasonWaitingForMachines = "WaitingForMachines"
+	// ReasonWaitingForMaintenanceWindow: disruptive work of the tenant
+	// waits for one of its maintenance windows to open (see
+	// MaintenanceStatus); the rest of the commit is applied.
+	ReasonWaitingForMaintenanceWindow = "WaitingForMaintenanceWindow"
 	// ReasonFailed: a failure of no more specific kind.
 	ReasonFailed = "Failed"
 

@@ -34,6 +34,7 @@ func decodeTenant(obj map[string]any) *Tenant {
 			PodNetwork:           asStrings(spec["podNetwork"]),
 			ServiceNetwork:       asStrings(spec["serviceNetwork"]),
 			ConfigPatches:        decodePatches(spec["configPatches"]),
+			MaintenanceWindows:   decodeWindows(spec["maintenanceWindows"]),
 		},
 	}
 	plugins := asMap(spec["plugins"])

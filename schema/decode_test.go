@@ -45,6 +45,10 @@ func TestDecodeMatchesJSON(t *testing.T) {
 					"csi": map[string]any{"type": "local-path"},
 				},
 				"configPatches": []any{map[string]any{"name": "a", "patch": "machine: {}\n"}},
+				"maintenanceWindows": []any{
+					map[string]any{"schedule": "0 2 * * 6", "duration": "4h", "timeZone": "Europe/Berlin"},
+					map[string]any{"schedule": "@daily", "duration": "1h"},
+				},
 			},
 		},
 		{

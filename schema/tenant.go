@@ -26,6 +26,10 @@ type TenantSpec struct {
 	ServiceNetwork []string     `json:"serviceNetwork,omitempty"`
 	Plugins        Plugins      `json:"plugins,omitzero"`
 	ConfigPatches  []NamedPatch `json:"configPatches,omitempty"`
+	// MaintenanceWindows, when set, are the only times in which disruptive
+	// work (removing or replacing machines, reboots, upgrades) runs; other
+	// work runs at once. Empty: any time.
+	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
 }
 
 // Plugins selects the cluster's network and storage plugins.
@@ -83,6 +87,9 @@ type TenantStatus struct {
 	// Pending is set while the tenant is suspended (AnnotationSuspend):
 	// what the held-back commits would change.
 	Pending *PendingChanges `json:"pending,omitempty"`
+	// Maintenance is set while disruptive work waits for a maintenance
+	// window.
+	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
 	// Conditions are Ready, Reconciling and Stalled (see the Condition*
 	// constants); Ready follows the machines, the other two the runs.
 	Conditions Conditions `json:"conditions,omitempty"`

@@ -238,3 +238,14 @@ func TestOverviewRetrying(t *testing.T) {
 		t.Errorf("staging (failing) at %d, retried at %d, production at %d: want failing, then retrying, then healthy", failing, retried, healthy)
 	}
 }
+
+// TestTenantPageWaitingForWindow: a tenant whose disruptive work waits for
+// a maintenance window says what waits and when the window opens.
+func TestTenantPageWaitingForWindow(t *testing.T) {
+	r := filled(t, rigOptions{})
+	objs := fleet("shop", 1, 1)
+	objs[0].(*schema.Tenant).Status.Maintenance = &schema.MaintenanceStatus{Waiting: "scale-down of workers (2 machines)", NextWindow: testNow.Add(90 * time.Minute)}
+	r.put(objs...)
+	page := body(t, r.do("GET", "/tenants/shop", nil, ""), 200)
+	contains(t, "tenant page", page, "<dt>Waiting</dt>", "for the maintenance window opening", "in 90m", "scale-down of workers (2 machines)")
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
@@ -50,6 +51,7 @@ type reconcilerPart struct {
 	nodes           *talosnode.Host
 	rec             *reconciler.Reconciler
 	previews        *sources.Previews
+	now             func() time.Time // the test clock (testclock.go); nil: the real one
 }
 
 // openReconciler builds the reconciler's part, when there is a source, in
@@ -76,6 +78,12 @@ func (p *reconcilerPart) openDirs() (err error) {
 	p.simDir = p.f.simDir
 	if p.simDir == "" {
 		p.simDir = defaultSimDir(p.dataDir)
+	}
+	if p.now, err = testClock(p.f.getenv); err != nil {
+		return err
+	}
+	if p.now != nil {
+		p.log.Warn("the reconciler and the Talos plane run on a test clock", "env", envTestClock, "now", p.now())
 	}
 	p.audit, err = openAudit(p.dataDir)
 	return err
@@ -152,7 +160,7 @@ func (p *reconcilerPart) openSimCloud() error {
 	prober := talos.NewProber(pool, talos.ProberOptions{TTL: tf.probeTTL, Concurrency: tf.probeConcurrency, Timeout: tf.probeTimeout})
 	p.plane, err = talos.New(talos.Options{
 		Store: p.m.Server.Store(), Pool: pool, Prober: prober, Installer: tf.installer,
-		Timeout: tf.timeout, Wait: tf.wait, Logger: p.log.With("component", "talos"),
+		Timeout: tf.timeout, Wait: tf.wait, Logger: p.log.With("component", "talos"), Now: p.now,
 	})
 	return err
 }
@@ -205,6 +213,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		// Bare-metal machines get their config in maintenance mode from
 		// their provider, and their bootstrap is not yet the plane's.
 		NoTalosAPI: append(p.noTalosAPI, schema.ProviderMetal),
+		Now:        p.now,
 	})
 	if err != nil {
 		return err

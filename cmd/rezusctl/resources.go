@@ -208,7 +208,8 @@ func tenantRow(raw json.RawMessage, wide bool, now time.Time) ([]string, error) 
 
 // tenantStatus is the STATUS column of a tenant: what holds it back, at a
 // glance. A true Suspended, Stalled or Drifted condition comes first,
-// then a pending retry, then work in progress (Reconciling), else the
+// then a pending retry, then work that waits for a maintenance window,
+// then work in progress (Reconciling), else the
 // Ready condition's message.
 func tenantStatus(st schema.TenantStatus, now time.Time) string {
 	cs := st.Conditions
@@ -223,6 +224,10 @@ func tenantStatus(st schema.TenantStatus, now time.Time) string {
 			wait = "in " + d.Round(time.Second).String()
 		}
 		return fmt.Sprintf("Retrying: attempt %d failed (%s), next %s", r.Attempts, r.LastReason, wait)
+	}
+	if m := st.Maintenance; m != nil {
+		return firstLine(fmt.Sprintf("Waiting for window %s (in %s): %s", m.NextWindow.UTC().Format("2006-01-02T15:04Z"),
+			max(m.NextWindow.Sub(now), 0).Round(time.Minute), m.Waiting), 100)
 	}
 	if c := cs.Get(schema.ConditionReconciling); c != nil && c.Status == schema.ConditionTrue {
 		return firstLine("Reconciling: "+cmp.Or(c.Message, c.Reason), 80)

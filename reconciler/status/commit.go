@@ -19,9 +19,12 @@ func Commit(st *schema.CommitStatus, now time.Time) {
 	ready := schema.Condition{Type: schema.ConditionReady}
 	rec := schema.Condition{Type: schema.ConditionReconciling, Status: schema.ConditionFalse}
 	stalled := schema.Condition{Type: schema.ConditionStalled, Status: schema.ConditionFalse}
-	var retrying, stalledTenants, failed []string
+	var retrying, stalledTenants, failed, waiting []string
 	var next time.Time
 	for _, r := range st.Tenants {
+		if r.Waiting != "" {
+			waiting = append(waiting, r.Tenant+": "+r.Waiting)
+		}
 		if r.Phase != schema.CommitFailed {
 			continue
 		}
@@ -64,6 +67,9 @@ func Commit(st *schema.CommitStatus, now time.Time) {
 	if len(retrying) > 0 && rec.Status == schema.ConditionFalse {
 		rec.Status, rec.Reason = schema.ConditionTrue, schema.ReasonRetryScheduled
 		rec.Message = fmt.Sprintf("%s run again by themselves; the next at %s", strings.Join(retrying, ", "), next.UTC().Format(time.RFC3339))
+	}
+	if len(waiting) > 0 && rec.Status == schema.ConditionFalse {
+		rec.Status, rec.Reason, rec.Message = schema.ConditionTrue, schema.ReasonWaitingForMaintenanceWindow, strings.Join(waiting, "; ")
 	}
 	if rec.Reason == "" {
 		rec.Reason = ready.Reason

@@ -22,6 +22,7 @@ type Outcome struct {
 	keepFailure bool
 	failure     string
 	retry       *schema.RetryStatus
+	maintenance *schema.MaintenanceStatus
 }
 
 // Applying: a run applies the tenant's revision rev.
@@ -51,6 +52,13 @@ func Retrying(reason, msg string, retry schema.RetryStatus, gen int64) Outcome {
 		generation: gen, failure: msg, retry: &retry}
 }
 
+// Waiting: the run applied what it could; what waits for the maintenance
+// window that opens at next, and msg says so in a sentence.
+func Waiting(what, msg string, next time.Time, gen int64) Outcome {
+	return Outcome{reconciling: schema.ConditionTrue, stalled: schema.ConditionFalse, reason: schema.ReasonWaitingForMaintenanceWindow,
+		message: msg, generation: gen, maintenance: &schema.MaintenanceStatus{Waiting: what, NextWindow: next}}
+}
+
 // Stalled: the run failed for reason, saying msg, and only a new commit
 // can help.
 func Stalled(reason, msg string, gen int64) Outcome {
@@ -76,6 +84,6 @@ func (o Outcome) Record(st *schema.TenantStatus, now time.Time) {
 	st.Conditions = st.Conditions.Set(schema.Condition{Type: schema.ConditionStalled, Status: o.stalled,
 		Reason: o.reason, Message: stalledMsg, ObservedGeneration: o.generation}, now)
 	if !o.keepFailure {
-		st.Message, st.Retry = o.failure, o.retry
+		st.Message, st.Retry, st.Maintenance = o.failure, o.retry, o.maintenance
 	}
 }

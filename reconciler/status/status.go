@@ -125,7 +125,7 @@ func tenantReady(st schema.TenantStatus, gen int64) schema.Condition {
 	switch stalled := st.Conditions.Get(schema.ConditionStalled); {
 	case stalled != nil && stalled.Status == schema.ConditionTrue:
 		c.Status, c.Reason, c.Message = schema.ConditionFalse, stalled.Reason, stalled.Message
-	case rec != nil && rec.Status == schema.ConditionTrue && rec.Reason != schema.ReasonRetryScheduled:
+	case rec != nil && rec.Status == schema.ConditionTrue && rec.Reason != schema.ReasonRetryScheduled && rec.Reason != schema.ReasonWaitingForMaintenanceWindow:
 		c.Status, c.Reason, c.Message = schema.ConditionUnknown, schema.ReasonProgressing, rec.Message
 	case st.Retry != nil:
 		c.Status, c.Reason, c.Message = schema.ConditionFalse, st.Retry.LastReason, st.Message

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/window"
 )
 
 // Operations a rollout makes on a machine.
@@ -30,6 +32,11 @@ type Desired struct {
 	// Suspended, when set, is asked before each machine's operation: true
 	// stops the rollout there, between machines, with a *SuspendedError.
 	Suspended func() bool
+	// KubernetesVersion is the tenant's Kubernetes version.
+	KubernetesVersion string
+	// Windows are the tenant's maintenance windows: while none is open,
+	// no disruptive operation starts (see window.go). Empty: any time.
+	Windows window.Set
 }
 
 // GroupTarget is what the machines of one node group should run.
@@ -63,6 +70,10 @@ type RolloutRecord struct {
 	// rebooted for the values now pending, with the value each got.
 	Restarts  RestartValues     `json:"restarts"`
 	Restarted map[string]string `json:"restarted,omitempty"`
+	// KubernetesVersion is the Kubernetes version of the last completed
+	// rollout (or of the machines when the plane first saw the tenant):
+	// a rollout to another one restarts Kubernetes on every machine.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// Touched are the machines this generation had to change, Finished
 	// those it has changed: machine len(Finished)+1 of len(Touched) is
 	// the one being worked on.
@@ -186,7 +197,7 @@ func (pl *Plane) prepare(d Desired) (*RolloutRecord, error) {
 	if !found {
 		// Machines that exist when the plane first sees a tenant booted
 		// after its restart annotations were set: nothing to restart.
-		rec = &RolloutRecord{Tenant: d.Tenant, Restarts: currentRestarts(d)}
+		rec = &RolloutRecord{Tenant: d.Tenant, Restarts: currentRestarts(d), KubernetesVersion: d.KubernetesVersion}
 	}
 	gen := generation(groups, d.RestartedAt)
 	if rec.Generation != gen || !found {
@@ -305,6 +316,10 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) error {
 			pl.report(rec, nil)
 			return &SuspendedError{Tenant: d.Tenant, Done: len(rec.Finished), Of: len(rec.Touched)}
 		}
+		if err := pl.windowClosed(ctx, d, rec, todo); err != nil {
+			pl.report(rec, nil)
+			return err
+		}
 		if err := pl.gate(ctx, d, next.m); err != nil {
 			pl.report(rec, nil)
 			return err
@@ -351,6 +366,7 @@ func (pl *Plane) track(rec *RolloutRecord, todo []work) {
 // complete records a finished rollout: the pending restarts are handled.
 func (pl *Plane) complete(d Desired, rec *RolloutRecord) error {
 	rec.Restarts, rec.Restarted, rec.Completed = currentRestarts(d), nil, true
+	rec.KubernetesVersion = d.KubernetesVersion
 	rec.UpdatedAt = pl.opts.Now()
 	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
 		return err
