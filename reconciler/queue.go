@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -16,12 +17,15 @@ type Job interface {
 	Superseded(by Job)
 }
 
-// Defaults of the queue and the reconciler (Options.Workers and
-// Options.ShutdownGrace).
-const (
-	DefaultWorkers       = 2
-	DefaultShutdownGrace = 5 * time.Minute
-)
+// DefaultShutdownGrace is the default of Options.ShutdownGrace and
+// QueueOptions.Grace.
+const DefaultShutdownGrace = 5 * time.Minute
+
+// DefaultWorkers is the default of Options.Workers and
+// QueueOptions.Workers: one tenant run per core the process may use
+// (GOMAXPROCS, which follows the CPU limit of a container), since a tofu
+// run keeps about one core busy.
+func DefaultWorkers() int { return max(1, runtime.GOMAXPROCS(0)) }
 
 // QueueOptions configure a Queue.
 type QueueOptions struct {
@@ -63,7 +67,7 @@ type entry struct {
 // NewQueue returns a queue; Start starts its workers.
 func NewQueue(opts QueueOptions) *Queue {
 	if opts.Workers <= 0 {
-		opts.Workers = DefaultWorkers
+		opts.Workers = DefaultWorkers()
 	}
 	if opts.Grace <= 0 {
 		opts.Grace = DefaultShutdownGrace

@@ -2,6 +2,8 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,6 +148,30 @@ func TestQueueParallelAcrossTenantsSerialWithin(t *testing.T) {
 	}
 	if endA1 < 0 || startA2 < endA1 {
 		t.Errorf("events %v: revision 2 of a must start after revision 1 ends", ev)
+	}
+}
+
+// TestQueueDefaultWorkers checks that a queue without Workers runs one key
+// per core the process may use (GOMAXPROCS), and no more.
+func TestQueueDefaultWorkers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	if got := DefaultWorkers(); got != 3 {
+		t.Fatalf("DefaultWorkers() = %d with GOMAXPROCS 3, want 3", got)
+	}
+	log := newEventLog()
+	q := NewQueue(QueueOptions{})
+	q.Start()
+	defer q.Stop()
+	hold := make(chan struct{})
+	defer close(hold)
+	for i := range 5 {
+		key := fmt.Sprintf("t%d", i)
+		q.Enqueue(key, &probeJob{key: key, rev: "1", log: log, hold: hold})
+	}
+	waitFor(t, "three tenants running", func() bool { return q.Running() == 3 })
+	time.Sleep(50 * time.Millisecond)
+	if q.Running() != 3 || q.Depth() != 2 {
+		t.Fatalf("running %d, waiting %d; want 3 running (one per core) and 2 waiting", q.Running(), q.Depth())
 	}
 }
 

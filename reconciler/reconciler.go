@@ -165,7 +165,7 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 		opts.MaxDeletions = DefaultMaxDeletions
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = DefaultWorkers
+		opts.Workers = DefaultWorkers()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -18,18 +18,37 @@ import (
 	"testing/fstest"
 )
 
-// Fleet is a manifests repository of Tenants tenants, each with one
-// control-plane machine and, unless Workers says otherwise, two workers,
-// all on the simulated cloud. Each tenant lives in its own file, so that a
-// change to one tenant changes one file.
+// Fleet is a manifests repository of Tenants tenants, all on the simulated
+// cloud, each with PerTenant machines (default 3): one control plane and
+// the rest workers, or three control planes from 5 machines up (8 is 3 +
+// 5). Workers overrides the worker count of the named tenants. Each tenant
+// lives in its own file, so that a change to one tenant changes one file.
 type Fleet struct {
-	Tenants int
+	Tenants   int
+	PerTenant int
 	// Workers overrides the worker count of the named tenants.
 	Workers map[string]int
 }
 
-// DefaultWorkers is the worker count of a tenant Workers does not name.
-const DefaultWorkers = 2
+// DefaultPerTenant is the machines of a tenant when PerTenant is 0.
+const DefaultPerTenant = 3
+
+// perTenant is the machines each tenant has unless Workers says otherwise.
+func (f Fleet) perTenant() int {
+	if f.PerTenant > 0 {
+		return f.PerTenant
+	}
+	return DefaultPerTenant
+}
+
+// ControlPlanes is the control-plane count of every tenant: 1, or 3 from
+// 5 machines per tenant up.
+func (f Fleet) ControlPlanes() int {
+	if f.perTenant() >= 5 {
+		return 3
+	}
+	return 1
+}
 
 // TenantName is the name of the i-th tenant of a fleet.
 func TenantName(i int) string { return fmt.Sprintf("t%03d", i) }
@@ -42,7 +61,7 @@ func (f Fleet) WorkersOf(tenant string) int {
 	if n, ok := f.Workers[tenant]; ok {
 		return n
 	}
-	return DefaultWorkers
+	return max(0, f.perTenant()-f.ControlPlanes())
 }
 
 // With returns a copy of f whose tenant has n workers.
@@ -52,14 +71,25 @@ func (f Fleet) With(tenant string, n int) Fleet {
 		w[k] = v
 	}
 	w[tenant] = n
-	return Fleet{Tenants: f.Tenants, Workers: w}
+	return Fleet{Tenants: f.Tenants, PerTenant: f.PerTenant, Workers: w}
+}
+
+// WithAll returns a copy of f whose first n tenants have delta more
+// workers than f gives them.
+func (f Fleet) WithAll(n, delta int) Fleet {
+	out := f
+	for i := range min(n, f.Tenants) {
+		name := TenantName(i)
+		out = out.With(name, f.WorkersOf(name)+delta)
+	}
+	return out
 }
 
 // Machines is how many machines the fleet declares.
 func (f Fleet) Machines() int {
 	n := 0
 	for i := range f.Tenants {
-		n += 1 + f.WorkersOf(TenantName(i))
+		n += f.ControlPlanes() + f.WorkersOf(TenantName(i))
 	}
 	return n
 }
@@ -70,7 +100,7 @@ func (f Fleet) Files() map[string][]byte {
 	out["README.md"] = []byte(fmt.Sprintf("# Benchmark fleet\n\n%d tenants on the simulated cloud.\n", f.Tenants))
 	for i := range f.Tenants {
 		name := TenantName(i)
-		out[TenantFile(name)] = tenantManifests(i, name, f.WorkersOf(name))
+		out[TenantFile(name)] = tenantManifests(i, name, f.ControlPlanes(), f.WorkersOf(name))
 	}
 	return out
 }
@@ -109,7 +139,7 @@ func (f Fleet) WriteDir(dir string) error {
 // tenantManifests is one tenant's Tenant and its two node groups. Each
 // tenant gets its own networks so that the manifests differ as real ones
 // would.
-func tenantManifests(i int, name string, workers int) []byte {
+func tenantManifests(i int, name string, controlPlanes, workers int) []byte {
 	return []byte(fmt.Sprintf(`apiVersion: rezuscloud.io/v1
 kind: Tenant
 metadata:
@@ -136,7 +166,7 @@ metadata:
     rezuscloud.io/tenant: %[1]s
     rezuscloud.io/role: controlplane
 spec:
-  count: 1
+  count: %[6]d
   providerClass: sim
   providerConfig:
     shape: small
@@ -153,5 +183,5 @@ spec:
   providerClass: sim
   providerConfig:
     shape: medium
-`, name, 10+i%200, 16+i/256%16, i%256, workers))
+`, name, 10+i%200, 16+i/256%16, i%256, workers, controlPlanes))
 }

@@ -77,7 +77,7 @@ func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
 	b.Helper()
 	dir := b.TempDir()
 	repo := filepath.Join(dir, "repo")
-	fleet := Fleet{Tenants: fleetSize}
+	fleet := baseFleet(fleetSize)
 	if err := fleet.WriteDir(repo); err != nil {
 		b.Fatal(err)
 	}
@@ -105,7 +105,8 @@ func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
 		b.Fatalf("a commit that changes no manifest ran %d tofu processes, want none", same.tofuRuns-first.tofuRuns)
 	}
 
-	changed := fleet.With(changeTenantOf(fleetSize), DefaultWorkers+1)
+	tenant := changeTenantOf(fleetSize)
+	changed := fleet.With(tenant, fleet.WorkersOf(tenant)+1)
 	if err := changed.WriteDir(repo); err != nil {
 		b.Fatal(err)
 	}

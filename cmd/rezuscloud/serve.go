@@ -169,7 +169,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	addCloudFlags(fs, &f.clouds)
 	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud: its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
 	fs.IntVar(&f.maxDeletions, "max-deletions", reconciler.DefaultMaxDeletions, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
-	fs.IntVar(&f.workers, "workers", reconciler.DefaultWorkers, "tenants that run tofu at the same time")
+	fs.IntVar(&f.workers, "workers", reconciler.DefaultWorkers(), "tenants that run tofu at the same time; default: the number of cores (GOMAXPROCS)")
 	fs.DurationVar(&f.debounce, "debounce", 250*time.Millisecond, "how long a tenant stays quiet before its newest revision is applied; bursts of commits coalesce")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", reconciler.DefaultShutdownGrace, "on shutdown, how long running tofu processes may finish before they are interrupted with SIGINT (never SIGKILL)")
 	fs.DurationVar(&f.retryBase, "retry-base", reconciler.DefaultRetryBase, "after a tenant's run fails for a passing reason (a held state lock, a cloud API error), how long until it runs again by itself; each further failure in a row waits twice as long, with jitter")

@@ -195,3 +195,40 @@ func BenchmarkProbeNewConnection(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "probes/s")
 }
+
+// BenchmarkOpenSimDir opens the host on an existing sim dir, such as the
+// one bench/reconcile keeps (REZUSCLOUD_SIM_DIR=DIR/sim), and reports
+// what serving its machines costs the process once they have booted: the
+// Go heap in use, the RSS, goroutines and descriptors. The machines have
+// their tenants' real Talos configs, one per node group. Without
+// REZUSCLOUD_SIM_DIR it is skipped.
+func BenchmarkOpenSimDir(b *testing.B) {
+	dir := os.Getenv("REZUSCLOUD_SIM_DIR")
+	if dir == "" {
+		b.Skip("REZUSCLOUD_SIM_DIR is not set")
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heap0, rss0, g0, fd0 := ms.HeapInuse, rssKiB(), runtime.NumGoroutine(), openFDs()
+	start := time.Now()
+	h, err := Open(Options{Dir: dir, Timings: Timings{Boot: 100 * time.Millisecond}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	opened := time.Since(start)
+	time.Sleep(2 * time.Second) // every node booted
+	for b.Loop() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	n := len(h.Nodes())
+	heap := float64(ms.HeapInuse-heap0) / (1 << 20)
+	b.ReportMetric(float64(n), "nodes")
+	b.ReportMetric(heap, "heap-MiB")
+	b.ReportMetric(heap*1024/float64(max(n, 1)), "heap-KiB/node")
+	b.Logf("%d nodes of %s: opened in %v; heap in use +%.1f MiB, RSS +%d MiB, goroutines %d → %d, fds %d → %d",
+		n, dir, opened.Round(time.Millisecond), heap, (rssKiB()-rss0)/1024, g0, runtime.NumGoroutine(), fd0, openFDs())
+}

@@ -1,0 +1,177 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// idleRSSTarget is issue 16's bound on the server's resident memory with
+// 1,000 tenants × 8 machines, idle, serving their simulated Talos nodes,
+// in MB (10^6 bytes).
+const idleRSSTarget = 300
+
+// idleFor is how long BenchmarkServeIdleRSS watches the idle server:
+// `-args -idle D`, at least a few probe intervals.
+var idleFor = time.Minute
+
+func init() {
+	flag.DurationVar(&idleFor, "idle", idleFor, "how long BenchmarkServeIdleRSS samples the idle server")
+}
+
+// BenchmarkServeIdleRSS measures the resident memory of the real
+// `rezuscloud serve` process, idle, on the fleet kept in -keep DIR by an
+// earlier run of BenchmarkFleet: the server starts on that data dir and
+// sim dir (`--data DIR/data --sim-dir DIR/sim`) with the fleet written to
+// a --dir, serves every machine of the sim dir as a simulated Talos node
+// from its own process, and reconciles the fleet's commit: no tofu, as the
+// fleet is applied, and the Talos plane bootstraps each tenant once. The
+// benchmark waits until the observer has probed every machine and found
+// it connected (a kept fleet's machines have no status before its first
+// server), then samples VmRSS once a second for -idle (default 1m,
+// 4 probe intervals of 15 s). idle-RSS-MB is the highest sample; the log
+// also has the peak (VmHWM) of the whole run, which includes the
+// bootstrap of every tenant.
+func BenchmarkServeIdleRSS(b *testing.B) {
+	if keepDir == "" {
+		b.Skip("needs -keep DIR holding a fleet applied by BenchmarkFleet")
+	}
+	if shared != nil { // the server opens the rig's data dir
+		shared.close()
+		shared = nil
+	}
+	kept, err := os.ReadFile(filepath.Join(keepDir, "fleet.json"))
+	if err != nil {
+		b.Skipf("no applied fleet in %s: %v", keepDir, err)
+	}
+	var k keptFleet
+	if err := json.Unmarshal(kept, &k); err != nil {
+		b.Fatal(err)
+	}
+	fleet := Fleet{Tenants: k.Tenants, PerTenant: k.PerTenant}
+	tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
+	bin := filepath.Join(b.TempDir(), "rezuscloud")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
+	build.Dir = testenv.Root()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
+	}
+	repo := filepath.Join(b.TempDir(), "repo")
+	if err := fleet.WriteDir(repo); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	for range b.N {
+		start := time.Now()
+		srv := startServe(b, ctx, bin, "serve",
+			"--data", filepath.Join(keepDir, "data"), "--sim-dir", filepath.Join(keepDir, "sim"),
+			"--listen", "127.0.0.1:0", "--dir", repo, "--tofu", tofu, "--provider-mirror", mirror,
+			"--debounce", "0", "--log-format", "json")
+		first := srv.waitApplied(b, ctx, "")
+		applied := time.Since(start)
+		if first.machines != fleet.Machines() {
+			b.Fatalf("the server has %d machines, want %d", first.machines, fleet.Machines())
+		}
+		observed := srv.waitObserved(b, ctx, fleet.Machines(), start)
+		idle := sampleRSS(b, srv.cmd.Process.Pid, idleFor)
+		tofuRuns, heap, sys := srv.scrape(b, ctx)
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		peak := procKiB(b, status, "VmHWM") * 1024 / 1e6
+		srv.stop(b)
+		b.ReportMetric(idle.maxMB, "idle-RSS-MB")
+		b.ReportMetric(peak, "peak-RSS-MB")
+		b.ReportMetric(float64(first.tofuRuns), "tofu-runs")
+		b.Logf("rezuscloud serve on %d tenants × %d machines (%d simulated Talos nodes in the server's process): first commit applied in %v (%d tofu processes: %s), every machine observed connected after %v",
+			fleet.Tenants, fleet.perTenant(), fleet.Machines(), applied.Round(time.Millisecond), first.tofuRuns, tofuRuns, observed.Round(time.Millisecond))
+		b.Logf("idle for %v: VmRSS %.1f–%.1f MB (mean %.1f; %.1f MB anonymous at the end), peak of the run (VmHWM) %.1f MB; Go heap in use %.1f MiB of %.1f MiB from the OS; target < %d MB idle",
+			idleFor, idle.minMB, idle.maxMB, idle.meanMB, idle.anonMB, peak, heap, sys, idleRSSTarget)
+		if idle.maxMB >= idleRSSTarget {
+			b.Errorf("idle RSS %.1f MB, want < %d MB", idle.maxMB, idleRSSTarget)
+		}
+	}
+}
+
+// waitObserved waits until every one of want machines has been probed and
+// answered, and returns how long after start that was. The observer writes
+// a machine's status only when its facts change, so a machine's lastSeen
+// stays from its first probe; the machines of a fleet the rig applied
+// have no status before the first server observes them.
+func (p *serveProc) waitObserved(b *testing.B, ctx context.Context, want int, start time.Time) time.Duration {
+	b.Helper()
+	last := -1
+	for {
+		connected := 0
+		var err error
+		for offset := 0; err == nil; offset += 1000 {
+			var page struct {
+				Items []schema.Machine `json:"items"`
+				Total int              `json:"total"`
+			}
+			err = p.getJSON(ctx, fmt.Sprintf("/api/v1/machines?limit=1000&offset=%d", offset), &page)
+			for _, m := range page.Items {
+				if m.Status.Connected {
+					connected++
+				}
+			}
+			if err == nil && offset+1000 >= page.Total {
+				break
+			}
+		}
+		if err == nil && connected >= want {
+			return time.Since(start)
+		}
+		if connected != last {
+			b.Logf("%v: %d of %d machines observed connected", time.Since(start).Round(time.Second), connected, want)
+			last = connected
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("only %d of %d machines were observed connected in time (last error %v)\n%s", connected, want, err, p.tail())
+		case err := <-p.done:
+			p.done <- err
+			b.Fatalf("rezuscloud serve exited: %v\n%s", err, p.tail())
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// rssSamples are VmRSS samples of a process, in MB.
+type rssSamples struct {
+	minMB, maxMB, meanMB, anonMB float64
+}
+
+// sampleRSS reads VmRSS of pid once a second for d.
+func sampleRSS(b *testing.B, pid int, d time.Duration) rssSamples {
+	b.Helper()
+	var s rssSamples
+	n := 0
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		mb := procKiB(b, status, "VmRSS") * 1024 / 1e6
+		if n == 0 || mb < s.minMB {
+			s.minMB = mb
+		}
+		s.maxMB = max(s.maxMB, mb)
+		s.meanMB += mb
+		s.anonMB = procKiB(b, status, "RssAnon") * 1024 / 1e6
+		n++
+	}
+	s.meanMB /= float64(max(n, 1))
+	return s
+}
