@@ -346,9 +346,10 @@ func BenchmarkApplyDuringSweep(b *testing.B) {
 // than the default) and returns how long the commit took to apply.
 func (r *rig) timeScale(b *testing.B, tenant string) time.Duration {
 	b.Helper()
+	def := reconcile.Fleet{PerTenant: r.fleet.PerTenant}.WorkersOf(tenant) // the count no override sets
 	n := r.fleet.WorkersOf(tenant) + 1
-	if n > reconcile.DefaultWorkers+1 {
-		n = reconcile.DefaultWorkers
+	if n > def+1 {
+		n = def
 	}
 	start := time.Now()
 	c, err := r.reconcile(r.fleet.With(tenant, n))
