@@ -88,3 +88,27 @@ func TestUIBrowserLogTail(t *testing.T) {
 	b.checkRequests()
 	b.checkConsole()
 }
+
+// TestUIBrowserLogTailFromANode: the machine page of a simulated Talos
+// node, through the real server binary, shows the node's own log (its
+// boot) and follows it: the heartbeat lines the node logs while followed
+// arrive without a reload.
+func TestUIBrowserLogTailFromANode(t *testing.T) {
+	chromiumPath(t)
+	e := newE2E(t, e2eOptions{args: planeArgs("--sim-timings", planeTimings+",log=200ms")})
+	planeWaitReady(t, e, "production")
+	m := e.srv.tenantMachines("production")[0]
+	b := newBrowser(t, e.srv.url)
+	b.open("/tenants/production/machines/" + m.Metadata.Name)
+	if !b.waitFor(`document.querySelector("pre.log") && document.querySelector("pre.log").textContent.includes("on platform rezussim: machine powered on")`, 20*time.Second) {
+		t.Fatalf("the log section shows %q", eval[string](b, `(document.querySelector("section.logs")||{outerHTML:"none"}).outerHTML`))
+	}
+	const beats = `document.querySelector("pre.log").textContent.split("controller runtime: reconciled").length - 1`
+	first := eval[int](b, beats)
+	if !b.waitFor(beats+` >= `+fmt.Sprint(first+3), 20*time.Second) {
+		t.Fatalf("the followed log got %d heartbeats, want at least %d", eval[int](b, beats), first+3)
+	}
+	b.screenshot("machine-log-node")
+	b.checkRequests()
+	b.checkConsole()
+}
