@@ -41,8 +41,8 @@ func TestChartDefaults(t *testing.T) {
 	if len(pod.InitContainers) != 0 {
 		t.Errorf("init containers %d without cloud credentials, want none", len(pod.InitContainers))
 	}
-	if got := c.Resources.Requests.Memory().String(); got != "640Mi" {
-		t.Errorf("memory request %s, want the measured 640Mi", got)
+	if got := c.Resources.Requests.Memory().String(); got != "768Mi" {
+		t.Errorf("memory request %s, want the measured 768Mi", got)
 	}
 	if got := r.service.Spec.Ports; len(got) != 1 || got[0].Port != 8080 || got[0].TargetPort.StrVal != "http" {
 		t.Errorf("service ports %+v, want 8080 to the http port", got)
