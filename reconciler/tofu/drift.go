@@ -35,8 +35,11 @@ type DriftedResource struct {
 
 // RefreshPlan runs `tofu plan -refresh-only` in the work directory, with
 // the state lock as an apply takes it and vars handled as Apply handles
-// them, and reports the drift it found. It changes no state: the plan it
-// writes is read back (`tofu show`, only when there is drift) and removed.
+// them, and reports the drift it found. It changes no state. The plan's
+// JSON lines say whether anything drifted; only then is it planned again
+// into a plan file, which `tofu show` reads for the changed attributes and
+// which is removed, so that a check without drift costs one plan and
+// writes no plan file.
 func (r *Runner) RefreshPlan(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Drift, error) {
 	s, err := r.open(ctx, dir, creds)
 	if err != nil {
@@ -48,13 +51,12 @@ func (r *Runner) RefreshPlan(ctx context.Context, dir string, initInputs, vars [
 	if err := s.init(ctx, initInputs); err != nil {
 		return res, err
 	}
-	planPath := filepath.Join(s.dir, PlanFile)
-	defer os.Remove(planPath)
 	varPath, removeVars, err := s.withVars(vars)
 	if err != nil {
 		return res, err
 	}
-	opts := []tfexec.PlanOption{tfexec.RefreshOnly(true), tfexec.Out(planPath)}
+	defer removeVars()
+	opts := []tfexec.PlanOption{tfexec.RefreshOnly(true)}
 	if varPath != "" {
 		opts = append(opts, tfexec.VarFile(varPath))
 	}
@@ -63,12 +65,21 @@ func (r *Runner) RefreshPlan(ctx context.Context, dir string, initInputs, vars [
 		_, err = s.tf.PlanJSON(ctx, &stream, opts...)
 		return err
 	})
-	removeVars()
 	if err != nil {
 		return res, fmt.Errorf("tofu plan -refresh-only: %w", s.redact(err))
 	}
 	if !stream.drifted {
 		return res, nil
+	}
+	planPath := filepath.Join(s.dir, PlanFile)
+	defer os.Remove(planPath)
+	err = s.cmd("plan", func() (err error) {
+		_, err = s.tf.Plan(ctx, append(opts, tfexec.Out(planPath))...)
+		return err
+	})
+	removeVars()
+	if err != nil {
+		return res, fmt.Errorf("tofu plan -refresh-only: %w", s.redact(err))
 	}
 	var plan *tfjson.Plan
 	err = s.cmd("show", func() (err error) {
