@@ -155,10 +155,23 @@ func (l *loader) collect(root string) []manifestFile {
 		l.problem(root, "manifest path %q is not a valid path inside the repository (it must be relative, slash-separated, without \"..\")", root)
 		return nil
 	}
-	var names []string
-	sizes := make(map[string]int64)
-	hashes := make(map[string]string)      // content hashes the file system knows
-	cached := make(map[string]*cacheEntry) // files the cache has
+	return l.readFound(l.find(root))
+}
+
+// found is what find saw of the manifest files under a root.
+type found struct {
+	names  []string // sorted
+	sizes  map[string]int64
+	hashes map[string]string      // content hashes the file system knows
+	cached map[string]*cacheEntry // files the cache has
+}
+
+// find walks the tree under root for the manifest files, reporting the
+// entries that cannot be manifests, and looks each up in the cache by the
+// content hash the file system knows.
+func (l *loader) find(root string) *found {
+	f := &found{sizes: map[string]int64{}, hashes: map[string]string{}, cached: map[string]*cacheEntry{}}
+	names, sizes, hashes, cached := &f.names, f.sizes, f.hashes, f.cached
 	walkErr := fs.WalkDir(l.fsys, root, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if name == root {
@@ -199,7 +212,7 @@ func (l *loader) collect(root string) []manifestFile {
 			hashes[name] = h
 			if e := l.cache.get(l.load, name, h); e != nil {
 				cached[name] = e
-				names = append(names, name)
+				*names = append(*names, name)
 				sizes[name] = e.size
 				return nil
 			}
@@ -213,21 +226,26 @@ func (l *loader) collect(root string) []manifestFile {
 			l.problem(name, "is not a regular file but a %s; manifests must be regular files", fileTypeName(info.Mode().Type()))
 			return nil
 		}
-		names = append(names, name)
+		*names = append(*names, name)
 		sizes[name] = info.Size()
 		return nil
 	})
 	if walkErr != nil {
 		l.problem(root, "cannot walk manifest path: %v", walkErr)
 	}
-	slices.Sort(names)
+	slices.Sort(f.names)
+	return f
+}
 
+// readFound reads the files find found, in order, within the size limits
+// of one file and of the tree; a file the cache has is not read again.
+func (l *loader) readFound(f *found) []manifestFile {
 	var (
 		files []manifestFile
 		total int64
 	)
-	for _, name := range names {
-		size := sizes[name]
+	for _, name := range f.names {
+		size := f.sizes[name]
 		if size > l.opts.MaxFileSize {
 			l.problem(name, "file is %d bytes, more than the limit of %d bytes for one manifest file", size, l.opts.MaxFileSize)
 			continue
@@ -237,8 +255,8 @@ func (l *loader) collect(root string) []manifestFile {
 			l.problem(name, "the manifest files add up to more than the limit of %d bytes for the whole tree; this file and the ones after it were not read", l.opts.MaxTreeSize)
 			break
 		}
-		if e := cached[name]; e != nil {
-			files = append(files, manifestFile{name: name, hash: hashes[name], cached: e})
+		if e := f.cached[name]; e != nil {
+			files = append(files, manifestFile{name: name, hash: f.hashes[name], cached: e})
 			continue
 		}
 		data, err := l.read(name)
@@ -248,7 +266,7 @@ func (l *loader) collect(root string) []manifestFile {
 		}
 		// The size a file system reports may be wrong; count what was read.
 		total += int64(len(data)) - size
-		files = append(files, l.lookup(manifestFile{name: name, data: data, hash: hashes[name]}))
+		files = append(files, l.lookup(manifestFile{name: name, data: data, hash: f.hashes[name]}))
 	}
 	return files
 }

@@ -100,6 +100,24 @@ spec:
         net.core.somaxconn: "65535"
 `
 
+// newMetalRepo returns an e2e whose repository holds examples/metal's
+// tenant with nodegroups, not pushed yet, and the tenant's directory in it.
+func newMetalRepo(t *testing.T, nodegroups string) (*e2e, string) {
+	t.Helper()
+	e := &e2e{t: t, daemon: gittest.NewDaemon(t), data: filepath.Join(t.TempDir(), "data")}
+	e.daemon.CreateBare("repo.git")
+	e.repo = e.daemon.URL("repo.git")
+	e.work = gittest.NewWorkdir(t, e.repo)
+	tenant, err := examples.CloudFS.ReadFile("metal/tenant.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := e2eManifests + "/" + metalTenant
+	e.work.Write(dir+"/tenant.yaml", string(tenant))
+	e.work.Write(dir+"/nodegroups.yaml", nodegroups)
+	return e, dir
+}
+
 // TestMetalEndToEnd runs examples/metal's tenant on three bare-metal
 // machines that wait in maintenance mode: each gets its config over the
 // maintenance API (one through its pinned fingerprint) and installs; the
@@ -126,18 +144,7 @@ func TestMetalEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	root := t.TempDir()
-	e := &e2e{t: t, daemon: gittest.NewDaemon(t), data: filepath.Join(root, "data")}
-	e.daemon.CreateBare("repo.git")
-	e.repo = e.daemon.URL("repo.git")
-	e.work = gittest.NewWorkdir(t, e.repo)
-	tenant, err := examples.CloudFS.ReadFile("metal/tenant.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := e2eManifests + "/" + metalTenant
-	e.work.Write(dir+"/tenant.yaml", string(tenant))
-	e.work.Write(dir+"/nodegroups.yaml", metalNodeGroups(addrs, fp, 2))
+	e, dir := newMetalRepo(t, metalNodeGroups(addrs, fp, 2))
 	e.first = e.push("Tenant metal-lab on three machines")
 	e.srv = newE2EServer(t, []string{
 		"--data", e.data, "--repo", e.repo, "--path", e2eManifests,
@@ -338,18 +345,7 @@ func TestMetalMachineInMaintenanceLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
-	e := &e2e{t: t, daemon: gittest.NewDaemon(t), data: filepath.Join(root, "data")}
-	e.daemon.CreateBare("repo.git")
-	e.repo = e.daemon.URL("repo.git")
-	e.work = gittest.NewWorkdir(t, e.repo)
-	tenant, err := examples.CloudFS.ReadFile("metal/tenant.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := e2eManifests + "/" + metalTenant
-	e.work.Write(dir+"/tenant.yaml", string(tenant))
-	e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs, ""))
+	e, dir := newMetalRepo(t, metalPair(addrs, ""))
 	first := e.push("Tenant metal-lab; its worker is still off")
 	e.srv = newE2EServer(t, []string{
 		"--data", e.data, "--repo", e.repo, "--path", e2eManifests,

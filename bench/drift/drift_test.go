@@ -3,7 +3,6 @@ package drift
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -143,65 +142,16 @@ func (r *rig) reconcile(fleet reconcile.Fleet) (*schema.Commit, error) {
 	})
 }
 
-// varFile writes the values of tenant's sensitive variables, which a bare
-// plan reads, as the reconciler renders them from the tenant's secrets in
-// its state, and returns its path.
+// varFile writes the values of tenant's sensitive variables where a bare
+// plan reads them (Fleet.WriteVarFile), with the secrets bundle the
+// reconciler reads from the tenant's state, and returns its path.
 func (r *rig) varFile(b *testing.B, tenant string) string {
 	b.Helper()
-	var bundle string
-	err := r.srv.Store().View(func(tx *backend.Tx) error {
-		var st struct {
-			Resources []struct {
-				Type      string `json:"type"`
-				Instances []struct {
-					Attributes struct {
-						Input struct {
-							Value string `json:"value"`
-						} `json:"input"`
-					} `json:"attributes"`
-				} `json:"instances"`
-			} `json:"resources"`
-		}
-		if err := json.Unmarshal(tx.CurrentState(tenant), &st); err != nil {
-			return err
-		}
-		for _, res := range st.Resources {
-			if res.Type == "terraform_data" && len(res.Instances) == 1 {
-				bundle = res.Instances[0].Attributes.Input.Value
-			}
-		}
-		return nil
-	})
-	if err != nil || bundle == "" {
-		b.Fatalf("secrets of %s: %v", tenant, err)
-	}
-	d, err := schema.Load(r.fleet.MapFS(), ".", nil)
+	path, err := r.fleet.WriteVarFile(tenant, r.rec.TalosBundle(tenant), r.dir)
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("var file of %s: %v", tenant, err)
 	}
-	for _, td := range d.Tenants {
-		if td.Tenant.Metadata.Name != tenant {
-			continue
-		}
-		ws, err := render.Builtin().Render(td, []byte(bundle))
-		if err != nil {
-			b.Fatal(err)
-		}
-		vars, err := ws.VarFile()
-		if err != nil {
-			b.Fatal(err)
-		}
-		path := filepath.Join(r.dir, "vars", tenant+".tfvars.json")
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(path, vars, 0o600); err != nil {
-			b.Fatal(err)
-		}
-		return path
-	}
-	b.Fatalf("no tenant %s", tenant)
-	return ""
+	return path
 }
 
 // barePlan runs `tofu plan -refresh-only` in tenant's work directory with

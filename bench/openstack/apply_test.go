@@ -6,10 +6,8 @@ package openstack
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -152,37 +150,12 @@ func (r *rig) workDir() string { return filepath.Join(r.dir, "data", "work", ten
 // them to its own runs.
 func (r *rig) varFile(b *testing.B) string {
 	b.Helper()
-	resp, err := http.Get(r.srv.URL() + "/tfstate/" + tenant)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st struct {
-		Resources []struct {
-			Type      string `json:"type"`
-			Instances []struct {
-				Attributes struct {
-					Input struct {
-						Value string `json:"value"`
-					} `json:"input"`
-				} `json:"attributes"`
-			} `json:"instances"`
-		} `json:"resources"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		b.Fatal(err)
-	}
-	var bundle string
-	for _, res := range st.Resources {
-		if res.Type == "terraform_data" && len(res.Instances) == 1 {
-			bundle = res.Instances[0].Attributes.Input.Value
-		}
-	}
+	bundle := r.rec.TalosBundle(tenant)
 	d, err := schema.Load(manifests(b, 3, 5), ".", nil)
-	if err != nil || bundle == "" {
+	if err != nil || len(bundle) == 0 {
 		b.Fatalf("load manifests: %v; bundle of %d bytes", err, len(bundle))
 	}
-	ws, err := render.Builtin().Render(d.Tenants[0], []byte(bundle))
+	ws, err := render.Builtin().Render(d.Tenants[0], bundle)
 	if err != nil {
 		b.Fatal(err)
 	}

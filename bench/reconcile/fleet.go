@@ -16,6 +16,9 @@ import (
 	"path"
 	"path/filepath"
 	"testing/fstest"
+
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // Fleet is a manifests repository of Tenants tenants, all on the simulated
@@ -184,4 +187,38 @@ spec:
   providerConfig:
     shape: medium
 `, name, 10+i%200, 16+i/256%16, i%256, workers, controlPlanes))
+}
+
+// WriteVarFile writes the values of the sensitive variables of tenant's
+// workspace, rendered from the fleet's manifests with the tenant's secrets
+// bundle (its secrets and machine configs, which the reconciler hands to
+// tofu only while it plans), to dir/vars/TENANT.tfvars.json, where a bare
+// tofu run reads them, and returns its path.
+func (f Fleet) WriteVarFile(tenant string, bundle []byte, dir string) (string, error) {
+	if len(bundle) == 0 {
+		return "", fmt.Errorf("no secrets bundle of %s", tenant)
+	}
+	d, err := schema.Load(f.MapFS(), ".", nil)
+	if err != nil {
+		return "", err
+	}
+	for _, td := range d.Tenants {
+		if td.Tenant.Metadata.Name != tenant {
+			continue
+		}
+		ws, err := render.Builtin().Render(td, bundle)
+		if err != nil {
+			return "", err
+		}
+		vars, err := ws.VarFile()
+		if err != nil {
+			return "", err
+		}
+		path := filepath.Join(dir, "vars", tenant+".tfvars.json")
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return "", err
+		}
+		return path, os.WriteFile(path, vars, 0o600)
+	}
+	return "", fmt.Errorf("no tenant %s in the fleet", tenant)
 }

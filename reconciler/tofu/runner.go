@@ -358,10 +358,11 @@ var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 //
 // With force it applies a plan without changes too, which rewrites the
 // state: that is how state written before encryption was turned on gets
-// encrypted. That takes a plan file and a second process (planThenApply).
+// encrypted. That takes a plan file and a second process (rewrite); only
+// Rewrite forces, and it neither destroys nor checks.
 func (s *session) planApply(ctx context.Context, vars []byte, destroy, force bool, check Check) (schema.PlanSummary, error) {
 	if force {
-		return s.planThenApply(ctx, vars, destroy, force, check)
+		return s.rewrite(ctx, vars)
 	}
 	return s.applyApproving(ctx, vars, destroy, check)
 }
@@ -425,17 +426,17 @@ func (s *session) applyApproving(ctx context.Context, vars []byte, destroy bool,
 	return sum, nil
 }
 
-// planThenApply plans into a plan file and applies exactly that plan when
-// it has changes (or, with force, always). The variables exist on disk
+// rewrite plans into a plan file and applies exactly that plan, changes
+// or not, so that tofu writes the state again. The variables exist on disk
 // only while tofu plans: the plan carries them to apply.
-func (s *session) planThenApply(ctx context.Context, vars []byte, destroy, force bool, check Check) (schema.PlanSummary, error) {
+func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary, error) {
 	planPath := filepath.Join(s.dir, PlanFile)
 	defer os.Remove(planPath)
 	varPath, removeVars, err := s.withVars(vars)
 	if err != nil {
 		return schema.PlanSummary{}, err
 	}
-	opts := []tfexec.PlanOption{tfexec.Out(planPath), tfexec.Destroy(destroy)}
+	opts := []tfexec.PlanOption{tfexec.Out(planPath)}
 	if varPath != "" {
 		opts = append(opts, tfexec.VarFile(varPath))
 	}
@@ -453,9 +454,6 @@ func (s *session) planThenApply(ctx context.Context, vars []byte, destroy, force
 	if err != nil {
 		return schema.PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
 	}
-	if !changed && !force {
-		return schema.PlanSummary{}, nil
-	}
 	sum, ok := line.summary()
 	if !ok && changed {
 		var plan *tfjson.Plan
@@ -467,11 +465,6 @@ func (s *session) planThenApply(ctx context.Context, vars []byte, destroy, force
 			return schema.PlanSummary{}, fmt.Errorf("tofu show plan: %w", s.redact(err))
 		}
 		sum = summarize(plan)
-	}
-	if check != nil {
-		if err := check(line.goneResources()); err != nil {
-			return sum, err
-		}
 	}
 	if err := s.cmd("apply", func() error { return s.applyDetached(ctx, planPath) }); err != nil {
 		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
