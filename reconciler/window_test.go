@@ -142,7 +142,7 @@ func TestMaintenanceWindowHoldsBackDisruptiveWork(t *testing.T) {
 	// In the window, the waiting scale-down runs by itself (here, moved to
 	// now, as the queue's timer would at the opening).
 	clock.Set(opening.Add(time.Minute))
-	r.rec.hurry("shop")
+	hurryPending(t, r.rec, "shop")
 	waitUntil(t, "the scale-down ran in the window", func() bool { return len(r.ids("workers")) == 1 })
 	waitUntil(t, "the status no longer waits", func() bool {
 		tn := r.tenant("shop")
@@ -182,7 +182,7 @@ func TestMaintenanceWindowHoldsBackDisruptiveWork(t *testing.T) {
 		t.Errorf("a node group removed outside the window lost machines: %d left", b)
 	}
 	clock.Set(opening.Add(24*time.Hour + time.Minute))
-	r.rec.hurry("shop")
+	hurryPending(t, r.rec, "shop")
 	waitUntil(t, "the removal ran in the window", func() bool { return len(r.ids("batch")) == 0 })
 
 	// The tenant leaves git outside a window: its destruction waits.
@@ -201,7 +201,7 @@ func TestMaintenanceWindowHoldsBackDisruptiveWork(t *testing.T) {
 		t.Fatalf("shop has %d machines after leaving git outside its window, want 2", n)
 	}
 	clock.Set(opening.Add(48*time.Hour + time.Minute))
-	r.rec.hurry("shop")
+	hurryPending(t, r.rec, "shop")
 	waitUntil(t, "shop destroyed in the window", func() bool { return countBy(r.machines(), "shop", "") == 0 })
 }
 
@@ -236,6 +236,16 @@ func TestMaintenanceWindowRetryHoldsBackAgain(t *testing.T) {
 		t.Fatalf("%d workers after the retry, want 3", w)
 	}
 	clock.Set(time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC))
-	r.rec.hurry("shop")
+	hurryPending(t, r.rec, "shop")
 	waitUntil(t, "the scale-down in the window", func() bool { return len(r.ids("workers")) == 1 })
+}
+
+// hurryPending moves the tenant's pending run to now. A run still in
+// progress (the one that just wrote the status waited for) has not queued
+// its next attempt yet, so it asks again until a pending run moved.
+func hurryPending(t *testing.T, rec *Reconciler, tenant string) {
+	t.Helper()
+	waitUntil(t, "a pending run of "+tenant+" to hurry", func() bool {
+		return rec.hurry(tenant).Action == api.ReconcileQueued
+	})
 }
