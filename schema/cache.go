@@ -18,6 +18,20 @@ type ContentHasher interface {
 	ContentHash(name string) (hash string, ok bool)
 }
 
+// TreeHasher is implemented by a file system that knows, without listing
+// a directory, a hash that changes whenever anything under it does (the
+// names, modes and contents of its entries, at any depth): a git tree
+// names each directory's tree. With a Cache, Load looks for it on the
+// fs.FS it reads, and takes the files under a directory it walked before
+// from the Cache instead of walking it again.
+//
+// TreeHash returns the hash of the directory dir ("." the root) and true,
+// or false when it has none for dir. Hashes of different schemes must not
+// collide: prefix them with the scheme ("git-tree:…").
+type TreeHasher interface {
+	TreeHash(dir string) (hash string, ok bool)
+}
+
 // DefaultCacheFiles is how many files a Cache keeps by default.
 const DefaultCacheFiles = 50000
 
@@ -37,10 +51,29 @@ type Cache struct {
 	opts    Options // the options the entries were made with
 	load    uint64  // counts the Loads, for eviction
 	entries map[cacheKey]*cacheEntry
-	stats   CacheStats
+	// dirs are the listings of directories by path and tree hash; only
+	// those of the last Load are kept.
+	dirs  map[cacheKey]*dirListing
+	stats CacheStats
 }
 
 type cacheKey struct{ path, hash string }
+
+// dirListing is what Load found in one directory whose tree hash the file
+// system knows, and in which it found no problem: the manifest files right
+// in it and its subdirectories, whose own listings the cache holds too.
+type dirListing struct {
+	files []listedFile
+	dirs  []cacheKey
+	used  uint64 // the Load that last read or made it
+}
+
+// listedFile is a manifest file of a listing: its path, content hash ("",
+// when the file system knows none) and size.
+type listedFile struct {
+	name, hash string
+	size       int64
+}
 
 type cacheEntry struct {
 	size   int64
@@ -53,6 +86,9 @@ type CacheStats struct {
 	Hits   int // files served from the cache
 	Misses int // files parsed and validated
 	Files  int // files held now
+	// DirHits counts the directories whose files were taken from the
+	// cache without listing them, subdirectories included.
+	DirHits int
 }
 
 // NewCache returns a cache of at most maxFiles files; 0 or less means
@@ -61,7 +97,7 @@ func NewCache(maxFiles int) *Cache {
 	if maxFiles <= 0 {
 		maxFiles = DefaultCacheFiles
 	}
-	return &Cache{max: maxFiles, entries: map[cacheKey]*cacheEntry{}}
+	return &Cache{max: maxFiles, entries: map[cacheKey]*cacheEntry{}, dirs: map[cacheKey]*dirListing{}}
 }
 
 // Stats returns the counts so far.
@@ -80,7 +116,7 @@ func (c *Cache) begin(o Options) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.opts != o {
-		c.opts, c.entries = o, map[cacheKey]*cacheEntry{}
+		c.opts, c.entries, c.dirs = o, map[cacheKey]*cacheEntry{}, map[cacheKey]*dirListing{}
 	}
 	c.load++
 	return c.load
@@ -107,11 +143,49 @@ func (c *Cache) put(load uint64, path, hash string, size int64, r *fileResult) {
 	c.entries[cacheKey{path, hash}] = &cacheEntry{size: size, result: r, used: load}
 }
 
-// end trims the cache to its size after load: first the files that load
-// did not read, then, when the tree alone is larger, any.
+// listing returns the manifest files under the directory key, from its
+// listing and those of its subdirectories, and marks them used by load; ok
+// is false, and nothing marked, when the cache misses any of them.
+func (c *Cache) listing(load uint64, key cacheKey) (files []listedFile, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var found []*dirListing
+	for todo := []cacheKey{key}; len(todo) > 0; {
+		d := c.dirs[todo[len(todo)-1]]
+		todo = todo[:len(todo)-1]
+		if d == nil {
+			return nil, false
+		}
+		found = append(found, d)
+		files = append(files, d.files...)
+		todo = append(todo, d.dirs...)
+	}
+	for _, d := range found {
+		d.used = load
+	}
+	c.stats.DirHits += len(found)
+	return files, true
+}
+
+// putDir records the listing load made of the directory key.
+func (c *Cache) putDir(load uint64, key cacheKey, d *dirListing) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d.used = load
+	c.dirs[key] = d
+}
+
+// end trims the cache after load: the listings that load did not use go;
+// when there are more files than the cache holds, first the files that
+// load did not read, then, when the tree alone is larger, any.
 func (c *Cache) end(load uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for k, d := range c.dirs {
+		if d.used != load {
+			delete(c.dirs, k)
+		}
+	}
 	if len(c.entries) <= c.max {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -261,5 +262,119 @@ func BenchmarkLoad20kOneChanged(b *testing.B) {
 	}
 	if s := cache.Stats(); s.Misses != 20000+b.N {
 		b.Fatalf("cache %+v: want one miss per op", s)
+	}
+}
+
+// treeFS is a file system that knows each file's and each directory's
+// hash, as a git tree does, and counts the directories listed.
+type treeFS struct {
+	fstest.MapFS
+	lists atomic.Int64
+}
+
+func (t *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	t.lists.Add(1)
+	return t.MapFS.ReadDir(name)
+}
+
+func (t *treeFS) ContentHash(name string) (string, bool) {
+	f, ok := t.MapFS[name]
+	if !ok || !f.Mode.IsRegular() {
+		return "", false
+	}
+	return sha256Hash(f.Data), true
+}
+
+// TreeHash hashes the names, modes and contents of everything under dir.
+func (t *treeFS) TreeHash(dir string) (string, bool) {
+	if st, err := fs.Stat(t.MapFS, dir); err != nil || !st.IsDir() {
+		return "", false
+	}
+	prefix := dir + "/"
+	if dir == "." {
+		prefix = ""
+	}
+	var names []string
+	for name := range t.MapFS {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var all strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&all, "%s %v %s\x00", name, t.MapFS[name].Mode, t.MapFS[name].Data)
+	}
+	return "test-tree:" + sha256Hash([]byte(all.String())), true
+}
+
+// TestCacheReusesUnchangedDirs: a directory whose tree hash is the one of
+// the load before is not listed again, and what a changed, added or
+// deleted file under a reused directory's siblings does is the same as a
+// load without the cache gives.
+func TestCacheReusesUnchangedDirs(t *testing.T) {
+	tree := &treeFS{MapFS: genTree(50)}
+	cache := NewCache(0)
+	mustLoad(t, tree, cache)
+	if s := cache.Stats(); s.DirHits != 0 {
+		t.Fatalf("first load: %+v, want no directory from the cache", s)
+	}
+	tree.lists.Store(0)
+	mustLoad(t, tree, cache)
+	if n, s := tree.lists.Load(), cache.Stats(); n != 0 || s.DirHits != 51 {
+		t.Fatalf("the same tree again: %d directories listed, %d from the cache; want 0 and 51", n, s.DirHits)
+	}
+	same := func(what string) {
+		t.Helper()
+		warm, werr := Load(tree, ".", &Options{Cache: cache})
+		cold, cerr := Load(tree.MapFS, ".", nil)
+		if !reflect.DeepEqual(warm, cold) || !reflect.DeepEqual(werr, cerr) {
+			t.Fatalf("%s: the load with the cache differs from the one without: %v / %v", what, werr, cerr)
+		}
+	}
+	before := cache.Stats().DirHits
+	tree.lists.Store(0)
+	f := tree.MapFS["t017/nodegroups.yaml"]
+	changed := strings.Replace(string(f.Data), "count: 3\n", "count: 4\n", 1)
+	if changed == string(f.Data) {
+		t.Fatal("the tree changed: no count to change")
+	}
+	tree.MapFS["t017/nodegroups.yaml"] = &fstest.MapFile{Mode: 0o644, Data: []byte(changed)}
+	same("a changed file")
+	d := mustLoad(t, tree, cache)
+	if got := d.Tenant("t017").NodeGroups[0].Spec.Count; got != 4 {
+		t.Errorf("t017's control planes: %d, want 4", got)
+	}
+	// The first load after the change lists the root and t017 again and
+	// takes the other 49 tenants' directories from the cache; the second
+	// takes the whole tree from it.
+	if n, hits := tree.lists.Load(), cache.Stats().DirHits-before; n != 2 || hits != 49+51 {
+		t.Errorf("one changed file, two loads: %d directories listed, %d from the cache; want 2 and 100", n, hits)
+	}
+	tree.MapFS["t003/more.yaml"] = tree.MapFS["t017/nodegroups.yaml"]
+	same("an added file") // t017's node groups are declared twice
+	delete(tree.MapFS, "t003/more.yaml")
+	delete(tree.MapFS, "t004/patches.yaml")
+	same("a deleted file")
+	if d := mustLoad(t, tree, cache); len(d.Tenant("t004").Patches) != 0 {
+		t.Errorf("t004 has %d patches after its patches.yaml was deleted", len(d.Tenant("t004").Patches))
+	}
+}
+
+// TestCacheListsDirWithProblemAgain: a problem that find reports keeps the
+// directory, and every one above it, out of the cache, so that the next
+// load reports it again.
+func TestCacheListsDirWithProblemAgain(t *testing.T) {
+	tree := &treeFS{MapFS: genTree(5)}
+	tree.MapFS["t002/sub/bad\x01.yaml"] = tree.MapFS["t002/tenant.yaml"]
+	cache := NewCache(0)
+	first := cachedProblems(t, tree, cache)
+	again := cachedProblems(t, tree, cache)
+	if len(first) != 1 || !strings.Contains(first[0].Message, "control character") || !reflect.DeepEqual(first, again) {
+		t.Fatalf("problems %+v, then %+v: want the bad name twice", first, again)
+	}
+	// The other tenants' directories come from the cache.
+	if s := cache.Stats(); s.DirHits != 4 {
+		t.Errorf("%d directories from the cache, want the 4 other tenants'", s.DirHits)
 	}
 }

@@ -168,73 +168,196 @@ type found struct {
 
 // find walks the tree under root for the manifest files, reporting the
 // entries that cannot be manifests, and looks each up in the cache by the
-// content hash the file system knows.
+// content hash the file system knows. A directory whose tree hash the
+// cache has a listing for is not walked: its files come from the listing.
 func (l *loader) find(root string) *found {
 	f := &found{sizes: map[string]int64{}, hashes: map[string]string{}, cached: map[string]*cacheEntry{}}
-	names, sizes, hashes, cached := &f.names, f.sizes, f.hashes, f.cached
+	w := newLister(l)
 	walkErr := fs.WalkDir(l.fsys, root, func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if name == root {
-				if errors.Is(err, fs.ErrNotExist) {
-					l.problem(root, "manifest path %s does not exist", root)
-				} else {
-					l.problem(root, "cannot read manifest path: %v", err)
-				}
-				return fs.SkipAll
-			}
-			l.problem(name, "cannot read: %v", err)
-			return nil
+		n := len(l.problems)
+		res := l.visit(root, name, d, err, f, w)
+		if len(l.problems) != n {
+			w.taint(name)
 		}
-		base := d.Name()
-		if name != root && strings.HasPrefix(base, ".") {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		t := d.Type()
-		switch {
-		case d.IsDir():
-			return nil
-		case t&fs.ModeSymlink != 0:
-			l.symlink(root, name, base)
-			return nil
-		case !isManifestName(base):
-			return nil
-		case nameProblem(name) != "":
-			l.problem(name, "%s", nameProblem(name))
-			return nil
-		case !t.IsRegular():
-			l.problem(name, "is not a regular file but a %s; manifests must be regular files", fileTypeName(t))
-			return nil
-		}
-		if h, ok := l.contentHash(name); ok {
-			hashes[name] = h
-			if e := l.cache.get(l.load, name, h); e != nil {
-				cached[name] = e
-				*names = append(*names, name)
-				sizes[name] = e.size
-				return nil
-			}
-		}
-		info, err := d.Info()
-		if err != nil {
-			l.problem(name, "cannot read: %v", err)
-			return nil
-		}
-		if !info.Mode().IsRegular() {
-			l.problem(name, "is not a regular file but a %s; manifests must be regular files", fileTypeName(info.Mode().Type()))
-			return nil
-		}
-		*names = append(*names, name)
-		sizes[name] = info.Size()
-		return nil
+		return res
 	})
 	if walkErr != nil {
 		l.problem(root, "cannot walk manifest path: %v", walkErr)
 	}
+	w.keep()
 	slices.Sort(f.names)
 	return f
+}
+
+// visit is find's step at one entry of the tree.
+func (l *loader) visit(root, name string, d fs.DirEntry, err error, f *found, w *lister) error {
+	if err != nil {
+		if name == root {
+			if errors.Is(err, fs.ErrNotExist) {
+				l.problem(root, "manifest path %s does not exist", root)
+			} else {
+				l.problem(root, "cannot read manifest path: %v", err)
+			}
+			return fs.SkipAll
+		}
+		l.problem(name, "cannot read: %v", err)
+		return nil
+	}
+	base := d.Name()
+	if name != root && strings.HasPrefix(base, ".") {
+		if d.IsDir() {
+			return fs.SkipDir
+		}
+		return nil
+	}
+	t := d.Type()
+	switch {
+	case d.IsDir():
+		if files, ok := w.enter(name); ok {
+			for _, lf := range files {
+				l.add(f, lf)
+			}
+			return fs.SkipDir
+		}
+		return nil
+	case t&fs.ModeSymlink != 0:
+		l.symlink(root, name, base)
+		return nil
+	case !isManifestName(base):
+		return nil
+	case nameProblem(name) != "":
+		l.problem(name, "%s", nameProblem(name))
+		return nil
+	case !t.IsRegular():
+		l.problem(name, "is not a regular file but a %s; manifests must be regular files", fileTypeName(t))
+		return nil
+	}
+	lf := listedFile{name: name}
+	if h, ok := l.contentHash(name); ok {
+		lf.hash = h
+		if e := l.cache.get(l.load, name, h); e != nil {
+			lf.size = e.size
+			l.addFound(f, lf, e)
+			w.file(lf)
+			return nil
+		}
+	}
+	info, err := d.Info()
+	if err != nil {
+		l.problem(name, "cannot read: %v", err)
+		return nil
+	}
+	if !info.Mode().IsRegular() {
+		l.problem(name, "is not a regular file but a %s; manifests must be regular files", fileTypeName(info.Mode().Type()))
+		return nil
+	}
+	lf.size = info.Size()
+	l.addFound(f, lf, nil)
+	w.file(lf)
+	return nil
+}
+
+// add records a file of a directory listing the cache had, with what the
+// cache holds of its content.
+func (l *loader) add(f *found, lf listedFile) {
+	var e *cacheEntry
+	if lf.hash != "" {
+		e = l.cache.get(l.load, lf.name, lf.hash)
+	}
+	l.addFound(f, lf, e)
+}
+
+// addFound records a manifest file find found, and its cache entry, if any.
+func (l *loader) addFound(f *found, lf listedFile, e *cacheEntry) {
+	f.names = append(f.names, lf.name)
+	f.sizes[lf.name] = lf.size
+	if lf.hash != "" {
+		f.hashes[lf.name] = lf.hash
+	}
+	if e != nil {
+		f.cached[lf.name] = e
+		f.sizes[lf.name] = e.size
+	}
+}
+
+// lister makes the directory listings of one find, for a file system that
+// knows tree hashes and a cache to keep them in, and takes the files of a
+// directory from the cache when it has its listing.
+type lister struct {
+	l      *loader
+	hasher TreeHasher // nil: no listings
+	open   map[string]*openListing
+}
+
+// openListing is a listing being made: the directory's key, and whether
+// find reported a problem under it, which keeps it out of the cache.
+type openListing struct {
+	key     cacheKey
+	d       *dirListing
+	tainted bool
+}
+
+func newLister(l *loader) *lister {
+	w := &lister{l: l, open: map[string]*openListing{}}
+	if h, ok := l.fsys.(TreeHasher); ok && l.cache != nil {
+		w.hasher = h
+	}
+	return w
+}
+
+// enter is called at each directory find walks into. When the cache has
+// the directory's listing, it returns the files under it and true, and the
+// directory is not walked; otherwise it starts a listing of it.
+func (w *lister) enter(dir string) ([]listedFile, bool) {
+	if w.hasher == nil {
+		return nil, false
+	}
+	h, ok := w.hasher.TreeHash(dir)
+	if !ok {
+		return nil, false
+	}
+	key := cacheKey{dir, h}
+	parent := w.open[path.Dir(dir)]
+	if dir == "." {
+		parent = nil
+	}
+	if parent != nil {
+		parent.d.dirs = append(parent.d.dirs, key)
+	}
+	if files, ok := w.l.cache.listing(w.l.load, key); ok {
+		return files, true
+	}
+	w.open[dir] = &openListing{key: key, d: &dirListing{}}
+	return nil, false
+}
+
+// file adds a manifest file to the listing of its directory.
+func (w *lister) file(lf listedFile) {
+	if o := w.open[path.Dir(lf.name)]; o != nil {
+		o.d.files = append(o.d.files, lf)
+	}
+}
+
+// taint keeps the directory of name, and every one above it, out of the
+// cache: find reported a problem there, which only a walk reports again.
+func (w *lister) taint(name string) {
+	for dir := name; ; dir = path.Dir(dir) {
+		if o := w.open[dir]; o != nil {
+			o.tainted = true
+		}
+		if dir == "." || dir == "/" {
+			return
+		}
+	}
+}
+
+// keep puts the listings made without a problem into the cache.
+func (w *lister) keep() {
+	for _, o := range w.open {
+		if !o.tainted {
+			w.l.cache.putDir(w.l.load, o.key, o.d)
+		}
+	}
 }
 
 // readFound reads the files find found, in order, within the size limits

@@ -17,8 +17,9 @@
 // so that a long message cannot hide or fake them.
 //
 // A commit's file system names the blob of each regular file
-// (ContentHash), so that a loader can tell an unchanged file without
-// reading it.
+// (ContentHash) and the tree of each directory (TreeHash), so that a
+// loader can tell an unchanged file without reading it, and an unchanged
+// directory without listing it.
 //
 // Commit signature checks: with a Verifier (GitOptions.Verifier), each
 // snapshot carries the outcome of checking its commit's signature, SSH

@@ -89,6 +89,19 @@ func (f readOnlyFS) ContentHash(name string) (string, bool) {
 	return h.blobHash(name)
 }
 
+// TreeHash returns a hash of the directory name and everything under it
+// (the names, modes and contents of its entries) that changes whenever any
+// of it does, without listing it: the tree hash of a git tree's directory
+// ("git-tree:<sha>"). A directory's copy knows none. Loaders that cache
+// what they found under a directory key by it (schema.TreeHasher).
+func (f readOnlyFS) TreeHash(name string) (string, bool) {
+	h, ok := f.t.(interface{ treeHash(string) (string, bool) })
+	if !ok || !fs.ValidPath(name) {
+		return "", false
+	}
+	return h.treeHash(name)
+}
+
 func (f readOnlyFS) Stat(name string) (fs.FileInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}

@@ -210,6 +210,31 @@ func TestOpenRevision(t *testing.T) {
 	}
 }
 
+// TestTreeFSTreeHash checks that a commit's file system names each
+// directory's tree, as git rev-parse gives it, and nothing else.
+func TestTreeFSTreeHash(t *testing.T) {
+	w, _, _ := oddRepo(t)
+	fsys, _, err := OpenRevision(w.Dir(), "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := fsys.(interface{ TreeHash(string) (string, bool) })
+	if !ok {
+		t.Fatal("a commit's file system has no TreeHash")
+	}
+	for name, rev := range map[string]string{".": "HEAD^{tree}", "a": "HEAD:a", "a/b": "HEAD:a/b"} {
+		want := "git-tree:" + strings.TrimSpace(w.Run("rev-parse", rev))
+		if got, ok := h.TreeHash(name); !ok || got != want {
+			t.Errorf("TreeHash(%s) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"a/b/c.yaml", "link.yaml", "dirlink", "vendor/mod", "missing", "a/b/c.yaml/x", "../x", ""} {
+		if got, ok := h.TreeHash(name); ok {
+			t.Errorf("TreeHash(%s) = %q: want none", name, got)
+		}
+	}
+}
+
 // TestTreeFSContentHash checks that a commit's file system names each
 // regular file's blob, as git hash-object computes it, and nothing else.
 func TestTreeFSContentHash(t *testing.T) {

@@ -27,13 +27,14 @@ type gitTree struct {
 	mu    sync.Mutex
 	s     storer.EncodedObjectStorer
 	trees map[string]*object.Tree // decoded directories by path, "." the root
+	root  plumbing.Hash           // the hash of the root tree
 	sizes map[plumbing.Hash]int64
 }
 
 // newTreeFS returns the read-only file system of the tree with hash root,
 // every entry dated modTime.
 func newTreeFS(s storer.EncodedObjectStorer, root plumbing.Hash, modTime time.Time) (fs.FS, error) {
-	g := &gitTree{s: s, sizes: map[plumbing.Hash]int64{}}
+	g := &gitTree{s: s, root: root, sizes: map[plumbing.Hash]int64{}}
 	var t *object.Tree
 	err := g.retry(func() (err error) {
 		t, err = object.GetTree(s, root)
@@ -250,4 +251,19 @@ func (g *gitTree) blobHash(name string) (string, bool) {
 		return "git-blob:" + e.Hash.String(), true
 	}
 	return "", false
+}
+
+// treeHash returns "git-tree:" and the tree hash of the directory name,
+// "." the root.
+func (g *gitTree) treeHash(name string) (string, bool) {
+	if name == "." {
+		return "git-tree:" + g.root.String(), true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e, ok, err := g.find(name)
+	if err != nil || !ok || e.Mode != filemode.Dir {
+		return "", false
+	}
+	return "git-tree:" + e.Hash.String(), true
 }
