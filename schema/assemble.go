@@ -10,11 +10,15 @@ import (
 // desired state.
 func (l *loader) assemble(results []*fileResult) *Desired {
 	type key struct{ tenant, name string }
+	n := 0
+	for _, r := range results {
+		n += len(r.docs)
+	}
 	var (
-		tenants   = make(map[string]*document)
-		groups    = make(map[key]*document)
-		patches   = make(map[key]*document)
-		dependent []*document
+		tenants   = make(map[string]*document, n/8)
+		groups    = make(map[key]*document, n/4)
+		patches   = make(map[key]*document, n)
+		dependent = make([]*document, 0, n)
 	)
 	for _, r := range results {
 		for _, d := range r.docs {

@@ -68,11 +68,14 @@ type dirListing struct {
 	used  uint64 // the Load that last read or made it
 }
 
-// listedFile is a manifest file of a listing: its path, content hash ("",
-// when the file system knows none) and size.
+// listedFile is a manifest file that find found: its path, its content
+// hash ("" when the file system knows none), its size, and what the cache
+// holds of it (nil: nothing yet). An entry is what its path and hash
+// yield under the cache's options, so a listing may keep it.
 type listedFile struct {
 	name, hash string
 	size       int64
+	cached     *cacheEntry
 }
 
 type cacheEntry struct {
@@ -163,14 +166,27 @@ func (c *Cache) listing(load uint64, key cacheKey) (files []listedFile, ok bool)
 	for _, d := range found {
 		d.used = load
 	}
+	for _, f := range files {
+		if f.cached != nil {
+			f.cached.used = load
+			c.stats.Hits++
+		}
+	}
 	c.stats.DirHits += len(found)
 	return files, true
 }
 
-// putDir records the listing load made of the directory key.
+// putDir records the listing load made of the directory key, with the
+// entries the cache has of its files, so that a Load that takes the
+// listing need not look them up.
 func (c *Cache) putDir(load uint64, key cacheKey, d *dirListing) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for i, f := range d.files {
+		if f.cached == nil && f.hash != "" {
+			d.files[i].cached = c.entries[cacheKey{f.name, f.hash}]
+		}
+	}
 	d.used = load
 	c.dirs[key] = d
 }

@@ -104,6 +104,9 @@ func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) 
 	}
 	files := l.collect(root)
 	results := l.process(files)
+	if l.listings != nil {
+		l.listings.keep()
+	}
 	for _, r := range results {
 		l.problems = append(l.problems, r.problems...)
 		l.skipped += r.skipped
@@ -126,6 +129,7 @@ type loader struct {
 	patches  *patchChecker
 	cache    *Cache // nil: nothing is cached
 	load     uint64 // this Load's number in cache
+	listings *lister // the directory listings find made, kept once the files are processed
 }
 
 // manifestFile is a file read from the tree, not yet parsed, or found in
@@ -158,12 +162,10 @@ func (l *loader) collect(root string) []manifestFile {
 	return l.readFound(l.find(root))
 }
 
-// found is what find saw of the manifest files under a root.
+// found is what find saw of the manifest files under a root, sorted by
+// path.
 type found struct {
-	names  []string // sorted
-	sizes  map[string]int64
-	hashes map[string]string      // content hashes the file system knows
-	cached map[string]*cacheEntry // files the cache has
+	files []listedFile
 }
 
 // find walks the tree under root for the manifest files, reporting the
@@ -171,7 +173,7 @@ type found struct {
 // content hash the file system knows. A directory whose tree hash the
 // cache has a listing for is not walked: its files come from the listing.
 func (l *loader) find(root string) *found {
-	f := &found{sizes: map[string]int64{}, hashes: map[string]string{}, cached: map[string]*cacheEntry{}}
+	f := &found{}
 	w := newLister(l)
 	walkErr := fs.WalkDir(l.fsys, root, func(name string, d fs.DirEntry, err error) error {
 		n := len(l.problems)
@@ -184,8 +186,8 @@ func (l *loader) find(root string) *found {
 	if walkErr != nil {
 		l.problem(root, "cannot walk manifest path: %v", walkErr)
 	}
-	w.keep()
-	slices.Sort(f.names)
+	l.listings = w
+	slices.SortFunc(f.files, func(a, b listedFile) int { return strings.Compare(a.name, b.name) })
 	return f
 }
 
@@ -215,7 +217,7 @@ func (l *loader) visit(root, name string, d fs.DirEntry, err error, f *found, w 
 	case d.IsDir():
 		if files, ok := w.enter(name); ok {
 			for _, lf := range files {
-				l.add(f, lf)
+				f.files = append(f.files, l.withEntry(lf))
 			}
 			return fs.SkipDir
 		}
@@ -235,9 +237,8 @@ func (l *loader) visit(root, name string, d fs.DirEntry, err error, f *found, w 
 	lf := listedFile{name: name}
 	if h, ok := l.contentHash(name); ok {
 		lf.hash = h
-		if e := l.cache.get(l.load, name, h); e != nil {
-			lf.size = e.size
-			l.addFound(f, lf, e)
+		if lf = l.withEntry(lf); lf.cached != nil {
+			f.files = append(f.files, lf)
 			w.file(lf)
 			return nil
 		}
@@ -252,32 +253,21 @@ func (l *loader) visit(root, name string, d fs.DirEntry, err error, f *found, w 
 		return nil
 	}
 	lf.size = info.Size()
-	l.addFound(f, lf, nil)
+	f.files = append(f.files, lf)
 	w.file(lf)
 	return nil
 }
 
-// add records a file of a directory listing the cache had, with what the
-// cache holds of its content.
-func (l *loader) add(f *found, lf listedFile) {
-	var e *cacheEntry
-	if lf.hash != "" {
-		e = l.cache.get(l.load, lf.name, lf.hash)
+// withEntry looks a file with a content hash up in the cache, unless its
+// entry is known, and takes its size from the entry.
+func (l *loader) withEntry(lf listedFile) listedFile {
+	if lf.cached == nil && lf.hash != "" {
+		lf.cached = l.cache.get(l.load, lf.name, lf.hash)
 	}
-	l.addFound(f, lf, e)
-}
-
-// addFound records a manifest file find found, and its cache entry, if any.
-func (l *loader) addFound(f *found, lf listedFile, e *cacheEntry) {
-	f.names = append(f.names, lf.name)
-	f.sizes[lf.name] = lf.size
-	if lf.hash != "" {
-		f.hashes[lf.name] = lf.hash
+	if lf.cached != nil {
+		lf.size = lf.cached.size
 	}
-	if e != nil {
-		f.cached[lf.name] = e
-		f.sizes[lf.name] = e.size
-	}
+	return lf
 }
 
 // lister makes the directory listings of one find, for a file system that
@@ -351,7 +341,8 @@ func (w *lister) taint(name string) {
 	}
 }
 
-// keep puts the listings made without a problem into the cache.
+// keep puts the listings made without a problem into the cache, once the
+// cache has an entry for each of their files.
 func (w *lister) keep() {
 	for _, o := range w.open {
 		if !o.tainted {
@@ -363,12 +354,10 @@ func (w *lister) keep() {
 // readFound reads the files find found, in order, within the size limits
 // of one file and of the tree; a file the cache has is not read again.
 func (l *loader) readFound(f *found) []manifestFile {
-	var (
-		files []manifestFile
-		total int64
-	)
-	for _, name := range f.names {
-		size := f.sizes[name]
+	files := make([]manifestFile, 0, len(f.files))
+	var total int64
+	for _, lf := range f.files {
+		name, size := lf.name, lf.size
 		if size > l.opts.MaxFileSize {
 			l.problem(name, "file is %d bytes, more than the limit of %d bytes for one manifest file", size, l.opts.MaxFileSize)
 			continue
@@ -378,8 +367,8 @@ func (l *loader) readFound(f *found) []manifestFile {
 			l.problem(name, "the manifest files add up to more than the limit of %d bytes for the whole tree; this file and the ones after it were not read", l.opts.MaxTreeSize)
 			break
 		}
-		if e := f.cached[name]; e != nil {
-			files = append(files, manifestFile{name: name, hash: f.hashes[name], cached: e})
+		if lf.cached != nil {
+			files = append(files, manifestFile{name: name, hash: lf.hash, cached: lf.cached})
 			continue
 		}
 		data, err := l.read(name)
@@ -389,7 +378,7 @@ func (l *loader) readFound(f *found) []manifestFile {
 		}
 		// The size a file system reports may be wrong; count what was read.
 		total += int64(len(data)) - size
-		files = append(files, l.lookup(manifestFile{name: name, data: data, hash: f.hashes[name]}))
+		files = append(files, l.lookup(manifestFile{name: name, data: data, hash: lf.hash}))
 	}
 	return files
 }
