@@ -55,6 +55,10 @@ type Cache struct {
 	// those of the last Load are kept.
 	dirs  map[cacheKey]*dirListing
 	stats CacheStats
+	// store, when set, keeps results across processes; retained is set
+	// once a Load has told it which values are still of use.
+	store    CacheStore
+	retained bool
 }
 
 type cacheKey struct{ path, hash string }
@@ -92,6 +96,9 @@ type CacheStats struct {
 	// DirHits counts the directories whose files were taken from the
 	// cache without listing them, subdirectories included.
 	DirHits int
+	// Stored counts the files decoded from the cache's store instead of
+	// parsed; StoreErrors the writes to the store that failed.
+	Stored, StoreErrors int
 }
 
 // NewCache returns a cache of at most maxFiles files; 0 or less means
@@ -110,6 +117,50 @@ func (c *Cache) Stats() CacheStats {
 	s := c.stats
 	s.Files = len(c.entries)
 	return s
+}
+
+// UseStore makes the cache keep what it parses in s too, and look there
+// for what it does not hold (see CacheStore). Call it before the first
+// Load.
+func (c *Cache) UseStore(s CacheStore) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.store, c.retained = s, false
+}
+
+// storeFor returns what a Load under options o does with the store: nil
+// when there is none, or o are not the defaults.
+func (c *Cache) storeFor(o Options) *storeUse {
+	o.Cache = nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.store == nil || o != (*Options)(nil).withDefaults() {
+		return nil
+	}
+	return &storeUse{used: map[string]bool{}, put: map[string][]byte{}, retain: !c.retained}
+}
+
+// endStore writes what a Load parsed to the store and, after the first
+// Load that used the store, drops the values no file of that Load has.
+func (c *Cache) endStore(u *storeUse) {
+	if u == nil {
+		return
+	}
+	var failed bool
+	if len(u.put) > 0 {
+		failed = c.store.Put(u.put) != nil
+	}
+	if u.retain {
+		failed = c.store.Retain(u.used) != nil || failed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if failed {
+		c.stats.StoreErrors++
+	}
+	if u.retain && !failed {
+		c.retained = true
+	}
 }
 
 // begin starts a Load with options o and returns its number. Entries made
@@ -138,11 +189,16 @@ func (c *Cache) get(load uint64, path, hash string) *cacheEntry {
 	return e
 }
 
-// put records what load found in path.
-func (c *Cache) put(load uint64, path, hash string, size int64, r *fileResult) {
+// put records what load found in path; parsed says it parsed the file,
+// rather than decoding it from the store.
+func (c *Cache) put(load uint64, path, hash string, size int64, r *fileResult, parsed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.stats.Misses++
+	if parsed {
+		c.stats.Misses++
+	} else {
+		c.stats.Stored++
+	}
 	c.entries[cacheKey{path, hash}] = &cacheEntry{size: size, result: r, used: load}
 }
 
@@ -191,10 +247,12 @@ func (c *Cache) putDir(load uint64, key cacheKey, d *dirListing) {
 	c.dirs[key] = d
 }
 
-// end trims the cache after load: the listings that load did not use go;
-// when there are more files than the cache holds, first the files that
-// load did not read, then, when the tree alone is larger, any.
-func (c *Cache) end(load uint64) {
+// end writes what load parsed to the store, and trims the cache: the
+// listings that load did not use go; when there are more files than the
+// cache holds, first the files that load did not read, then, when the tree
+// alone is larger, any.
+func (c *Cache) end(load uint64, u *storeUse) {
+	c.endStore(u)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, d := range c.dirs {

@@ -100,7 +100,8 @@ func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) 
 	l := &loader{fsys: fsys, opts: o, kinds: kinds, patches: &patchChecker{maxDepth: o.MaxDepth}, cache: o.Cache}
 	if l.cache != nil {
 		l.load = l.cache.begin(o)
-		defer l.cache.end(l.load)
+		l.store = l.cache.storeFor(o)
+		defer l.cache.end(l.load, l.store)
 	}
 	files := l.collect(root)
 	results := l.process(files)
@@ -130,6 +131,7 @@ type loader struct {
 	cache    *Cache // nil: nothing is cached
 	load     uint64 // this Load's number in cache
 	listings *lister // the directory listings find made, kept once the files are processed
+	store    *storeUse // nil: the cache has no store, or not for these options
 }
 
 // manifestFile is a file read from the tree, not yet parsed, or found in
@@ -139,6 +141,8 @@ type manifestFile struct {
 	data   []byte
 	hash   string      // its content hash, when there is a cache
 	cached *cacheEntry // what the cache holds of it, or nil
+	stored []byte      // what the cache's store holds of it, or nil
+	size   int64       // its size, for a stored file, which is not read
 }
 
 func (l *loader) problem(file string, format string, args ...any) {
@@ -367,6 +371,16 @@ func (l *loader) readFound(f *found) []manifestFile {
 			l.problem(name, "the manifest files add up to more than the limit of %d bytes for the whole tree; this file and the ones after it were not read", l.opts.MaxTreeSize)
 			break
 		}
+		if l.store != nil && validStoreKey(name, lf.hash) {
+			key := storeKey(name, lf.hash)
+			if lf.cached != nil {
+				l.store.record(key, nil)
+			} else if v := l.cache.store.Get(key); v != nil {
+				l.store.record(key, nil)
+				files = append(files, manifestFile{name: name, hash: lf.hash, stored: v, size: size})
+				continue
+			}
+		}
 		if lf.cached != nil {
 			files = append(files, manifestFile{name: name, hash: lf.hash, cached: lf.cached})
 			continue
@@ -525,11 +539,28 @@ func (l *loader) process(files []manifestFile) []*fileResult {
 	return results
 }
 
-// loadCached loads one file and keeps the result in the cache.
+// loadCached loads one file and keeps the result in the cache, and in its
+// store. A file the store holds is decoded instead; one whose stored value
+// does not decode is read and parsed.
 func (l *loader) loadCached(f manifestFile) *fileResult {
+	if f.stored != nil {
+		if r, ok := decodeResult(f.name, f.stored); ok {
+			l.cache.put(l.load, f.name, f.hash, f.size, r, false)
+			return r
+		}
+		data, err := l.read(f.name)
+		if err != nil {
+			return &fileResult{problems: []Problem{{File: displayPath(f.name), Message: err.Error()}}}
+		}
+		f.data, f.stored = data, nil
+	}
 	r := l.loadFile(f)
 	if l.cache != nil {
-		l.cache.put(l.load, f.name, f.hash, int64(len(f.data)), r)
+		l.cache.put(l.load, f.name, f.hash, int64(len(f.data)), r, true)
+	}
+	if l.store != nil && validStoreKey(f.name, f.hash) {
+		v, _ := encodeResult(r)
+		l.store.record(storeKey(f.name, f.hash), v)
 	}
 	return r
 }
