@@ -98,7 +98,7 @@ func (run *CommitRun) validate(context.Context) (stepResult, error) {
 	r, c := run.r, run.commit
 	c.Status.Phase = schema.CommitValidating
 	run.put()
-	applied, err := r.appliedRecords()
+	applied, err := r.index.records()
 	if err != nil {
 		return stepNext, retry(schema.ReasonStoreError, err)
 	}

@@ -145,7 +145,10 @@ type Reconciler struct {
 	// manifests keeps what each manifest file yielded, so that a revision
 	// parses and validates only the files it changed.
 	manifests *schema.Cache
-	drift     *driftState
+	// index holds what the quiet check reads of every tenant's records.
+	index  *appliedIndex
+	inputs inputHashes
+	drift  *driftState
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures
@@ -187,6 +190,11 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger,
 		backoff: Backoff{Base: opts.RetryBase, Max: opts.RetryMax}, runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
+	idx, err := openIndex(store)
+	if err != nil {
+		return nil, err
+	}
+	r.index = idx
 	r.queue.Start()
 	// Previews have a worker of their own, so they never hold up applies;
 	// they plan without the state lock, so they never block one either.
@@ -205,6 +213,7 @@ func (r *Reconciler) Close() {
 	r.drift.close()
 	r.previews.Stop()
 	r.queue.Stop()
+	r.index.stop()
 }
 
 // Queue returns the apply queue.
@@ -295,12 +304,10 @@ func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedReco
 	if probs := r.modules.Validate(desired); len(probs) > 0 {
 		return nil, nil, probs
 	}
-	hashes := make(map[string]string, len(desired.Tenants))
+	hashes := r.inputs.of(desired)
 	var changed []*schema.TenantDesired
 	for _, td := range desired.Tenants {
-		h := inputHash(td)
-		hashes[td.Tenant.Metadata.Name] = h
-		if prev := applied[td.Tenant.Metadata.Name]; prev == nil || prev.InputHash != h {
+		if prev := applied[td.Tenant.Metadata.Name]; prev == nil || prev.InputHash != hashes[td.Tenant.Metadata.Name] {
 			changed = append(changed, td)
 		}
 	}

@@ -1,8 +1,10 @@
 package reconciler
 
 import (
-	"errors"
+	"encoding/json"
 	"path/filepath"
+	"slices"
+	"sync"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
@@ -18,37 +20,32 @@ import (
 // them) stay those of the commit that last changed it.
 
 // quietTenants returns the quiet tenants among those of a revision, from
-// the hashes of their manifests, each one's own records and the queue. It
-// writes nothing.
+// the hashes of their manifests, each one's records as the index has them,
+// the state locks and the queue. It writes nothing.
 func (r *Reconciler) quietTenants(tenants []*schema.TenantDesired, applied map[string]*appliedRecord, hashes map[string]string) (map[string]bool, error) {
 	var candidates []*schema.TenantDesired
+	var names []string
 	for _, td := range tenants {
 		name := td.Tenant.Metadata.Name
 		if prev := applied[name]; prev != nil && prev.InputHash == hashes[name] && !r.queue.busy(name) {
 			candidates = append(candidates, td)
+			names = append(names, name)
 		}
 	}
-	quiet := make(map[string]bool, len(candidates))
 	if len(candidates) == 0 {
-		return quiet, nil
+		return map[string]bool{}, nil
 	}
-	err := r.store.View(func(tx *backend.Tx) error {
-		held, err := r.ownLocks(tx)
-		if err != nil {
-			return err
-		}
-		for _, td := range candidates {
-			name := td.Tenant.Metadata.Name
-			ok, err := settled(tx, name)
-			if err != nil {
-				return err
-			}
-			quiet[name] = ok && !held[name]
-		}
-		return nil
+	var held map[string]bool
+	err := r.store.View(func(tx *backend.Tx) (err error) {
+		held, err = r.ownLocks(tx)
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	quiet := r.index.isSettled(names)
+	for name := range quiet {
+		quiet[name] = quiet[name] && !held[name]
 	}
 	for _, td := range candidates {
 		name := td.Tenant.Metadata.Name
@@ -94,11 +91,11 @@ func (r *Reconciler) ownLocks(tx *backend.Tx) (map[string]bool, error) {
 	return held, err
 }
 
-// settled reports whether the tenant's stored status is that of a
-// successful run: no retry, not stalled, not reconciling, not suspended
+// settledStatus reports whether a Tenant stored as data has the status of
+// a successful run: no retry, not stalled, not reconciling, not suspended
 // and nothing pending, not being removed. Only the fields it needs are
-// decoded.
-func settled(tx *backend.Tx, name string) (bool, error) {
+// decoded; a record that does not decode is not settled.
+func settledStatus(data []byte) bool {
 	var t struct {
 		Metadata struct {
 			DeletionTimestamp *string `json:"deletionTimestamp"`
@@ -110,15 +107,49 @@ func settled(tx *backend.Tx, name string) (bool, error) {
 			Conditions     schema.Conditions `json:"conditions"`
 		} `json:"status"`
 	}
-	err := tx.GetObject(schema.KindTenant, name, &t)
-	if errors.Is(err, backend.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
+	if err := json.Unmarshal(data, &t); err != nil {
+		return false
 	}
 	st := t.Status
 	return t.Metadata.DeletionTimestamp == nil && st.ObservedCommit != "" && st.Retry == nil && st.Pending == nil &&
 		!st.Conditions.IsTrue(schema.ConditionStalled) && !st.Conditions.IsTrue(schema.ConditionReconciling) &&
-		!st.Conditions.IsTrue(schema.ConditionSuspended), nil
+		!st.Conditions.IsTrue(schema.ConditionSuspended)
+}
+
+// inputHashes remembers the input hash of each tenant's manifests by the
+// objects they were loaded into. The manifest cache hands out the same
+// objects for files whose content did not change, and nobody modifies
+// them, so a tenant made of the same objects as before has the same hash
+// without encoding its manifests again.
+type inputHashes struct {
+	mu       sync.Mutex
+	byTenant map[string]hashedInputs
+}
+
+type hashedInputs struct {
+	tenant  *schema.Tenant
+	groups  []*schema.NodeGroup
+	patches []*schema.ConfigPatch
+	hash    string
+}
+
+// of returns the input hash of every tenant of desired, keyed by name. It
+// forgets the tenants desired does not have once they are many.
+func (ih *inputHashes) of(desired *schema.Desired) map[string]string {
+	ih.mu.Lock()
+	defer ih.mu.Unlock()
+	if ih.byTenant == nil || len(ih.byTenant) > 2*len(desired.Tenants)+64 {
+		ih.byTenant = make(map[string]hashedInputs, len(desired.Tenants))
+	}
+	out := make(map[string]string, len(desired.Tenants))
+	for _, td := range desired.Tenants {
+		name := td.Tenant.Metadata.Name
+		prev, ok := ih.byTenant[name]
+		if !ok || prev.tenant != td.Tenant || !slices.Equal(prev.groups, td.NodeGroups) || !slices.Equal(prev.patches, td.Patches) {
+			prev = hashedInputs{tenant: td.Tenant, groups: td.NodeGroups, patches: td.Patches, hash: inputHash(td)}
+			ih.byTenant[name] = prev
+		}
+		out[name] = prev.hash
+	}
+	return out
 }

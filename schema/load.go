@@ -128,9 +128,9 @@ type loader struct {
 	problems []Problem
 	skipped  int
 	patches  *patchChecker
-	cache    *Cache // nil: nothing is cached
-	load     uint64 // this Load's number in cache
-	listings *lister // the directory listings find made, kept once the files are processed
+	cache    *Cache    // nil: nothing is cached
+	load     uint64    // this Load's number in cache
+	listings *lister   // the directory listings find made, kept once the files are processed
 	store    *storeUse // nil: the cache has no store, or not for these options
 }
 
