@@ -57,7 +57,8 @@ const (
 
 // Options configure a Reconciler. DataDir and StateURL are required.
 type Options struct {
-	// DataDir holds the per-tenant work directories under work/.
+	// DataDir holds the per-tenant work directories under work/, and
+	// the manifest cache's file (manifests.db).
 	DataDir string
 	// StateURL is the base URL of the server's own state backend; a
 	// tenant's state lives at StateURL/tfstate/TENANT.
@@ -145,6 +146,9 @@ type Reconciler struct {
 	// manifests keeps what each manifest file yielded, so that a revision
 	// parses and validates only the files it changed.
 	manifests *schema.Cache
+	// manifestStore keeps the manifest cache across restarts; nil when
+	// its file could not be opened.
+	manifestStore *manifestStore
 	// index holds what the quiet check reads of every tenant's records.
 	index  *appliedIndex
 	inputs inputHashes
@@ -195,6 +199,12 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 		return nil, err
 	}
 	r.index = idx
+	if ms, err := openManifestStore(opts.DataDir); err != nil {
+		r.log.Warn("the manifest cache is not kept across restarts", "err", err)
+	} else {
+		r.manifestStore = ms
+		r.manifests.UseStore(ms)
+	}
 	r.queue.Start()
 	// Previews have a worker of their own, so they never hold up applies;
 	// they plan without the state lock, so they never block one either.
@@ -214,6 +224,9 @@ func (r *Reconciler) Close() {
 	r.previews.Stop()
 	r.queue.Stop()
 	r.index.stop()
+	if r.manifestStore != nil {
+		_ = r.manifestStore.Close()
+	}
 }
 
 // Queue returns the apply queue.

@@ -1,6 +1,9 @@
 package reconciler
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -8,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -168,5 +172,129 @@ func TestRestartRunsNoTofu(t *testing.T) {
 	}
 	if w := tenantWrites(writes.reset(), "", func(id string) string { return machines[id].Spec.Tenant }); len(w) > 0 {
 		t.Errorf("the restart wrote tenant records: %v", w)
+	}
+}
+
+// blobFS names each file's content, as a commit's file system does, so
+// that the manifest cache keeps what it parsed across restarts.
+type blobFS struct{ fs.FS }
+
+func (b blobFS) ContentHash(name string) (string, bool) {
+	data, err := fs.ReadFile(b.FS, name)
+	if err != nil {
+		return "", false
+	}
+	sum := sha256.Sum256(data)
+	return "test-blob:" + hex.EncodeToString(sum[:]), true
+}
+
+// restart closes the rig's reconciler and starts a new one on its data
+// dir, as a new process does.
+func (r *rig) restart() *Reconciler {
+	r.t.Helper()
+	r.rec.Close()
+	again, err := New(r.srv.Store(), r.rec.runner, render.Builtin(), r.rec.opts)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(again.Close)
+	again.Recover()
+	r.rec = again
+	return again
+}
+
+// TestRestartDecodesManifests: a restart on the revision applied parses no
+// manifest, because the manifest cache's file in the data dir holds them,
+// and still runs no tofu and writes no tenant record; after a restart, a
+// revision that changed a file parses that file, and applies its tenant.
+func TestRestartDecodesManifests(t *testing.T) {
+	r := newRig(t)
+	mustSucceed(t, r.reconcile("rev1", "first", blobFS{examples(t)}))
+	files := r.rec.manifests.Stats().Misses
+	machines := r.machines()
+	runs := r.rec.Runner().Runs()
+	writes := countWrites(r.srv.Store())
+	again := r.restart()
+	mustSucceed(t, r.reconcile("rev1", "after a restart", blobFS{examples(t)}))
+	if s := again.manifests.Stats(); files == 0 || s.Misses != 0 || s.Stored != files {
+		t.Errorf("after a restart: %+v: want all %d files from the manifest cache's file, none parsed", s, files)
+	}
+	if got := again.Runner().Runs(); got != runs {
+		t.Errorf("%d tofu runs after a restart with nothing changed", got-runs)
+	}
+	if w := tenantWrites(writes.reset(), "", func(id string) string { return machines[id].Spec.Tenant }); len(w) > 0 {
+		t.Errorf("the restart wrote tenant records: %v", w)
+	}
+
+	again = r.restart()
+	mustSucceed(t, r.reconcile("rev2", "scale staging", blobFS{withStagingWorkers(t, "2")}))
+	if s := again.manifests.Stats(); s.Misses != 1 || s.Stored != files-1 {
+		t.Errorf("a changed file after a restart: %+v: want it parsed and the %d others decoded", s, files-1)
+	}
+	if got := countBy(r.machines(), "staging", "workers"); got != 2 {
+		t.Errorf("staging has %d workers after rev2, want 2", got)
+	}
+}
+
+// TestAppliedIndexFollowsStore: the index of applied records and settled
+// statuses starts from what the store holds and follows every write to
+// it, whoever makes it, so that the quiet check reads no record.
+func TestAppliedIndexFollowsStore(t *testing.T) {
+	store, err := backend.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	putTenant := func(name string, st schema.TenantStatus) {
+		t.Helper()
+		err := store.Update(func(tx *backend.Tx) error {
+			_, err := tx.PutObject(schema.KindTenant, name, &schema.Tenant{APIVersion: schema.APIVersion, Kind: schema.KindTenant,
+				Metadata: schema.ObjectMeta{Name: name}, Status: st})
+			if err == nil {
+				_, err = tx.Put(kindApplied, name, mustJSON(&appliedRecord{Tenant: name, Revision: "rev1", InputHash: "h-" + name,
+					Annotations: map[string]string{AnnotationDeletionProtection: "true"}, Model: modeldiff.Model{}}))
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok := schema.TenantStatus{ObservedCommit: "rev1"}
+	putTenant("a", ok)
+	idx, err := openIndex(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putTenant("b", ok)
+	stalled := ok
+	stalled.Conditions = stalled.Conditions.Set(schema.Condition{Type: schema.ConditionStalled, Status: schema.ConditionTrue, Reason: "InvalidManifests"}, time.Now())
+	putTenant("c", stalled)
+	if got := idx.isSettled([]string{"a", "b", "c", "d"}); !got["a"] || !got["b"] || got["c"] || got["d"] {
+		t.Errorf("settled %v: want a and b, not the stalled c nor the unknown d", got)
+	}
+	recs, err := idx.records()
+	if err != nil || len(recs) != 3 || recs["b"].InputHash != "h-b" || recs["a"].Annotations[AnnotationDeletionProtection] != "true" {
+		t.Fatalf("records %v, %v: want a, b and c with their hashes and annotations", recs, err)
+	}
+	putTenant("c", ok)
+	err = store.Update(func(tx *backend.Tx) error {
+		if _, err := tx.Delete(kindApplied, "a"); err != nil {
+			return err
+		}
+		_, err := tx.Delete(schema.KindTenant, "a")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ = idx.records()
+	if got := idx.isSettled([]string{"a", "c"}); got["a"] || !got["c"] || recs["a"] != nil {
+		t.Errorf("settled %v, record of a %v: want a gone and c settled again", got, recs["a"])
+	}
+	idx.stop()
+	putTenant("e", ok)
+	if got := idx.isSettled([]string{"e"}); got["e"] {
+		t.Error("a stopped index follows the store")
 	}
 }

@@ -1,0 +1,143 @@
+package reconciler
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/rezuscloud/rezuscloud/internal/version"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// manifestsFile is the file in the data dir where the manifest cache keeps
+// what it parsed across restarts (see manifestStore).
+const manifestsFile = "manifests.db"
+
+// manifestStore is the manifest cache's store (schema.CacheStore): a bbolt
+// file of its own in the data dir, beside the server's store, so that its
+// writes reach neither the event log nor the API. One bucket holds the
+// values of this build's cache format; opening drops any other. It is a
+// cache: a file that does not open is made anew, and losing it costs only
+// the parsing of every manifest once.
+type manifestStore struct {
+	db     *bolt.DB
+	bucket []byte
+}
+
+var _ schema.CacheStore = (*manifestStore)(nil)
+
+// openManifestStore opens (creating if needed) the manifest cache's file
+// in dataDir.
+func openManifestStore(dataDir string) (*manifestStore, error) {
+	path := filepath.Join(dataDir, manifestsFile)
+	opts := &bolt.Options{Timeout: 200 * time.Millisecond}
+	db, err := bolt.Open(path, 0o600, opts)
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: another process holds it open", path)
+	}
+	if err != nil {
+		// Not a file bbolt can read: the cache starts anew.
+		if rmErr := os.Remove(path); rmErr != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		if db, err = bolt.Open(path, 0o600, opts); err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
+	s := &manifestStore{db: db, bucket: []byte(schema.CacheFormat() + " " + version.Version)}
+	err = db.Update(func(tx *bolt.Tx) error {
+		var stale [][]byte
+		err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			if !bytes.Equal(name, s.bucket) {
+				stale = append(stale, bytes.Clone(name))
+			}
+			return nil
+		})
+		for _, name := range stale {
+			if err == nil {
+				err = tx.DeleteBucket(name)
+			}
+		}
+		if err == nil {
+			_, err = tx.CreateBucketIfNotExists(s.bucket)
+		}
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Get returns the value of key, or nil.
+func (s *manifestStore) Get(key string) []byte {
+	var v []byte
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(s.bucket); b != nil {
+			v = bytes.Clone(b.Get([]byte(key)))
+		}
+		return nil
+	})
+	return v
+}
+
+// Put stores values, and drops the other values of their paths.
+func (s *manifestStore) Put(values map[string][]byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(s.bucket)
+		for key, v := range values {
+			path, _, _ := bytes.Cut([]byte(key), []byte{0})
+			prefix := append(path, 0)
+			var stale [][]byte
+			c := b.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				if string(k) != key {
+					stale = append(stale, bytes.Clone(k))
+				}
+			}
+			if err := deleteKeys(b, stale); err != nil {
+				return err
+			}
+			if err := b.Put([]byte(key), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Retain drops every value whose key keep does not hold.
+func (s *manifestStore) Retain(keep map[string]bool) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(s.bucket)
+		var stale [][]byte
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if !keep[string(k)] {
+				stale = append(stale, bytes.Clone(k))
+			}
+		}
+		return deleteKeys(b, stale)
+	})
+}
+
+// deleteKeys deletes keys from b; a cursor that deletes as it goes may
+// skip keys.
+func deleteKeys(b *bolt.Bucket, keys [][]byte) error {
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes the file.
+func (s *manifestStore) Close() error { return s.db.Close() }
