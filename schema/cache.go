@@ -80,6 +80,7 @@ type listedFile struct {
 	name, hash string
 	size       int64
 	cached     *cacheEntry
+	stored     []byte // what the cache's store holds of it, when the cache does not; never in a listing
 }
 
 type cacheEntry struct {

@@ -2,10 +2,12 @@ package schema
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -35,7 +37,7 @@ type CacheStore interface {
 // version: another build may parse differently.
 func CacheFormat() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "rezuscloud manifest cache 1\x00")
+	fmt.Fprintf(h, "rezuscloud manifest cache 3\x00")
 	_ = fs.WalkDir(schemaFS, ".", func(name string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			data, _ := schemaFS.ReadFile(name)
@@ -49,30 +51,31 @@ func CacheFormat() string {
 // storeKey is the key of path and content hash in a CacheStore.
 func storeKey(path, hash string) string { return path + "\x00" + hash }
 
-// storedFile is a file's result as a CacheStore holds it. The objects are
-// their JSON form, which decodes back into the same Go values: every value
-// a loaded object holds is one encoding/json gives (see decode.go).
-type storedFile struct {
-	Skipped int         `json:"skipped,omitempty"`
-	Docs    []storedDoc `json:"docs"`
-}
+// A file's result as a CacheStore holds it: the file's size (8 bytes, big
+// endian), the count of skipped documents and of documents, then of each
+// document its kind, line, name, tenant, key positions and object. Numbers
+// are uvarints, strings a uvarint length and the bytes. The positions are
+// one "line col path" a line; the object is its JSON form, which decodes
+// back into the same Go value: every value a loaded object holds is one
+// encoding/json gives (see decode.go).
 
-type storedDoc struct {
-	Kind   string            `json:"kind"`
-	Line   int               `json:"line"`
-	Pos    map[string][2]int `json:"pos"`
-	Name   string            `json:"name"`
-	Tenant string            `json:"tenant,omitempty"`
-	Object json.RawMessage   `json:"object"`
+// storedSize returns the file size a stored value records.
+func storedSize(v []byte) (int64, bool) {
+	if len(v) < 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
 }
 
 // encodeResult encodes a file's result for a CacheStore; ok is false for a
 // result that must not be stored, one with problems.
-func encodeResult(r *fileResult) ([]byte, bool) {
+func encodeResult(r *fileResult, size int64) ([]byte, bool) {
 	if len(r.problems) > 0 {
 		return nil, false
 	}
-	sf := storedFile{Skipped: r.skipped, Docs: make([]storedDoc, 0, len(r.docs))}
+	b := binary.BigEndian.AppendUint64(nil, uint64(size))
+	b = binary.AppendUvarint(b, uint64(r.skipped))
+	b = binary.AppendUvarint(b, uint64(len(r.docs)))
 	for _, d := range r.docs {
 		if d.obj == nil {
 			return nil, false
@@ -81,52 +84,121 @@ func encodeResult(r *fileResult) ([]byte, bool) {
 		if err != nil {
 			return nil, false
 		}
-		pos := make(map[string][2]int, len(d.pos))
+		var pos strings.Builder
 		for k, p := range d.pos {
-			pos[k] = [2]int{p.line, p.col}
+			if strings.Contains(k, "\n") {
+				return nil, false
+			}
+			fmt.Fprintf(&pos, "%d %d %s\n", p.line, p.col, k)
 		}
-		sf.Docs = append(sf.Docs, storedDoc{Kind: d.kind, Line: d.line, Pos: pos, Name: d.name, Tenant: d.tenant, Object: obj})
+		b = appendString(b, d.kind)
+		b = binary.AppendUvarint(b, uint64(d.line))
+		b = appendString(b, d.name)
+		b = appendString(b, d.tenant)
+		b = appendString(b, pos.String())
+		b = appendString(b, string(obj))
 	}
-	b, err := json.Marshal(sf)
-	return b, err == nil
+	return b, true
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// storedReader reads a stored value; bad is set at the first field that
+// is not there.
+type storedReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *storedReader) uint() int {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || v > 1<<31 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return int(v)
+}
+
+func (r *storedReader) bytes() []byte {
+	n := r.uint()
+	if r.bad || n > len(r.b) {
+		r.bad = true
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+// decodePos decodes the positions encodeResult wrote.
+func decodePos(s string) (map[string]position, bool) {
+	pos := make(map[string]position, strings.Count(s, "\n"))
+	for line := range strings.Lines(s) {
+		l, rest, ok1 := strings.Cut(line, " ")
+		c, key, ok2 := strings.Cut(rest, " ")
+		ln, err1 := strconv.Atoi(l)
+		col, err2 := strconv.Atoi(c)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil || !strings.HasSuffix(key, "\n") {
+			return nil, false
+		}
+		pos[key[:len(key)-1]] = position{line: ln, col: col}
+	}
+	return pos, true
 }
 
 // decodeResult decodes the stored result of the file name; ok is false
 // when the value is not one encodeResult made.
 func decodeResult(name string, data []byte) (*fileResult, bool) {
-	var sf storedFile
-	if err := json.Unmarshal(data, &sf); err != nil {
+	if len(data) < 8 {
 		return nil, false
 	}
-	r := &fileResult{skipped: sf.Skipped, docs: make([]*document, 0, len(sf.Docs))}
-	for _, sd := range sf.Docs {
-		d := &document{kind: sd.Kind, file: name, line: sd.Line, pos: make(map[string]position, len(sd.Pos)), name: sd.Name, tenant: sd.Tenant}
-		for k, p := range sd.Pos {
-			d.pos[k] = position{line: p[0], col: p[1]}
-		}
-		var err error
-		switch sd.Kind {
-		case KindTenant:
-			t := &Tenant{}
-			err = json.Unmarshal(sd.Object, t)
-			t.Source, d.obj = d.source(), t
-		case KindNodeGroup:
-			ng := &NodeGroup{}
-			err = json.Unmarshal(sd.Object, ng)
-			ng.Source, d.obj = d.source(), ng
-		case KindConfigPatch:
-			p := &ConfigPatch{}
-			err = json.Unmarshal(sd.Object, p)
-			p.Source, d.obj = d.source(), p
-		default:
-			return nil, false
-		}
-		if err != nil {
+	rd := &storedReader{b: data[8:]}
+	r := &fileResult{skipped: rd.uint()}
+	n := rd.uint()
+	if rd.bad || n > len(rd.b) {
+		return nil, false
+	}
+	r.docs = make([]*document, 0, n)
+	for range n {
+		d := &document{file: name}
+		d.kind = string(rd.bytes())
+		d.line = rd.uint()
+		d.name = string(rd.bytes())
+		d.tenant = string(rd.bytes())
+		pos := rd.bytes()
+		obj := rd.bytes()
+		var ok bool
+		if d.pos, ok = decodePos(string(pos)); !ok || rd.bad || !decodeObject(d, obj) {
 			return nil, false
 		}
 		r.docs = append(r.docs, d)
 	}
-	return r, true
+	return r, len(rd.b) == 0
+}
+
+// decodeObject decodes a document's object from its JSON form.
+func decodeObject(d *document, data []byte) bool {
+	var err error
+	switch d.kind {
+	case KindTenant:
+		t := &Tenant{}
+		err = json.Unmarshal(data, t)
+		t.Source, d.obj = d.source(), t
+	case KindNodeGroup:
+		ng := &NodeGroup{}
+		err = json.Unmarshal(data, ng)
+		ng.Source, d.obj = d.source(), ng
+	case KindConfigPatch:
+		p := &ConfigPatch{}
+		err = json.Unmarshal(data, p)
+		p.Source, d.obj = d.source(), p
+	default:
+		return false
+	}
+	return err == nil
 }
 
 // storeUse is what one Load does with a Cache's store: the values it

@@ -125,7 +125,7 @@ func TestCacheStoreNeverHoldsProblems(t *testing.T) {
 	}
 	delete(tree, "t001/nodegroups.yaml")
 	delete(tree, "t003/patches.yaml")
-	store.values[storeKey("t002/tenant.yaml", mustHash(t, tree, "t002/tenant.yaml"))] = []byte(`{"docs":[{"kind":"Tenant","object":[]}]}`)
+	store.values[storeKey("t002/tenant.yaml", mustHash(t, tree, "t002/tenant.yaml"))] = append(make([]byte, 8), "\x00\x01\x06Tenant"...)
 	d, err, s := restarted(t, blobFS{tree}, store)
 	if err != nil || len(d.Tenant("t003").Patches) != 0 || len(d.Tenant("t001").NodeGroups) != 0 || d.Tenant("t002") == nil || s.Misses != 1 {
 		t.Fatalf("%v, %+v: want t003 without patches, t001 without node groups, t002 parsed again", err, s)

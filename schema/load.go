@@ -246,6 +246,13 @@ func (l *loader) visit(root, name string, d fs.DirEntry, err error, f *found, w 
 			w.file(lf)
 			return nil
 		}
+		if v, size, ok := l.stored(name, h); ok {
+			lf.size = size
+			w.file(lf)
+			lf.stored = v
+			f.files = append(f.files, lf)
+			return nil
+		}
 	}
 	info, err := d.Info()
 	if err != nil {
@@ -260,6 +267,17 @@ func (l *loader) visit(root, name string, d fs.DirEntry, err error, f *found, w 
 	f.files = append(f.files, lf)
 	w.file(lf)
 	return nil
+}
+
+// stored returns what the cache's store holds of a file that the cache
+// does not, and the file's size.
+func (l *loader) stored(name, hash string) ([]byte, int64, bool) {
+	if l.store == nil || !validStoreKey(name, hash) {
+		return nil, 0, false
+	}
+	v := l.cache.store.Get(storeKey(name, hash))
+	size, ok := storedSize(v)
+	return v, size, ok
 }
 
 // withEntry looks a file with a content hash up in the cache, unless its
@@ -372,14 +390,11 @@ func (l *loader) readFound(f *found) []manifestFile {
 			break
 		}
 		if l.store != nil && validStoreKey(name, lf.hash) {
-			key := storeKey(name, lf.hash)
-			if lf.cached != nil {
-				l.store.record(key, nil)
-			} else if v := l.cache.store.Get(key); v != nil {
-				l.store.record(key, nil)
-				files = append(files, manifestFile{name: name, hash: lf.hash, stored: v, size: size})
-				continue
-			}
+			l.store.record(storeKey(name, lf.hash), nil)
+		}
+		if lf.stored != nil {
+			files = append(files, manifestFile{name: name, hash: lf.hash, stored: lf.stored, size: size})
+			continue
 		}
 		if lf.cached != nil {
 			files = append(files, manifestFile{name: name, hash: lf.hash, cached: lf.cached})
@@ -559,7 +574,7 @@ func (l *loader) loadCached(f manifestFile) *fileResult {
 		l.cache.put(l.load, f.name, f.hash, int64(len(f.data)), r, true)
 	}
 	if l.store != nil && validStoreKey(f.name, f.hash) {
-		v, _ := encodeResult(r)
+		v, _ := encodeResult(r, int64(len(f.data)))
 		l.store.record(storeKey(f.name, f.hash), v)
 	}
 	return r
