@@ -262,8 +262,7 @@ func (run *CommitRun) submitted(err error) {
 		c.Status.Message = err.Error()
 		c.Status.Timings.FinishedAt = run.r.opts.Now()
 		run.r.putCommit(c)
-	default: // nothing to queue
-		run.put()
+	default: // nothing to queue: the final record is the only one
 		run.finish()
 		return
 	}

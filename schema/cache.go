@@ -120,6 +120,17 @@ func (c *Cache) Stats() CacheStats {
 	return s
 }
 
+// lastFiles returns how many files the cache holds, a guess of how many
+// the next Load finds; 0 without a cache.
+func (c *Cache) lastFiles() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
 // UseStore makes the cache keep what it parses in s too, and look there
 // for what it does not hold (see CacheStore). Call it before the first
 // Load.
@@ -203,18 +214,20 @@ func (c *Cache) put(load uint64, path, hash string, size int64, r *fileResult, p
 	c.entries[cacheKey{path, hash}] = &cacheEntry{size: size, result: r, used: load}
 }
 
-// listing returns the manifest files under the directory key, from its
-// listing and those of its subdirectories, and marks them used by load; ok
-// is false, and nothing marked, when the cache misses any of them.
-func (c *Cache) listing(load uint64, key cacheKey) (files []listedFile, ok bool) {
+// listing appends to files the manifest files under the directory key,
+// from its listing and those of its subdirectories, and marks them used by
+// load; ok is false, and nothing appended or marked, when the cache misses
+// any of them.
+func (c *Cache) listing(load uint64, key cacheKey, files []listedFile) (_ []listedFile, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var found []*dirListing
+	n := len(files)
 	for todo := []cacheKey{key}; len(todo) > 0; {
 		d := c.dirs[todo[len(todo)-1]]
 		todo = todo[:len(todo)-1]
 		if d == nil {
-			return nil, false
+			return files[:n], false
 		}
 		found = append(found, d)
 		files = append(files, d.files...)
@@ -223,7 +236,7 @@ func (c *Cache) listing(load uint64, key cacheKey) (files []listedFile, ok bool)
 	for _, d := range found {
 		d.used = load
 	}
-	for _, f := range files {
+	for _, f := range files[n:] {
 		if f.cached != nil {
 			f.cached.used = load
 			c.stats.Hits++

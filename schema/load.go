@@ -177,7 +177,7 @@ type found struct {
 // content hash the file system knows. A directory whose tree hash the
 // cache has a listing for is not walked: its files come from the listing.
 func (l *loader) find(root string) *found {
-	f := &found{}
+	f := &found{files: make([]listedFile, 0, l.cache.lastFiles())}
 	w := newLister(l)
 	walkErr := fs.WalkDir(l.fsys, root, func(name string, d fs.DirEntry, err error) error {
 		n := len(l.problems)
@@ -191,7 +191,10 @@ func (l *loader) find(root string) *found {
 		l.problem(root, "cannot walk manifest path: %v", walkErr)
 	}
 	l.listings = w
-	slices.SortFunc(f.files, func(a, b listedFile) int { return strings.Compare(a.name, b.name) })
+	byName := func(a, b listedFile) int { return strings.Compare(a.name, b.name) }
+	if !slices.IsSortedFunc(f.files, byName) {
+		slices.SortFunc(f.files, byName)
+	}
 	return f
 }
 
@@ -219,10 +222,12 @@ func (l *loader) visit(root, name string, d fs.DirEntry, err error, f *found, w 
 	t := d.Type()
 	switch {
 	case d.IsDir():
-		if files, ok := w.enter(name); ok {
-			for _, lf := range files {
-				f.files = append(f.files, l.withEntry(lf))
+		n := len(f.files)
+		if files, ok := w.enter(name, f.files); ok {
+			for i := n; i < len(files); i++ {
+				files[i] = l.withEntry(files[i])
 			}
+			f.files = files
 			return fs.SkipDir
 		}
 		return nil
@@ -318,15 +323,16 @@ func newLister(l *loader) *lister {
 }
 
 // enter is called at each directory find walks into. When the cache has
-// the directory's listing, it returns the files under it and true, and the
-// directory is not walked; otherwise it starts a listing of it.
-func (w *lister) enter(dir string) ([]listedFile, bool) {
+// the directory's listing, it appends the files under it to files and
+// returns true, and the directory is not walked; otherwise it starts a
+// listing of it.
+func (w *lister) enter(dir string, files []listedFile) ([]listedFile, bool) {
 	if w.hasher == nil {
-		return nil, false
+		return files, false
 	}
 	h, ok := w.hasher.TreeHash(dir)
 	if !ok {
-		return nil, false
+		return files, false
 	}
 	key := cacheKey{dir, h}
 	parent := w.open[path.Dir(dir)]
@@ -336,11 +342,11 @@ func (w *lister) enter(dir string) ([]listedFile, bool) {
 	if parent != nil {
 		parent.d.dirs = append(parent.d.dirs, key)
 	}
-	if files, ok := w.l.cache.listing(w.l.load, key); ok {
+	if files, ok := w.l.cache.listing(w.l.load, key, files); ok {
 		return files, true
 	}
 	w.open[dir] = &openListing{key: key, d: &dirListing{}}
-	return nil, false
+	return files, false
 }
 
 // file adds a manifest file to the listing of its directory.
@@ -389,7 +395,7 @@ func (l *loader) readFound(f *found) []manifestFile {
 			l.problem(name, "the manifest files add up to more than the limit of %d bytes for the whole tree; this file and the ones after it were not read", l.opts.MaxTreeSize)
 			break
 		}
-		if l.store != nil && validStoreKey(name, lf.hash) {
+		if l.store != nil && l.store.retain && validStoreKey(name, lf.hash) {
 			l.store.record(storeKey(name, lf.hash), nil)
 		}
 		if lf.stored != nil {
