@@ -138,3 +138,31 @@ func BenchmarkAliasBomb(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoad20k loads and validates 20,000 manifests (2,000 tenants as
+// in BenchmarkLoad10k) from memory into an empty Cache, as a server's first
+// load does. heap-MiB is the heap in use, after a collection, with the
+// desired state and the cache held.
+func BenchmarkLoad20k(b *testing.B) {
+	fsys := genTree(2000)
+	var heap uint64
+	for b.Loop() {
+		cache := NewCache(0)
+		d, err := Load(fsys, ".", &Options{Cache: cache})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(d.Tenants) != 2000 || len(d.Tenants[1999].Patches) != 7 {
+			b.Fatalf("wrong desired state: %d tenants", len(d.Tenants))
+		}
+		b.StopTimer()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		heap = max(heap, m.HeapAlloc)
+		runtime.KeepAlive(d)
+		runtime.KeepAlive(cache)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+}
