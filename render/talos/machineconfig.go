@@ -226,7 +226,7 @@ func generateBase(in ConfigInput) (coreconfig.Provider, error) {
 		return nil, err
 	}
 	k8s := strings.TrimPrefix(in.KubernetesVersion, "v")
-	bundle, osCA, err := parseSecretsOnce(in.Secrets)
+	bundle, osCA, err := parseSecrets(in.Secrets)
 	if err != nil {
 		return nil, err
 	}

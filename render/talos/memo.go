@@ -14,28 +14,29 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 )
 
-// Parsing a secrets bundle (its RSA key above all) and loading a patch with
-// Talos's config loader are pure functions of their bytes, and the costly
-// parts of MachineConfig: validating a fleet renders thousands of configs
-// from one throwaway bundle per Talos version and from patches that many
-// node groups share. So MachineConfig keeps what they gave, keyed by the
-// exact bytes (a SHA-256 of the bundle, the patch text itself), and hands
-// out deep copies, never the kept value, so that nothing a config does to
-// its bundle or patch can reach a later config. An error is kept as well:
-// the same bytes fail the same way. Both memos are bounded; when one is
-// full it starts again empty.
-const (
-	maxBundles = 16
-	maxPatches = 4096
-)
+// Two pure functions of their bytes are the costly parts of MachineConfig
+// when a fleet is validated: parsing the secrets bundle (its RSA key above
+// all) and loading a patch with Talos's config loader. Validation renders
+// thousands of configs from one throwaway bundle per Talos contract and
+// from patches that many node groups share, so MachineConfig keeps what
+// they gave, keyed by the exact bytes (a SHA-256 of the bundle, the patch
+// text itself), and hands out deep copies, never the kept value, so that
+// nothing a config does to its bundle or patch can reach a later config.
+// A patch's error is kept as well: the same text fails the same way.
+//
+// Only the throwaway validation bundles are kept (ValidationSecrets adds
+// them): a tenant's own bundle is parsed on every call, so that no tenant's
+// keys stay in memory after its render.
+const maxPatches = 1024
 
 var (
-	bundleMemo = memo[[sha256.Size]byte, parsedBundle]{max: maxBundles}
-	patchMemo  = memo[string, loadedPatch]{max: maxPatches}
+	validationParsed sync.Map // [sha256.Size]byte -> parsedBundle
+	patchMemo        = memo[string, loadedPatch]{max: maxPatches}
 )
 
-// memo is a bounded map of results, safe for concurrent use. Two callers
-// that miss at once both compute; the values are equal.
+// memo is a bounded map of results, safe for concurrent use; when full, it
+// starts again empty. Two callers that miss at once both compute; the
+// values are equal.
 type memo[K comparable, V any] struct {
 	mu  sync.Mutex
 	m   map[K]V
@@ -67,25 +68,36 @@ type parsedBundle struct {
 	err    error
 }
 
-// parseSecretsOnce is ParseSecrets, each bundle parsed once: it returns a
-// deep copy of the parsed bundle, with the system clock, and the OS CA's
-// NotBefore.
-func parseSecretsOnce(b []byte) (*secrets.Bundle, time.Time, error) {
-	p := bundleMemo.get(sha256.Sum256(b), func() parsedBundle {
-		bundle, err := ParseSecrets(b)
-		if err != nil {
-			return parsedBundle{err: err}
-		}
-		ca, err := bundle.Certs.OS.GetCert()
-		if err != nil {
-			return parsedBundle{err: fmt.Errorf("secrets bundle: OS CA: %w", err)}
-		}
-		return parsedBundle{bundle: bundle, osCA: ca.NotBefore}
-	})
-	if p.err != nil {
-		return nil, time.Time{}, p.err
+// parseBundle parses b with ParseSecrets and finds its OS CA's NotBefore.
+func parseBundle(b []byte) parsedBundle {
+	bundle, err := ParseSecrets(b)
+	if err != nil {
+		return parsedBundle{err: err}
 	}
-	return cloneBundle(p.bundle), p.osCA, nil
+	ca, err := bundle.Certs.OS.GetCert()
+	if err != nil {
+		return parsedBundle{err: fmt.Errorf("secrets bundle: OS CA: %w", err)}
+	}
+	return parsedBundle{bundle: bundle, osCA: ca.NotBefore}
+}
+
+// rememberValidationBundle parses a validation bundle and keeps it.
+func rememberValidationBundle(b []byte) {
+	if p := parseBundle(b); p.err == nil {
+		validationParsed.Store(sha256.Sum256(b), p)
+	}
+}
+
+// parseSecrets is ParseSecrets, and the OS CA's NotBefore; a validation
+// bundle comes from its parse at creation, as a deep copy with the system
+// clock.
+func parseSecrets(b []byte) (*secrets.Bundle, time.Time, error) {
+	if v, ok := validationParsed.Load(sha256.Sum256(b)); ok {
+		p := v.(parsedBundle)
+		return cloneBundle(p.bundle), p.osCA, nil
+	}
+	p := parseBundle(b)
+	return p.bundle, p.osCA, p.err
 }
 
 // cloneBundle deep-copies a validated bundle (every part is set).

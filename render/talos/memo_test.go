@@ -14,14 +14,13 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 )
 
-// resetMemos empties both memos, so that the next call computes afresh.
+// resetMemos forgets every loaded patch and parsed validation bundle, so
+// that the next call computes afresh.
 func resetMemos() {
-	for _, reset := range []func(){
-		func() { bundleMemo.mu.Lock(); bundleMemo.m = nil; bundleMemo.mu.Unlock() },
-		func() { patchMemo.mu.Lock(); patchMemo.m = nil; patchMemo.mu.Unlock() },
-	} {
-		reset()
-	}
+	patchMemo.mu.Lock()
+	patchMemo.m = nil
+	patchMemo.mu.Unlock()
+	validationParsed.Clear()
 }
 
 // A config holds pointers into its patch's documents, so a memo that
@@ -62,8 +61,15 @@ func TestPatchMemoHandsOutCopies(t *testing.T) {
 }
 
 func TestBundleMemoHandsOutCopies(t *testing.T) {
-	b := testSecrets(t)
-	first, _, err := parseSecretsOnce(b)
+	b, err := ValidationSecrets("1.12.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rememberValidationBundle(b) // as ValidationSecrets did, should a test have reset the memo
+	if _, kept := validationParsed.Load(sha256.Sum256(b)); !kept {
+		t.Fatal("the validation bundle is not kept parsed")
+	}
+	first, _, err := parseSecrets(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +81,7 @@ func TestBundleMemoHandsOutCopies(t *testing.T) {
 	first.Certs.OS.Crt[0] ^= 0xff
 	first.Certs.K8sServiceAccount.Key = nil
 	first.Clock = secrets.NewFixedClock(testNow)
-	again, osCA, err := parseSecretsOnce(b)
+	again, osCA, err := parseSecrets(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +95,15 @@ func TestBundleMemoHandsOutCopies(t *testing.T) {
 	if ca, _ := want.Certs.OS.GetCert(); !osCA.Equal(ca.NotBefore) {
 		t.Errorf("OS CA NotBefore = %v, want %v", osCA, ca.NotBefore)
 	}
-	if _, _, err := parseSecretsOnce([]byte("not: a bundle\n")); err == nil {
+	if _, _, err := parseSecrets([]byte("not: a bundle\n")); err == nil {
 		t.Error("a bad bundle parsed")
+	}
+	// A tenant's own bundle is not kept.
+	if _, err := MachineConfig(baseInput(t, RoleWorker)); err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := validationParsed.Load(sha256.Sum256(testSecrets(t))); kept {
+		t.Error("a tenant's bundle stays in memory after its render")
 	}
 }
 
@@ -109,13 +122,19 @@ func TestMachineConfigSameWithWarmMemo(t *testing.T) {
 		{Name: "unknown-field", Source: "f.yaml:6", Patch: "machine:\n  nosuchfield: 1\n"},
 		{Name: "bad-dns", Source: "g.yaml:7", Patch: "cluster:\n  network:\n    dnsDomain: \"bad domain!\"\n"},
 	}
+	validation, err := ValidationSecrets("1.12.6")
+	if err != nil {
+		t.Fatal(err)
+	}
 	inputs := []ConfigInput{}
 	for _, role := range []string{RoleControlPlane, RoleWorker} {
 		in := baseInput(t, role)
+		in.Secrets = validation
 		in.Patches = patches
 		inputs = append(inputs, in)
 		for _, b := range bad {
 			broken := baseInput(t, role)
+			broken.Secrets = validation
 			broken.Patches = append([]Patch{patches[0], b}, patches[2:]...)
 			inputs = append(inputs, broken)
 		}
@@ -129,6 +148,7 @@ func TestMachineConfigSameWithWarmMemo(t *testing.T) {
 		resetMemos()
 		cold = append(cold, outcome(in))
 	}
+	rememberValidationBundle(validation)
 	for range 2 {
 		for i, in := range inputs {
 			if got := outcome(in); got != cold[i] {

@@ -20,7 +20,8 @@ type validationBundle struct {
 // protect nothing and never reach a machine. A bundle depends only on the
 // version contract (the minor version), so one is made per contract, dated
 // at the Unix epoch, the first time it is asked for; that takes about a
-// second (an RSA-4096 key), and later calls return the same bytes.
+// second (an RSA-4096 key), and later calls return the same bytes, which
+// MachineConfig parses only once.
 func ValidationSecrets(talosVersion string) ([]byte, error) {
 	contract, err := parseContract(talosVersion)
 	if err != nil {
@@ -28,7 +29,12 @@ func ValidationSecrets(talosVersion string) ([]byte, error) {
 	}
 	v, _ := validationBundles.LoadOrStore(contract.String(), &validationBundle{})
 	vb := v.(*validationBundle)
-	vb.once.Do(func() { vb.b, vb.err = GenerateSecrets(talosVersion, time.Unix(0, 0).UTC()) })
+	vb.once.Do(func() {
+		vb.b, vb.err = GenerateSecrets(talosVersion, time.Unix(0, 0).UTC())
+		if vb.err == nil {
+			rememberValidationBundle(vb.b)
+		}
+	})
 	return vb.b, vb.err
 }
 
