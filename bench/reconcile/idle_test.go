@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +78,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		srv := startServe(b, ctx, bin, "serve",
 			"--data", filepath.Join(keepDir, "data"), "--sim-dir", filepath.Join(keepDir, "sim"),
 			"--listen", "127.0.0.1:0", "--dir", repo, "--tofu", tofu, "--provider-mirror", mirror,
-			"--debounce", "0", "--log-format", "json")
+			"--debounce", "0", "--log-format", "json", "--pprof-listen", "127.0.0.1:0")
 		first := srv.waitApplied(b, ctx, "")
 		applied := time.Since(start)
 		if first.machines != fleet.Machines() {
@@ -84,6 +86,9 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		}
 		observed := srv.waitObserved(b, ctx, fleet.Machines(), start)
 		idle := sampleRSS(b, srv.cmd.Process.Pid, idleFor)
+		if profileDir != "" {
+			srv.saveIdleProfile(b, ctx, profileDir)
+		}
 		tofuRuns, heap, sys := srv.scrape(b, ctx)
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.cmd.Process.Pid))
 		if err != nil {
@@ -174,4 +179,40 @@ func sampleRSS(b *testing.B, pid int, d time.Duration) rssSamples {
 	}
 	s.meanMB /= float64(max(n, 1))
 	return s
+}
+
+// saveIdleProfile writes the server's heap profile (after a garbage
+// collection, from its --pprof-listen) and its /proc/PID/smaps to dir as
+// serve-idle.heap.pprof and serve-idle.smaps; read the profile with
+// `go tool pprof -sample_index=inuse_space -top BIN FILE`.
+func (p *serveProc) saveIdleProfile(b *testing.B, ctx context.Context, dir string) {
+	b.Helper()
+	p.mu.Lock()
+	base := p.pprof
+	p.mu.Unlock()
+	if base == "" {
+		b.Fatal("the server did not log its pprof address")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	heap, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile: %s %v", resp.Status, err)
+	}
+	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"serve-idle.heap.pprof": heap, "serve-idle.smaps": smaps} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
