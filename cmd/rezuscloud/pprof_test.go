@@ -132,4 +132,3 @@ func get(t *testing.T, url string) []byte {
 	}
 	return body
 }
-
