@@ -39,6 +39,11 @@ func (e *goneError) Is(target error) bool { return target == ErrGone }
 // waiting unless HubOptions.Buffer says otherwise.
 const DefaultWatchBuffer = 256
 
+// DefaultHistoryBytes bounds the frames the hub keeps in memory unless
+// HubOptions.HistoryBytes says otherwise: enough for thousands of Machine
+// and Tenant changes, or a few dozen Commits of a thousand tenants.
+const DefaultHistoryBytes = 8 << 20
+
 // servedKind reports whether the API serves kind; every other kind is an
 // internal record and never becomes an event.
 func servedKind(kind string) bool {
@@ -48,9 +53,14 @@ func servedKind(kind string) bool {
 
 // HubOptions tunes NewHub. The zero value selects the defaults.
 type HubOptions struct {
-	// History is how many events the hub keeps in memory for watches
-	// that resume from a resourceVersion. Default DefaultEventHistory.
+	// History is how many of the latest events the hub keeps in memory,
+	// so that a watch resumes from a recent resourceVersion without a
+	// store read. Default DefaultEventHistory.
 	History int
+	// HistoryBytes bounds the encoded size of those events: the oldest
+	// go first beyond it. Default DefaultHistoryBytes. A watch resuming
+	// from before them is replayed from the store's event log.
+	HistoryBytes int
 	// Buffer is how many commits' events one subscriber may have waiting
 	// before the hub cuts it off. Default DefaultWatchBuffer.
 	Buffer int
@@ -136,17 +146,25 @@ func encodeFrame(id, typ string, obj []byte) ([]byte, int) {
 // buffer. Publishing never waits for a subscriber: one whose buffer is
 // full is cut off (ErrSlowSubscriber) and must resume with a new
 // subscription. The hub keeps the latest History events in a ring, so a
-// subscriber can resume from a resourceVersion without loss or repetition.
-// A Hub is safe for concurrent use; it must not be used to write the store.
+// subscriber can resume from a resourceVersion without loss or repetition:
+// from the ring's latest History events (at most HistoryBytes of frames)
+// or, further back, from the event log of the store it is attached to
+// (StoreOptions.EventHistory changes, kept across restarts). A Hub is safe
+// for concurrent use; it must not be used to write the store.
 type Hub struct {
-	log    *slog.Logger
-	buffer int
+	log      *slog.Logger
+	buffer   int
+	maxBytes int
+	// store is the store Attach attached, whose event log replays what
+	// the ring no longer holds; nil before.
+	store *Store
 
 	mu sync.Mutex
 	// ring holds the latest events in resourceVersion order, from
 	// ring[start] on, n of them.
 	ring     []*Event
 	start, n int
+	bytes    int // the frames' lengths in the ring
 	// floor is the resourceVersion above which the ring holds every
 	// event.
 	floor  uint64
@@ -167,47 +185,41 @@ func NewHub(opts HubOptions) *Hub {
 	if opts.Buffer <= 0 {
 		opts.Buffer = DefaultWatchBuffer
 	}
+	if opts.HistoryBytes <= 0 {
+		opts.HistoryBytes = DefaultHistoryBytes
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Hub{
-		log:    log,
-		buffer: opts.Buffer,
-		ring:   make([]*Event, opts.History),
-		subs:   map[*Subscription]struct{}{},
+		log:      log,
+		buffer:   opts.Buffer,
+		maxBytes: opts.HistoryBytes,
+		ring:     make([]*Event, opts.History),
+		subs:     map[*Subscription]struct{}{},
 	}
 }
 
-// Attach loads the store's event log into the hub, so that watches can
+// Attach registers Publish as the store's commit hook and makes the
+// store's event log the hub's history beyond its ring, so that watches
 // resume from resourceVersions given out before the store was last
-// opened, and registers Publish as the store's commit hook. Commits that
-// race with the load are published once.
+// opened. Nothing of the log is read until a watch resumes from it.
 func (h *Hub) Attach(s *Store) error {
 	s.OnCommit(h.Publish)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.store = s
 	return s.View(func(tx *Tx) error {
-		from := tx.EventsFrom()
-		if from > h.floor && h.n == 0 {
-			h.floor = from
+		rv := tx.ResourceVersion()
+		if h.n == 0 {
+			h.floor = max(h.floor, rv)
+		} else {
+			// Commits published before this lock: the ring holds every
+			// event from its first on.
+			h.floor = max(h.floor, h.at(0).ResourceVersion-1)
 		}
-		err := tx.Events(max(from, h.last.Load()), func(c Change) error {
-			if !servedKind(c.Resource.Kind) {
-				return nil
-			}
-			ev, err := newEvent(c)
-			if err != nil {
-				h.log.Error("event log: dropping an event that cannot be served", "err", err)
-				return nil
-			}
-			h.push(ev)
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("load event log: %w", err)
-		}
-		if rv := tx.ResourceVersion(); rv > h.last.Load() {
+		if rv > h.last.Load() {
 			h.last.Store(rv)
 		}
 		return nil
@@ -263,17 +275,29 @@ func (h *Hub) Publish(changes []Change) {
 	h.last.Store(top)
 }
 
-// push appends ev to the ring, dropping the oldest event when it is full.
-// The caller holds h.mu.
+// push appends ev to the ring, dropping the oldest events while it holds
+// more than History events or HistoryBytes of frames (the newest event
+// stays, however large). The caller holds h.mu.
 func (h *Hub) push(ev *Event) {
-	if h.n < len(h.ring) {
-		h.ring[(h.start+h.n)%len(h.ring)] = ev
-		h.n++
-		return
+	if h.n == len(h.ring) {
+		h.dropOldest()
 	}
-	h.floor = h.ring[h.start].ResourceVersion
-	h.ring[h.start] = ev
+	h.ring[(h.start+h.n)%len(h.ring)] = ev
+	h.n++
+	h.bytes += len(ev.frame)
+	for h.bytes > h.maxBytes && h.n > 1 {
+		h.dropOldest()
+	}
+}
+
+// dropOldest removes the ring's oldest event. The caller holds h.mu.
+func (h *Hub) dropOldest() {
+	old := h.ring[h.start]
+	h.floor = old.ResourceVersion
+	h.bytes -= len(old.frame)
+	h.ring[h.start] = nil
 	h.start = (h.start + 1) % len(h.ring)
+	h.n--
 }
 
 func (h *Hub) at(i int) *Event { return h.ring[(h.start+i)%len(h.ring)] }
@@ -309,10 +333,14 @@ func (h *Hub) Subscribe(opts SubscribeOptions) (*Subscription, []*Event, error) 
 		onEnd: opts.OnEnd,
 	}
 	var replay []*Event
-	if opts.Resume {
-		if opts.After < h.floor {
-			return nil, nil, &goneError{after: opts.After, floor: h.floor}
+	switch {
+	case !opts.Resume:
+	case opts.After < h.floor:
+		var err error
+		if replay, err = h.replayLog(sub, opts.After); err != nil {
+			return nil, nil, err
 		}
+	default:
 		i := sort.Search(h.n, func(i int) bool { return h.at(i).ResourceVersion > opts.After })
 		for ; i < h.n; i++ {
 			if ev := h.at(i); sub.Matches(ev) {
@@ -322,6 +350,48 @@ func (h *Hub) Subscribe(opts SubscribeOptions) (*Subscription, []*Event, error) 
 	}
 	h.subs[sub] = struct{}{}
 	return sub, replay, nil
+}
+
+// errReplayed stops the walk of the event log at the latest published
+// change.
+var errReplayed = errors.New("replayed up to the latest published change")
+
+// replayLog returns the events after after up to Last that sub matches,
+// from the store's event log, or ErrGone when the log no longer holds
+// them all (or the hub has no store). The caller holds h.mu, so nothing
+// is published meanwhile; later changes come through sub's buffer.
+func (h *Hub) replayLog(sub *Subscription, after uint64) ([]*Event, error) {
+	if h.store == nil {
+		return nil, &goneError{after: after, floor: h.floor}
+	}
+	last := h.last.Load()
+	var replay []*Event
+	err := h.store.View(func(tx *Tx) error {
+		if from := tx.EventsFrom(); after < from {
+			return &goneError{after: after, floor: min(from, h.floor)}
+		}
+		return tx.Events(after, func(c Change) error {
+			if c.Resource.ResourceVersion > last {
+				return errReplayed
+			}
+			if !servedKind(c.Resource.Kind) {
+				return nil
+			}
+			ev, err := newEvent(c)
+			if err != nil {
+				h.log.Error("event log: dropping an event that cannot be served", "err", err)
+				return nil
+			}
+			if sub.Matches(ev) {
+				replay = append(replay, ev)
+			}
+			return nil
+		})
+	})
+	if err != nil && !errors.Is(err, errReplayed) {
+		return nil, err
+	}
+	return replay, nil
 }
 
 // cutOff ends sub because its buffer is full. The caller holds h.mu.

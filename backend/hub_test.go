@@ -274,8 +274,8 @@ func TestHubConcurrent(t *testing.T) {
 	<-done
 }
 
-// TestHubAttach loads the store's event log, so that a resourceVersion from
-// before the store was reopened resumes exactly.
+// TestHubAttach resumes from the store's event log, so that a
+// resourceVersion from before the store was reopened resumes exactly.
 func TestHubAttach(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	s, err := Open(dir, &StoreOptions{EventHistory: 6})

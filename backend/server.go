@@ -67,8 +67,9 @@ type Config struct {
 	// API quotes it when it refuses a write. Default: a generic message.
 	Origin Origin
 
-	// EventHistory is how many resource changes the server keeps, in the
-	// store and in memory, for watches to resume from. Default
+	// EventHistory is how many resource changes the server keeps in the
+	// store for watches to resume from; the latest of them, up to
+	// DefaultHistoryBytes of frames, are also kept in memory. Default
 	// DefaultEventHistory.
 	EventHistory int
 	// WatchBuffer is how many commits' events a watch may have waiting

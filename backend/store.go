@@ -105,10 +105,12 @@ func Open(dir string, opts *StoreOptions) (*Store, error) {
 		// Large states are written as one value each; a big initial
 		// mapping saves remapping the file while it grows.
 		InitialMmapSize: 256 << 20,
-		// As etcd does: the freelist is not written on every commit but
-		// rebuilt when the file is opened.
-		FreelistType:   bolt.FreelistMapType,
-		NoFreelistSync: true,
+		// The freelist is written with every commit (a few pages), so
+		// that Open reads it instead of walking every page of the file to
+		// rebuild it: that walk read the whole file at each start and
+		// left all of it mapped in the server's resident memory. A file
+		// written without one gets it when it is opened.
+		FreelistType: bolt.FreelistMapType,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: another process holds it open", path)

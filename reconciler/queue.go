@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
@@ -165,7 +166,7 @@ func (q *Queue) next() (string, Job, bool) {
 				}
 				continue
 			}
-			q.order = append(q.order[:i:i], q.order[i+1:]...)
+			q.order = slices.Delete(q.order, i, i+1)
 			delete(q.pending, key)
 			q.running[key] = true
 			return key, e.job, true

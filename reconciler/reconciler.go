@@ -206,6 +206,7 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 		r.manifests.UseStore(ms)
 	}
 	r.queue.Start()
+	render.PrepareValidation() // the first load's Talos checks need it; it takes a second
 	// Previews have a worker of their own, so they never hold up applies;
 	// they plan without the state lock, so they never block one either.
 	r.previews = NewQueue(QueueOptions{Workers: 1, Grace: time.Minute})

@@ -5,31 +5,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/rezuscloud/rezuscloud/render/module"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// validationBundles holds one throwaway secrets bundle per Talos version,
-// for checking machine configs before a tenant has secrets of its own.
-// Generating one costs about a second (an RSA-4096 key), so it is made once.
-var validationBundles sync.Map // talos version -> *validationBundle
-
-type validationBundle struct {
-	once sync.Once
-	b    []byte
-	err  error
-}
-
-func validationSecrets(talosVersion string) ([]byte, error) {
-	v, _ := validationBundles.LoadOrStore(talosVersion, &validationBundle{})
-	vb := v.(*validationBundle)
-	vb.once.Do(func() { vb.b, vb.err = talos.GenerateSecrets(talosVersion, time.Unix(0, 0).UTC()) })
-	return vb.b, vb.err
-}
+// PrepareValidation starts making, in the background, what ValidateTalos
+// needs first: the throwaway secrets bundle of the newest Talos version.
+// A server calls it when it starts, before its first fetch.
+func PrepareValidation() { talos.PrepareValidationSecrets() }
 
 // ValidateTalos renders the machine config of every node group of td, with
 // td's patches applied in the documented order, and reports what Talos
@@ -60,7 +45,7 @@ func (ms Modules) ValidateTalos(td *schema.TenantDesired) []schema.Problem {
 				continue
 			}
 		}
-		bundle, err := validationSecrets(version)
+		bundle, err := talos.ValidationSecrets(version)
 		if err != nil {
 			probs = append(probs, schema.Problem{File: ng.Source.File, Line: ng.Source.Line, Column: 1, Message: fmt.Sprintf("Talos %s: %v", version, err)})
 			continue

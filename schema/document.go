@@ -23,6 +23,24 @@ type document struct {
 	obj any // *Tenant, *NodeGroup or *ConfigPatch, only when the document has no problem
 }
 
+// crossPaths are the keys that the checks across documents (assemble)
+// report at, with every ancestor of them, where at falls back to.
+var crossPaths = []string{"", "/metadata", "/metadata/name", "/metadata/labels", JSONPointer("metadata", "labels", LabelTenant)}
+
+// keepCrossPositions drops the positions of every key but crossPaths: the
+// document's own checks, the only users of the others, are done, and its
+// typed object keeps the lines in its Source. Each of 20,000 documents then
+// holds a map of at most five keys rather than one of every key.
+func (d *document) keepCrossPositions() {
+	kept := make(map[string]position, len(crossPaths))
+	for _, p := range crossPaths {
+		if at, ok := d.pos[p]; ok {
+			kept[p] = at
+		}
+	}
+	d.pos = kept
+}
+
 // at returns the position of the key at path, or of its nearest ancestor.
 func (d *document) at(path string) position {
 	for {
@@ -119,6 +137,9 @@ func (l *loader) loadDocument(file string, n *yaml.Node, budget *int) (*document
 	value := conv.convert(root, "", start, 0, false)
 	problems := conv.problems
 	d := &document{kind: kind, file: file, line: start.line, pos: conv.pos}
+	// Once its own checks are done, the document is kept (in the cache,
+	// too) only for the checks across documents.
+	defer d.keepCrossPositions()
 	if conv.fatal {
 		// The value is incomplete; take the name and tenant from the node
 		// tree, so that checks across documents stay quiet about them.

@@ -174,6 +174,7 @@ func procKiB(b *testing.B, status []byte, name string) float64 {
 type serveProc struct {
 	cmd     *exec.Cmd
 	url     string
+	pprof   string     // the base URL of its --pprof-listen, once it logs it
 	done    chan error // receives Wait's result, and is refilled by readers
 	stopped bool
 
@@ -207,6 +208,11 @@ func startServe(b *testing.B, ctx context.Context, bin string, args ...string) *
 			}
 			p.mu.Unlock()
 			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving pprof" {
+				p.mu.Lock()
+				p.pprof = "http://" + rec.Addr
+				p.mu.Unlock()
+			}
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving" && rec.Addr != "" {
 				select {
 				case addr <- rec.Addr:

@@ -38,6 +38,8 @@ type Main struct {
 	origin backend.Origin
 	// rec is the reconciler's part; nil without a source.
 	rec *reconcilerPart
+	// pprof serves runtime profiles; nil without --pprof-listen.
+	pprof *pprofListener
 
 	closeOnce sync.Once
 	closers   []func()
@@ -56,7 +58,7 @@ func (m *Main) onClose(fn func()) { m.closers = append(m.closers, fn) }
 // --dir, the source and the reconciler, which clears what an earlier
 // process left (Recover). Nothing serves or runs yet.
 func (m *Main) Open() error {
-	for _, open := range []func() error{m.openServer, m.openReconciler} {
+	for _, open := range []func() error{m.openServer, m.openPprof, m.openReconciler} {
 		if err := open(); err != nil {
 			m.Close()
 			return err
@@ -93,6 +95,7 @@ func (m *Main) openServer() error {
 func (m *Main) Run(ctx context.Context) error {
 	recCtx, stopRec := context.WithCancel(ctx)
 	defer stopRec()
+	m.servePprof()
 	wait := func() {}
 	if m.rec != nil {
 		wait = m.rec.start(recCtx)

@@ -37,6 +37,7 @@ type serveFlags struct {
 	bodyMemory      int64
 	logLevel        string
 	logFormat       string
+	pprofListen     string
 
 	// The repository to reconcile: a git remote or a local directory.
 	repo         string
@@ -200,6 +201,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.talos.simTimings, "sim-timings", "", "stage durations of the simulated nodes, e.g. boot=200ms,reboot=400ms,upgrade=300ms,fallback=2s (also install, reset, log); default: the nodes' own")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.pprofListen, "pprof-listen", "", "loopback `ADDR` (e.g. 127.0.0.1:6060) to serve Go's runtime profiles on, at /debug/pprof/, apart from the API; no authentication, so other addresses are refused; default: off")
 }
 
 // serverConfig turns the settings into a backend.Config.

@@ -24,7 +24,7 @@ type PoolOptions struct {
 	// thousands of machines that are only probed do not stay open.
 	IdleTimeout time.Duration
 	// MaxIdle is how many unused clients are kept at most; beyond it the
-	// least recently used one closes at once. Default 256.
+	// least recently used one closes at once. Default DefaultMaxIdle.
 	MaxIdle int
 	// CertificateLifetime is how long the pool uses one client
 	// certificate of a tenant before it issues a new one. The certificates
@@ -33,6 +33,14 @@ type PoolOptions struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
+
+// DefaultMaxIdle is how many unused clients a Pool keeps unless
+// PoolOptions.MaxIdle says otherwise: enough for the machines that
+// bootstraps and rollouts talk to again within seconds. A kept client
+// costs about 100 KiB (its TLS connection and HTTP/2 buffers; as much
+// again on the machine's side), and probes gain nothing from one, since a
+// machine is probed once per probe TTL, longer than IdleTimeout.
+const DefaultMaxIdle = 32
 
 // Pool hands out Talos API clients, one per tenant and machine address,
 // authenticated with an os:admin certificate issued from the tenant's
@@ -78,7 +86,7 @@ func NewPool(opts PoolOptions) *Pool {
 		opts.IdleTimeout = 5 * time.Second
 	}
 	if opts.MaxIdle <= 0 {
-		opts.MaxIdle = 256
+		opts.MaxIdle = DefaultMaxIdle
 	}
 	if opts.CertificateLifetime <= 0 {
 		opts.CertificateLifetime = 24 * time.Hour

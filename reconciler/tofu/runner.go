@@ -71,9 +71,17 @@ type Creds struct {
 type Runner struct {
 	opts Options
 	runs atomic.Int64
-	// mu serialises runs per work directory; tenants run in parallel.
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	mu   sync.Mutex
+	dirs map[string]*workDir
+}
+
+// workDir serialises the runs in one work directory (tenants run in
+// parallel) and keeps its tfexec handle from one run to the next: the
+// handle learns tofu's version once, with a `tofu version` process of its
+// own, and a new handle per run would start that process every time.
+type workDir struct {
+	mu sync.Mutex
+	tf *tfexec.Terraform
 }
 
 // NewRunner checks the options and returns a Runner.
@@ -90,7 +98,7 @@ func NewRunner(opts Options) (*Runner, error) {
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
 	}
-	return &Runner{opts: opts, locks: map[string]*sync.Mutex{}}, nil
+	return &Runner{opts: opts, dirs: map[string]*workDir{}}, nil
 }
 
 // Options returns the runner's options, defaults filled in.
@@ -130,23 +138,24 @@ type session struct {
 	unlock func()
 }
 
-// dirLock returns the mutex that serialises runs in dir.
-func (r *Runner) dirLock(dir string) *sync.Mutex {
+// workDir returns the runs' lock and tfexec handle of dir.
+func (r *Runner) workDir(dir string) *workDir {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l, ok := r.locks[dir]
+	w, ok := r.dirs[dir]
 	if !ok {
-		l = &sync.Mutex{}
-		r.locks[dir] = l
+		w = &workDir{}
+		r.dirs[dir] = w
 	}
-	return l
+	return w
 }
 
 // open starts a session in dir once no other run uses it: none of this
 // runner, and no tofu that an earlier server process left running there.
 // What an interrupted run left behind (its var file and plan) goes first.
 func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, error) {
-	l := r.dirLock(dir)
+	w := r.workDir(dir)
+	l := &w.mu
 	l.Lock()
 	if err := waitIdle(ctx, dir); err != nil {
 		l.Unlock()
@@ -156,12 +165,15 @@ func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, e
 		l.Unlock()
 		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
 	}
-
-	tf, err := tfexec.NewTerraform(dir, r.opts.Binary)
-	if err != nil {
-		l.Unlock()
-		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
+	if w.tf == nil {
+		tf, err := tfexec.NewTerraform(dir, r.opts.Binary)
+		if err != nil {
+			l.Unlock()
+			return nil, fmt.Errorf("tofu in %s: %w", dir, err)
+		}
+		w.tf = tf
 	}
+	tf := w.tf
 	env := map[string]string{
 		"PATH":                   r.opts.Getenv("PATH"),
 		"HOME":                   r.opts.Getenv("HOME"),
@@ -200,9 +212,9 @@ func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, e
 // one that an earlier server process started and left running when it
 // died. It returns at once when none runs.
 func (r *Runner) WaitIdle(ctx context.Context, dir string) error {
-	l := r.dirLock(dir)
-	l.Lock()
-	defer l.Unlock()
+	w := r.workDir(dir)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return waitIdle(ctx, dir)
 }
 

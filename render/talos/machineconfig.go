@@ -226,17 +226,13 @@ func generateBase(in ConfigInput) (coreconfig.Provider, error) {
 		return nil, err
 	}
 	k8s := strings.TrimPrefix(in.KubernetesVersion, "v")
-	bundle, err := ParseSecrets(in.Secrets)
+	bundle, osCA, err := parseSecrets(in.Secrets)
 	if err != nil {
 		return nil, err
 	}
 	now := in.Now
 	if now.IsZero() {
-		ca, err := bundle.Certs.OS.GetCert()
-		if err != nil {
-			return nil, fmt.Errorf("secrets bundle: OS CA: %w", err)
-		}
-		now = ca.NotBefore
+		now = osCA
 	}
 	bundle.Clock = secrets.NewFixedClock(now)
 
@@ -294,7 +290,7 @@ func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched co
 	if strings.TrimSpace(p.Patch) == "" {
 		return nil, errors.New("load: patch is empty")
 	}
-	loaded, err := configpatcher.LoadPatch([]byte(p.Patch))
+	loaded, err := loadPatchOnce(p.Patch)
 	if err != nil {
 		return nil, fmt.Errorf("load: %s", flattenError(err))
 	}

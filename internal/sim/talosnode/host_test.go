@@ -2,7 +2,9 @@ package talosnode
 
 import (
 	"crypto/tls"
+	stdx509 "crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -204,5 +206,41 @@ func TestRecordsBecomeNodesAndGoWithTheirDisks(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(h.Dir(), "sim.json")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClusterNodesShareClientCAs: the nodes of a cluster with the same
+// machine.ca share one pool of client CAs; a node of another CA (the same
+// cluster name here) gets its own, and each refuses the other's clients.
+func TestClusterNodesShareClientCAs(t *testing.T) {
+	h := openHost(t, "")
+	a, b := bundle(t, "a"), bundle(t, "b")
+	for i, s := range [][]byte{a, a, b} {
+		id := fmt.Sprint("vm-", i+1)
+		if err := h.Boot(id, addr(h, i+1), machineConfig(t, s, "controlplane", false)); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, h, id)
+	}
+	ctx := ctxT(t)
+	for i, s := range [][]byte{a, a, b} {
+		if _, err := adminClient(t, s, addr(h, i+1)).Version(ctx); err != nil {
+			t.Fatalf("vm-%d with its own CA: %v", i+1, err)
+		}
+	}
+	if _, err := adminClient(t, b, addr(h, 2)).Version(ctx); err == nil {
+		t.Fatal("vm-2 answered a client of the other CA")
+	}
+	if _, err := adminClient(t, a, addr(h, 3)).Version(ctx); err == nil {
+		t.Fatal("vm-3 answered a client of the other CA")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pool := func(id string) *stdx509.CertPool { return h.byID[id].tls.ClientCAs }
+	if pool("vm-1") != pool("vm-2") || pool("vm-1") == pool("vm-3") {
+		t.Errorf("client CA pools: vm-1 %p, vm-2 %p, vm-3 %p; want vm-1 and vm-2 to share one", pool("vm-1"), pool("vm-2"), pool("vm-3"))
+	}
+	if h.byID["vm-1"].tls.Certificates[0].Leaf != nil {
+		t.Error("a node keeps the parsed form of its certificate")
 	}
 }

@@ -93,7 +93,8 @@ type node struct {
 
 	maintTLS *tls.Config
 	tls      *tls.Config
-	tlsFor   string // the config hash tls was made for
+	tlsFor   string   // the config hash tls was made for
+	tlsCAs   [][]byte // the CAs (PEM) of tls.ClientCAs
 
 	fault Fault
 	// changed is closed and replaced whenever something observable

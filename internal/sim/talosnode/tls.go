@@ -1,12 +1,14 @@
 package talosnode
 
 import (
+	"bytes"
 	"crypto/tls"
 	stdx509 "crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
@@ -95,14 +97,16 @@ func (h *Host) nodeTLS(n *node) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apid certificate: %w", err)
 	}
-	pool := stdx509.NewCertPool()
-	for _, c := range append([][]byte{run.Summary.CA}, run.Summary.AcceptedCAs...) {
-		if !pool.AppendCertsFromPEM(c) {
-			return nil, errors.New("machine.ca: no PEM certificate")
-		}
+	pool, err := h.clientCAs(n, run.Summary)
+	if err != nil {
+		return nil, err
 	}
+	cert := *kp.Certificate
+	// The one certificate needs no parsed form for a handshake: a node
+	// keeps only its DER and key.
+	cert.Leaf = nil
 	n.tls = &tls.Config{
-		Certificates: []tls.Certificate{*kp.Certificate},
+		Certificates: []tls.Certificate{cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    pool,
 		NextProtos:   []string{"h2"},
@@ -110,6 +114,28 @@ func (h *Host) nodeTLS(n *node) (*tls.Config, error) {
 	}
 	n.tlsFor = run.Hash
 	return n.tls, nil
+}
+
+// clientCAs returns the pool of CAs that client certificates of n must
+// chain to: the one another node of the cluster made from the same CAs,
+// else a new one, so that a cluster's nodes share one. Called with h.mu
+// held.
+func (h *Host) clientCAs(n *node, s summary) (*stdx509.CertPool, error) {
+	cas := append([][]byte{s.CA}, s.AcceptedCAs...)
+	for m := range h.clusters[s.Cluster] {
+		if m != n && m.tls != nil && slices.EqualFunc(m.tlsCAs, cas, bytes.Equal) {
+			n.tlsCAs = m.tlsCAs
+			return m.tls.ClientCAs, nil
+		}
+	}
+	pool := stdx509.NewCertPool()
+	for _, c := range cas {
+		if !pool.AppendCertsFromPEM(c) {
+			return nil, errors.New("machine.ca: no PEM certificate")
+		}
+	}
+	n.tlsCAs = cas
+	return pool, nil
 }
 
 // issuer returns the CA that signs a node's API certificate. Called with
