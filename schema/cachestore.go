@@ -37,7 +37,7 @@ type CacheStore interface {
 // version: another build may parse differently.
 func CacheFormat() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "rezuscloud manifest cache 3\x00")
+	fmt.Fprintf(h, "rezuscloud manifest cache 4\x00")
 	_ = fs.WalkDir(schemaFS, ".", func(name string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			data, _ := schemaFS.ReadFile(name)
@@ -53,11 +53,12 @@ func storeKey(path, hash string) string { return path + "\x00" + hash }
 
 // A file's result as a CacheStore holds it: the file's size (8 bytes, big
 // endian), the count of skipped documents and of documents, then of each
-// document its kind, line, name, tenant, key positions and object. Numbers
-// are uvarints, strings a uvarint length and the bytes. The positions are
-// one "line col path" a line; the object is its JSON form, which decodes
-// back into the same Go value: every value a loaded object holds is one
-// encoding/json gives (see decode.go).
+// document its kind, line, name, tenant, key positions, the lines of its
+// object's Source and the object. Numbers are uvarints, strings a uvarint
+// length and the bytes. The positions are one "line col path" a line, the
+// Source's lines one "line 0 path" a line; the object is its JSON form,
+// which decodes back into the same Go value: every value a loaded object
+// holds is one encoding/json gives (see decode.go).
 
 // storedSize returns the file size a stored value records.
 func storedSize(v []byte) (int64, bool) {
@@ -84,18 +85,21 @@ func encodeResult(r *fileResult, size int64) ([]byte, bool) {
 		if err != nil {
 			return nil, false
 		}
-		var pos strings.Builder
-		for k, p := range d.pos {
-			if strings.Contains(k, "\n") {
-				return nil, false
-			}
-			fmt.Fprintf(&pos, "%d %d %s\n", p.line, p.col, k)
+		pos, ok1 := encodePos(d.pos)
+		lines := map[string]position{}
+		for k, line := range sourceOf(d.obj).Lines {
+			lines[k] = position{line: line}
+		}
+		src, ok2 := encodePos(lines)
+		if !ok1 || !ok2 {
+			return nil, false
 		}
 		b = appendString(b, d.kind)
 		b = binary.AppendUvarint(b, uint64(d.line))
 		b = appendString(b, d.name)
 		b = appendString(b, d.tenant)
-		b = appendString(b, pos.String())
+		b = appendString(b, pos)
+		b = appendString(b, src)
 		b = appendString(b, string(obj))
 	}
 	return b, true
@@ -133,7 +137,33 @@ func (r *storedReader) bytes() []byte {
 	return v
 }
 
-// decodePos decodes the positions encodeResult wrote.
+// sourceOf returns the Source of a loaded object.
+func sourceOf(obj any) Source {
+	switch o := obj.(type) {
+	case *Tenant:
+		return o.Source
+	case *NodeGroup:
+		return o.Source
+	case *ConfigPatch:
+		return o.Source
+	}
+	return Source{}
+}
+
+// encodePos encodes positions as text, one "line col path" a line; ok is
+// false for a path that holds a line break.
+func encodePos(pos map[string]position) (string, bool) {
+	var b strings.Builder
+	for k, p := range pos {
+		if strings.Contains(k, "\n") {
+			return "", false
+		}
+		fmt.Fprintf(&b, "%d %d %s\n", p.line, p.col, k)
+	}
+	return b.String(), true
+}
+
+// decodePos decodes the positions encodePos wrote.
 func decodePos(s string) (map[string]position, bool) {
 	pos := make(map[string]position, strings.Count(s, "\n"))
 	for line := range strings.Lines(s) {
@@ -169,9 +199,17 @@ func decodeResult(name string, data []byte) (*fileResult, bool) {
 		d.name = string(rd.bytes())
 		d.tenant = string(rd.bytes())
 		pos := rd.bytes()
+		srcLines := rd.bytes()
 		obj := rd.bytes()
-		var ok bool
-		if d.pos, ok = decodePos(string(pos)); !ok || rd.bad || !decodeObject(d, obj) {
+		var ok1, ok2 bool
+		var lines map[string]position
+		d.pos, ok1 = decodePos(string(pos))
+		lines, ok2 = decodePos(string(srcLines))
+		src := Source{File: name, Line: d.line, Lines: make(map[string]int, len(lines))}
+		for k, p := range lines {
+			src.Lines[k] = p.line
+		}
+		if !ok1 || !ok2 || rd.bad || !decodeObject(d, obj, src) {
 			return nil, false
 		}
 		r.docs = append(r.docs, d)
@@ -179,22 +217,23 @@ func decodeResult(name string, data []byte) (*fileResult, bool) {
 	return r, len(rd.b) == 0
 }
 
-// decodeObject decodes a document's object from its JSON form.
-func decodeObject(d *document, data []byte) bool {
+// decodeObject decodes a document's object from its JSON form, with its
+// Source.
+func decodeObject(d *document, data []byte, src Source) bool {
 	var err error
 	switch d.kind {
 	case KindTenant:
 		t := &Tenant{}
 		err = json.Unmarshal(data, t)
-		t.Source, d.obj = d.source(), t
+		t.Source, d.obj = src, t
 	case KindNodeGroup:
 		ng := &NodeGroup{}
 		err = json.Unmarshal(data, ng)
-		ng.Source, d.obj = d.source(), ng
+		ng.Source, d.obj = src, ng
 	case KindConfigPatch:
 		p := &ConfigPatch{}
 		err = json.Unmarshal(data, p)
-		p.Source, d.obj = d.source(), p
+		p.Source, d.obj = src, p
 	default:
 		return false
 	}
