@@ -59,12 +59,12 @@ func (b blobFS) ContentHash(name string) (string, bool) {
 }
 
 // restarted loads fsys with a new cache on store, as a new process does.
-func restarted(t *testing.T, fsys fs.FS, store CacheStore) (*Desired, error, CacheStats) {
+func restarted(t *testing.T, fsys fs.FS, store CacheStore) (*Desired, CacheStats, error) {
 	t.Helper()
 	c := NewCache(0)
 	c.UseStore(store)
 	d, err := Load(fsys, ".", &Options{Cache: c})
-	return d, err, c.Stats()
+	return d, c.Stats(), err
 }
 
 // TestCacheStoreAcrossProcesses: a new process on the store of the one
@@ -79,10 +79,10 @@ func TestCacheStoreAcrossProcesses(t *testing.T) {
 				t.Fatal(err)
 			}
 			store := &memStore{values: map[string][]byte{}}
-			if _, err, s := restarted(t, fsys, store); err != nil || s.Stored != 0 || s.Misses != cold.Files {
+			if _, s, err := restarted(t, fsys, store); err != nil || s.Stored != 0 || s.Misses != cold.Files {
 				t.Fatalf("first process: %v, %+v: want %d files parsed", err, s, cold.Files)
 			}
-			warm, err, s := restarted(t, fsys, store)
+			warm, s, err := restarted(t, fsys, store)
 			if err != nil || s.Stored != cold.Files || s.Misses != 0 {
 				t.Fatalf("second process: %v, %+v: want all %d files from the store, none parsed", err, s, cold.Files)
 			}
@@ -96,7 +96,7 @@ func TestCacheStoreAcrossProcesses(t *testing.T) {
 	restarted(t, blobFS{tree}, store)
 	f := tree["t004/tenant.yaml"]
 	tree["t004/tenant.yaml"] = &fstest.MapFile{Mode: 0o644, Data: []byte(strings.Replace(string(f.Data), "1.34.1", "1.34.2", 1))}
-	d, err, s := restarted(t, blobFS{tree}, store)
+	d, s, err := restarted(t, blobFS{tree}, store)
 	if err != nil || s.Misses != 1 || s.Stored != 29 || d.Tenant("t004").Tenant.Spec.KubernetesVersion != "1.34.2" {
 		t.Fatalf("a changed file: %v, %+v: want it parsed (1 miss, 29 stored) and Kubernetes 1.34.2", err, s)
 	}
@@ -113,8 +113,8 @@ func TestCacheStoreNeverHoldsProblems(t *testing.T) {
 	bad := strings.Replace(string(tree["t001/nodegroups.yaml"].Data), "  count: 2\n", "  count: two\n", 1)
 	tree["t001/nodegroups.yaml"] = &fstest.MapFile{Mode: 0o644, Data: []byte(bad)}
 	store := &memStore{values: map[string][]byte{}}
-	_, first, _ := restarted(t, blobFS{tree}, store)
-	_, again, s := restarted(t, blobFS{tree}, store)
+	_, _, first := restarted(t, blobFS{tree}, store)
+	_, s, again := restarted(t, blobFS{tree}, store)
 	if first == nil || !reflect.DeepEqual(first, again) || s.Misses != 1 || s.Stored != 14 {
 		t.Fatalf("%v, then %v, %+v: want the same problem twice, the bad file parsed each time", first, again, s)
 	}
@@ -126,7 +126,7 @@ func TestCacheStoreNeverHoldsProblems(t *testing.T) {
 	delete(tree, "t001/nodegroups.yaml")
 	delete(tree, "t003/patches.yaml")
 	store.values[storeKey("t002/tenant.yaml", mustHash(t, tree, "t002/tenant.yaml"))] = append(make([]byte, 8), "\x00\x01\x06Tenant"...)
-	d, err, s := restarted(t, blobFS{tree}, store)
+	d, s, err := restarted(t, blobFS{tree}, store)
 	if err != nil || len(d.Tenant("t003").Patches) != 0 || len(d.Tenant("t001").NodeGroups) != 0 || d.Tenant("t002") == nil || s.Misses != 1 {
 		t.Fatalf("%v, %+v: want t003 without patches, t001 without node groups, t002 parsed again", err, s)
 	}
