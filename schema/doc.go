@@ -64,7 +64,11 @@
 // read), or else the SHA-256 of the bytes read. The checks across files
 // (unique names, tenants that exist) run on every Load, on all documents.
 // A file that is gone is never served from the cache: only the files found
-// in the tree are looked up.
+// in the tree are looked up. A directory whose tree hash the file system
+// knows (TreeHasher) and which is unchanged since a Load that found no
+// problem in it is not walked again: its files come from the cache's
+// listing of it. With a CacheStore (Cache.UseStore), what was parsed
+// outlives the process; files with problems are never stored.
 //
 // The package knows nothing of what happens to the desired state afterwards: it
 // must not import sources, render, reconciler or backend.
