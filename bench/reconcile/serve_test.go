@@ -373,3 +373,26 @@ func (p *serveProc) getJSON(ctx context.Context, path string, v any) error {
 	}
 	return json.Unmarshal(body, v)
 }
+
+// waitReady polls /readyz until it answers 200 and returns the time since
+// start: the server is ready once it has fetched its repository.
+func (p *serveProc) waitReady(b *testing.B, ctx context.Context, start time.Time) time.Duration {
+	b.Helper()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/readyz", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(start)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("rezuscloud serve never became ready\n%s", p.tail())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
