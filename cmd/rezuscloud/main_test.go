@@ -161,9 +161,7 @@ func TestTokenCreate(t *testing.T) {
 // 127.0.0.1:0 in a temporary dir, serves a request, and stops it when its
 // context ends; a Main whose Open fails releases what it opened.
 func TestMainOpenRunClose(t *testing.T) {
-	f := &serveFlags{getenv: func(string) string { return "" }}
-	addServeFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), f)
-	f.data, f.listen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0"
+	f := testServeFlags(t)
 	m := NewMain(f, slog.New(slog.DiscardHandler))
 	if err := m.Open(); err != nil {
 		t.Fatal(err)
@@ -205,4 +203,14 @@ func TestMainOpenRunClose(t *testing.T) {
 		t.Fatalf("reopen after a failed Open: %v", err)
 	}
 	again.Close()
+}
+
+// testServeFlags returns serve's flags at their defaults, with a data dir
+// of the test's and the API on 127.0.0.1:0.
+func testServeFlags(t *testing.T) *serveFlags {
+	t.Helper()
+	f := &serveFlags{getenv: func(string) string { return "" }}
+	addServeFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), f)
+	f.data, f.listen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0"
+	return f
 }

@@ -7,12 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/spf13/pflag"
 )
 
 // parsePprofListen parses args and env for `serve` and returns the
@@ -63,9 +60,7 @@ func TestPprofListenRefusesOtherAddresses(t *testing.T) {
 // its own listener serves a heap profile, the API's listener does not, and
 // without the flag no profile listener exists.
 func TestMainServesPprof(t *testing.T) {
-	f := &serveFlags{getenv: func(string) string { return "" }}
-	addServeFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), f)
-	f.data, f.listen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0"
+	f := testServeFlags(t)
 	off := NewMain(f, slog.New(slog.DiscardHandler))
 	if err := off.Open(); err != nil {
 		t.Fatal(err)
