@@ -211,13 +211,13 @@ func BenchmarkOpenSimDir(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	heap0, rss0, g0, fd0 := ms.HeapInuse, rssKiB(), runtime.NumGoroutine(), openFDs()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	h, err := Open(Options{Dir: dir, Timings: Timings{Boot: 100 * time.Millisecond}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer h.Close()
-	opened := time.Since(start)
+	opened, openCPU := time.Since(start), cpuTime()-cpu0
 	time.Sleep(2 * time.Second) // every node booted
 	for b.Loop() {
 		time.Sleep(10 * time.Millisecond)
@@ -227,6 +227,8 @@ func BenchmarkOpenSimDir(b *testing.B) {
 	n := len(h.Nodes())
 	heap := float64(ms.HeapInuse-heap0) / (1 << 20)
 	b.ReportMetric(float64(n), "nodes")
+	b.ReportMetric(float64(opened.Microseconds())/1000, "open-ms")
+	b.ReportMetric(float64(openCPU.Microseconds())/1000, "open-cpu-ms")
 	b.ReportMetric(heap, "heap-MiB")
 	b.ReportMetric(heap*1024/float64(max(n, 1)), "heap-KiB/node")
 	b.Logf("%d nodes of %s: opened in %v; heap in use +%.1f MiB, RSS +%d MiB, goroutines %d → %d, fds %d → %d",

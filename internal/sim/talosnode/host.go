@@ -69,6 +69,11 @@ type Host struct {
 	faults   Faults
 	checked  map[string]checkedConfig
 	sched    *scheduler
+	// checkedOut appends to the sim dir's file of checked configs; nil
+	// when it cannot be written. parsed counts the configs this host
+	// loaded and validated itself.
+	checkedOut *os.File
+	parsed     int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -121,6 +126,7 @@ func Open(opts Options) (*Host, error) {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.sched = newScheduler(h.tick)
 	h.srv = h.newGRPCServer()
+	h.loadChecked()
 	if err := h.restore(); err != nil {
 		h.Close()
 		return nil, err
@@ -128,6 +134,9 @@ func Open(opts Options) (*Host, error) {
 	if err := h.Sync(); err != nil {
 		h.log.Warn("read machine records", "err", err)
 	}
+	h.mu.Lock()
+	h.log.Debug("simulated nodes opened", "nodes", len(h.byID), "configs parsed", h.parsed, "configs known", len(h.checked))
+	h.mu.Unlock()
 	h.wg.Add(3)
 	go func() { defer h.wg.Done(); h.srv.Serve(trackingListener{Listener: h.acc, h: h}) }()
 	go func() { defer h.wg.Done(); h.sched.run(h.ctx) }()
@@ -172,6 +181,10 @@ func (h *Host) Close() error {
 	h.mu.Lock()
 	for _, n := range h.byID {
 		h.closeListener(n)
+	}
+	if h.checkedOut != nil {
+		h.checkedOut.Close()
+		h.checkedOut = nil
 	}
 	h.mu.Unlock()
 	return h.claim.Close()

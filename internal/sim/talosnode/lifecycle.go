@@ -26,11 +26,15 @@ func (h *Host) add(st state, userData []byte, persist bool) error {
 	n.dir = h.diskDir(st.ID)
 	h.powerOn(n, userData, st.CreatedAt)
 	h.insert(n)
-	save := h.changed(n)
-	h.mu.Unlock()
 	if !persist {
+		// A record's machine keeps no state until its first write
+		// call: its record and user data say all of it.
+		h.touch(n)
+		h.mu.Unlock()
 		return nil
 	}
+	save := h.changed(n)
+	h.mu.Unlock()
 	if err := h.writeUserData(n, userData); err != nil {
 		return err
 	}
@@ -62,13 +66,16 @@ func (h *Host) powerOn(n *node, userData []byte, t time.Time) {
 }
 
 // check loads and validates a config, caching the outcome by content and
-// mode: many machines boot the same config.
+// mode, in memory and in the sim dir (checkedFile): many machines boot the
+// same config, and a host opened again boots its machines without parsing
+// their configs.
 func (h *Host) check(b []byte, mode validationMode) (summary, error) {
 	key := hashHex(b) + "/" + mode.String() + fmt.Sprint(mode.RequiresInstall())
 	if c, ok := h.checked[key]; ok {
 		return c.sum, c.err
 	}
 	cfg, _, err := loadConfig(b, mode)
+	h.parsed++
 	var sum summary
 	if err == nil {
 		sum, err = summarize(cfg)
@@ -76,7 +83,9 @@ func (h *Host) check(b []byte, mode validationMode) (summary, error) {
 	if len(h.checked) > 4096 {
 		clear(h.checked)
 	}
-	h.checked[key] = checkedConfig{sum: sum, err: err}
+	c := checkedConfig{sum: sum, err: err}
+	h.checked[key] = c
+	h.keepChecked(key, c)
 	return sum, err
 }
 
@@ -91,22 +100,26 @@ func (h *Host) insert(n *node) {
 // index files n under its running config's cluster, and registers a
 // control plane's CA key as its cluster's trustd. Called with h.mu held.
 func (h *Host) index(n *node) {
-	for key, set := range h.clusters {
-		if _, ok := set[n]; ok && key != n.cluster() {
-			delete(set, n)
-			if len(set) == 0 {
-				delete(h.clusters, key)
-			}
+	key := n.cluster()
+	if n.gone.Load() {
+		key = ""
+	}
+	if n.filedUnder != "" && n.filedUnder != key {
+		set := h.clusters[n.filedUnder]
+		delete(set, n)
+		if len(set) == 0 {
+			delete(h.clusters, n.filedUnder)
 		}
 	}
-	if n.gone.Load() || n.st.Running == nil {
+	n.filedUnder = key
+	if key == "" {
 		return
 	}
 	s := n.st.Running.Summary
-	set := h.clusters[s.Cluster]
+	set := h.clusters[key]
 	if set == nil {
 		set = map[*node]struct{}{}
-		h.clusters[s.Cluster] = set
+		h.clusters[key] = set
 	}
 	set[n] = struct{}{}
 	if s.ControlPlane && len(s.CAKey) > 0 {
@@ -130,12 +143,19 @@ func (h *Host) dropLocked(n *node) {
 // opens or closes n's port, schedules n's next stage change, and returns
 // the function that saves n's state, to be called without h.mu.
 func (h *Host) changed(n *node) func() error {
+	h.touch(n)
+	seq, b := n.seq, n.encodeState()
+	return func() error { return h.saveState(n, seq, b) }
+}
+
+// touch is changed without the save: it wakes n's streams, opens or
+// closes its port and schedules its next stage change. Called with h.mu
+// held.
+func (h *Host) touch(n *node) {
 	n.seq++
 	n.notify()
 	h.syncListener(n)
 	h.reschedule(n)
-	seq, b := n.seq, n.encodeState()
-	return func() error { return h.saveState(n, seq, b) }
 }
 
 // advance brings n's state up to now: the effects of the steps that began,

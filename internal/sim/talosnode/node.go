@@ -97,6 +97,8 @@ type node struct {
 	tlsCAs   [][]byte // the CAs (PEM) of tls.ClientCAs
 
 	fault Fault
+	// filedUnder is the cluster h.clusters files n under; "" for none.
+	filedUnder string
 	// changed is closed and replaced whenever something observable
 	// changes; streams (watches, followed logs) wait on it.
 	changed chan struct{}
