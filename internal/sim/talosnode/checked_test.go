@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim"
@@ -130,4 +131,80 @@ func TestIndexFollowsTheRunningConfig(t *testing.T) {
 	m.gone.Store(true)
 	h.index(m)
 	check(map[string]int{})
+}
+
+// TestBackgroundOpenBootsEveryMachine: a host opened with Background
+// returns before its machines power on and serves every one of them once
+// Booted is closed: the records' machines with their configs, and a
+// machine booted by another cloud with the state it had (BootMachine
+// after the restart waits for the restore and changes nothing). A host
+// closed while it boots stops serving.
+func TestBackgroundOpenBootsEveryMachine(t *testing.T) {
+	dir := t.TempDir()
+	h := openHost(t, dir)
+	st, err := sim.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := bundle(t, "a")
+	var recs []sim.Record
+	for i := range 20 {
+		rec, err := st.Create(sim.Spec{Name: "acme-" + string(rune('a'+i)), Tenant: "acme", NodeGroup: "g", Role: "worker", Shape: "small",
+			Image: "talos-1.12.6", UserData: machineConfig(t, secrets, "worker", false)}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	vm := addr(h, 250)
+	if err := h.Boot("vm-1", vm, machineConfig(t, secrets, "controlplane", false)); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, h, "vm-1")
+	labels := machineConfig(t, secrets, "controlplane", false, labelPatch)
+	ctx := ctxT(t)
+	if _, err := adminClient(t, secrets, vm).ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: labels, Mode: machine.ApplyConfigurationRequest_NO_REBOOT}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		waitRunning(t, h, rec.ID)
+	}
+	h.Close()
+
+	h2, err := Open(Options{Dir: dir, Timings: testTimings, PollInterval: time.Hour, Background: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.BootMachine(Machine{ID: "vm-1", Address: vm, UserData: machineConfig(t, secrets, "controlplane", false)}); err != nil {
+		t.Fatalf("boot the restored machine again: %v", err)
+	}
+	select {
+	case <-h2.Booted():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the machines did not boot")
+	}
+	if info := waitRunning(t, h2, "vm-1"); info.ConfigSHA256 != hashHex(labels) {
+		t.Fatalf("the restored machine lost its applied config: %+v", info)
+	}
+	for _, rec := range recs {
+		ud, _ := st.UserData(rec.ID)
+		if info := waitRunning(t, h2, rec.ID); info.ConfigSHA256 != hashHex(ud) {
+			t.Fatalf("%s: %+v", rec.Name, info)
+		}
+		if _, err := adminClient(t, secrets, rec.Address).Version(ctx); err != nil {
+			t.Fatalf("%s after a background open: %v", rec.Name, err)
+		}
+	}
+	h2.Close()
+
+	h3, err := Open(Options{Dir: dir, Timings: testTimings, PollInterval: time.Hour, Background: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h3.Close()
+	for _, rec := range recs {
+		if !refused(rec.Address) {
+			t.Fatalf("%s answers after its host closed", rec.Name)
+		}
+	}
 }

@@ -114,6 +114,9 @@ func (h *Host) restore() error {
 		return fmt.Errorf("read machine disks: %w", err)
 	}
 	for _, e := range entries {
+		if h.ctx.Err() != nil {
+			return nil // closing
+		}
 		if !e.IsDir() || !sim.ValidDiskID(e.Name()) {
 			continue
 		}

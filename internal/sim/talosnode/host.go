@@ -45,6 +45,15 @@ type Options struct {
 	PollInterval time.Duration
 	// Platform is the platform name sim machines report; default "rezussim".
 	Platform string
+	// Background restores the nodes whose state is on disk and powers on
+	// the machines of the sim dir's records on the host's own goroutine:
+	// Open returns at once, and Booted is closed when every machine found
+	// has powered on. Until then a machine does not answer, as one that is
+	// still booting; real machines boot by themselves, whatever their
+	// server does. Calls that create or remove machines (BootMachine,
+	// StartMaintenance, Remove, Sync) wait for the restore. Without
+	// Background, Open returns after all of that.
+	Background bool
 }
 
 // Host serves the simulated Talos nodes of one sim dir from one process:
@@ -78,6 +87,8 @@ type Host struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	restored chan struct{} // closed after restore
+	booted   chan struct{} // closed after the first Sync
 }
 
 // checkedConfig caches the validation of a config by its hash and mode.
@@ -126,23 +137,60 @@ func Open(opts Options) (*Host, error) {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.sched = newScheduler(h.tick)
 	h.srv = h.newGRPCServer()
-	h.loadChecked()
-	if err := h.restore(); err != nil {
-		h.Close()
-		return nil, err
+	h.restored, h.booted = make(chan struct{}), make(chan struct{})
+	if !opts.Background {
+		if err := h.boot(); err != nil {
+			h.Close()
+			return nil, err
+		}
 	}
-	if err := h.Sync(); err != nil {
-		h.log.Warn("read machine records", "err", err)
-	}
-	h.mu.Lock()
-	h.log.Debug("simulated nodes opened", "nodes", len(h.byID), "configs parsed", h.parsed, "configs known", len(h.checked))
-	h.mu.Unlock()
 	h.wg.Add(3)
 	go func() { defer h.wg.Done(); h.srv.Serve(trackingListener{Listener: h.acc, h: h}) }()
 	go func() { defer h.wg.Done(); h.sched.run(h.ctx) }()
-	go func() { defer h.wg.Done(); h.watch(h.ctx) }()
+	go func() {
+		defer h.wg.Done()
+		if opts.Background {
+			if err := h.boot(); err != nil {
+				h.log.Error("simulated nodes", "err", err)
+			}
+		}
+		h.watch(h.ctx)
+	}()
 	return h, nil
 }
+
+// boot restores the nodes whose state is on disk, then powers on the
+// machines of the records (the first Sync), closing h.restored and
+// h.booted in turn.
+func (h *Host) boot() error {
+	start := time.Now()
+	h.loadChecked()
+	err := h.restore()
+	close(h.restored)
+	if err == nil {
+		if serr := h.Sync(); serr != nil {
+			h.log.Warn("read machine records", "err", serr)
+		}
+	}
+	close(h.booted)
+	h.mu.Lock()
+	h.log.Debug("simulated nodes booted", "nodes", len(h.byID), "configs parsed", h.parsed, "configs known", len(h.checked), "took", time.Since(start))
+	h.mu.Unlock()
+	return err
+}
+
+// waitRestored waits until the nodes whose state is on disk are restored
+// (Options.Background), or the host closes.
+func (h *Host) waitRestored() {
+	select {
+	case <-h.restored:
+	case <-h.ctx.Done():
+	}
+}
+
+// Booted is closed once the machines of the sim dir's records found at
+// Open have powered on (see Options.Background).
+func (h *Host) Booted() <-chan struct{} { return h.booted }
 
 // claimBlock claims the store's address block for the host's lifetime. An
 // empty store whose block another live process holds gets a new block.
@@ -175,6 +223,7 @@ func (h *Host) newGRPCServer() *grpc.Server {
 // Close stops serving every node; their state stays on disk.
 func (h *Host) Close() error {
 	h.cancel()
+	<-h.booted // a boot in the background stops at the cancel
 	h.srv.Stop()
 	h.acc.Close()
 	h.wg.Wait()
@@ -234,6 +283,7 @@ func (h *Host) Boot(id, address string, userData []byte) error {
 // caller may announce its machines again after a restart); another address
 // is an error. The machine lives until Remove.
 func (h *Host) BootMachine(m Machine) error {
+	h.waitRestored()
 	if !sim.ValidDiskID(m.ID) {
 		return fmt.Errorf("boot machine %q: not a valid machine id", m.ID)
 	}
@@ -264,6 +314,7 @@ func (h *Host) BootMachine(m Machine) error {
 // machine already there is left as it is, unless it was powered off by a
 // reset without reboot: then it powers on again.
 func (h *Host) StartMaintenance(address string) error {
+	h.waitRestored()
 	addr, err := loopbackAddr(address)
 	if err != nil {
 		return fmt.Errorf("start metal machine: %w", err)
@@ -313,6 +364,7 @@ func loopbackAddr(s string) (netip.Addr, error) {
 // whose record is gone): it stops answering and its disk is deleted.
 // Removing an unknown machine is not an error.
 func (h *Host) Remove(id string) error {
+	h.waitRestored()
 	h.mu.Lock()
 	n := h.byID[id]
 	if n != nil {

@@ -51,6 +51,7 @@ func (h *Host) watch(ctx context.Context) {
 // their disks. The host does this by itself on changes; tests call it to
 // not wait.
 func (h *Host) Sync() error {
+	h.waitRestored()
 	h.syncMu.Lock()
 	defer h.syncMu.Unlock()
 	errs := []error{h.reloadFaults()}
@@ -85,6 +86,9 @@ func (h *Host) Sync() error {
 		n.saveMu.Unlock()
 	}
 	for _, id := range added {
+		if h.ctx.Err() != nil {
+			break // closing
+		}
 		errs = append(errs, h.addRecord(id))
 	}
 	return errors.Join(errs...)
