@@ -84,9 +84,9 @@ type Host struct {
 	checkedOut *os.File
 	parsed     int
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 	restored chan struct{} // closed after restore
 	booted   chan struct{} // closed after the first Sync
 }
