@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 )
 
 // benchNodes is how many idle nodes the benchmarks start:
@@ -170,6 +172,36 @@ func BenchmarkProbe(b *testing.B) {
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/probe")
 	runtime.GC()
 	b.Logf("RSS with %d clients connected: %d MiB", k, rssKiB()/1024)
+}
+
+// BenchmarkReadConfig reads the running config over COSI, as the Talos
+// plane's observer does at every probe, over kept connections across the
+// first 2000 nodes of the fleet; cpu-µs/read is both ends, the client's
+// parse of the config included.
+func BenchmarkReadConfig(b *testing.B) {
+	f := startFleet(b)
+	k := min(2000, len(f.addrs))
+	clients := make([]*client.Client, k)
+	ctx := context.Background()
+	for i := range k {
+		clients[i] = adminClient(b, f.cp, f.addrs[i])
+		if _, err := clients[i].Version(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for i := range b.N {
+		mc, err := safe.StateGet[*config.MachineConfig](ctx, clients[i%k].COSI, config.NewMachineConfig(nil).Metadata())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := mc.Provider().Bytes(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/read")
 }
 
 // BenchmarkProbeNewConnection is a probe that dials first: TLS handshake,

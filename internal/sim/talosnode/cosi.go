@@ -8,7 +8,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	cosistate "github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
-	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	machineryconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/role"
@@ -26,6 +26,20 @@ type cosiState struct {
 }
 
 var _ cosistate.CoreState = (*cosiState)(nil)
+
+// rawConfig is a running config as the node's disk holds it, which the
+// node loaded and validated when it got it. The COSI server needs only its
+// bytes (the MachineConfig resource's MarshalProto and MarshalYAML call
+// Bytes), so a read of the config parses nothing: the observer reads every
+// machine's config at every probe. Any other method of config.Provider
+// would panic on the nil Provider; nothing on the server calls one.
+type rawConfig struct {
+	machineryconfig.Provider
+	b []byte
+}
+
+func (c rawConfig) Bytes() ([]byte, error) { return c.b, nil }
+func (c rawConfig) Readonly() bool         { return true }
 
 func version(v uint64) resource.Version {
 	ver, _ := resource.ParseVersion(strconv.FormatUint(v, 10))
@@ -66,11 +80,7 @@ func (s *cosiState) resource(c *call, ptr resource.Pointer) (resource.Resource, 
 		if err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
-		cfg, err := configloader.NewFromBytes(b)
-		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
-		}
-		r := config.NewMachineConfig(cfg)
+		r := config.NewMachineConfig(rawConfig{b: b})
 		r.Metadata().SetVersion(version(seq + 1))
 		return r, nil
 	}
