@@ -117,6 +117,9 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 			fleet.Tenants, fleet.perTenant(), fleet.Machines(), ready.Round(time.Millisecond), applied.Round(time.Millisecond), first.tofuRuns, tofuRuns, observed.Round(time.Millisecond))
 		b.Logf("idle for %v: VmRSS %.1f–%.1f MB (mean %.1f; at the end %.1f MB anonymous, %.1f MB of the store file mapped), peak of the run (VmHWM) %.1f MB; Go heap in use %.1f MiB of %.1f MiB from the OS; target < %d MB idle",
 			idleFor, idle.minMB, idle.maxMB, idle.meanMB, idle.anonMB, idle.dbMB, peak, heap, sys, idleRSSTarget)
+		if first.tofuRuns != 0 {
+			b.Errorf("the restarted server ran tofu %d times on an applied fleet, want 0", first.tofuRuns)
+		}
 		if idle.maxMB >= idleRSSTarget {
 			b.Errorf("idle RSS %.1f MB, want < %d MB", idle.maxMB, idleRSSTarget)
 		}

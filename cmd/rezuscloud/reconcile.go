@@ -151,7 +151,9 @@ func (p *reconcilerPart) openSimCloud() error {
 	if err != nil {
 		return err
 	}
-	nodes, err := talosnode.Open(talosnode.Options{Dir: p.simDir, Timings: timings, Logger: p.log.With("component", "simnodes")})
+	// The machines boot in the background, as real ones boot whatever
+	// their server does; the observer waits for them (start).
+	nodes, err := talosnode.Open(talosnode.Options{Dir: p.simDir, Timings: timings, Logger: p.log.With("component", "simnodes"), Background: true})
 	if err != nil {
 		return fmt.Errorf("simulated Talos nodes: %w", err)
 	}
@@ -283,6 +285,13 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		p.closeReports()
 	})
 	goRun(func() {
+		// A machine probed before its simulated node has booted would
+		// be recorded as disconnected until the next pass.
+		select {
+		case <-p.nodes.Booted():
+		case <-ctx.Done():
+			return
+		}
 		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting})
 	})
 	if p.previews != nil {
