@@ -9,7 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime/debug"
+
+	"github.com/siderolabs/talos/pkg/machinery/gendata"
 )
 
 // checkedFile keeps, in the sim dir, the outcome of every config the host
@@ -25,8 +26,8 @@ const checkedFile = "talos-checked.jsonl"
 // maxCheckedLines bounds the file: one longer is started anew at open.
 const maxCheckedLines = 8192
 
-// checkedFormat is the header of the file. Talos is the version of
-// the machinery module that validated the configs.
+// checkedHeader is the first line of the file. Talos is the version of
+// the machinery that validated the configs.
 type checkedHeader struct {
 	Format int    `json:"format"`
 	Talos  string `json:"talos"`
@@ -38,24 +39,9 @@ type checkedLine struct {
 	Error   string  `json:"error,omitempty"`
 }
 
-// checkedSelf is the header this build writes.
-var checkedSelf = checkedHeader{Format: 1, Talos: machineryVersion()}
-
-func machineryVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	for _, d := range bi.Deps {
-		if d.Path == "github.com/siderolabs/talos/pkg/machinery" {
-			if d.Replace != nil {
-				return d.Replace.Path + "@" + d.Replace.Version
-			}
-			return d.Version
-		}
-	}
-	return "unknown"
-}
+// checkedSelf is the header this build writes: Format changes with
+// summary and check, Talos with the machinery that validates.
+var checkedSelf = checkedHeader{Format: 1, Talos: gendata.VersionTag}
 
 // loadChecked reads the checked configs of the sim dir into h.checked and
 // opens the file for appending. A file of another header or one that
