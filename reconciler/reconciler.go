@@ -139,6 +139,11 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 
+	// prepareValidation starts, at the first load (after the server is
+	// ready), the throwaway bundle the Talos checks need: an RSA key,
+	// about a second of CPU.
+	prepareValidation sync.Once
+
 	queue    *Queue
 	previews *Queue
 	secrets  secretsCache
@@ -206,7 +211,6 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 		r.manifests.UseStore(ms)
 	}
 	r.queue.Start()
-	render.PrepareValidation() // the first load's Talos checks need it; it takes a second
 	// Previews have a worker of their own, so they never hold up applies;
 	// they plan without the state lock, so they never block one either.
 	r.previews = NewQueue(QueueOptions{Workers: 1, Grace: time.Minute})
@@ -303,6 +307,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, snap sources.Snapshot) (*sch
 // Talos machine configs of every tenant whose manifests changed since they
 // were applied. It returns the inputHash of every tenant.
 func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedRecord) (*schema.Desired, map[string]string, []schema.Problem) {
+	r.prepareValidation.Do(render.PrepareValidation)
 	root := snap.Root
 	if root == "" {
 		root = "."
