@@ -20,6 +20,10 @@
 // versions, etcd membership, plan) and its journal of write calls live on
 // its disk in the sim dir, disk/<id>/, and survive a restart of the host.
 // Faults come from <sim dir>/faults.json (WriteFaults, Host.SetFault).
+// What validating each distinct config found is kept in
+// <sim dir>/talos-checked.jsonl, so that a host opened again boots its
+// machines without parsing their configs; with Options.Background they
+// boot on the host's own goroutine while its process does other things.
 //
 // This package must not import the reconciler or the backend: it is a
 // simulated peer, not a part of RezusCloud.
