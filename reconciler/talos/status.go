@@ -71,6 +71,9 @@ func (pl *Plane) ObserveMachines(ctx context.Context, bundle func(tenant string)
 	}
 	var out []Observed
 	for tenant, ms := range byTenant {
+		if ctx.Err() != nil {
+			break // stopping: the other tenants' bundles and probes would be in vain
+		}
 		b := bundle(tenant)
 		if b == nil {
 			continue

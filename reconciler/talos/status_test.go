@@ -1,6 +1,7 @@
 package talos
 
 import (
+	"context"
 	"testing"
 
 	"github.com/rezuscloud/rezuscloud/backend"
@@ -89,4 +90,24 @@ func TestObserveMachinesWritesWhatTheMachinesSay(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestObserveMachinesStopsWhenCancelled: a pass whose context ends asks
+// for no more tenants' bundles (a server that stops does not read and
+// probe the rest of its fleet first).
+func TestObserveMachinesStopsWhenCancelled(t *testing.T) {
+	r := newRig(t)
+	for _, name := range []string{"acme", "beta"} {
+		r.formed(name, 1, 0).putMachines()
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	asked := 0
+	_, err := r.plane.ObserveMachines(ctx, func(string) []byte {
+		asked++
+		cancel()
+		return nil
+	})
+	if err == nil || asked != 1 {
+		t.Fatalf("a cancelled pass asked for %d bundles (want 1) and returned %v", asked, err)
+	}
 }
