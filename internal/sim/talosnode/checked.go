@@ -70,6 +70,8 @@ func (h *Host) loadChecked() {
 			return
 		}
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, e := range entries {
 		h.checked[e.Key] = checkedConfig{sum: e.Summary, err: errorOf(e.Error)}
 	}

@@ -49,7 +49,7 @@ func (h *Host) watch(ctx context.Context) {
 // Sync reads the machine records and the faults file now: machines whose
 // record is new power on, machines whose record is gone are removed with
 // their disks. The host does this by itself on changes; tests call it to
-// not wait.
+// not wait. It waits for the restore of a host opened in the background.
 func (h *Host) Sync() error {
 	h.waitRestored()
 	h.syncMu.Lock()
