@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch"
@@ -136,6 +137,19 @@ var kubernetesVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-
 // gives a *PatchError naming that patch. Any other problem with the input
 // gives a plain error naming the field.
 func MachineConfig(in ConfigInput) ([]byte, error) {
+	cfg, err := build(in)
+	if err != nil {
+		return nil, err
+	}
+	out, verr := encodeValid(cfg, in.Mode)
+	if verr == nil {
+		return out, nil
+	}
+	return nil, blame(in, verr)
+}
+
+// build generates the config of in and applies its patches in order.
+func build(in ConfigInput) (coreconfig.Provider, error) {
 	cfg, err := generateBase(in)
 	if err != nil {
 		return nil, err
@@ -147,11 +161,7 @@ func MachineConfig(in ConfigInput) ([]byte, error) {
 			return nil, &PatchError{Patch: p, Err: err}
 		}
 	}
-	out, verr := encodeValid(cfg, in.Mode)
-	if verr == nil {
-		return out, nil
-	}
-	return nil, blame(in, verr)
+	return cfg, nil
 }
 
 // blame finds the patch after which the config became invalid for good:
@@ -182,19 +192,34 @@ func blame(in ConfigInput, verr error) error {
 // encodeValid encodes cfg, loads the bytes back as a Talos node would, and
 // validates what it loaded.
 func encodeValid(cfg coreconfig.Provider, mode Mode) ([]byte, error) {
+	out, _, err := encodeLoad(cfg, mode)
+	return out, err
+}
+
+// roundTrip is encodeValid, and returns the config that loaded.
+func roundTrip(cfg coreconfig.Provider, mode Mode) (coreconfig.Provider, error) {
+	_, loaded, err := encodeLoad(cfg, mode)
+	return loaded, err
+}
+
+func encodeLoad(cfg coreconfig.Provider, mode Mode) ([]byte, coreconfig.Provider, error) {
+	roundTrips.Add(1)
 	out, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
 	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
+		return nil, nil, fmt.Errorf("encode: %w", err)
 	}
 	loaded, err := configloader.NewFromBytes(out)
 	if err != nil {
-		return nil, fmt.Errorf("the rendered config does not load: %w", err)
+		return nil, nil, fmt.Errorf("the rendered config does not load: %w", err)
 	}
 	if err := validate(loaded, mode); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, loaded, nil
 }
+
+// roundTrips counts the configs encoded and loaded back, for the tests.
+var roundTrips atomic.Int64
 
 func isValid(cfg coreconfig.Provider, mode Mode) bool {
 	_, err := encodeValid(cfg, mode)
