@@ -304,8 +304,10 @@ func generateBase(in ConfigInput) (coreconfig.Provider, error) {
 // applyPatch loads one patch and applies it to cfg, and checks that the
 // result is still a config of machine type want. A JSON 6902 patch applies
 // to the v1alpha1 document (the machine and cluster sections); the other
-// documents stay as they are. The patch is operator input handed to a
-// third-party library, so a panic there becomes an error about the patch.
+// documents stay as they are. A strategic merge merges into cfg's own
+// documents, so the caller must hold cfg alone and use only the result.
+// The patch is operator input handed to a third-party library, so a panic
+// there becomes an error about the patch.
 func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched coreconfig.Provider, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -323,7 +325,7 @@ func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched co
 	case jsonpatch.Patch:
 		patched, err = applyJSON6902(cfg, lp)
 	case configpatcher.StrategicMergePatch:
-		patched, err = configpatcher.StrategicMerge(cfg, lp)
+		patched, err = configpatcher.StrategicMerge(owned{cfg}, lp)
 	default:
 		err = fmt.Errorf("load: unknown patch type %T", loaded)
 	}
@@ -344,6 +346,15 @@ func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched co
 	}
 	return patched, nil
 }
+
+// owned is a config that only its builder holds: build and blame generate
+// a fresh config and keep only the result of each patch, so a strategic
+// merge may merge into the config itself instead of into a deep copy
+// (StrategicMerge clones what it is given, which was most of its cost).
+type owned struct{ coreconfig.Provider }
+
+// Clone returns the config itself.
+func (o owned) Clone() coreconfig.Provider { return o.Provider }
 
 // applyJSON6902 applies a JSON 6902 patch to the v1alpha1 document of cfg.
 func applyJSON6902(cfg coreconfig.Provider, p jsonpatch.Patch) (coreconfig.Provider, error) {

@@ -8,6 +8,31 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 )
 
+// replacer replaces each of from by its counterpart.
+type replacer struct {
+	from []string
+	r    *strings.Replacer
+}
+
+func newReplacer(from, to []string) *replacer {
+	pairs := make([]string, 0, 2*len(from))
+	for i := range from {
+		pairs = append(pairs, from[i], to[i])
+	}
+	return &replacer{from: from, r: strings.NewReplacer(pairs...)}
+}
+
+// replace is strings.Replacer's Replace, without its copy of a string
+// that holds none of from (most strings of a config).
+func (r *replacer) replace(s string) string {
+	for _, f := range r.from {
+		if strings.Contains(s, f) {
+			return r.r.Replace(s)
+		}
+	}
+	return s
+}
+
 // maxDepth bounds how deep replaceStrings goes into a config.
 const maxDepth = 64
 
@@ -24,7 +49,7 @@ var (
 // YAML round trip as it does in v: a string in an unexported field or a map
 // key, inside a type that encodes or decodes itself (other than a URL,
 // which must parse back from its text to itself), or too deep a value.
-func replaceStrings(v reflect.Value, r *strings.Replacer, depth int) (out reflect.Value, changed, ok bool) {
+func replaceStrings(v reflect.Value, r *replacer, depth int) (out reflect.Value, changed, ok bool) {
 	if depth > maxDepth {
 		return v, false, false
 	}
@@ -40,10 +65,10 @@ func replaceStrings(v reflect.Value, r *strings.Replacer, depth int) (out reflec
 	return out, true, !codesItself(v.Type())
 }
 
-func replaceKind(v reflect.Value, r *strings.Replacer, depth int) (reflect.Value, bool, bool) {
+func replaceKind(v reflect.Value, r *replacer, depth int) (reflect.Value, bool, bool) {
 	switch v.Kind() {
 	case reflect.String:
-		s := r.Replace(v.String())
+		s := r.replace(v.String())
 		if s == v.String() {
 			return v, false, true
 		}
@@ -79,7 +104,7 @@ func replaceKind(v reflect.Value, r *strings.Replacer, depth int) (reflect.Value
 	return v, false, true
 }
 
-func replaceStruct(v reflect.Value, r *strings.Replacer, depth int) (reflect.Value, bool, bool) {
+func replaceStruct(v reflect.Value, r *replacer, depth int) (reflect.Value, bool, bool) {
 	var n reflect.Value
 	for i := range v.NumField() {
 		f, changed, ok := replaceStrings(v.Field(i), r, depth+1)
@@ -104,7 +129,7 @@ func replaceStruct(v reflect.Value, r *strings.Replacer, depth int) (reflect.Val
 	return n, true, true
 }
 
-func replaceList(v reflect.Value, r *strings.Replacer, depth int) (reflect.Value, bool, bool) {
+func replaceList(v reflect.Value, r *replacer, depth int) (reflect.Value, bool, bool) {
 	var n reflect.Value
 	for i := range v.Len() {
 		e, changed, ok := replaceStrings(v.Index(i), r, depth+1)
@@ -133,7 +158,7 @@ func replaceList(v reflect.Value, r *strings.Replacer, depth int) (reflect.Value
 	return n, true, true
 }
 
-func replaceMap(v reflect.Value, r *strings.Replacer, depth int) (reflect.Value, bool, bool) {
+func replaceMap(v reflect.Value, r *replacer, depth int) (reflect.Value, bool, bool) {
 	var n reflect.Value
 	iter := v.MapRange()
 	for iter.Next() {

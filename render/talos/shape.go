@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
-	"strings"
 
 	"unicode/utf8"
 
@@ -124,11 +123,7 @@ func (s *shape) covers(in ConfigInput, cfg coreconfig.Provider) (passed, ok bool
 	if !ok {
 		return false, false
 	}
-	pairs := make([]string, 0, 2*len(to))
-	for i := range to {
-		pairs = append(pairs, s.from[i], to[i])
-	}
-	r := strings.NewReplacer(pairs...)
+	r := newReplacer(s.from, to)
 	built, ok := replaceDocs(s.built, r)
 	if !ok || !reflect.DeepEqual(built, cfg.Documents()) {
 		return false, false
@@ -146,7 +141,7 @@ func (s *shape) covers(in ConfigInput, cfg coreconfig.Provider) (passed, ok bool
 
 // replaceDocs returns docs with r applied to every string; the kept
 // documents are never changed (a changed value is a new copy).
-func replaceDocs(docs []config.Document, r *strings.Replacer) ([]config.Document, bool) {
+func replaceDocs(docs []config.Document, r *replacer) ([]config.Document, bool) {
 	out := make([]config.Document, len(docs))
 	for i, d := range docs {
 		v, _, ok := replaceStrings(reflect.ValueOf(d), r, 0)
