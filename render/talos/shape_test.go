@@ -3,8 +3,12 @@ package talos
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/container"
 )
 
 // resetShapes forgets every kept shape.
@@ -179,6 +183,7 @@ func TestCheckMachineConfigRoundTripsOncePerShape(t *testing.T) {
 	resetShapes()
 	patches := shapePatches["sysctl"]
 	before := roundTrips.Load()
+	var copies map[*shape][2][]config.Document
 	for i := range 20 {
 		for _, role := range []string{RoleControlPlane, RoleWorker} {
 			tn := [2]string{fmt.Sprintf("t%04d", i), fmt.Sprintf("https://t%04d.example.internal:6443", i)}
@@ -186,9 +191,18 @@ func TestCheckMachineConfigRoundTripsOncePerShape(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if i == 0 {
+			copies = copyShapes(t)
+		}
 	}
 	if n := roundTrips.Load() - before; n != 2 {
 		t.Errorf("40 configs of two shapes made %d round trips, want 2", n)
+	}
+	// Checking the later tenants left the kept configs as they were.
+	for s, c := range copies {
+		if !reflect.DeepEqual(s.built, c[0]) || !reflect.DeepEqual(s.loaded, c[1]) {
+			t.Errorf("the shape kept from %s changed while later configs were checked", s.from[3])
+		}
 	}
 	own := testSecrets(t)
 	kept := len(shapes.m)
@@ -204,5 +218,55 @@ func TestCheckMachineConfigRoundTripsOncePerShape(t *testing.T) {
 	}
 	if len(shapes.m) != kept {
 		t.Errorf("configs with a tenant's own bundle were kept: %d shapes, want %d", len(shapes.m), kept)
+	}
+}
+
+// copyShapes deep-copies the kept shapes' configs.
+func copyShapes(t *testing.T) map[*shape][2][]config.Document {
+	t.Helper()
+	shapes.mu.Lock()
+	defer shapes.mu.Unlock()
+	out := map[*shape][2][]config.Document{}
+	for _, s := range shapes.m {
+		var c [2][]config.Document
+		for i, docs := range [][]config.Document{s.built, s.loaded} {
+			p, err := container.New(docs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c[i] = p.Clone().Documents()
+		}
+		out[s] = c
+	}
+	return out
+}
+
+// BenchmarkCheckFleetConfigs: one op checks the worker config of 100
+// tenants that share seven patch texts, as a fleet's first load does, with
+// CheckMachineConfig (check=shapes) or MachineConfig (check=round-trip).
+func BenchmarkCheckFleetConfigs(b *testing.B) {
+	bundle, err := ValidationSecrets("1.12.6")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var patches []string
+	for p := range 7 {
+		patches = append(patches, fmt.Sprintf("machine:\n  sysctls:\n    net.core.somaxconn: \"%d\"\n", 1024+p))
+	}
+	for _, c := range []struct {
+		name  string
+		check func(ConfigInput) error
+	}{{"shapes", CheckMachineConfig}, {"round-trip", machineConfigErr}} {
+		b.Run("check="+c.name, func(b *testing.B) {
+			for b.Loop() {
+				resetShapes()
+				for i := range 100 {
+					tn := [2]string{fmt.Sprintf("t%04d", i), fmt.Sprintf("https://t%04d.example.internal:6443", i)}
+					if err := c.check(shapeInput(bundle, tn, RoleWorker, patches)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }
