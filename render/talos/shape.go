@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
-
 	"unicode/utf8"
 
 	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
