@@ -139,9 +139,10 @@ type Reconciler struct {
 	opts    Options
 	log     *slog.Logger
 
-	// prepareValidation starts, at the first load (after the server is
-	// ready), the throwaway bundle the Talos checks need: an RSA key,
-	// about a second of CPU.
+	// prepareValidation starts the throwaway bundle the Talos checks
+	// need, an RSA key of about a second of CPU: at New on a first start,
+	// else at the first load, after the server is ready (a restart
+	// validates only the tenants that changed, often none).
 	prepareValidation sync.Once
 
 	queue    *Queue
@@ -204,6 +205,10 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 		return nil, err
 	}
 	r.index = idx
+	if len(idx.applied) == 0 {
+		// A first start validates every tenant at its first load.
+		r.prepareValidation.Do(render.PrepareValidation)
+	}
 	if ms, err := openManifestStore(opts.DataDir); err != nil {
 		r.log.Warn("the manifest cache is not kept across restarts", "err", err)
 	} else {
