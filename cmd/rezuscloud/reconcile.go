@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,7 @@ type reconcilerPart struct {
 	runner          *tofu.Runner
 	auth            sources.Auth
 	onCommit        func(*schema.Commit)
+	startup         startupDone
 	onDrift         func(reconciler.DriftReport)
 	closeReports    func()
 	plane           *talos.Plane
@@ -202,7 +204,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		Metrics:            p.metrics,
 		EncryptState:       p.encrypt,
 		StatePassphrase:    p.passphrase,
-		OnCommit:           p.onCommit,
+		OnCommit:           p.startupCommits(),
 		OnDrift:            p.onDrift,
 		DriftInterval:      f.driftInterval,
 		KubeconfigValidity: f.kubeconfigValid,
@@ -283,7 +285,8 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		p.closeReports()
 	})
 	goRun(func() {
-		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting})
+		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
+			AfterFirstPass: p.startup.observedOnce})
 	})
 	if p.previews != nil {
 		ups := make(chan sources.PreviewUpdate)
@@ -291,6 +294,24 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		goRun(func() { p.handlePreviews(ctx, ups) })
 	}
 	return wg.Wait
+}
+
+// startupCommits is the reconciler's OnCommit: the reports', and the end
+// of start-up at the first finished commit (releaseStartup).
+func (p *reconcilerPart) startupCommits() func(*schema.Commit) {
+	p.startup.release = p.releaseStartup
+	return p.startup.onCommit(p.onCommit)
+}
+
+// releaseStartup returns, once, what only start-up needed: the pages of
+// the store's file that its reads mapped (every tenant's state, read for
+// its secrets bundle, and what the first commit read) and the Go heap's
+// free memory that the start-up load left.
+func (p *reconcilerPart) releaseStartup() {
+	if err := p.m.Server.Store().ReleaseMapped(); err != nil {
+		p.log.Warn("release the store's pages read at start-up", "err", err)
+	}
+	debug.FreeOSMemory()
 }
 
 // handlePreviews hands the previews' updates to the reconciler.
