@@ -6,15 +6,17 @@ import (
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// startupDone calls release once, when start-up's reads are over: the
-// observer's first pass through the fleet (every tenant's secrets bundle,
-// read from its state) and the reconciler's first finished commit (what
-// it reads of the applied fleet) have both happened.
+// startupDone is closed once start-up's reads are over: the observer's
+// first pass through the fleet (every tenant's secrets bundle, read from
+// its state) and the reconciler's first finished commit (what it reads
+// of the applied fleet) have both happened.
 type startupDone struct {
 	mu                  sync.Mutex
 	observed, committed bool
-	release             func()
+	done                chan struct{}
 }
+
+func newStartupDone() *startupDone { return &startupDone{done: make(chan struct{})} }
 
 // observedOnce records the observer's first pass.
 func (s *startupDone) observedOnce() { s.mark(&s.observed) }
@@ -34,12 +36,10 @@ func (s *startupDone) onCommit(next func(*schema.Commit)) func(*schema.Commit) {
 
 func (s *startupDone) mark(flag *bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	was := s.observed && s.committed
 	*flag = true
-	now := s.observed && s.committed
-	release := s.release
-	s.mu.Unlock()
-	if now && !was && release != nil {
-		go release() // a commit's hook must not block
+	if s.observed && s.committed && !was {
+		close(s.done)
 	}
 }
