@@ -2,6 +2,8 @@ package backend
 
 import (
 	"fmt"
+	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -32,4 +34,25 @@ func (s *Store) ReleaseMapped() error {
 		}
 		return nil
 	})
+}
+
+// releaseRead releases the pages of the store's mapping that hold b, a
+// value read in tx that the caller has copied and needs no more. It does
+// nothing in a write transaction, or when b is not in the mapping (a
+// value a write transaction changed lives in Go's memory).
+func (tx *Tx) releaseRead(b []byte) {
+	if len(b) == 0 || tx.tx.Writable() {
+		return
+	}
+	data, size := tx.tx.DB().Info().Data, uintptr(tx.tx.Size())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	end := start + uintptr(len(b))
+	if data == 0 || start < data || end > data+size {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	start, end = start&^(page-1), min((end+page-1)&^(page-1), data+size)
+	// The read transaction holds bbolt's mapping lock; a page that also
+	// holds other values is mapped again when they are read.
+	_, _, _ = unix.Syscall(unix.SYS_MADVISE, start, end-start, unix.MADV_DONTNEED)
 }
