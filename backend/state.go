@@ -121,7 +121,11 @@ func (tx *Tx) stateBucket(name string) *bolt.Bucket {
 }
 
 // CurrentState returns a copy of the current bytes of the TF state name,
-// or nil when there is none.
+// or nil when there is none. In a read transaction the pages of the
+// store's mapping that held them are released once copied: a state is
+// large, and read whole and seldom (a tenant's secrets bundle comes from
+// it once after a restart), so they would only stay in the server's
+// resident memory.
 func (tx *Tx) CurrentState(name string) []byte {
 	b := tx.stateBucket(name)
 	if b == nil {
@@ -131,7 +135,10 @@ func (tx *Tx) CurrentState(name string) []byte {
 	if cur == nil {
 		return nil
 	}
-	return bytes.Clone(versionBytes(b, cur))
+	v := versionBytes(b, cur)
+	out := bytes.Clone(v)
+	tx.releaseRead(v)
+	return out
 }
 
 func versionBytes(b *bolt.Bucket, key []byte) []byte {

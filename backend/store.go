@@ -111,7 +111,7 @@ func Open(dir string, opts *StoreOptions) (*Store, error) {
 		// tenants × 8 machines, where a small write took 20 ms with the
 		// freelist and 1.2 ms without). Open rebuilds it instead, by
 		// walking the file once; the pages it read stay in the page cache
-		// and count in the server's RSS until the kernel reclaims them.
+		// but leave the server's RSS (ReleaseMapped below).
 		NoFreelistSync: true,
 		FreelistType:   bolt.FreelistMapType,
 	})
@@ -130,7 +130,14 @@ func Open(dir string, opts *StoreOptions) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: db, path: path, eventHistory: history, now: now}, nil
+	s := &Store{db: db, path: path, eventHistory: history, now: now}
+	// bbolt's walk of every page to rebuild the freelist mapped them
+	// all; none is needed until read again.
+	if err := s.ReleaseMapped(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
 }
 
 // privateDataDir makes sure dir is the data dir: a directory of mode 0700

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,7 @@ type reconcilerPart struct {
 	runner          *tofu.Runner
 	auth            sources.Auth
 	onCommit        func(*schema.Commit)
+	startup         *startupDone
 	onDrift         func(reconciler.DriftReport)
 	closeReports    func()
 	plane           *talos.Plane
@@ -204,7 +206,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		Metrics:            p.metrics,
 		EncryptState:       p.encrypt,
 		StatePassphrase:    p.passphrase,
-		OnCommit:           p.onCommit,
+		OnCommit:           p.startupCommits(),
 		OnDrift:            p.onDrift,
 		DriftInterval:      f.driftInterval,
 		KubeconfigValidity: f.kubeconfigValid,
@@ -269,6 +271,9 @@ func (p *reconcilerPart) mount() (err error) {
 // until ctx ends; the returned function waits until they have stopped, the
 // reconciler after giving running tofu processes its grace period.
 func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
+	if p.startup == nil { // the reconciler's options made none
+		p.startup = newStartupDone()
+	}
 	var wg sync.WaitGroup
 	goRun := func(fn func()) {
 		wg.Add(1)
@@ -292,14 +297,62 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		case <-ctx.Done():
 			return
 		}
-		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting})
+		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
+			AfterFirstPass: p.startup.observedOnce})
 	})
+	goRun(func() { releaseMemory(ctx, p.m.Server.Store(), p.startup.done, mappedRelease, p.log) })
 	if p.previews != nil {
 		ups := make(chan sources.PreviewUpdate)
 		goRun(func() { p.previews.Run(ctx, p.f.pollInterval, ups) })
 		goRun(func() { p.handlePreviews(ctx, ups) })
 	}
 	return wg.Wait
+}
+
+// startupCommits is the reconciler's OnCommit: the reports', and the end
+// of start-up at the first finished commit (releaseMemory).
+func (p *reconcilerPart) startupCommits() func(*schema.Commit) {
+	if p.startup == nil {
+		p.startup = newStartupDone()
+	}
+	return p.startup.onCommit(p.onCommit)
+}
+
+// mappedRelease is how often the server releases the store's mapped
+// pages after start-up.
+const mappedRelease = time.Minute
+
+// releaseMemory returns what only start-up needed, once start-up is over
+// (done): the pages of the store's file that its reads mapped (every
+// tenant's state, read for its secrets bundle, and what the first commit
+// read) and the Go heap's free memory that the start-up load left. After
+// that it releases the store's mapped pages every interval, so that the
+// server's resident memory holds only the pages of the store read since:
+// a read maps the pages around the one it needs that the page cache has
+// (the kernel's fault-around), and after a while that is much of a file
+// that start-up read whole.
+func releaseMemory(ctx context.Context, store interface{ ReleaseMapped() error }, done <-chan struct{}, interval time.Duration, log *slog.Logger) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-done:
+	}
+	if err := store.ReleaseMapped(); err != nil {
+		log.Warn("release the store's pages read at start-up", "err", err)
+	}
+	debug.FreeOSMemory()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := store.ReleaseMapped(); err != nil {
+				log.Warn("release the store's mapped pages", "err", err)
+			}
+		}
+	}
 }
 
 // handlePreviews hands the previews' updates to the reconciler.

@@ -23,6 +23,9 @@ type ObserverOptions struct {
 	// machines was just seen waiting in maintenance mode for its config,
 	// once each time a machine enters it. It must not block for long.
 	OnMaintenance func(tenant string)
+	// AfterFirstPass, when set, is called once, after the first pass
+	// through the fleet (which asks for every tenant's bundle).
+	AfterFirstPass func()
 }
 
 // RunObserver keeps the status of machines, node groups and tenants in
@@ -38,9 +41,12 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 	}
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
-	for {
+	for first := true; ; first = false {
 		if err := pl.observeOnce(ctx, opts); err != nil && ctx.Err() == nil {
 			pl.log.Debug("observe machines", "err", err)
+		}
+		if first && opts.AfterFirstPass != nil && ctx.Err() == nil {
+			opts.AfterFirstPass()
 		}
 		select {
 		case <-ctx.Done():

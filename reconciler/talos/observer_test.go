@@ -1,9 +1,12 @@
 package talos
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -100,5 +103,39 @@ func TestBootstrapAgainWhenTheBootstrappedMachineIsGone(t *testing.T) {
 	}
 	if n := len(r.journal(repl.ID, "Bootstrap")); n != want {
 		t.Fatalf("%d bootstraps after a rerun, want %d", n, want)
+	}
+}
+
+// TestRunObserverAfterFirstPass: AfterFirstPass runs once, after the
+// first pass has asked for the bundles, however many passes follow.
+func TestRunObserverAfterFirstPass(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	tr.putMachines()
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	var mu sync.Mutex
+	asked, calls, askedAtCall := 0, 0, -1
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.plane.RunObserver(ctx, ObserverOptions{Interval: 10 * time.Millisecond,
+			Bundle: func(string) []byte {
+				mu.Lock()
+				defer mu.Unlock()
+				if asked++; asked == 4 {
+					cancel()
+				}
+				return tr.secrets
+			},
+			AfterFirstPass: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				calls, askedAtCall = calls+1, asked
+			}})
+	}()
+	<-done
+	if calls != 1 || askedAtCall != 1 {
+		t.Fatalf("AfterFirstPass called %d times, after %d bundles were asked for; want once, after 1", calls, askedAtCall)
 	}
 }

@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"time"
 
@@ -64,12 +65,17 @@ type Observed struct {
 // transaction. bundle returns a tenant's secrets bundle, or nil when it is
 // not known yet (its machines are then left as they are). It returns the
 // observations, for the tenants' status.
+//
+// It goes through the fleet one tenant at a time: what it keeps of every
+// machine is only its address and place (Machine), and a tenant's stored
+// statuses are read after its probes, so a pass holds no decoded Machine
+// beyond one tenant's.
 func (pl *Plane) ObserveMachines(ctx context.Context, bundle func(tenant string) []byte) ([]Observed, error) {
-	byTenant, stored, err := pl.storedMachines()
+	byTenant, err := pl.storedMachines()
 	if err != nil {
 		return nil, err
 	}
-	var out []Observed
+	var out, changed []Observed
 	for tenant, ms := range byTenant {
 		if ctx.Err() != nil {
 			break // stopping: the other tenants' bundles and probes would be in vain
@@ -79,27 +85,42 @@ func (pl *Plane) ObserveMachines(ctx context.Context, bundle func(tenant string)
 			continue
 		}
 		targets := pl.configTargets(tenant)
-		for i, o := range pl.prober.Observe(ctx, tenant, b, ms) {
+		obs := pl.prober.Observe(ctx, tenant, b, ms)
+		prev, err := pl.storedStatuses(ms)
+		if err != nil {
+			return out, err
+		}
+		for i, o := range obs {
 			m := ms[i]
-			prev := stored[m.ID].Status
-			st := MachineStatusOf(prev, o, targets.configSHA256(m), m.Address)
-			out = append(out, Observed{Key: m.ID, Tenant: tenant, Machine: m, Obs: o, Status: st,
-				EnteredMaintenance: st.Stage == schema.StageMaintenance && prev.Stage != schema.StageMaintenance})
+			p, found := prev[m.ID]
+			st := MachineStatusOf(p, o, targets.configSHA256(m), m.Address)
+			ob := Observed{Key: m.ID, Tenant: tenant, Machine: m, Obs: o, Status: st,
+				EnteredMaintenance: st.Stage == schema.StageMaintenance && p.Stage != schema.StageMaintenance}
+			out = append(out, ob)
+			if found && !sameStatus(p, st) {
+				changed = append(changed, ob)
+			}
 		}
 	}
 	if ctx.Err() != nil {
 		return out, ctx.Err()
 	}
-	return out, pl.writeStatus(out)
+	return out, pl.writeStatus(changed)
 }
 
-// storedMachines reads the Machines with a management address, by tenant.
-func (pl *Plane) storedMachines() (map[string][]Machine, map[string]*schema.Machine, error) {
+// storedMachine is what storedMachines decodes of a stored Machine.
+type storedMachine struct {
+	Metadata schema.ObjectMeta  `json:"metadata"`
+	Spec     schema.MachineSpec `json:"spec"`
+}
+
+// storedMachines reads the Machines with a management address, by tenant;
+// it decodes neither their status nor anything it does not keep.
+func (pl *Plane) storedMachines() (map[string][]Machine, error) {
 	byTenant := map[string][]Machine{}
-	stored := map[string]*schema.Machine{}
 	err := pl.store.View(func(tx *backend.Tx) error {
 		return tx.Scan(schema.KindMachine, "", func(res backend.Resource) error {
-			var m schema.Machine
+			var m storedMachine
 			if err := json.Unmarshal(res.Object, &m); err != nil {
 				return err
 			}
@@ -107,7 +128,6 @@ func (pl *Plane) storedMachines() (map[string][]Machine, map[string]*schema.Mach
 				return nil
 			}
 			tenant := schema.TenantOf(schema.KindMachine, &m.Metadata)
-			stored[res.Name] = &m
 			byTenant[tenant] = append(byTenant[tenant], Machine{
 				ID: res.Name, Name: m.Spec.TFAddress, Address: m.Spec.ManagementAddress,
 				NodeGroup: m.Spec.NodeGroup, ControlPlane: m.Spec.Role == schema.RoleControlPlane,
@@ -115,7 +135,27 @@ func (pl *Plane) storedMachines() (map[string][]Machine, map[string]*schema.Mach
 			return nil
 		})
 	})
-	return byTenant, stored, err
+	return byTenant, err
+}
+
+// storedStatuses reads the stored status of each of ms, by id; a machine
+// gone meanwhile has none.
+func (pl *Plane) storedStatuses(ms []Machine) (map[string]schema.MachineStatus, error) {
+	out := make(map[string]schema.MachineStatus, len(ms))
+	err := pl.store.View(func(tx *backend.Tx) error {
+		for _, m := range ms {
+			var st struct {
+				Status schema.MachineStatus `json:"status"`
+			}
+			if err := tx.GetObject(schema.KindMachine, m.ID, &st); err == nil {
+				out[m.ID] = st.Status
+			} else if !errors.Is(err, backend.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // configTargets returns the tenant's rollout record, from which each
@@ -128,30 +168,18 @@ func (pl *Plane) configTargets(tenant string) *RolloutRecord {
 	return &rec
 }
 
-// writeStatus stores the statuses that changed: a read first, and a write
-// transaction only when there is something to write.
-func (pl *Plane) writeStatus(obs []Observed) error {
-	var changed []Observed
-	err := pl.store.View(func(tx *backend.Tx) error {
-		for _, o := range obs {
-			var m schema.Machine
-			if err := tx.GetObject(schema.KindMachine, o.Key, &m); err != nil {
-				continue // gone meanwhile
-			}
-			if !sameStatus(m.Status, o.Status) {
-				changed = append(changed, o)
-			}
-		}
+// writeStatus stores the statuses that changed, in one write transaction
+// when there are any; a machine whose stored status meanwhile became the
+// observed one is left as it is.
+func (pl *Plane) writeStatus(changed []Observed) error {
+	if len(changed) == 0 {
 		return nil
-	})
-	if err != nil || len(changed) == 0 {
-		return err
 	}
 	return pl.store.Update(func(tx *backend.Tx) error {
 		for _, o := range changed {
 			var m schema.Machine
-			if err := tx.GetObject(schema.KindMachine, o.Key, &m); err != nil {
-				continue
+			if err := tx.GetObject(schema.KindMachine, o.Key, &m); err != nil || sameStatus(m.Status, o.Status) {
+				continue // gone meanwhile, or already so
 			}
 			m.Status = o.Status
 			if _, err := tx.PutObject(schema.KindMachine, o.Key, &m); err != nil {

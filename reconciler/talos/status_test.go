@@ -2,7 +2,11 @@ package talos
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -109,5 +113,67 @@ func TestObserveMachinesStopsWhenCancelled(t *testing.T) {
 	})
 	if err == nil || asked != 1 {
 		t.Fatalf("a cancelled pass asked for %d bundles (want 1) and returned %v", asked, err)
+	}
+}
+
+// TestObservePassHoldsNoStoredMachines: a pass through the fleet keeps
+// of each stored Machine only where its Talos API is, not the decoded
+// object: while the pass asks for the last tenant's bundle, the heap
+// holds well under the decoded size of the fleet's Machines.
+func TestObservePassHoldsNoStoredMachines(t *testing.T) {
+	st, err := backend.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const tenants, perTenant = 250, 8
+	err = st.Update(func(tx *backend.Tx) error {
+		for i := range tenants * perTenant {
+			tenant, id := fmt.Sprintf("t%03d", i/perTenant), fmt.Sprintf("sim-%06d", i)
+			m := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
+				Metadata: schema.ObjectMeta{Name: id, Labels: map[string]string{schema.LabelTenant: tenant,
+					schema.LabelNodeGroup: "workers", schema.LabelRole: "worker", "rezuscloud.io/provider": "sim"},
+					Annotations: map[string]string{"rezuscloud.io/slot": "workers/" + strconv.Itoa(i%perTenant)}},
+				Spec: schema.MachineSpec{ManagementAddress: "127.1.0.1", Role: schema.RoleWorker, Tenant: tenant,
+					NodeGroup: "workers", TFAddress: fmt.Sprintf("rezussim_machine.ng_workers[%d]", i%perTenant),
+					Hostname: tenant + "-workers-" + id, ProviderID: id, ProviderClass: "sim", Shape: "medium"},
+				Status: schema.MachineStatus{Stage: schema.StageReady, Ready: true, TalosVersion: "v1.12.6",
+					KubernetesVersion: "v1.34.1", ConfigUpToDate: true, Connected: true, Addresses: []string{"127.1.0.1"},
+					LastSeen: time.Now()}}
+			if _, err := tx.PutObject(schema.KindMachine, id, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := New(Options{Store: st, Pool: NewPool(PoolOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heap := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	heap()
+	before, asked, during := heap(), 0, int64(0)
+	bundle := func(string) []byte { // no tenant's is known: nothing is probed
+		if asked++; asked == tenants {
+			during = heap()
+		}
+		return nil
+	}
+	if _, err := pl.ObserveMachines(ctxT(t), bundle); err != nil {
+		t.Fatal(err)
+	}
+	if asked != tenants {
+		t.Fatalf("the pass asked for %d bundles, want %d", asked, tenants)
+	}
+	if perMachine := (during - before) / (tenants * perTenant); perMachine > 400 {
+		t.Errorf("during the pass the heap holds %d bytes more per stored machine, want at most 400 (where its API is)", perMachine)
 	}
 }
