@@ -18,7 +18,7 @@ func TestTenantResultsEncodeAsReflection(t *testing.T) {
 		{Tenant: "t0001", Phase: CommitSucceeded, StartedAt: at, FinishedAt: at},
 		{Tenant: "t0002", Phase: CommitPending},
 		{Tenant: "t0003", Phase: CommitFailed, Plan: PlanSummary{Add: 3, Change: -1, Destroy: 12},
-			Error: "tofu apply: exit status 1\n\"quoted\" <b>&amp;</b> \\ \t\u2028\u2029 ü \x00 \xff\xfe end",
+			Error:  "tofu apply: exit status 1\n\"quoted\" <b>&amp;</b> \\ \t\u2028\u2029 ü \x00 \xff\xfe end",
 			Reason: ReasonStoreError, Stalled: true, NextAttemptAt: at.In(zone), Waiting: "window <mon>",
 			OutputTail: "Error: \x1b[31mred\x1b[0m\r\n", StartedAt: at.Add(-time.Second), FinishedAt: at.In(zone)},
 		{Tenant: "t0004", Phase: CommitApplying, StartedAt: at.Round(time.Second)},
