@@ -132,6 +132,9 @@ type assembly struct {
 	patches map[docKey]*document
 	deps    map[string][]*document // node groups and config patches by tenant
 	names   []string               // the tenants' names, sorted
+	// built are the tenants as desired last handed them out, their node
+	// groups and patches sorted; update drops those it touches.
+	built map[string]*TenantDesired
 }
 
 func (a *assembly) setFiles(files []manifestFile, results []*fileResult) {
@@ -173,6 +176,7 @@ func (a *assembly) update(files []manifestFile, results []*fileResult) bool {
 			}
 			delete(a.deps, name)
 		}
+		delete(a.built, name)
 		_, had := slices.BinarySearch(a.names, name)
 		renamed = renamed || had != (a.tenants[name] != nil)
 	}
@@ -283,20 +287,35 @@ func (a *assembly) byKind(kind string) map[docKey]*document {
 // desired builds the desired state the assembly declares, in new objects
 // (the documents' objects are shared, as the cache hands them out).
 func (a *assembly) desired() *Desired {
+	if a.built == nil {
+		a.built = make(map[string]*TenantDesired, len(a.names))
+	}
 	desired := &Desired{Tenants: make([]*TenantDesired, 0, len(a.names))}
 	for _, name := range a.names {
-		td := &TenantDesired{Tenant: a.tenants[name].obj.(*Tenant)}
-		for _, d := range a.deps[name] {
-			switch o := d.obj.(type) {
-			case *NodeGroup:
-				td.NodeGroups = append(td.NodeGroups, o)
-			case *ConfigPatch:
-				td.Patches = append(td.Patches, o)
-			}
+		b := a.built[name]
+		if b == nil {
+			b = a.build(name)
+			a.built[name] = b
 		}
-		slices.SortFunc(td.NodeGroups, func(a, b *NodeGroup) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
-		slices.SortFunc(td.Patches, func(a, b *ConfigPatch) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+		td := &TenantDesired{Tenant: b.Tenant, NodeGroups: slices.Clone(b.NodeGroups), Patches: slices.Clone(b.Patches)}
 		desired.Tenants = append(desired.Tenants, td)
 	}
 	return desired
+}
+
+// build makes the tenant name as desired, its node groups and patches
+// sorted by name.
+func (a *assembly) build(name string) *TenantDesired {
+	td := &TenantDesired{Tenant: a.tenants[name].obj.(*Tenant)}
+	for _, d := range a.deps[name] {
+		switch o := d.obj.(type) {
+		case *NodeGroup:
+			td.NodeGroups = append(td.NodeGroups, o)
+		case *ConfigPatch:
+			td.Patches = append(td.Patches, o)
+		}
+	}
+	slices.SortFunc(td.NodeGroups, func(a, b *NodeGroup) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	slices.SortFunc(td.Patches, func(a, b *ConfigPatch) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	return td
 }
