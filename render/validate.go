@@ -50,12 +50,8 @@ func (ms Modules) ValidateTalos(td *schema.TenantDesired) []schema.Problem {
 			probs = append(probs, schema.Problem{File: ng.Source.File, Line: ng.Source.Line, Column: 1, Message: fmt.Sprintf("Talos %s: %v", version, err)})
 			continue
 		}
-		m := ms[ng.Spec.ProviderClass]
-		cfg, err := talos.MachineConfig(configInput(m, td, ng, bundle))
+		err = checkConfig(ms[ng.Spec.ProviderClass], td, ng, bundle, &probs)
 		if err == nil {
-			if cc, ok := m.(module.ConfigChecker); ok {
-				probs = append(probs, cc.CheckConfig(ng, cfg)...)
-			}
 			continue
 		}
 		var pe *talos.PatchError
@@ -69,6 +65,22 @@ func (ms Modules) ValidateTalos(td *schema.TenantDesired) []schema.Problem {
 			Message: fmt.Sprintf("node group %s: Talos machine config: %v", ng.Metadata.Name, err)})
 	}
 	return dedupe(probs)
+}
+
+// checkConfig checks the Talos config of ng: with the module's own check
+// of the YAML where it has one (module.ConfigChecker), whose problems it
+// adds to probs, else with talos.CheckMachineConfig, which needs no YAML.
+func checkConfig(m Module, td *schema.TenantDesired, ng *schema.NodeGroup, bundle []byte, probs *[]schema.Problem) error {
+	in := configInput(m, td, ng, bundle)
+	cc, ok := m.(module.ConfigChecker)
+	if !ok {
+		return talos.CheckMachineConfig(in)
+	}
+	cfg, err := talos.MachineConfig(in)
+	if err == nil {
+		*probs = append(*probs, cc.CheckConfig(ng, cfg)...)
+	}
+	return err
 }
 
 // splitPosition splits "file:line".

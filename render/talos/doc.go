@@ -17,6 +17,9 @@
 // from the loaded manifests. A patch that cannot be loaded, cannot be
 // applied, or leaves a config that the Talos validator rejects comes back as
 // a *PatchError that names the patch and where the manifests declare it.
+// CheckMachineConfig reports the same errors without the YAML; it is the
+// check of a fleet's validation, where configs that differ only in their
+// tenant's name and endpoint share one encode-and-load round trip.
 //
 // # Hostnames
 //

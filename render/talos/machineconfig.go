@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch"
@@ -136,6 +137,19 @@ var kubernetesVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-
 // gives a *PatchError naming that patch. Any other problem with the input
 // gives a plain error naming the field.
 func MachineConfig(in ConfigInput) ([]byte, error) {
+	cfg, err := build(in)
+	if err != nil {
+		return nil, err
+	}
+	out, verr := encodeValid(cfg, in.Mode)
+	if verr == nil {
+		return out, nil
+	}
+	return nil, blame(in, verr)
+}
+
+// build generates the config of in and applies its patches in order.
+func build(in ConfigInput) (coreconfig.Provider, error) {
 	cfg, err := generateBase(in)
 	if err != nil {
 		return nil, err
@@ -147,11 +161,7 @@ func MachineConfig(in ConfigInput) ([]byte, error) {
 			return nil, &PatchError{Patch: p, Err: err}
 		}
 	}
-	out, verr := encodeValid(cfg, in.Mode)
-	if verr == nil {
-		return out, nil
-	}
-	return nil, blame(in, verr)
+	return cfg, nil
 }
 
 // blame finds the patch after which the config became invalid for good:
@@ -182,19 +192,34 @@ func blame(in ConfigInput, verr error) error {
 // encodeValid encodes cfg, loads the bytes back as a Talos node would, and
 // validates what it loaded.
 func encodeValid(cfg coreconfig.Provider, mode Mode) ([]byte, error) {
+	out, _, err := encodeLoad(cfg, mode)
+	return out, err
+}
+
+// roundTrip is encodeValid, and returns the config that loaded.
+func roundTrip(cfg coreconfig.Provider, mode Mode) (coreconfig.Provider, error) {
+	_, loaded, err := encodeLoad(cfg, mode)
+	return loaded, err
+}
+
+func encodeLoad(cfg coreconfig.Provider, mode Mode) ([]byte, coreconfig.Provider, error) {
+	roundTrips.Add(1)
 	out, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
 	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
+		return nil, nil, fmt.Errorf("encode: %w", err)
 	}
 	loaded, err := configloader.NewFromBytes(out)
 	if err != nil {
-		return nil, fmt.Errorf("the rendered config does not load: %w", err)
+		return nil, nil, fmt.Errorf("the rendered config does not load: %w", err)
 	}
 	if err := validate(loaded, mode); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, loaded, nil
 }
+
+// roundTrips counts the configs encoded and loaded back, for the tests.
+var roundTrips atomic.Int64
 
 func isValid(cfg coreconfig.Provider, mode Mode) bool {
 	_, err := encodeValid(cfg, mode)
@@ -279,8 +304,10 @@ func generateBase(in ConfigInput) (coreconfig.Provider, error) {
 // applyPatch loads one patch and applies it to cfg, and checks that the
 // result is still a config of machine type want. A JSON 6902 patch applies
 // to the v1alpha1 document (the machine and cluster sections); the other
-// documents stay as they are. The patch is operator input handed to a
-// third-party library, so a panic there becomes an error about the patch.
+// documents stay as they are. A strategic merge merges into cfg's own
+// documents, so the caller must hold cfg alone and use only the result.
+// The patch is operator input handed to a third-party library, so a panic
+// there becomes an error about the patch.
 func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched coreconfig.Provider, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -298,7 +325,7 @@ func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched co
 	case jsonpatch.Patch:
 		patched, err = applyJSON6902(cfg, lp)
 	case configpatcher.StrategicMergePatch:
-		patched, err = configpatcher.StrategicMerge(cfg, lp)
+		patched, err = configpatcher.StrategicMerge(owned{cfg}, lp)
 	default:
 		err = fmt.Errorf("load: unknown patch type %T", loaded)
 	}
@@ -319,6 +346,15 @@ func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched co
 	}
 	return patched, nil
 }
+
+// owned is a config that only its builder holds: build and blame generate
+// a fresh config and keep only the result of each patch, so a strategic
+// merge may merge into the config itself instead of into a deep copy
+// (StrategicMerge clones what it is given, which was most of its cost).
+type owned struct{ coreconfig.Provider }
+
+// Clone returns the config itself.
+func (o owned) Clone() coreconfig.Provider { return o.Provider }
 
 // applyJSON6902 applies a JSON 6902 patch to the v1alpha1 document of cfg.
 func applyJSON6902(cfg coreconfig.Provider, p jsonpatch.Patch) (coreconfig.Provider, error) {

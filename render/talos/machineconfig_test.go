@@ -445,3 +445,25 @@ func BenchmarkMachineConfig(b *testing.B) {
 		})
 	}
 }
+
+// A strategic merge used to deep-copy the whole config before merging,
+// once per patch: most of the cost of building a config. The config being
+// built is held by its builder alone, so the patch merges into it.
+func TestStrategicMergeIntoOwnConfig(t *testing.T) {
+	in := baseInput(t, RoleWorker)
+	cfg, err := generateBase(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := cfg.RawV1Alpha1()
+	patched, err := applyPatch(cfg, Patch{Name: "s", Patch: "machine:\n  sysctls:\n    net.core.somaxconn: \"1024\"\n"}, cfg.Machine().Type())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if patched.RawV1Alpha1() != v1 {
+		t.Error("the patched config is a copy of the config, not the config itself")
+	}
+	if got := v1.MachineConfig.MachineSysctls["net.core.somaxconn"]; got != "1024" {
+		t.Errorf("the config's sysctl is %q after the merge", got)
+	}
+}

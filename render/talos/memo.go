@@ -44,20 +44,28 @@ type memo[K comparable, V any] struct {
 }
 
 func (c *memo[K, V]) get(k K, compute func() V) V {
-	c.mu.Lock()
-	v, ok := c.m[k]
-	c.mu.Unlock()
-	if ok {
+	if v, ok := c.load(k); ok {
 		return v
 	}
-	v = compute()
+	v := compute()
+	c.store(k, v)
+	return v
+}
+
+func (c *memo[K, V]) load(k K) (V, bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *memo[K, V]) store(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= c.max {
 		c.m = make(map[K]V)
 	}
 	c.m[k] = v
-	c.mu.Unlock()
-	return v
 }
 
 // parsedBundle is what ParseSecrets gave for some bytes, and the creation
