@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
@@ -31,6 +32,9 @@ type CommitRun struct {
 	deletions []string
 	tenants   []*schema.TenantDesired // in the order they are queued
 	queued    bool
+	// observe says that the store does not yet name the revision as the
+	// last one received: the run's first write of its record does so too.
+	observe atomic.Bool
 
 	mu          sync.Mutex
 	commit      *schema.Commit
@@ -74,22 +78,39 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 }
 
 // recordObserved notes the revision as the last one received, also in the
-// store for the next start.
+// store for the next start: in the same write as the run's first record
+// of the commit, or on its own at the end of Submit (see observed).
 func (run *CommitRun) recordObserved(context.Context) (stepResult, error) {
 	r, rev := run.r, run.snap.Revision
 	r.mu.Lock()
 	r.lastCommit = rev
 	r.runs[run.commit.Metadata.Name] = run
 	r.mu.Unlock()
-	if r.LastObserved() != rev {
-		if err := r.store.Update(func(tx *backend.Tx) error {
-			_, err := tx.Put(kindObserved, "main", mustJSON(rev))
-			return err
-		}); err != nil {
-			r.log.Error("record observed revision", "revision", rev, "err", err)
+	run.observe.Store(r.LastObserved() != rev)
+	return stepNext, nil
+}
+
+// observed returns the write that names the revision as the last one
+// received, once: nil when it is done or not needed.
+func (run *CommitRun) observed() func(*backend.Tx) error {
+	if !run.observe.Swap(false) {
+		return nil
+	}
+	rev := run.snap.Revision
+	return func(tx *backend.Tx) error {
+		_, err := tx.Put(kindObserved, "main", mustJSON(rev))
+		return err
+	}
+}
+
+// putObserved writes the revision as the last one received, unless a
+// record of the commit did.
+func (run *CommitRun) putObserved() {
+	if write := run.observed(); write != nil {
+		if err := run.r.store.Update(write); err != nil {
+			run.r.log.Error("record observed revision", "revision", run.snap.Revision, "err", err)
 		}
 	}
-	return stepNext, nil
 }
 
 // validate loads the revision and checks it as a whole: an invalid
@@ -239,6 +260,7 @@ func (run *CommitRun) enqueue(context.Context) (stepResult, error) {
 // record when the steps ended the run (an invalid revision, a failure, or
 // nothing to do); the tenants write the rest once queued.
 func (run *CommitRun) submitted(err error) {
+	defer run.putObserved()
 	if err == nil && run.queued {
 		return // the tenants' runs own the record now
 	}
@@ -261,7 +283,7 @@ func (run *CommitRun) submitted(err error) {
 		c.Status.Phase = schema.CommitFailed
 		c.Status.Message = err.Error()
 		c.Status.Timings.FinishedAt = run.r.opts.Now()
-		run.r.putCommit(c)
+		run.r.putCommit(c, run.observed())
 	default: // nothing to queue: the final record is the only one
 		run.finish()
 		return
@@ -311,7 +333,7 @@ func (run *CommitRun) put() {
 			c.Status.Tenants[i].OutputTail = ""
 		}
 	}
-	run.r.putCommit(&c)
+	run.r.putCommit(&c, run.observed())
 	run.commit.Metadata = c.Metadata
 	run.commit.Status.Conditions = c.Status.Conditions
 }
@@ -421,7 +443,7 @@ func (run *CommitRun) finish() {
 		// Nothing ran: the earlier record still tells what this revision did.
 		run.commit = run.previous
 	} else {
-		run.r.putCommit(run.commit)
+		run.r.putCommit(run.commit, run.observed())
 	}
 	run.r.forgetRun(run)
 	close(run.done)
@@ -435,7 +457,7 @@ func (run *CommitRun) amend() {
 		return
 	}
 	run.conclude()
-	run.r.putCommit(run.commit)
+	run.r.putCommit(run.commit, nil)
 	run.r.forgetRun(run)
 }
 

@@ -6,14 +6,59 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rezuscloud/rezuscloud/internal/version"
+	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
+
+// moduleChecks remembers the node groups in which the provider modules
+// found no problem, by the objects they were loaded into: the manifest
+// cache hands out the same object for a file whose content did not
+// change, nobody modifies it, and a module's check of a node group
+// depends on the node group alone. A revision then runs the modules'
+// checks on the node groups it changed only.
+type moduleChecks struct {
+	mu    sync.Mutex
+	clean map[*schema.NodeGroup]bool
+}
+
+// validate returns what modules.Validate returns for desired: the
+// problems of the node groups not found clean before (the others have
+// none), in the same order. It remembers the clean node groups of desired.
+func (mc *moduleChecks) validate(modules render.Modules, desired *schema.Desired) []schema.Problem {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	todo := &schema.Desired{}
+	for _, td := range desired.Tenants {
+		var groups []*schema.NodeGroup
+		for _, ng := range td.NodeGroups {
+			if !mc.clean[ng] {
+				groups = append(groups, ng)
+			}
+		}
+		if len(groups) > 0 {
+			todo.Tenants = append(todo.Tenants, &schema.TenantDesired{Tenant: td.Tenant, NodeGroups: groups})
+		}
+	}
+	probs := modules.Validate(todo)
+	if len(probs) > 0 {
+		return probs
+	}
+	clean := make(map[*schema.NodeGroup]bool, 2*len(desired.Tenants))
+	for _, td := range desired.Tenants {
+		for _, ng := range td.NodeGroups {
+			clean[ng] = true
+		}
+	}
+	mc.clean = clean
+	return nil
+}
 
 // manifestsFile is the file in the data dir where the manifest cache keeps
 // what it parsed across restarts (see manifestStore).

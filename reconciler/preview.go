@@ -286,7 +286,7 @@ func (j *previewJob) Run(ctx context.Context) {
 	}
 	c.Status.Timings.ReceivedAt = r.opts.Now()
 	c.Status.Phase = schema.CommitPlanning
-	r.putCommit(c)
+	r.putCommit(c, nil)
 	c.Status.Signature = commitSignature(snap.Signature)
 	res, err := r.preview(ctx, snap, refKey(snap.Ref), true, false)
 	c.Status.Timings.FinishedAt = r.opts.Now()
@@ -320,7 +320,7 @@ func (j *previewJob) Run(ctx context.Context) {
 		}
 	}
 	noteUnverified(c)
-	r.putCommit(c)
+	r.putCommit(c, nil)
 }
 
 // RenderedWorkspace implements backend.Previewer.

@@ -158,7 +158,9 @@ type Reconciler struct {
 	// index holds what the quiet check reads of every tenant's records.
 	index  *appliedIndex
 	inputs inputHashes
-	drift  *driftState
+	// checked are the node groups the provider modules found no problem in.
+	checked moduleChecks
+	drift   *driftState
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures
@@ -325,7 +327,7 @@ func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedReco
 	if err != nil {
 		return nil, nil, []schema.Problem{{File: root, Message: err.Error()}}
 	}
-	if probs := r.modules.Validate(desired); len(probs) > 0 {
+	if probs := r.checked.validate(r.modules, desired); len(probs) > 0 {
 		return nil, nil, probs
 	}
 	hashes := r.inputs.of(desired)

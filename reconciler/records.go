@@ -32,9 +32,14 @@ import (
 //	Provider     PROVIDER-CLASS
 func scopedKey(tenant, name string) string { return tenant + "/" + name }
 
-func (r *Reconciler) putCommit(c *schema.Commit) {
+func (r *Reconciler) putCommit(c *schema.Commit, also func(*backend.Tx) error) {
 	status.Commit(&c.Status, r.opts.Now())
 	err := r.store.Update(func(tx *backend.Tx) error {
+		if also != nil {
+			if err := also(tx); err != nil {
+				return err
+			}
+		}
 		_, err := tx.PutObject(schema.KindCommit, c.Metadata.Name, c)
 		return err
 	})

@@ -155,7 +155,7 @@ func (r *Reconciler) releaseStaleLock(tenant string) error {
 // still held by the reconciler's run. Such a tenant runs tofu even when
 // its manifests did not change.
 func (r *Reconciler) needsRecovery(tenant string) bool {
-	if tofu.Interrupted(filepath.Join(r.opts.DataDir, "work", tenant)) {
+	if r.runner.Interrupted(filepath.Join(r.opts.DataDir, "work", tenant)) {
 		return true
 	}
 	if r.opts.LockHolder == nil {

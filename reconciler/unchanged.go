@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/rezuscloud/rezuscloud/backend"
-	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -64,7 +63,7 @@ func (r *Reconciler) quietTenants(tenants []*schema.TenantDesired, applied map[s
 // to encrypt, nothing for the Talos plane.
 func (r *Reconciler) nothingLeft(td *schema.TenantDesired) (bool, error) {
 	name := td.Tenant.Metadata.Name
-	if tofu.Interrupted(filepath.Join(r.opts.DataDir, "work", name)) {
+	if r.runner.Interrupted(filepath.Join(r.opts.DataDir, "work", name)) {
 		return false, nil
 	}
 	if r.opts.EncryptState && r.plainState(name) {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -296,5 +297,46 @@ func TestAppliedIndexFollowsStore(t *testing.T) {
 	putTenant("e", ok)
 	if got := idx.isSettled([]string{"e"}); got["e"] {
 		t.Error("a stopped index follows the store")
+	}
+}
+
+// TestObservedWithFirstRecord: a new revision is named the last one
+// received in the same store write as the first record of its Commit, not
+// in a write of its own; an invalid revision and a rerun of a finished one,
+// whose record is left alone, are still named.
+func TestObservedWithFirstRecord(t *testing.T) {
+	r := newRig(t)
+	var mu sync.Mutex
+	var writes [][]string
+	r.srv.Store().OnCommit(func(changes []backend.Change) {
+		var kinds []string
+		for _, c := range changes {
+			kinds = append(kinds, c.Resource.Kind)
+		}
+		mu.Lock()
+		writes = append(writes, kinds)
+		mu.Unlock()
+	})
+	mustSucceed(t, r.reconcile("rev1", "first", examples(t)))
+	mu.Lock()
+	for _, kinds := range writes {
+		if slices.Contains(kinds, kindObserved) && !slices.Contains(kinds, schema.KindCommit) {
+			t.Errorf("the observed revision was written on its own: %v (all writes: %v)", kinds, writes)
+		}
+	}
+	mu.Unlock()
+	if got := r.rec.LastObserved(); got != "rev1" {
+		t.Fatalf("last observed %q, want rev1", got)
+	}
+	bad := fstest.MapFS{"bad.yaml": {Data: []byte("apiVersion: rezuscloud.io/v1\nkind: Tenant\nmetadata: {name: x}\nspec: {count: three}\n")}}
+	if c := r.reconcile("rev2", "bad", bad); c.Status.Phase != schema.CommitInvalid {
+		t.Fatalf("rev2: %s, want Invalid", c.Status.Phase)
+	}
+	if got := r.rec.LastObserved(); got != "rev2" {
+		t.Errorf("after an invalid revision: last observed %q, want rev2", got)
+	}
+	mustSucceed(t, r.reconcile("rev1", "first", examples(t)))
+	if got := r.rec.LastObserved(); got != "rev1" {
+		t.Errorf("after a rerun of a finished revision: last observed %q, want rev1", got)
 	}
 }

@@ -59,6 +59,9 @@ type Cache struct {
 	// once a Load has told it which values are still of use.
 	store    CacheStore
 	retained bool
+	// assembly is what the checks across documents of the last Load
+	// without a problem found; a Load takes it while it runs.
+	assembly *assembly
 }
 
 type cacheKey struct{ path, hash string }
@@ -100,6 +103,9 @@ type CacheStats struct {
 	// Stored counts the files decoded from the cache's store instead of
 	// parsed; StoreErrors the writes to the store that failed.
 	Stored, StoreErrors int
+	// Rechecked counts the Loads whose checks across documents looked
+	// only at the documents of the files that changed.
+	Rechecked int
 }
 
 // NewCache returns a cache of at most maxFiles files; 0 or less means
@@ -287,6 +293,26 @@ func (c *Cache) end(load uint64, u *storeUse) {
 			break
 		}
 		delete(c.entries, k)
+	}
+}
+
+// takeAssembly hands the kept assembly to one Load, or nil.
+func (c *Cache) takeAssembly() *assembly {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.assembly
+	c.assembly = nil
+	return a
+}
+
+// keepAssembly keeps what a Load without a problem assembled; rechecked
+// says it was updated, not made anew.
+func (c *Cache) keepAssembly(a *assembly, rechecked bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.assembly = a
+	if rechecked {
+		c.stats.Rechecked++
 	}
 }
 

@@ -86,8 +86,8 @@ type CommitStatus struct {
 	// without its per-tenant detail. The reconciler sets them with every
 	// write; they come before Tenants, so that a reader that needs only
 	// the summary stops there instead of decoding every tenant's result.
-	Totals  *CommitTotals  `json:"totals,omitempty"`
-	Tenants []TenantResult `json:"tenants,omitempty"`
+	Totals  *CommitTotals `json:"totals,omitempty"`
+	Tenants TenantResults `json:"tenants,omitempty"`
 	// Problems are the validation problems of an Invalid commit.
 	Problems []Problem `json:"problems,omitempty"`
 	Timings  Timings   `json:"timings,omitzero"`

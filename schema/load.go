@@ -112,7 +112,7 @@ func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) 
 		l.problems = append(l.problems, r.problems...)
 		l.skipped += r.skipped
 	}
-	d := l.assemble(results)
+	d := l.assemble(files, results)
 	if len(l.problems) > 0 {
 		return nil, &ProblemList{Problems: capProblems(sortProblems(l.problems))}
 	}

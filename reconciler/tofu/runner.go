@@ -79,10 +79,28 @@ type Runner struct {
 // parallel) and keeps its tfexec handle from one run to the next: the
 // handle learns tofu's version once, with a `tofu version` process of its
 // own, and a new handle per run would start that process every time.
+//
+// The runner also remembers what it last saw of the markers an interrupted
+// run leaves in the directory (see Runner.Interrupted). The fields after
+// tf are guarded by Runner.mu.
 type workDir struct {
 	mu sync.Mutex
 	tf *tfexec.Terraform
+
+	using int    // sessions and waits open in the directory
+	marks marks  // what the last look found, while nothing used the directory since
+	uses  uint64 // counts the starts and ends of uses
 }
+
+// marks is what a runner knows of the markers of an interrupted run in a
+// work directory.
+type marks uint8
+
+const (
+	marksUnknown marks = iota // not looked at since the directory was last used
+	marksNone
+	marksFound
+)
 
 // NewRunner checks the options and returns a Runner.
 func NewRunner(opts Options) (*Runner, error) {
@@ -155,20 +173,24 @@ func (r *Runner) workDir(dir string) *workDir {
 // What an interrupted run left behind (its var file and plan) goes first.
 func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, error) {
 	w := r.workDir(dir)
-	l := &w.mu
-	l.Lock()
+	w.mu.Lock()
+	done := r.use(w)
+	unlock := func() {
+		done()
+		w.mu.Unlock()
+	}
 	if err := waitIdle(ctx, dir); err != nil {
-		l.Unlock()
+		unlock()
 		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
 	}
 	if err := RemoveLeftovers(dir); err != nil {
-		l.Unlock()
+		unlock()
 		return nil, fmt.Errorf("tofu in %s: %w", dir, err)
 	}
 	if w.tf == nil {
 		tf, err := tfexec.NewTerraform(dir, r.opts.Binary)
 		if err != nil {
-			l.Unlock()
+			unlock()
 			return nil, fmt.Errorf("tofu in %s: %w", dir, err)
 		}
 		w.tf = tf
@@ -189,11 +211,11 @@ func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, e
 		env[k] = v
 	}
 	if err := tf.SetEnv(env); err != nil {
-		l.Unlock()
+		unlock()
 		return nil, fmt.Errorf("tofu environment: %w", err)
 	}
 	if err := tf.SetWaitDelay(r.opts.InterruptDelay); err != nil {
-		l.Unlock()
+		unlock()
 		return nil, err
 	}
 	secrets := []string{creds.Password}
@@ -205,7 +227,48 @@ func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, e
 	out := newTailBuffer(16<<10, secrets)
 	tf.SetStdout(out)
 	tf.SetStderr(out)
-	return &session{r: r, tf: tf, dir: dir, creds: creds, env: env, out: out, unlock: l.Unlock}, nil
+	return &session{r: r, tf: tf, dir: dir, creds: creds, env: env, out: out, unlock: unlock}, nil
+}
+
+// use marks the start of a session or wait in w, which may make or remove
+// the markers of an interrupted run, and returns the func that marks its
+// end: what the runner knew of the markers is forgotten at both.
+func (r *Runner) use(w *workDir) (done func()) {
+	mark := func(n int) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		w.using += n
+		w.marks = marksUnknown
+		w.uses++
+	}
+	mark(1)
+	return func() { mark(-1) }
+}
+
+// Interrupted reports whether the last apply in dir did not end as it
+// should (see the func Interrupted). It looks at the directory once, and
+// again only after a run of this runner used it: while the runner lives,
+// only its own runs make or remove the markers, and a tofu that an earlier
+// server process left running holds its output file, which the first look
+// finds.
+func (r *Runner) Interrupted(dir string) bool {
+	w := r.workDir(dir)
+	r.mu.Lock()
+	known, uses, using := w.marks, w.uses, w.using
+	r.mu.Unlock()
+	if known != marksUnknown {
+		return known == marksFound
+	}
+	found := Interrupted(dir)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if using == 0 && w.uses == uses {
+		w.marks = marksNone
+		if found {
+			w.marks = marksFound
+		}
+	}
+	return found
 }
 
 // WaitIdle waits until no tofu runs in dir: neither one of this runner nor
@@ -215,6 +278,7 @@ func (r *Runner) WaitIdle(ctx context.Context, dir string) error {
 	w := r.workDir(dir)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer r.use(w)()
 	return waitIdle(ctx, dir)
 }
 
