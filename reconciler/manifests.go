@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,7 +83,10 @@ var _ schema.CacheStore = (*manifestStore)(nil)
 // in dataDir.
 func openManifestStore(dataDir string) (*manifestStore, error) {
 	path := filepath.Join(dataDir, manifestsFile)
-	opts := &bolt.Options{Timeout: 200 * time.Millisecond}
+	// The mapping is made large enough at once for a cache of tens of
+	// thousands of files: each time bbolt grows it during a write, it
+	// copies every page that write touched onto the heap.
+	opts := &bolt.Options{Timeout: 200 * time.Millisecond, InitialMmapSize: 64 << 20}
 	db, err := bolt.Open(path, 0o600, opts)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: another process holds it open", path)
@@ -133,29 +138,53 @@ func (s *manifestStore) Get(key string) []byte {
 	return v
 }
 
-// Put stores values, and drops the other values of their paths.
+// putChunk is about how many bytes of values one transaction of Put
+// writes: bbolt holds every page a transaction dirties in memory until it
+// commits, and a first load of tens of thousands of files would otherwise
+// hold them all at once.
+const putChunk = 2 << 20
+
+// Put stores values, and drops the other values of their paths. The keys
+// go in in order, which fills bbolt's pages one after the other, in
+// transactions of about putChunk bytes: this is a cache, and a value
+// written stands on its own.
 func (s *manifestStore) Put(values map[string][]byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(s.bucket)
-		for key, v := range values {
-			path, _, _ := bytes.Cut([]byte(key), []byte{0})
-			prefix := append(path, 0)
-			var stale [][]byte
-			c := b.Cursor()
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				if string(k) != key {
-					stale = append(stale, bytes.Clone(k))
-				}
-			}
-			if err := deleteKeys(b, stale); err != nil {
-				return err
-			}
-			if err := b.Put([]byte(key), v); err != nil {
-				return err
+	keys := slices.Sorted(maps.Keys(values))
+	for len(keys) > 0 {
+		n, size := 0, 0
+		for n < len(keys) && (n == 0 || size < putChunk) {
+			size += len(keys[n]) + len(values[keys[n]])
+			n++
+		}
+		if err := s.db.Update(func(tx *bolt.Tx) error { return s.put(tx.Bucket(s.bucket), keys[:n], values) }); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// put writes the values of keys into b, dropping the other values of
+// their paths.
+func (s *manifestStore) put(b *bolt.Bucket, keys []string, values map[string][]byte) error {
+	for _, key := range keys {
+		path, _, _ := bytes.Cut([]byte(key), []byte{0})
+		prefix := append(path, 0)
+		var stale [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if string(k) != key {
+				stale = append(stale, bytes.Clone(k))
 			}
 		}
-		return nil
-	})
+		if err := deleteKeys(b, stale); err != nil {
+			return err
+		}
+		if err := b.Put([]byte(key), values[key]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Retain drops every value whose key keep does not hold.
