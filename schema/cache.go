@@ -160,16 +160,18 @@ func (c *Cache) storeFor(o Options) *storeUse {
 
 // endStore writes what a Load parsed to the store and, after the first
 // Load that used the store, drops the values no file of that Load has.
+// The values go in after the drop, which then looks only at what earlier
+// processes stored: every value put is one of the Load's files.
 func (c *Cache) endStore(u *storeUse) {
 	if u == nil {
 		return
 	}
 	var failed bool
-	if len(u.put) > 0 {
-		failed = c.store.Put(u.put) != nil
-	}
 	if u.retain {
-		failed = c.store.Retain(u.used) != nil || failed
+		failed = c.store.Retain(u.used) != nil
+	}
+	if len(u.put) > 0 {
+		failed = c.store.Put(u.put) != nil || failed
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
