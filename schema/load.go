@@ -523,7 +523,7 @@ func fileTypeName(t fs.FileMode) string {
 }
 
 // process parses and validates the files, in parallel; results keep the
-// order of files.
+// order of files. It lets go of each file's bytes once they are parsed.
 func (l *loader) process(files []manifestFile) []*fileResult {
 	results := make([]*fileResult, len(files))
 	var todo []int
@@ -535,9 +535,13 @@ func (l *loader) process(files []manifestFile) []*fileResult {
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(todo))
+	load := func(i int) {
+		results[i] = l.loadCached(files[i])
+		files[i].data, files[i].stored = nil, nil
+	}
 	if workers <= 1 {
 		for _, i := range todo {
-			results[i] = l.loadCached(files[i])
+			load(i)
 		}
 		return results
 	}
@@ -548,7 +552,7 @@ func (l *loader) process(files []manifestFile) []*fileResult {
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				results[i] = l.loadCached(files[i])
+				load(i)
 			}
 		})
 	}
