@@ -19,6 +19,13 @@ import (
 // and a larger blob would be held in memory whole.
 const maxBlobSize = 64 << 20
 
+// Bounds of the blobs a stat unpacked and keeps for the read that
+// usually follows (see gitTree.unread).
+const (
+	maxUnreadBlob  = 1 << 20
+	maxUnreadBytes = 32 << 20
+)
+
 // gitTree reads a commit's tree straight from a repository's object
 // storage, without a checkout. go-git's storage is not safe for concurrent
 // use, so every access holds mu; the storage must not be shared with code
@@ -29,12 +36,18 @@ type gitTree struct {
 	trees map[string]*object.Tree // decoded directories by path, "." the root
 	root  plumbing.Hash           // the hash of the root tree
 	sizes map[plumbing.Hash]int64
+	// unread holds the blobs that a stat unpacked to learn their size
+	// (a blob stored as a delta has no size short of that), until a read
+	// takes them: a walk that stats each file and then reads it unpacks
+	// each blob once. unreadBytes is their size, at most maxUnreadBytes.
+	unread      map[plumbing.Hash]plumbing.EncodedObject
+	unreadBytes int64
 }
 
 // newTreeFS returns the read-only file system of the tree with hash root,
 // every entry dated modTime.
 func newTreeFS(s storer.EncodedObjectStorer, root plumbing.Hash, modTime time.Time) (fs.FS, error) {
-	g := &gitTree{s: s, root: root, sizes: map[plumbing.Hash]int64{}}
+	g := &gitTree{s: s, root: root, sizes: map[plumbing.Hash]int64{}, unread: map[plumbing.Hash]plumbing.EncodedObject{}}
 	var t *object.Tree
 	err := g.retry(func() (err error) {
 		t, err = object.GetTree(s, root)
@@ -143,6 +156,7 @@ func (g *gitTree) stat(name string) (node, error) {
 			obj, err := g.s.EncodedObject(plumbing.BlobObject, e.Hash)
 			if err == nil {
 				size = obj.Size()
+				g.keepUnread(obj)
 			}
 			return err
 		})
@@ -193,8 +207,27 @@ func (g *gitTree) read(name string) ([]byte, error) {
 	return data, nil
 }
 
+// keepUnread keeps a blob a stat unpacked for the read that follows,
+// within the bounds.
+func (g *gitTree) keepUnread(obj plumbing.EncodedObject) {
+	if obj.Size() <= maxUnreadBlob && g.unreadBytes+obj.Size() <= maxUnreadBytes {
+		g.unread[obj.Hash()] = obj
+		g.unreadBytes += obj.Size()
+	}
+}
+
+// blob returns the blob h, taking it from unread when a stat kept it.
+func (g *gitTree) blob(h plumbing.Hash) (*object.Blob, error) {
+	if obj, ok := g.unread[h]; ok {
+		delete(g.unread, h)
+		g.unreadBytes -= obj.Size()
+		return object.DecodeBlob(obj)
+	}
+	return object.GetBlob(g.s, h)
+}
+
 func (g *gitTree) readBlob(h plumbing.Hash) ([]byte, error) {
-	blob, err := object.GetBlob(g.s, h)
+	blob, err := g.blob(h)
 	if err != nil {
 		return nil, err
 	}
