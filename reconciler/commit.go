@@ -295,19 +295,28 @@ func (run *CommitRun) submitted(err error) {
 	close(run.done)
 }
 
-// progressDelay is how long the progress of tenants that need no tofu may
-// wait before the commit's record shows it.
+// progressDelay is how long a tenant's progress may wait before the
+// record of a commit of up to 100 tenants shows it.
 const progressDelay = 250 * time.Millisecond
 
-// putSoon records the commit within progressDelay, in one write for however
-// many tenants progress meanwhile: a commit that leaves most of many
-// tenants unchanged then writes its record a few times, not twice per
-// tenant. Called with run.mu held.
+// progressInterval is how long a tenant's progress may wait before the
+// commit's record shows it: progressDelay per 100 tenants of the commit.
+// Every write of the record carries every tenant's result, and the store
+// and each watch keep or send it whole; spacing the writes by the record's
+// size keeps the bytes a commit's progress costs each second the same
+// whatever its size, where a write per tenant event cost the square of
+// the fleet (2,000 tenants superseded at once wrote 386 MB).
+func (run *CommitRun) progressInterval() time.Duration {
+	return progressDelay * time.Duration(1+(len(run.results)-1)/100)
+}
+
+// putSoon records the commit within progressInterval, in one write for
+// however many tenants progress meanwhile. Called with run.mu held.
 func (run *CommitRun) putSoon() {
 	if run.flush != nil || run.finished {
 		return
 	}
-	run.flush = time.AfterFunc(progressDelay, func() {
+	run.flush = time.AfterFunc(run.progressInterval(), func() {
 		run.mu.Lock()
 		defer run.mu.Unlock()
 		run.flush = nil
@@ -353,8 +362,8 @@ func (run *CommitRun) Commit() *schema.Commit {
 }
 
 // started marks the tenant, and the commit when it is the first, as
-// applying. quick says the tenant needs no tofu run.
-func (run *CommitRun) started(tenant string, quick bool) {
+// applying.
+func (run *CommitRun) started(tenant string) {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	if run.commit.Status.Phase == schema.CommitPlanning {
@@ -363,11 +372,7 @@ func (run *CommitRun) started(tenant string, quick bool) {
 	}
 	run.results[tenant] = &schema.TenantResult{Tenant: tenant, Phase: schema.CommitApplying, StartedAt: run.r.opts.Now()}
 	run.commit.Status.Tenants = run.sortedResults()
-	if quick {
-		run.putSoon()
-	} else {
-		run.put()
-	}
+	run.putSoon()
 }
 
 // record stores one tenant's result; the last one finishes the commit.
@@ -391,11 +396,7 @@ func (run *CommitRun) record(res *schema.TenantResult, retried bool) {
 	last := run.outstanding == 0
 	if !last {
 		run.commit.Status.Tenants = run.sortedResults()
-		if res.OutputTail == "" && res.Phase == schema.CommitSucceeded {
-			run.putSoon()
-		} else {
-			run.put()
-		}
+		run.putSoon()
 	}
 	run.mu.Unlock()
 	if last {

@@ -96,13 +96,13 @@ func (t *tenantRun) prepare(context.Context) (stepResult, error) {
 	r := t.r
 	prev, err := r.appliedRecord(t.name)
 	if err != nil {
-		t.job.run.started(t.name, false)
+		t.job.run.started(t.name)
 		return stepNext, retry(schema.ReasonStoreError, err)
 	}
 	t.prev = prev
 	if t.desired == nil {
 		if t.job.attempt == 0 {
-			t.job.run.started(t.name, false)
+			t.job.run.started(t.name)
 		}
 		if prev == nil {
 			return stepDone, nil // never applied: nothing to destroy
@@ -123,8 +123,7 @@ func (t *tenantRun) prepare(context.Context) (stepResult, error) {
 		}
 	}
 	if t.job.attempt == 0 {
-		// A tenant whose manifests are the ones last applied needs no tofu.
-		t.job.run.started(t.name, prev != nil && prev.InputHash == t.inHash)
+		t.job.run.started(t.name)
 	}
 	t.rewrite = r.opts.EncryptState && prev != nil && r.plainState(t.name)
 	t.again = t.rewrite || r.needsRecovery(t.name) || t.job.correct
