@@ -138,53 +138,31 @@ func (s *manifestStore) Get(key string) []byte {
 	return v
 }
 
-// putChunk is about how many bytes of values one transaction of Put
-// writes: bbolt holds every page a transaction dirties in memory until it
-// commits, and a first load of tens of thousands of files would otherwise
-// hold them all at once.
-const putChunk = 2 << 20
-
 // Put stores values, and drops the other values of their paths. The keys
-// go in in order, which fills bbolt's pages one after the other, in
-// transactions of about putChunk bytes: this is a cache, and a value
-// written stands on its own.
+// go in in order, which fills bbolt's pages one after the other.
 func (s *manifestStore) Put(values map[string][]byte) error {
 	keys := slices.Sorted(maps.Keys(values))
-	for len(keys) > 0 {
-		n, size := 0, 0
-		for n < len(keys) && (n == 0 || size < putChunk) {
-			size += len(keys[n]) + len(values[keys[n]])
-			n++
-		}
-		if err := s.db.Update(func(tx *bolt.Tx) error { return s.put(tx.Bucket(s.bucket), keys[:n], values) }); err != nil {
-			return err
-		}
-		keys = keys[n:]
-	}
-	return nil
-}
-
-// put writes the values of keys into b, dropping the other values of
-// their paths.
-func (s *manifestStore) put(b *bolt.Bucket, keys []string, values map[string][]byte) error {
-	for _, key := range keys {
-		path, _, _ := bytes.Cut([]byte(key), []byte{0})
-		prefix := append(path, 0)
-		var stale [][]byte
-		c := b.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			if string(k) != key {
-				stale = append(stale, bytes.Clone(k))
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(s.bucket)
+		for _, key := range keys {
+			path, _, _ := bytes.Cut([]byte(key), []byte{0})
+			prefix := append(path, 0)
+			var stale [][]byte
+			c := b.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				if string(k) != key {
+					stale = append(stale, bytes.Clone(k))
+				}
+			}
+			if err := deleteKeys(b, stale); err != nil {
+				return err
+			}
+			if err := b.Put([]byte(key), values[key]); err != nil {
+				return err
 			}
 		}
-		if err := deleteKeys(b, stale); err != nil {
-			return err
-		}
-		if err := b.Put([]byte(key), values[key]); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Retain drops every value whose key keep does not hold.

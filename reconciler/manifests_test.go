@@ -1,8 +1,6 @@
 package reconciler
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -75,50 +73,4 @@ func TestManifestStoreIsACache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// A Put larger than putChunk goes in several transactions, so that bbolt
-// never holds the pages of a whole first load at once; every value lands,
-// and each path still keeps only its newest value.
-func TestManifestStorePutsInChunks(t *testing.T) {
-	s, err := openManifestStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Put(map[string][]byte{"t0000/a.yaml\x00old": []byte("old"), "t0999/a.yaml\x00old": []byte("old")}); err != nil {
-		t.Fatal(err)
-	}
-	value := bytes.Repeat([]byte("v"), 6<<10)
-	values := map[string][]byte{}
-	for i := range 1000 { // 6 MB: three chunks or more
-		values[fmt.Sprintf("t%04d/a.yaml\x00new", i)] = value
-	}
-	before := s.lastTx(t)
-	if err := s.Put(values); err != nil {
-		t.Fatal(err)
-	}
-	if n := s.lastTx(t) - before; n < 3 {
-		t.Errorf("a Put of 6 MB took %d transactions, want one per %d bytes", n, putChunk)
-	}
-	for key := range values {
-		if !bytes.Equal(s.Get(key), value) {
-			t.Fatalf("%q was not stored", key)
-		}
-	}
-	for _, key := range []string{"t0000/a.yaml\x00old", "t0999/a.yaml\x00old"} {
-		if s.Get(key) != nil {
-			t.Errorf("%q is kept beside its path's new value", key)
-		}
-	}
-}
-
-// lastTx returns the id of the store's last write transaction.
-func (s *manifestStore) lastTx(t *testing.T) int {
-	tx, err := s.db.Begin(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	return tx.ID()
 }

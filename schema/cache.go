@@ -155,30 +155,37 @@ func (c *Cache) storeFor(o Options) *storeUse {
 	if c.store == nil || o != (*Options)(nil).withDefaults() {
 		return nil
 	}
-	return &storeUse{used: map[string]bool{}, put: map[string][]byte{}, retain: !c.retained}
+	return &storeUse{store: c.store, used: map[string]bool{}, put: map[string][]byte{}, retain: !c.retained}
 }
 
-// endStore writes what a Load parsed to the store and, after the first
-// Load that used the store, drops the values no file of that Load has.
-// The values go in after the drop, which then looks only at what earlier
-// processes stored: every value put is one of the Load's files.
+// retainStore drops, after the first Load that uses the store, the values
+// no file of that Load has. The Load calls it once it knows its files and
+// before it stores any result, so that the drop looks only at what
+// earlier processes stored.
+func (c *Cache) retainStore(u *storeUse) {
+	if u == nil || !u.retain {
+		return
+	}
+	u.writing.Lock()
+	defer u.writing.Unlock()
+	if err := c.store.Retain(u.used); err != nil {
+		u.failed = true
+	}
+}
+
+// endStore writes the rest of what a Load parsed to the store, and counts
+// a failed write.
 func (c *Cache) endStore(u *storeUse) {
 	if u == nil {
 		return
 	}
-	var failed bool
-	if u.retain {
-		failed = c.store.Retain(u.used) != nil
-	}
-	if len(u.put) > 0 {
-		failed = c.store.Put(u.put) != nil || failed
-	}
+	u.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if failed {
+	if u.failed {
 		c.stats.StoreErrors++
 	}
-	if u.retain && !failed {
+	if u.retain && !u.failed {
 		c.retained = true
 	}
 }

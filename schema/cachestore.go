@@ -240,23 +240,66 @@ func decodeObject(d *document, data []byte, src Source) bool {
 	return err == nil
 }
 
+// storeBatch is about how many bytes of values one write to a store
+// holds: a Load writes what it parsed as it goes, so that a first load of
+// tens of thousands of files holds neither all their values nor, in the
+// store, all their pages at once.
+const storeBatch = 2 << 20
+
 // storeUse is what one Load does with a Cache's store: the values it
-// found there, and the results it made that go there.
+// found there, and the results it made that go there. Once the Load knows
+// its files, retain drops the values no file of it has (see
+// Cache.retainStore); the results then go to the store in batches of
+// about storeBatch bytes as they come, and the last batch at the end.
 type storeUse struct {
+	store  CacheStore
 	retain bool // this Load tells the store which values are still of use
 	mu     sync.Mutex
 	used   map[string]bool   // the keys of this Load's files, when retain is set
-	put    map[string][]byte // results to store
+	put    map[string][]byte // results not yet stored
+	size   int               // the bytes of put
+	// writing orders the writes; failed is set when one failed.
+	writing sync.Mutex
+	failed  bool
 }
 
+// record notes a file of the Load, and its result to store when value is
+// set; a full batch is written before record returns.
 func (u *storeUse) record(key string, value []byte) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	if u.retain {
 		u.used[key] = true
 	}
+	var full map[string][]byte
 	if value != nil {
 		u.put[key] = value
+		u.size += len(key) + len(value)
+		if u.size >= storeBatch {
+			full, u.put, u.size = u.put, map[string][]byte{}, 0
+		}
+	}
+	u.mu.Unlock()
+	if full != nil {
+		u.write(full)
+	}
+}
+
+// flush writes the results not yet stored.
+func (u *storeUse) flush() {
+	u.mu.Lock()
+	rest := u.put
+	u.put, u.size = map[string][]byte{}, 0
+	u.mu.Unlock()
+	if len(rest) > 0 {
+		u.write(rest)
+	}
+}
+
+func (u *storeUse) write(values map[string][]byte) {
+	u.writing.Lock()
+	defer u.writing.Unlock()
+	if err := u.store.Put(values); err != nil {
+		u.failed = true
 	}
 }
 

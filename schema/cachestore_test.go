@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -141,4 +142,55 @@ func mustHash(t *testing.T, fsys fs.FS, name string) string {
 		t.Fatalf("no hash of %s", name)
 	}
 	return h
+}
+
+// opStore is a memStore that logs what is asked of it.
+type opStore struct {
+	memStore
+	ops []string
+}
+
+func (s *opStore) Put(values map[string][]byte) error {
+	n := 0
+	for k, v := range values {
+		n += len(k) + len(v)
+	}
+	s.mu.Lock()
+	s.ops = append(s.ops, "put "+strconv.Itoa(n))
+	s.mu.Unlock()
+	return s.memStore.Put(values)
+}
+
+func (s *opStore) Retain(keep map[string]bool) error {
+	s.mu.Lock()
+	s.ops = append(s.ops, "retain")
+	s.mu.Unlock()
+	return s.memStore.Retain(keep)
+}
+
+// A first load writes what it parsed in batches of about storeBatch bytes
+// as it goes, after dropping the stale values of earlier processes, so
+// that it never holds every value at once; a new process finds them all.
+func TestCacheStoreWritesInBatches(t *testing.T) {
+	fsys := blobFS{genTree(700)} // 7,000 files, about 4 MB of values
+	store := &opStore{memStore: memStore{values: map[string][]byte{"gone.yaml\x00test-blob:x": []byte("stale")}}}
+	d, s, err := restarted(t, fsys, store)
+	if err != nil || s.Misses != d.Files || s.StoreErrors != 0 {
+		t.Fatalf("first load: %v, %+v", err, s)
+	}
+	if len(store.ops) < 3 || store.ops[0] != "retain" {
+		t.Fatalf("the store saw %v: want the drop of stale values, then the values in batches", store.ops)
+	}
+	for _, op := range store.ops[1:] {
+		n, err := strconv.Atoi(strings.TrimPrefix(op, "put "))
+		if err != nil || n > storeBatch+4096 {
+			t.Errorf("%q: want puts of at most about %d bytes", op, storeBatch)
+		}
+	}
+	if store.Get("gone.yaml\x00test-blob:x") != nil || len(store.values) != d.Files {
+		t.Errorf("the store holds %d values for %d files, stale one kept: %v", len(store.values), d.Files, store.Get("gone.yaml\x00test-blob:x") != nil)
+	}
+	if _, s, err := restarted(t, fsys, store); err != nil || s.Stored != d.Files || s.Misses != 0 {
+		t.Fatalf("restart: %v, %+v", err, s)
+	}
 }
