@@ -80,9 +80,9 @@ func TestCacheHitSamePositions(t *testing.T) {
 		t.Fatal("the desired state from the cache differs from the one loaded without it")
 	}
 	ng := warm.Tenant("t007").NodeGroups[1]
-	if ng.Source.File != "t007/nodegroups.yaml" || ng.Source.Line != 15 || ng.Source.Lines["/spec/count"] != 23 {
+	if ng.Source.File != "t007/nodegroups.yaml" || ng.Source.Line != 15 || ng.Source.Lines()["/spec/count"] != 23 {
 		t.Errorf("workers of t007 from the cache: %s:%d, count at line %d: want t007/nodegroups.yaml:15, line 23",
-			ng.Source.File, ng.Source.Line, ng.Source.Lines["/spec/count"])
+			ng.Source.File, ng.Source.Line, ng.Source.Lines()["/spec/count"])
 	}
 	// The same content under another path is not the same file.
 	fsys["copy/t007.yaml"] = fsys["t007/tenant.yaml"]

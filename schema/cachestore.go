@@ -87,9 +87,10 @@ func encodeResult(r *fileResult, size int64) ([]byte, bool) {
 		}
 		pos, ok1 := encodePos(d.pos)
 		lines := map[string]position{}
-		for k, line := range sourceOf(d.obj).Lines {
-			lines[k] = position{line: line}
-		}
+		sourceOf(d.obj).eachLine(func(path string, line int) bool {
+			lines[path] = position{line: line}
+			return true
+		})
 		src, ok2 := encodePos(lines)
 		if !ok1 || !ok2 {
 			return nil, false
@@ -205,10 +206,7 @@ func decodeResult(name string, data []byte) (*fileResult, bool) {
 		var lines map[string]position
 		d.pos, ok1 = decodePos(string(pos))
 		lines, ok2 = decodePos(string(srcLines))
-		src := Source{File: name, Line: d.line, Lines: make(map[string]int, len(lines))}
-		for k, p := range lines {
-			src.Lines[k] = p.line
-		}
+		src := newSource(name, d.line, lines, func(p position) int { return p.line })
 		if !ok1 || !ok2 || rd.bad || !decodeObject(d, obj, src) {
 			return nil, false
 		}

@@ -67,11 +67,7 @@ func (d *document) where(path string) string {
 }
 
 func (d *document) source() Source {
-	lines := make(map[string]int, len(d.pos))
-	for k, p := range d.pos {
-		lines[k] = p.line
-	}
-	return Source{File: d.file, Line: d.line, Lines: lines}
+	return newSource(d.file, d.line, d.pos, func(p position) int { return p.line })
 }
 
 // declarable and apiOnly are the kinds of rezuscloud.io/v1 (see Kinds).

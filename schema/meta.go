@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"strconv"
 	"strings"
 	"time"
 )
@@ -91,42 +90,6 @@ type ObjectMeta struct {
 	Finalizers        []string          `json:"finalizers,omitempty"`
 	Labels            map[string]string `json:"labels,omitempty"`
 	Annotations       map[string]string `json:"annotations,omitempty"`
-}
-
-// Source tells where a loaded manifest object came from. It is not part of
-// the object's JSON form.
-type Source struct {
-	// File is the manifest's path relative to the root of the loaded fs.FS,
-	// slash-separated.
-	File string `json:"file"`
-	// Line is the line of the document's top-level mapping (its first key).
-	Line int `json:"line"`
-	// Lines maps the JSON pointer of every key and list item of the document
-	// (for example "/spec/providerConfig/shape" or "/spec/podNetwork/0") to
-	// its line, so that later validators can point at what they reject.
-	// Keys are escaped as RFC 6901 says: "/" as "~1", "~" as "~0".
-	Lines map[string]int `json:"lines,omitempty"`
-}
-
-// LineOf returns the line of the key at the JSON pointer path; when that key
-// is absent, the line of its nearest ancestor that is present; and s.Line when
-// none is.
-func (s Source) LineOf(path string) int {
-	for {
-		if line, ok := s.Lines[path]; ok && line > 0 {
-			return line
-		}
-		i := strings.LastIndexByte(path, '/')
-		if i < 0 {
-			return s.Line
-		}
-		path = path[:i]
-	}
-}
-
-// Position returns "file:line" for the key at path, as LineOf finds it.
-func (s Source) Position(path string) string {
-	return s.File + ":" + strconv.Itoa(s.LineOf(path))
 }
 
 // NamedPatch is a Talos machine config patch with a name, carried inside a
