@@ -1,0 +1,252 @@
+package reconcile
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// Issue 16's bounds on the first load of 20,000 manifests by a server
+// that has never seen them: seconds from the process's start to the
+// decision, and its peak resident memory in MB (10^6 bytes).
+const (
+	firstLoadTarget    = 3.0
+	firstLoadRSSTarget = 300
+)
+
+// firstLoadTenants is the tenants of BenchmarkServeFirstLoad's repository,
+// ten manifests each: `-args -first-load N`.
+var firstLoadTenants = 2000
+
+func init() {
+	flag.IntVar(&firstLoadTenants, "first-load", firstLoadTenants, "tenants of ten manifests each that BenchmarkServeFirstLoad serves (2,000: 20,000 manifests)")
+}
+
+// BenchmarkServeFirstLoad measures the first load of a large repository
+// by the real `rezuscloud serve`: -first-load tenants of ten manifest
+// files each (a Tenant, two NodeGroups and seven ConfigPatches; 20,000
+// files by default), pushed to a real git daemon on loopback. Each op
+// starts the server on a new data dir with --debounce 1h, so that the
+// tenants are validated and queued and no tofu runs, and takes:
+//
+//   - validated-s: from the process's start to the commit's validatedAt,
+//     the decision (the clone, the parse and schema checks of every file,
+//     the checks across files, the provider modules' checks and the Talos
+//     configs of every tenant);
+//   - load-s: from the commit's receivedAt to its validatedAt;
+//   - peak-RSS-MB: VmHWM two seconds after the decision;
+//   - cpu-s: the process's CPU time until then;
+//   - stop-s: how long a SIGTERM takes with every tenant still queued.
+//
+// Each metric is the highest of the ops. The benchmark fails when a
+// figure misses issue 16's bound, or when the commit does not queue every
+// tenant.
+func BenchmarkServeFirstLoad(b *testing.B) {
+	tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
+	bin := filepath.Join(b.TempDir(), "rezuscloud")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
+	build.Dir = testenv.Root()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
+	}
+	url, rev := pushManifestFleet(b, firstLoadTenants)
+	b.ResetTimer()
+	var worst firstLoad
+	for range b.N {
+		got := serveFirstLoad(b, bin, tofu, mirror, url, rev)
+		b.Logf("%d manifests: validated %.3f s after the start (load %.3f s), %.2f s of CPU, peak RSS %.1f MB, stopped in %.3f s with %d tenants queued; data dir (MiB): %s",
+			10*firstLoadTenants, got.validated, got.load, got.cpu, got.peakMB, got.stop, firstLoadTenants, got.dataDir)
+		worst = worst.max(got)
+	}
+	b.ReportMetric(worst.validated, "validated-s")
+	b.ReportMetric(worst.load, "load-s")
+	b.ReportMetric(worst.peakMB, "peak-RSS-MB")
+	b.ReportMetric(worst.cpu, "cpu-s")
+	b.ReportMetric(worst.stop, "stop-s")
+	if worst.validated >= firstLoadTarget {
+		b.Errorf("the first load took %.3f s from the server's start, want < %.0f s", worst.validated, firstLoadTarget)
+	}
+	if worst.peakMB >= firstLoadRSSTarget {
+		b.Errorf("peak RSS %.1f MB, want < %d MB", worst.peakMB, firstLoadRSSTarget)
+	}
+}
+
+// firstLoad is what one first load measured.
+type firstLoad struct {
+	validated, load, cpu, peakMB, stop float64
+	dataDir                            string
+}
+
+func (f firstLoad) max(g firstLoad) firstLoad {
+	return firstLoad{validated: max(f.validated, g.validated), load: max(f.load, g.load), cpu: max(f.cpu, g.cpu),
+		peakMB: max(f.peakMB, g.peakMB), stop: max(f.stop, g.stop), dataDir: g.dataDir}
+}
+
+// serveFirstLoad starts the server on a new data dir, waits for its
+// decision on rev and stops it.
+func serveFirstLoad(b *testing.B, bin, tofu, mirror, url, rev string) firstLoad {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	data := filepath.Join(b.TempDir(), "data")
+	start := time.Now()
+	srv := startServe(b, ctx, bin, "serve", "--data", data, "--listen", "127.0.0.1:0", "--repo", url,
+		"--poll-interval", "1h", "--debounce", "1h", "--tofu", tofu, "--provider-mirror", mirror, "--log-format", "json")
+	defer srv.stop(b)
+	c := srv.waitDecision(b, ctx, rev)
+	if c.Status.Phase != schema.CommitPlanning || len(c.Status.Tenants) != firstLoadTenants {
+		b.Fatalf("%s\n%s", describe(c), srv.tail())
+	}
+	time.Sleep(2 * time.Second) // what follows the decision counts towards the peak
+	pid := srv.cmd.Process.Pid
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	got := firstLoad{
+		validated: c.Status.Timings.ValidatedAt.Sub(start).Seconds(),
+		load:      c.Status.Timings.ValidatedAt.Sub(c.Status.Timings.ReceivedAt).Seconds(),
+		cpu:       procCPU(b, pid).Seconds(),
+		peakMB:    procKiB(b, status, "VmHWM") * 1024 / 1e6,
+	}
+	stopping := time.Now()
+	srv.stop(b)
+	got.stop = time.Since(stopping).Seconds()
+	got.dataDir = duMiB(data)
+	return got
+}
+
+// waitDecision polls the commit rev until its validation is over.
+func (p *serveProc) waitDecision(b *testing.B, ctx context.Context, rev string) *schema.Commit {
+	b.Helper()
+	for {
+		var c schema.Commit
+		err := p.getJSON(ctx, "/api/v1/commits/"+rev, &c)
+		if err == nil && c.Status.Phase != schema.CommitPending && c.Status.Phase != schema.CommitValidating {
+			return &c
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("no decision on %s in time (last error %v)\n%s", rev, err, p.tail())
+		case err := <-p.done:
+			p.done <- err
+			b.Fatalf("rezuscloud serve exited: %v\n%s", err, p.tail())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// procCPU returns the user and system CPU time of process pid.
+func procCPU(b *testing.B, pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %q", pid, stat)
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks
+}
+
+// pushManifestFleet pushes n tenants of ten manifest files each to a
+// git daemon on loopback and returns the repository's URL and commit.
+func pushManifestFleet(b *testing.B, n int) (url, rev string) {
+	b.Helper()
+	d := gittest.NewDaemon(b)
+	d.CreateBare("fleet.git")
+	w := gittest.NewWorkdir(b, d.URL("fleet.git"))
+	for i := range n {
+		for name, content := range tenantFiles(i) {
+			w.Write(filepath.Join("tenants", TenantName(i), name), content)
+		}
+	}
+	rev = w.Commit("the fleet")
+	w.Push()
+	return d.URL("fleet.git"), rev
+}
+
+// tenantFiles returns the ten manifest files of the i-th tenant of the
+// first-load fleet: a Tenant, two NodeGroups and seven ConfigPatches.
+func tenantFiles(i int) map[string]string {
+	name := TenantName(i)
+	files := map[string]string{"tenant.yaml": fmt.Sprintf(`apiVersion: rezuscloud.io/v1
+kind: Tenant
+metadata:
+  name: %[1]s
+  labels: {team: team-%[2]d}
+spec:
+  kubernetesVersion: "1.34.1"
+  talosVersion: "1.12.6"
+  controlPlaneEndpoint: https://%[1]s.example.internal:6443
+  podNetwork: [10.244.0.0/16]
+  serviceNetwork: [10.96.0.0/12]
+  plugins:
+    cni: {type: flannel}
+`, name, i%7)}
+	for _, role := range []string{"controlplane", "worker"} {
+		files["ng-"+role+".yaml"] = fmt.Sprintf(`apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: %[2]ss
+  labels:
+    rezuscloud.io/tenant: %[1]s
+    rezuscloud.io/role: %[2]s
+spec:
+  count: 1
+  providerClass: sim
+  providerConfig:
+    shape: small
+`, name, role)
+	}
+	for p := range 7 {
+		files[fmt.Sprintf("patch-%d.yaml", p)] = fmt.Sprintf(`apiVersion: rezuscloud.io/v1
+kind: ConfigPatch
+metadata:
+  name: patch-%d
+  labels:
+    rezuscloud.io/tenant: %s
+spec:
+  patch: |
+    machine:
+      sysctls:
+        net.core.somaxconn: "%d"
+`, p, name, 1024+p)
+	}
+	return files
+}
+
+// The first-load fleet is what BenchmarkServeFirstLoad says it is: ten
+// valid manifests a tenant.
+func TestFirstLoadFleetLoads(t *testing.T) {
+	fsys := fstest.MapFS{}
+	for i := range 3 {
+		for name, content := range tenantFiles(i) {
+			fsys[path.Join("tenants", TenantName(i), name)] = &fstest.MapFile{Data: []byte(content)}
+		}
+	}
+	d, err := schema.Load(fsys, ".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Files != 30 || len(d.Tenants) != 3 || len(d.Tenants[2].NodeGroups) != 2 || len(d.Tenants[2].Patches) != 7 {
+		t.Fatalf("%d files, %d tenants", d.Files, len(d.Tenants))
+	}
+}
