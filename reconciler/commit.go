@@ -51,6 +51,9 @@ type CommitRun struct {
 	// set once the final one is done.
 	flush    *time.Timer
 	finished bool
+	// resultsChanged is set when results holds what the commit's
+	// Status.Tenants does not show yet (see syncResults).
+	resultsChanged bool
 }
 
 // Submit validates a revision and queues a run for every tenant it
@@ -335,6 +338,7 @@ func (run *CommitRun) put() {
 	if run.previous != nil {
 		return
 	}
+	run.syncResults()
 	c := *run.commit
 	c.Status.Tenants = slices.Clone(c.Status.Tenants)
 	for i := range c.Status.Tenants {
@@ -355,6 +359,7 @@ func (run *CommitRun) Done() <-chan struct{} { return run.done }
 func (run *CommitRun) Commit() *schema.Commit {
 	run.mu.Lock()
 	defer run.mu.Unlock()
+	run.syncResults()
 	c := *run.commit
 	c.Status.Tenants = append([]schema.TenantResult(nil), c.Status.Tenants...)
 	c.Status.Conditions = append(schema.Conditions(nil), c.Status.Conditions...)
@@ -371,7 +376,7 @@ func (run *CommitRun) started(tenant string) {
 		run.commit.Status.Timings.PlannedAt = run.r.opts.Now()
 	}
 	run.results[tenant] = &schema.TenantResult{Tenant: tenant, Phase: schema.CommitApplying, StartedAt: run.r.opts.Now()}
-	run.commit.Status.Tenants = run.sortedResults()
+	run.resultsChanged = true
 	run.putSoon()
 }
 
@@ -395,7 +400,7 @@ func (run *CommitRun) record(res *schema.TenantResult, retried bool) {
 	}
 	last := run.outstanding == 0
 	if !last {
-		run.commit.Status.Tenants = run.sortedResults()
+		run.resultsChanged = true
 		run.putSoon()
 	}
 	run.mu.Unlock()
@@ -414,6 +419,16 @@ func (run *CommitRun) retrySuperseded(tenant string, by Job) {
 	if res := run.results[tenant]; res != nil && by != nil {
 		res.NextAttemptAt = time.Time{}
 		run.amend()
+	}
+}
+
+// syncResults brings the commit's Status.Tenants up to results, when a
+// tenant's result changed since: sorting every result at each tenant's
+// event cost the square of the commit's tenants. Called with run.mu held.
+func (run *CommitRun) syncResults() {
+	if run.resultsChanged {
+		run.commit.Status.Tenants = run.sortedResults()
+		run.resultsChanged = false
 	}
 }
 
@@ -466,7 +481,8 @@ func (run *CommitRun) amend() {
 // run.mu held.
 func (run *CommitRun) conclude() {
 	c := run.commit
-	c.Status.Tenants = run.sortedResults()
+	run.resultsChanged = true
+	run.syncResults()
 	failed, ok, superseded := 0, 0, 0
 	for _, res := range c.Status.Tenants {
 		switch res.Phase {
