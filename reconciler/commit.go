@@ -307,8 +307,8 @@ const progressDelay = 250 * time.Millisecond
 // Every write of the record carries every tenant's result, and the store
 // and each watch keep or send it whole; spacing the writes by the record's
 // size keeps the bytes a commit's progress costs each second the same
-// whatever its size, where a write per tenant event cost the square of
-// the fleet (2,000 tenants superseded at once wrote 386 MB).
+// whatever its size, where a write per tenant event would cost the square
+// of its tenants.
 func (run *CommitRun) progressInterval() time.Duration {
 	return progressDelay * time.Duration(1+(len(run.results)-1)/100)
 }
@@ -423,8 +423,9 @@ func (run *CommitRun) retrySuperseded(tenant string, by Job) {
 }
 
 // syncResults brings the commit's Status.Tenants up to results, when a
-// tenant's result changed since: sorting every result at each tenant's
-// event cost the square of the commit's tenants. Called with run.mu held.
+// tenant's result changed since; it runs when the record is written or
+// read, not at every tenant's event, which would cost the square of the
+// commit's tenants. Called with run.mu held.
 func (run *CommitRun) syncResults() {
 	if run.resultsChanged {
 		run.commit.Status.Tenants = run.sortedResults()

@@ -162,13 +162,13 @@ func (c *Cache) storeFor(o Options) *storeUse {
 // no file of that Load has. The Load calls it once it knows its files and
 // before it stores any result, so that the drop looks only at what
 // earlier processes stored.
-func (c *Cache) retainStore(u *storeUse) {
+func (*Cache) retainStore(u *storeUse) {
 	if u == nil || !u.retain {
 		return
 	}
 	u.writing.Lock()
 	defer u.writing.Unlock()
-	if err := c.store.Retain(u.used); err != nil {
+	if err := u.store.Retain(u.used); err != nil {
 		u.failed = true
 	}
 }
