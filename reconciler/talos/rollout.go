@@ -358,16 +358,18 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) error {
 			pl.report(rec, nil)
 			return &SuspendedError{Tenant: d.Tenant, Done: len(rec.Finished), Of: len(rec.Touched)}
 		}
-		if err := pl.windowClosed(ctx, d, rec, todo); err != nil {
-			pl.report(rec, nil)
-			return err
-		}
 		if err := pl.gate(ctx, d, next.m); err != nil {
 			pl.report(rec, nil)
 			return err
 		}
 		if o, _ := pl.prober.Last(next.m.ID); o.ConfigSHA256 != next.obs.ConfigSHA256 {
 			continue // its config changed while the gate waited (a first install finished): plan again
+		}
+		// After the gate: the window's dry run needs the machine to answer,
+		// and a machine still booting may need nothing once it has.
+		if err := pl.windowClosed(ctx, d, rec, todo); err != nil {
+			pl.report(rec, nil)
+			return err
 		}
 		if err := pl.start(ctx, d, rec, next); err != nil {
 			return err

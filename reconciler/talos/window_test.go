@@ -150,3 +150,37 @@ func TestRollWaitsWithAKubernetesUpgrade(t *testing.T) {
 		t.Fatalf("record after the upgrade: completed %v, Kubernetes %s", rec.Completed, rec.KubernetesVersion)
 	}
 }
+
+// TestRollWaitsForABootingMachineOutsideTheWindow: a machine the cloud has
+// just created is still booting when the rollout reaches it outside the
+// window; the rollout waits for it to answer, finds it on its config, and
+// completes, rather than failing to learn whether a config apply would
+// reboot it.
+func TestRollWaitsForABootingMachineOutsideTheWindow(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	w, err := window.Parse("0 2 * * *", "2h", "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := r.opts
+	opts.Now = newMovingClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)).Now
+	pl := r.newPlane(opts)
+	late := Machine{ID: "acme-late", Address: r.addr(r.next), NodeGroup: "w", Name: "rezussim_machine.ng_w[1]"}
+	r.next++
+	boot := time.AfterFunc(300*time.Millisecond, func() {
+		if err := r.host.Boot(late.ID, late.Address, tr.wCfg); err != nil {
+			t.Error(err)
+		}
+	})
+	defer boot.Stop()
+	d := tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")
+	d.Machines = append(slices.Clone(tr.ms), late)
+	d.Windows = window.Set{w}
+	if err := pl.Roll(ctxT(t), d); err != nil {
+		t.Fatalf("a machine booting outside the window: %v", err)
+	}
+	if got := r.journal(late.ID, "ApplyConfiguration"); len(got) != 0 {
+		t.Errorf("%s got %d config applies, want none: it booted on its config", late.ID, len(got))
+	}
+}
