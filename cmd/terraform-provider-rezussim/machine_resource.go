@@ -224,8 +224,14 @@ func (r *machineResource) Delete(ctx context.Context, req resource.DeleteRequest
 	}
 	if err := r.store.Delete(m.ID.ValueString()); err != nil {
 		resp.Diagnostics.AddError("Cannot delete machine", err.Error())
+		return
 	}
+	sim.WaitGone(ctx, m.Address.ValueString(), deleteWait)
 }
+
+// deleteWait bounds how long a delete waits for the machine to stop
+// answering (see sim.WaitGone).
+const deleteWait = 5 * time.Second
 
 // ModifyPlan plans user_data_hash from the configured user_data, so that a
 // plan shows it, and replaces a machine whose file records a different hash

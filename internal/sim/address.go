@@ -1,11 +1,13 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"syscall"
+	"time"
 )
 
 // Block is the address block of one simulated cloud: the loopback network
@@ -97,4 +99,27 @@ func (b Block) Claim() (net.Listener, error) {
 		return nil, fmt.Errorf("claim address block %s: %w", b, err)
 	}
 	return l, nil
+}
+
+// WaitGone waits until nothing answers on the Talos port of the machine
+// address addr, as a cloud's delete returns once the instance is gone: the
+// host of the simulated nodes notices a deleted machine record a moment
+// later, and until then the old node would still answer at an address the
+// next machine may be given. It returns at once when nothing listens
+// there, and gives up after max or when ctx ends.
+func WaitGone(ctx context.Context, addr string, max time.Duration) {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !Loopback(a) {
+		return
+	}
+	target := netip.AddrPortFrom(a, TalosPort).String()
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		c, err := net.DialTimeout("tcp", target, 200*time.Millisecond)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
 }

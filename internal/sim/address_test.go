@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAllocateLowestFree(t *testing.T) {
@@ -123,5 +126,58 @@ func TestClaimExcludesOtherHolders(t *testing.T) {
 		if b == l {
 			t.Fatalf("freeBlock picked the held block %s", l)
 		}
+	}
+}
+
+// WaitGone returns once nothing answers at a machine's Talos port: at
+// once when nothing listens, else when the listener closes, and after
+// max at the latest.
+func TestWaitGone(t *testing.T) {
+	b, err := freeBlock(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := b.Claim() // the block stays this test's while it runs
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claim.Close()
+	addr := netip.AddrFrom4([4]byte{127, byte(b), 7, 7})
+	ctx := context.Background()
+	start := time.Now()
+	WaitGone(ctx, addr.String(), 5*time.Second)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("with nothing listening, WaitGone took %v", d)
+	}
+
+	l, err := net.Listen("tcp", netip.AddrPortFrom(addr, TalosPort).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	time.AfterFunc(300*time.Millisecond, func() { l.Close() })
+	start = time.Now()
+	WaitGone(ctx, addr.String(), 5*time.Second)
+	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+		t.Errorf("WaitGone returned %v after it began, want once the listener closed, about 300ms", d)
+	}
+
+	l, err = net.Listen("tcp", netip.AddrPortFrom(addr, TalosPort).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	start = time.Now()
+	WaitGone(ctx, addr.String(), 200*time.Millisecond)
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Errorf("with the listener open, WaitGone gave up after %v, want 200ms", d)
 	}
 }
