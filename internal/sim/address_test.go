@@ -150,31 +150,31 @@ func TestWaitGone(t *testing.T) {
 		t.Errorf("with nothing listening, WaitGone took %v", d)
 	}
 
-	l, err := net.Listen("tcp", netip.AddrPortFrom(addr, TalosPort).String())
+	closing, err := net.Listen("tcp", netip.AddrPortFrom(addr, TalosPort).String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		for {
-			c, err := l.Accept()
+			c, err := closing.Accept()
 			if err != nil {
 				return
 			}
 			c.Close()
 		}
 	}()
-	time.AfterFunc(300*time.Millisecond, func() { l.Close() })
+	time.AfterFunc(300*time.Millisecond, func() { closing.Close() })
 	start = time.Now()
 	WaitGone(ctx, addr.String(), 5*time.Second)
 	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
 		t.Errorf("WaitGone returned %v after it began, want once the listener closed, about 300ms", d)
 	}
 
-	l, err = net.Listen("tcp", netip.AddrPortFrom(addr, TalosPort).String())
+	open, err := net.Listen("tcp", netip.AddrPortFrom(addr, TalosPort).String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer open.Close()
 	start = time.Now()
 	WaitGone(ctx, addr.String(), 200*time.Millisecond)
 	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
