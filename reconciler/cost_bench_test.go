@@ -13,6 +13,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
@@ -45,64 +46,8 @@ type seeded struct {
 
 // seededTenant writes the ten manifest files of tenant i under dir.
 func seededTenant(b *testing.B, dir string, i, workers int) {
-	name := fmt.Sprintf("t%04d", i)
-	files := map[string]string{
-		"tenant.yaml": fmt.Sprintf(`apiVersion: rezuscloud.io/v1
-kind: Tenant
-metadata:
-  name: %[1]s
-  labels: {team: team-%[2]d}
-spec:
-  kubernetesVersion: "1.34.1"
-  talosVersion: "1.12.6"
-  controlPlaneEndpoint: https://%[1]s.example.internal:6443
-  podNetwork: [10.244.0.0/16]
-  serviceNetwork: [10.96.0.0/12]
-  plugins:
-    cni: {type: flannel}
-`, name, i%7),
-	}
-	for _, g := range []struct{ name, role string }{{"controlplane", "controlplane"}, {"workers", "worker"}} {
-		count := 1
-		if g.role == "worker" {
-			count = workers
-		}
-		files["ng-"+g.name+".yaml"] = fmt.Sprintf(`apiVersion: rezuscloud.io/v1
-kind: NodeGroup
-metadata:
-  name: %s
-  labels:
-    rezuscloud.io/tenant: %s
-    rezuscloud.io/role: %s
-spec:
-  count: %d
-  providerClass: sim
-  providerConfig:
-    shape: small
-`, g.name, name, g.role, count)
-	}
-	for p := range 7 {
-		files[fmt.Sprintf("patch-%d.yaml", p)] = fmt.Sprintf(`apiVersion: rezuscloud.io/v1
-kind: ConfigPatch
-metadata:
-  name: patch-%d
-  labels:
-    rezuscloud.io/tenant: %s
-spec:
-  patch: |
-    machine:
-      sysctls:
-        net.core.somaxconn: "%d"
-`, p, name, 1024+p)
-	}
-	for f, content := range files {
-		p := filepath.Join(dir, "tenants", name, f)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			b.Fatal(err)
-		}
+	if err := manifestfleet.WriteTenant(dir, i, workers); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -174,79 +173,11 @@ func pushManifestFleet(b *testing.B, n int) (url, rev string) {
 	d.CreateBare("fleet.git")
 	w := gittest.NewWorkdir(b, d.URL("fleet.git"))
 	for i := range n {
-		for name, content := range tenantFiles(i) {
-			w.Write(filepath.Join("tenants", TenantName(i), name), content)
+		for name, content := range manifestfleet.Files(i, 1) {
+			w.Write(name, content)
 		}
 	}
 	rev = w.Commit("the fleet")
 	w.Push()
 	return d.URL("fleet.git"), rev
-}
-
-// tenantFiles returns the ten manifest files of the i-th tenant of the
-// first-load fleet: a Tenant, two NodeGroups and seven ConfigPatches.
-func tenantFiles(i int) map[string]string {
-	name := TenantName(i)
-	files := map[string]string{"tenant.yaml": fmt.Sprintf(`apiVersion: rezuscloud.io/v1
-kind: Tenant
-metadata:
-  name: %[1]s
-  labels: {team: team-%[2]d}
-spec:
-  kubernetesVersion: "1.34.1"
-  talosVersion: "1.12.6"
-  controlPlaneEndpoint: https://%[1]s.example.internal:6443
-  podNetwork: [10.244.0.0/16]
-  serviceNetwork: [10.96.0.0/12]
-  plugins:
-    cni: {type: flannel}
-`, name, i%7)}
-	for _, role := range []string{"controlplane", "worker"} {
-		files["ng-"+role+".yaml"] = fmt.Sprintf(`apiVersion: rezuscloud.io/v1
-kind: NodeGroup
-metadata:
-  name: %[2]ss
-  labels:
-    rezuscloud.io/tenant: %[1]s
-    rezuscloud.io/role: %[2]s
-spec:
-  count: 1
-  providerClass: sim
-  providerConfig:
-    shape: small
-`, name, role)
-	}
-	for p := range 7 {
-		files[fmt.Sprintf("patch-%d.yaml", p)] = fmt.Sprintf(`apiVersion: rezuscloud.io/v1
-kind: ConfigPatch
-metadata:
-  name: patch-%d
-  labels:
-    rezuscloud.io/tenant: %s
-spec:
-  patch: |
-    machine:
-      sysctls:
-        net.core.somaxconn: "%d"
-`, p, name, 1024+p)
-	}
-	return files
-}
-
-// The first-load fleet is what BenchmarkServeFirstLoad says it is: ten
-// valid manifests a tenant.
-func TestFirstLoadFleetLoads(t *testing.T) {
-	fsys := fstest.MapFS{}
-	for i := range 3 {
-		for name, content := range tenantFiles(i) {
-			fsys[path.Join("tenants", TenantName(i), name)] = &fstest.MapFile{Data: []byte(content)}
-		}
-	}
-	d, err := schema.Load(fsys, ".", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.Files != 30 || len(d.Tenants) != 3 || len(d.Tenants[2].NodeGroups) != 2 || len(d.Tenants[2].Patches) != 7 {
-		t.Fatalf("%d files, %d tenants", d.Files, len(d.Tenants))
-	}
 }
