@@ -1,42 +1,22 @@
 package reconciler
 
 import (
-	"fmt"
 	"testing"
 	"testing/fstest"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
 )
 
-// fleetFS is a manifest tree of n sim tenants of one control plane each.
+// fleetFS is the manifest tree of n tenants of manifestfleet.
 func fleetFS(n int) fstest.MapFS {
 	m := fstest.MapFS{}
 	for i := range n {
-		name := fmt.Sprintf("t%04d", i)
-		m["tenants/"+name+".yaml"] = &fstest.MapFile{Data: fmt.Appendf(nil, `apiVersion: rezuscloud.io/v1
-kind: Tenant
-metadata:
-  name: %[1]s
-spec:
-  kubernetesVersion: "1.34.1"
-  talosVersion: "1.12.6"
-  controlPlaneEndpoint: https://%[1]s.example.internal:6443
----
-apiVersion: rezuscloud.io/v1
-kind: NodeGroup
-metadata:
-  name: controlplane
-  labels:
-    rezuscloud.io/tenant: %[1]s
-    rezuscloud.io/role: controlplane
-spec:
-  count: 1
-  providerClass: sim
-  providerConfig:
-    shape: small
-`, name)}
+		for name, content := range manifestfleet.Files(i, 1) {
+			m[name] = &fstest.MapFile{Data: []byte(content)}
+		}
 	}
 	return m
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,12 +54,7 @@ func init() {
 // tenant.
 func BenchmarkServeFirstLoad(b *testing.B) {
 	tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
-	bin := filepath.Join(b.TempDir(), "rezuscloud")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
-	build.Dir = testenv.Root()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
-	}
+	bin := buildServer(b)
 	url, rev := pushManifestFleet(b, firstLoadTenants)
 	b.ResetTimer()
 	var worst firstLoad

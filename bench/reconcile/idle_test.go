@@ -64,12 +64,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 	}
 	fleet := Fleet{Tenants: k.Tenants, PerTenant: k.PerTenant}
 	tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
-	bin := filepath.Join(b.TempDir(), "rezuscloud")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
-	build.Dir = testenv.Root()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
-	}
+	bin := buildServer(b)
 	repo := filepath.Join(b.TempDir(), "repo")
 	if err := fleet.WriteDir(repo); err != nil {
 		b.Fatal(err)

@@ -35,12 +35,7 @@ const peakRSSTarget = 150
 // long each commit took by the server's own Commit timings.
 func BenchmarkServePeakRSS(b *testing.B) {
 	tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
-	bin := filepath.Join(b.TempDir(), "rezuscloud")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
-	build.Dir = testenv.Root()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
-	}
+	bin := buildServer(b)
 	var last serveRun
 	for range b.N {
 		last = runServe(b, bin, tofu, mirror)
@@ -180,6 +175,19 @@ type serveProc struct {
 
 	mu  sync.Mutex
 	log []string // the last lines of its log
+}
+
+// buildServer builds ./cmd/rezuscloud with go build and returns the
+// binary.
+func buildServer(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "rezuscloud")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
+	build.Dir = testenv.Root()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
+	}
+	return bin
 }
 
 func startServe(b *testing.B, ctx context.Context, bin string, args ...string) *serveProc {
