@@ -18,10 +18,9 @@ type Source struct {
 	// Line is the line of the document's top-level mapping (its first key).
 	Line int
 	// lines holds the line of the JSON pointer of every key and list item
-	// of the document (see NewSource), encoded by encodeLines. Documents
-	// laid out alike share one copy: tens of thousands of manifests made
-	// from a few templates hold a few of them, where a map each held
-	// most of a loaded document's memory.
+	// of the document (see NewSource), as newSource encodes them.
+	// Documents laid out alike share one copy: tens of thousands of
+	// manifests made from a few templates hold a few of them.
 	lines unique.Handle[string]
 }
 
