@@ -158,21 +158,6 @@ func (c *Cache) storeFor(o Options) *storeUse {
 	return &storeUse{store: c.store, used: map[string]bool{}, put: map[string][]byte{}, retain: !c.retained}
 }
 
-// retainStore drops, after the first Load that uses the store, the values
-// no file of that Load has. The Load calls it once it knows its files and
-// before it stores any result, so that the drop looks only at what
-// earlier processes stored.
-func (*Cache) retainStore(u *storeUse) {
-	if u == nil || !u.retain {
-		return
-	}
-	u.writing.Lock()
-	defer u.writing.Unlock()
-	if err := u.store.Retain(u.used); err != nil {
-		u.failed = true
-	}
-}
-
 // endStore writes the rest of what a Load parsed to the store, and counts
 // a failed write.
 func (c *Cache) endStore(u *storeUse) {

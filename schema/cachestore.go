@@ -246,8 +246,7 @@ const storeBatch = 2 << 20
 
 // storeUse is what one Load does with a Cache's store: the values it
 // found there, and the results it made that go there. Once the Load knows
-// its files, retain drops the values no file of it has (see
-// Cache.retainStore); the results then go to the store in batches of
+// its files, dropStale drops the values no file of it has; the results then go to the store in batches of
 // about storeBatch bytes as they come, and the last batch at the end.
 type storeUse struct {
 	store  CacheStore
@@ -279,6 +278,21 @@ func (u *storeUse) record(key string, value []byte) {
 	u.mu.Unlock()
 	if full != nil {
 		u.write(full)
+	}
+}
+
+// dropStale drops, after the first Load that uses the store, the values
+// no file of that Load has. The Load calls it once it knows its files and
+// before it stores any result, so that the drop looks only at what
+// earlier processes stored. A nil u does nothing.
+func (u *storeUse) dropStale() {
+	if u == nil || !u.retain {
+		return
+	}
+	u.writing.Lock()
+	defer u.writing.Unlock()
+	if err := u.store.Retain(u.used); err != nil {
+		u.failed = true
 	}
 }
 

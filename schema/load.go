@@ -104,7 +104,7 @@ func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) 
 		defer l.cache.end(l.load, l.store)
 	}
 	files := l.collect(root)
-	l.cache.retainStore(l.store)
+	l.store.dropStale()
 	results := l.process(files)
 	if l.listings != nil {
 		l.listings.keep()
