@@ -7,6 +7,7 @@ import (
 	"testing/fstest"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -152,7 +153,14 @@ func TestSuspendHoldsScale(t *testing.T) {
 		t.Errorf("a run of an older revision replaced what waits: %+v", p)
 	}
 
-	if got := r.rec.hurry("staging"); got.Action != "UpToDate" || !strings.Contains(got.Message, "suspended") {
+	// The run's result reaches its commit just before the queue sees the
+	// run end.
+	var got api.ReconcileTenant
+	waitUntil(t, "staging's run to end", func() bool {
+		got = r.rec.hurry("staging")
+		return got.Action != api.ReconcileRunning
+	})
+	if got.Action != "UpToDate" || !strings.Contains(got.Message, "suspended") {
 		t.Errorf("a reconcile request for suspended staging: %+v, want it to say the tenant is suspended", got)
 	}
 
