@@ -24,6 +24,8 @@
   var busy = false;
   var last = 0;
   var ended = "";
+  var leaving = false; // a form was sent (logging out, say): the page is left
+  var inflight = null; // the AbortController of the refresh under way
   var streams = [];
   var logs = [];
 
@@ -46,7 +48,7 @@
   }
 
   function schedule() {
-    if (timer || busy || ended || Object.keys(stale).length === 0) return;
+    if (timer || busy || ended || leaving || Object.keys(stale).length === 0) return;
     timer = setTimeout(refresh, Math.max(SETTLE, last + REFRESH_GAP - Date.now()));
   }
 
@@ -58,7 +60,8 @@
     last = Date.now();
     var q = new URLSearchParams(location.search);
     q.set("part", names.join(","));
-    fetch(location.pathname + "?" + q.toString(), { credentials: "same-origin", cache: "no-store" })
+    inflight = window.AbortController ? new AbortController() : null;
+    fetch(location.pathname + "?" + q.toString(), { credentials: "same-origin", cache: "no-store", signal: inflight && inflight.signal })
       .then(function (resp) {
         if (resp.status === 401) return end("Session ended: reload to log in");
         if (resp.status === 404) return end("Gone: this no longer exists");
@@ -71,6 +74,7 @@
       })
       .then(function () {
         busy = false;
+        inflight = null;
         schedule();
       });
   }
@@ -205,6 +209,21 @@
       markAll();
     });
   }
+  // A form sent leaves the page: no refresh starts any more, and the one
+  // under way is dropped, so that it does not meet the session the form
+  // (logout) ended.
+  document.addEventListener("submit", function () {
+    leaving = true;
+    clearTimeout(timer);
+    timer = 0;
+    if (inflight) inflight.abort();
+  }, true);
+  window.addEventListener("pageshow", function (e) {
+    if (e.persisted) {
+      leaving = false;
+      schedule();
+    }
+  });
   periodic();
   ages();
   setInterval(ages, 15000);
