@@ -19,7 +19,8 @@ func TestCondMeaning(t *testing.T) {
 		want   string
 	}{
 		{schema.ConditionReady, schema.ConditionTrue, schema.ReasonApplied, meaningGood},
-		{schema.ConditionReady, schema.ConditionFalse, schema.ReasonMachinesNotReady, meaningBad},
+		{schema.ConditionReady, schema.ConditionFalse, schema.ReasonMachinesNotReady, meaningBusy},
+		{schema.ConditionReady, schema.ConditionFalse, schema.ReasonTofuFailed, meaningBad},
 		{schema.ConditionReady, schema.ConditionUnknown, schema.ReasonProgressing, meaningBusy},
 		{schema.ConditionReady, schema.ConditionUnknown, "", meaningUnknown},
 		{schema.ConditionReady, schema.ConditionFalse, schema.ReasonSuperseded, meaningIdle},

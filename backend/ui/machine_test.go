@@ -38,8 +38,8 @@ func TestMachinePageStatus(t *testing.T) {
 	}
 	contains(t, "control plane", page, `<span class="badge cond-good">live</span> answers the server's probes`,
 		`as it is now since <time`, `<span class="badge cond-good">up to date</span>`,
-		`<span class="badge cond-good">apid</span> Running · healthy`,
-		`<span class="badge cond-bad">kubelet</span> Running · unhealthy<div class="error wrap">dial tcp 127.0.0.1:10248: connection refused</div>`,
+		`<span class="badge cond-good">apid</span> Running</li>`,
+		`<span class="badge cond-bad">kubelet</span> Running, unhealthy<div class="error wrap">dial tcp 127.0.0.1:10248: connection refused</div>`,
 		`<span class="badge cond-busy">trustd</span> Waiting`,
 		`<span class="badge cond-good">member</span>`, `<li><strong>shop-controlplane-0</strong></li><li>shop-controlplane-1</li>`)
 	if strings.Contains(page, "Last seen") {

@@ -183,10 +183,11 @@ const (
 // condMeaning is what a condition says of its object, by its type: Ready
 // True, Stalled False and Drifted False are good; Reconciling, Upgrading
 // and Suspended False are idle; Reconciling or Upgrading True, and Ready
-// Unknown while work progresses, are busy; Suspended True is held; Ready
-// False (but for a commit that newer ones superseded), Stalled or Drifted
-// True, and a rollout that failed are bad. It is the one place that
-// decides how a condition is coloured.
+// Unknown while work progresses or False while machines come up, are
+// busy; Suspended True is held; Ready False for any other reason (but for
+// a commit that newer ones superseded), Stalled or Drifted True, and a
+// rollout that failed are bad. It is the one place that decides how a
+// condition is coloured.
 func condMeaning(c schema.Condition) string {
 	if c.Reason == schema.ReasonRolloutFailed {
 		return meaningBad
@@ -205,6 +206,8 @@ func condMeaning(c schema.Condition) string {
 			return meaningGood
 		case c.Reason == schema.ReasonSuperseded:
 			return meaningIdle
+		case c.Reason == schema.ReasonMachinesNotReady:
+			return meaningBusy
 		}
 		return meaningBad
 	case schema.ConditionStalled, schema.ConditionDrifted:
@@ -245,12 +248,12 @@ func health(st schema.TenantStatus) []badge {
 		ready = &c
 	}
 	b := []badge{conditionBadge(*ready)}
-	switch b[0].Class {
-	case "cond-good":
+	switch {
+	case ready.Status == schema.ConditionTrue:
 		b[0].Text = "ready"
-	case "cond-bad":
+	case ready.Status == schema.ConditionFalse:
 		b[0].Text = "not ready"
-	case "cond-busy":
+	case ready.Reason == schema.ReasonProgressing:
 		b[0].Text = "progressing"
 	default:
 		b[0].Text = "readiness unknown"
