@@ -165,6 +165,22 @@ func TestUIBrowser(t *testing.T) {
 		b.checkConsole()
 	})
 
+	t.Run("refused before it opened", func(t *testing.T) {
+		b.t = t
+		// The page's streams fail from their first try: the indicator
+		// says so, and says live once they open.
+		b.block("*://*:*/api/v1/*")
+		b.open("/commits")
+		if !b.waitFor(`document.getElementById("live").textContent.startsWith("reconnecting")`, 10*time.Second) {
+			t.Errorf("with its streams refused the indicator says %q", eval[string](b, `document.getElementById("live").textContent`))
+		}
+		b.block()
+		if !b.waitFor(`document.getElementById("live").textContent === "live"`, 20*time.Second) {
+			t.Errorf("once its streams were let through the indicator says %q", eval[string](b, `document.getElementById("live").textContent`))
+		}
+		b.forgetConsole() // the refused connections
+	})
+
 	t.Run("reconnecting", func(t *testing.T) {
 		b.t = t
 		b.open("/tenants/staging")

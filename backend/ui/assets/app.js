@@ -96,10 +96,14 @@
     show();
   }
 
+  // show sets #live from the streams' own states, at each of their open
+  // and error events: live while every stream is open; reconnecting…
+  // while one that failed (lost, or refused) is not open again;
+  // connecting… while one waits for its first answer.
   function show() {
     if (!indicator) return;
     var down = streams.filter(function (s) { return !s.es || s.es.readyState !== EventSource.OPEN; });
-    var lost = down.some(function (s) { return s.opened; });
+    var lost = down.some(function (s) { return s.failed; });
     indicator.hidden = false;
     indicator.className = "live" + (ended ? " ended" : lost ? " reconnecting" : down.length ? " connecting" : "");
     indicator.textContent = ended || (lost ? "reconnecting…" : down.length ? "connecting…" : "live");
@@ -114,7 +118,7 @@
     var es = new EventSource(url);
     s.es = es;
     es.onopen = function () {
-      s.opened = true;
+      s.failed = false;
       show();
     };
     es.onmessage = function (e) {
@@ -123,6 +127,7 @@
       if (ev && ev.object && ev.object.kind) markKind(ev.object.kind);
     };
     es.onerror = function () {
+      s.failed = true;
       show();
       if (es.readyState === EventSource.CLOSED && !ended) {
         setTimeout(function () {
@@ -214,7 +219,7 @@
   if (window.EventSource) {
     var rv = body.getAttribute("data-rv") || "";
     watches.forEach(function (url) {
-      var s = { url: url, es: null, opened: false };
+      var s = { url: url, es: null, failed: false };
       streams.push(s);
       open(s, rv);
     });
@@ -231,6 +236,7 @@
       if (!e.persisted || ended) return;
       streams.forEach(function (s) { open(s, ""); });
       logs.forEach(function (l) { l.start(); });
+      show();
       markAll();
     });
   }
