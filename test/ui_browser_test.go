@@ -129,12 +129,14 @@ func TestUIBrowser(t *testing.T) {
 			}
 			return false
 		})
+		const notFound = "/tenants/production/machines/nope" // its 404 is no console error
 		pages := []uiPage{
 			{"overview", "/", []string{"h1", "#live", "table.tenants td.badges .badge", ".timeline", ".legend"}},
 			{"tenant", "/tenants/production", []string{"h1", "#live", "li.tile", "table.conditions .badge"}},
 			{"machine", "/tenants/production/machines/" + cp, []string{"h1", "#live", ".badges .badge", "[data-services] li", "[data-etcd] .badge", "section.logs h2"}},
 			{"commits", "/commits", []string{"h1", "#live", "td.ref"}},
 			{"commit", "/commits/" + long, []string{"h1", "#live", "pre.message", "dd.ref"}},
+			{"not-found", notFound, []string{"h1", "main a"}},
 		}
 		for _, width := range []int{1280, 390} {
 			if width == 390 {
@@ -162,7 +164,7 @@ func TestUIBrowser(t *testing.T) {
 		if n := b.checkRequests(); n < 10 {
 			t.Errorf("only %d requests recorded: the recording misses some", n)
 		}
-		b.checkConsole()
+		b.checkConsoleExcept("/tenants/production/machines/nope") // the page that is not found on purpose
 	})
 
 	t.Run("refused before it opened", func(t *testing.T) {
@@ -237,7 +239,11 @@ func TestUIBrowserLogin(t *testing.T) {
 	if loc := eval[string](b, "location.pathname"); loc != "/login" {
 		t.Fatalf("without a session the dashboard shows %s, want /login", loc)
 	}
-	b.screenshot("login")
+	login := uiPage{"login", "/login?next=%2Ftenants%2Fproduction", []string{"h1", "#token", "form button[type=submit]"}}
+	b.phone()
+	b.checkPage(login, 390)
+	b.desktop()
+	b.checkPage(login, 1280)
 	b.do("log in", chromedp.SendKeys(chromedp.ID("token"), toks.view), chromedp.Submit(chromedp.ID("token")))
 	if !b.waitFor(`location.pathname === "/tenants/production" && !!document.querySelector("h1")`, 10*time.Second) {
 		t.Fatalf("after login the browser is at %s", eval[string](b, "location.href"))
