@@ -162,12 +162,25 @@ func (h *handler) sameOrigin(r *http.Request) bool {
 
 // safeNext returns next when it is a path on this server, and "/"
 // otherwise, so that the login form cannot send anyone elsewhere.
+// Browsers drop tabs and newlines from a URL and read a backslash as a
+// slash, so "/\t/host" and "/\\host" reach another origin, as "//host"
+// does: next must start with exactly one '/' and hold no control
+// characters and no backslashes, both as it is and percent-decoded.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n\\") || strings.HasPrefix(next, "/login") {
+	decoded, err := url.PathUnescape(next)
+	if err != nil || !localPath(next) || !localPath(decoded) || strings.HasPrefix(decoded, "/login") {
 		return "/"
 	}
 	return next
+}
+
+// localPath reports whether p starts with exactly one '/' and holds no
+// ASCII control characters and no backslashes.
+func localPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	return !strings.ContainsFunc(p, func(c rune) bool { return c < 0x20 || c == 0x7f || c == '\\' })
 }
 
 func newToken() string {

@@ -198,19 +198,59 @@ func TestCrossSiteLink(t *testing.T) {
 	}
 }
 
+// TestSafeNext: the page a login goes on to is a path on this server;
+// anything a browser could read as another origin goes to "/" instead.
 func TestSafeNext(t *testing.T) {
-	for next, want := range map[string]string{
-		"/tenants/a":        "/tenants/a",
-		"/commits?page=2":   "/commits?page=2",
-		"":                  "/",
-		"https://evil.test": "/",
-		"//evil.test":       "/",
-		"/\\evil.test":      "/",
-		"/login?next=/x":    "/",
-		"/a\r\nSet-Cookie:": "/",
+	for _, c := range []struct{ next, want string }{
+		{"/", "/"},
+		{"/tenants/a", "/tenants/a"},
+		{"/tenants/x?y=1", "/tenants/x?y=1"},
+		{"/commits?page=2", "/commits?page=2"},
+		{"/tenants?labelSelector=env%3Dprod", "/tenants?labelSelector=env%3Dprod"},
+		{"", "/"},
+		{"tenants/a", "/"},
+		{"https://evil.test", "/"},
+		{"//evil.test", "/"},
+		{"///evil.test", "/"},
+		{"/\\evil.test", "/"},
+		{"\\/evil.test", "/"},
+		{"/x\\y", "/"},
+		{"/\t/evil.test", "/"},
+		{"/\n/evil.test", "/"},
+		{"/\r/evil.test", "/"},
+		{"/\x00/evil.test", "/"},
+		{"/\x7f/evil.test", "/"},
+		{"/%09/evil.test", "/"},
+		{"/%0a/evil.test", "/"},
+		{"/%2F/evil.test", "/"},
+		{"/%2f%2fevil.test", "/"},
+		{"/%5Cevil.test", "/"},
+		{"/%zz", "/"},
+		{"/login?next=/x", "/"},
+		{"/%6cogin", "/"},
+		{"/a\r\nSet-Cookie:", "/"},
 	} {
-		if got := safeNext(next); got != want {
-			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
+		if got := safeNext(c.next); got != c.want {
+			t.Errorf("safeNext(%q) = %q, want %q", c.next, got, c.want)
+		}
+	}
+}
+
+// TestLoginNext: a login whose next page would be another origin, once a
+// browser drops its tab, goes to the overview.
+func TestLoginNext(t *testing.T) {
+	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView}})
+	for _, next := range []string{"/\t/evil.example", "/\n/evil.example", "/%09/evil.example"} {
+		c, field := r.loginForm(t)
+		form := url.Values{"csrf": {field}, "token": {"secret-viewer"}, "next": {next}}
+		resp := r.do("POST", "/login", http.Header{"Cookie": {c.String()}}, form.Encode())
+		body(t, resp, http.StatusSeeOther)
+		if loc := resp.Header.Get("Location"); loc != "/" {
+			t.Errorf("login with next %q sends to %q, want /", next, loc)
+		}
+		page := body(t, r.do("GET", "/login?next="+url.QueryEscape(next), nil, ""), http.StatusOK)
+		if !strings.Contains(page, `name="next" value="/"`) {
+			t.Errorf("the login page for next %q does not carry / on", next)
 		}
 	}
 }
