@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/backend"
@@ -85,14 +86,15 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.showLogin(w, r, http.StatusForbidden, "The form expired; try again.")
 		return
 	}
-	value, sess, err := h.srv.Sessions().Login(strings.TrimSpace(r.PostForm.Get("token")))
+	value, sess, err := h.srv.Sessions().Login(r.RemoteAddr, strings.TrimSpace(r.PostForm.Get("token")))
 	if err != nil {
-		msg := "That token is not valid."
-		if errors.Is(err, backend.ErrTooManySessions) {
-			msg = err.Error()
-		}
 		h.log.Warn("dashboard login failed", "remote", r.RemoteAddr, "reason", err.Error())
-		h.showLogin(w, r, http.StatusUnauthorized, msg)
+		code, msg := loginRefusal(err)
+		var limit *backend.LoginLimitError
+		if errors.As(err, &limit) {
+			w.Header().Set("Retry-After", strconv.Itoa(limit.RetryAfter()))
+		}
+		h.showLogin(w, r, code, msg)
 		return
 	}
 	h.log.Info("dashboard login", "token", sess.Identity.Name, "role", sess.Identity.Role.String(), "remote", r.RemoteAddr)
@@ -133,6 +135,19 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: backend.SessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: h.secureFor(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// loginRefusal returns the status and the login page's message for a
+// login that Sessions.Login refused with err.
+func loginRefusal(err error) (int, string) {
+	var limit *backend.LoginLimitError
+	switch {
+	case errors.As(err, &limit) && limit.Invalid:
+		return http.StatusUnauthorized, "That token is not valid, and there were " + limit.Error() + "."
+	case errors.As(err, &limit):
+		return http.StatusTooManyRequests, "There were " + limit.Error() + "."
+	}
+	return http.StatusUnauthorized, "That token is not valid."
 }
 
 // secureFor reports whether cookies set for r must be Secure: under TLS,
