@@ -14,4 +14,8 @@ var (
 	ErrPathNotFound = errors.New("path not found")
 	// ErrTooLarge means a directory or a file exceeds a size limit.
 	ErrTooLarge = errors.New("too large")
+	// ErrSHA256 means the repository uses the SHA-256 object format, which
+	// the source cannot read. Retrying does not help: a Git source stops
+	// polling such a repository until it is triggered.
+	ErrSHA256 = errors.New("SHA-256 repositories are not supported yet")
 )

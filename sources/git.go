@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -268,7 +270,8 @@ func (g *Git) Status() Status {
 
 // Run polls until ctx is done; see Source. It waits PollInterval between
 // polls, and after failures twice as long each time up to MaxBackoff; a
-// Trigger cuts a wait short.
+// Trigger cuts a wait short. After a poll that no retry can mend (a
+// SHA-256 repository), it waits for a Trigger alone.
 func (g *Git) Run(ctx context.Context, out chan<- Snapshot) error {
 	if !g.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("repository %s: Run is already running", g.remote.url)
@@ -286,6 +289,22 @@ func (g *Git) Run(ctx context.Context, out chan<- Snapshot) error {
 				return nil
 			}
 		}
+		if !g.wait(ctx, err) {
+			return nil
+		}
+	}
+}
+
+// wait waits after a poll that returned err until the next poll is due or
+// triggered; false when ctx ended first.
+func (g *Git) wait(ctx context.Context, err error) bool {
+	var next <-chan time.Time
+	if errors.Is(err, ErrSHA256) {
+		g.log.Error("the repository cannot be read: polls stop until a trigger (a push webhook, rezusctl reconcile) or a restart", "err", err)
+		g.mu.Lock()
+		g.status.NextPoll = time.Time{}
+		g.mu.Unlock()
+	} else {
 		delay := g.delay(err)
 		g.mu.Lock()
 		g.status.NextPoll = time.Now().Add(delay)
@@ -294,15 +313,16 @@ func (g *Git) Run(ctx context.Context, out chan<- Snapshot) error {
 			g.log.Warn("poll failed", "err", err, "failures", g.Status().Failures, "retry_in", delay)
 		}
 		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		case <-g.trigger:
-			t.Stop()
-		}
+		defer t.Stop()
+		next = t.C
 	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-next:
+	case <-g.trigger:
+	}
+	return true
 }
 
 // delay is the wait before the next poll after a poll that returned err.
@@ -485,6 +505,15 @@ func (g *Git) fetch(ctx context.Context, st *filesystem.Storage, specs []config.
 	return nil
 }
 
+// isSHA256 reports whether err is go-git failing to read the references
+// of a repository in the SHA-256 object format: their hashes are longer
+// than it expects, and the capabilities the server sends with the first
+// one say object-format=sha256.
+func isSHA256(err error) bool {
+	var data *packp.ErrUnexpectedData
+	return errors.As(err, &data) && bytes.Contains(data.Data, []byte("object-format=sha256"))
+}
+
 func checkRoot(fsys fs.FS, root string) error {
 	if root == "." {
 		return nil
@@ -542,6 +571,9 @@ func descends(s storer.EncodedObjectStorer, commit *object.Commit, prev plumbing
 
 // remoteError makes transport errors say what the operator must fix.
 func remoteError(err error, r *remote) error {
+	if isSHA256(err) {
+		return ErrSHA256
+	}
 	if errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed) {
 		who := "anonymously"
 		if r.user != "" {

@@ -73,7 +73,9 @@ type Status struct {
 	Failures int `json:"failures"`
 	// Errors counts every poll that failed since the source started.
 	Errors int `json:"errors"`
-	// NextPoll is when Run polls next, unless triggered earlier.
+	// NextPoll is when Run polls next, unless triggered earlier; zero when
+	// it waits for a trigger alone, after a failure that polling again
+	// cannot mend (ErrSHA256).
 	NextPoll time.Time `json:"nextPoll,omitzero"`
 	// Polls counts the polls so far, failed ones included.
 	Polls int `json:"polls"`
