@@ -18,4 +18,10 @@ var (
 	// the source cannot read. Retrying does not help: a Git source stops
 	// polling such a repository until it is triggered.
 	ErrSHA256 = errors.New("SHA-256 repositories are not supported yet")
+	// ErrNoHistory means a snapshot has no commit history to tell
+	// ancestry from: it is a copy of a directory.
+	ErrNoHistory = errors.New("no commit history")
+	// ErrShallow means the clone's history is cut, so that it cannot tell
+	// whether a commit descends from another.
+	ErrShallow = errors.New("shallow clone")
 )

@@ -66,10 +66,6 @@ type GitOptions struct {
 	// Timeout bounds one poll, ls-remote and fetch together;
 	// DefaultTimeout when zero.
 	Timeout time.Duration
-	// LastObserved is the revision yielded before a restart, if any. The
-	// first snapshot is marked NonFastForward when it does not descend
-	// from it.
-	LastObserved string
 	// Auth holds the credentials; zero for anonymous access.
 	Auth Auth
 	// Logger receives one line per new revision and per failed poll;
@@ -102,9 +98,8 @@ type Git struct {
 	running    atomic.Bool
 
 	// Guarded by clone.mu.
-	st   *filesystem.Storage
-	gen  uint64
-	prev plumbing.Hash // the commit the last snapshot came from, or LastObserved
+	st  *filesystem.Storage
+	gen uint64
 
 	mu     sync.Mutex
 	status Status
@@ -210,12 +205,6 @@ func NewGit(opts GitOptions) (*Git, error) {
 		g.log = slog.Default()
 	}
 	g.log = g.log.With("source", r.url, "ref", g.refLabel)
-	if opts.LastObserved != "" {
-		if !shaPattern.MatchString(opts.LastObserved) {
-			return nil, fmt.Errorf("repository %s: last observed revision %q is not a full sha", r.url, opts.LastObserved)
-		}
-		g.prev = plumbing.NewHash(opts.LastObserved)
-	}
 	g.status = Status{URL: r.url, Ref: g.refLabel}
 	return g, nil
 }
@@ -231,22 +220,6 @@ func cleanPath(p string) (string, error) {
 		return "", fmt.Errorf("path %q must stay inside the repository", p)
 	}
 	return c, nil
-}
-
-// SetLastObserved tells the source which revision it yielded last before a
-// restart, so that a history rewrite that happened meanwhile is still
-// recorded as non-fast-forward. Call it before Run; "" is ignored.
-func (g *Git) SetLastObserved(sha string) error {
-	if sha == "" {
-		return nil
-	}
-	if !shaPattern.MatchString(sha) {
-		return fmt.Errorf("repository %s: last observed revision %q is not a full sha", g.remote.url, sha)
-	}
-	g.clone.mu.Lock()
-	defer g.clone.mu.Unlock()
-	g.prev = plumbing.NewHash(sha)
-	return nil
 }
 
 // CloneDir returns where the clone is kept.
@@ -374,8 +347,7 @@ func (g *Git) Fetch(ctx context.Context) (Snapshot, bool, error) {
 	if changed {
 		g.last, g.seen = snap, true
 		g.status.Revision = snap.Revision
-		g.log.Info("new revision", "revision", snap.Revision, "non_fast_forward", snap.NonFastForward,
-			"took", time.Since(start).Round(time.Millisecond))
+		g.log.Info("new revision", "revision", snap.Revision, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return g.last, changed, nil
 }
@@ -438,10 +410,6 @@ func (g *Git) poll(ctx context.Context) (Snapshot, bool, error) {
 	if err != nil {
 		return Snapshot{}, false, err
 	}
-	if !g.prev.IsZero() && g.prev != commit.Hash {
-		snap.NonFastForward = !descends(st, commit, g.prev)
-	}
-	g.prev = commit.Hash
 	return snap, true, nil
 }
 
@@ -556,17 +524,6 @@ func peel(s storer.EncodedObjectStorer, h plumbing.Hash) (*object.Commit, error)
 		}
 	}
 	return nil, fmt.Errorf("%s: too many nested tags", h)
-}
-
-// descends reports whether commit has prev among its ancestors. A prev the
-// clone does not hold counts as not an ancestor.
-func descends(s storer.EncodedObjectStorer, commit *object.Commit, prev plumbing.Hash) bool {
-	p, err := object.GetCommit(s, prev)
-	if err != nil {
-		return false
-	}
-	ok, err := p.IsAncestor(commit)
-	return err == nil && ok
 }
 
 // remoteError makes transport errors say what the operator must fix.

@@ -123,7 +123,7 @@ func (p *Previews) Poll(ctx context.Context) (PreviewUpdate, error) {
 		g := p.refs[ref]
 		if g == nil {
 			o := p.opts.Git
-			o.Branch, o.Tag, o.Commit, o.Ref, o.LastObserved = "", "", "", ref, ""
+			o.Branch, o.Tag, o.Commit, o.Ref = "", "", "", ref
 			if g, err = NewGit(o); err != nil {
 				p.log.Warn("preview ref", "ref", ref, "err", err)
 				continue
