@@ -68,7 +68,6 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 			Message: snap.Message, MessageTruncated: snap.MessageTruncated,
 		}.Bounded(),
 	}
-	c.Status.NonFastForward = snap.NonFastForward
 	c.Status.Timings.ReceivedAt = r.opts.Now()
 	run := &CommitRun{r: r, commit: c, snap: snap, done: make(chan struct{}), results: map[string]*schema.TenantResult{}}
 	// A revision seen before (after a restart, or a rollback to it) keeps
@@ -264,6 +263,9 @@ func (run *CommitRun) enqueue(context.Context) (stepResult, error) {
 // nothing to do); the tenants write the rest once queued.
 func (run *CommitRun) submitted(err error) {
 	defer run.putObserved()
+	if err == nil {
+		run.recordApplied()
+	}
 	if err == nil && run.queued {
 		return // the tenants' runs own the record now
 	}

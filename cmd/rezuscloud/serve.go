@@ -71,6 +71,7 @@ type serveFlags struct {
 	// Signed commits only: --verify-signatures and the trusted keys.
 	verifySignatures           bool
 	allowedSigners, gpgKeyring string
+	allowNonFastForward        bool
 	clouds                     cloudFlags
 
 	// externalURL is where people reach the server; publicURL is its
@@ -180,6 +181,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.previewRefs, "preview-refs", "", "`PATTERNS` of refs of --repo to plan (never apply) as previews, comma-separated, e.g. refs/heads/* or refs/pull/*/head; the main ref is always excluded")
 	fs.BoolVar(&f.verifySignatures, "verify-signatures", false, "apply only commits of the main ref signed by a trusted key (--allowed-signers, --gpg-keyring); any other commit is refused, and the last good one stays applied; previews still plan and say they are unsigned")
 	fs.StringVar(&f.allowedSigners, "allowed-signers", "", "OpenSSH allowed_signers `FILE` of the SSH keys trusted to sign commits (ssh-keygen(1) ALLOWED SIGNERS: PRINCIPALS [namespaces=\"git\"] KEYTYPE KEY)")
+	fs.BoolVar(&f.allowNonFastForward, "allow-non-fast-forward", false, "with --verify-signatures, apply a signed commit of the main ref even when it does not descend from the last commit applied (a force push back to an older commit, a history rewrite); without it such a commit is refused until a signed commit on top of it arrives")
 	fs.StringVar(&f.gpgKeyring, "gpg-keyring", "", "armored GPG keyring `FILE` of the keys trusted to sign commits (gpg --armor --export)")
 	fs.DurationVar(&f.driftInterval, "drift-interval", reconciler.DefaultDriftInterval, "how often each applied tenant gets a drift check (a refresh-only plan), jittered; 0 turns drift checks off")
 	fs.StringVar(&f.reports.reporters, "report", "", "where commit statuses go besides the API, comma-separated: github (also Gitea and Forgejo), gitlab, git-notes (refs/notes/rezuscloud pushed to --repo)")
