@@ -91,7 +91,7 @@ var (
 var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
 // checkAddress refuses what is not the address of one machine reachable
-// over a network; loopback only when allowLoopback is false.
+// over a network, and loopback addresses unless allowLoopback.
 func checkAddress(allowLoopback bool) func(v any) string {
 	return func(v any) string {
 		a, err := netip.ParseAddr(v.(string))
