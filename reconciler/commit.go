@@ -133,6 +133,7 @@ func (run *CommitRun) validate(context.Context) (stepResult, error) {
 			fmt.Errorf("%d problems: nothing was applied; the last good commit stays in effect", len(probs)))
 	}
 	run.applied, run.desired, run.hashes = applied, desired, hashes
+	warnUnpinnedMetal(r.log, run.snap.Revision, desired)
 	return stepNext, nil
 }
 

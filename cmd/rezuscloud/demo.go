@@ -192,6 +192,8 @@ func demoServeFlags(f *demoFlags, data, repo string, getenv func(string) string)
 	sf.logLevel, sf.logFormat = "warn", "text"
 	// Machine status follows the machines closely, to be watched.
 	sf.talos.probeTTL = 2 * time.Second
+	// The metal demo's simulated machines listen on loopback addresses.
+	sf.allowLoopbackMetal = f.cloud == "metal"
 	return sf
 }
 
@@ -227,12 +229,13 @@ Change something and watch it apply:
 
   cd %[2]s
   sed -i 's/count: 2/count: 3/' examples/%[6]s
-  %[3]s diff -s %[1]s examples
+  %[3]s diff%[7]s -s %[1]s examples
   git commit -am 'Scale %[4]s workers to 3'
   %[3]s get machines -t %[4]s -s %[1]s
 
 Stop with Ctrl-C; run it again to restart with nothing to do.
-`, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack", "metal": "simulated bare metal"}[cloudName], cloud.scale)
+`, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack", "metal": "simulated bare metal"}[cloudName], cloud.scale,
+		map[string]string{"metal": " --allow-loopback-metal"}[cloudName])
 	if cloudName == "sim" {
 		// The simulated cloud's machines are simulated Talos nodes: the
 		// Talos plane bootstrapped them and rolls changes through them.

@@ -194,7 +194,7 @@ func (p *reconcilerPart) openReports() (err error) {
 func (p *reconcilerPart) openReconciler() (err error) {
 	f, srv := p.f, p.m.Server
 	tokens := srv.Tokens()
-	p.rec, err = reconciler.New(srv.Store(), p.runner, render.Builtin(), reconciler.Options{
+	p.rec, err = reconciler.New(srv.Store(), p.runner, providerModules(f), reconciler.Options{
 		DataDir:             p.dataDir,
 		StateURL:            srv.URL(),
 		MaxDeletions:        f.maxDeletions,
@@ -229,6 +229,13 @@ func (p *reconcilerPart) openReconciler() (err error) {
 	p.m.onClose(p.rec.Close)
 	p.rec.Recover()
 	return nil
+}
+
+// providerModules are the built-in provider modules as the settings ask:
+// bare-metal machines at loopback addresses only with
+// --allow-loopback-metal.
+func providerModules(f *serveFlags) render.Modules {
+	return render.BuiltinWith(render.Options{AllowLoopbackMetal: f.allowLoopbackMetal})
 }
 
 // mount puts the reconciler's parts into the server: its status and

@@ -73,6 +73,8 @@ type serveFlags struct {
 	allowedSigners, gpgKeyring string
 	allowNonFastForward        bool
 	clouds                     cloudFlags
+	// allowLoopbackMetal accepts bare-metal machines at loopback addresses.
+	allowLoopbackMetal bool
 
 	// externalURL is where people reach the server; publicURL is its
 	// deprecated name (see dashboardURL).
@@ -169,6 +171,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.tofu, "tofu", "", "the tofu `BINARY` (OpenTofu >= 1.10); default: tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` that holds the simulated provider; default: providers/ beside this binary")
 	addCloudFlags(fs, &f.clouds)
+	fs.BoolVar(&f.allowLoopbackMetal, "allow-loopback-metal", false, "accept bare-metal machines at loopback addresses (127.0.0.0/8, ::1), where the simulated machines of tests and of 'rezuscloud demo --cloud metal' listen; real machines never need it")
 	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud: its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
 	fs.IntVar(&f.maxDeletions, "max-deletions", reconciler.DefaultMaxDeletions, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
 	fs.IntVar(&f.workers, "workers", reconciler.DefaultWorkers(), "tenants that run tofu at the same time; default: the number of cores (GOMAXPROCS)")
