@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -274,6 +275,9 @@ func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
 		if err != nil {
 			return "", false, fmt.Errorf("demo repository %s: %w", dir, err)
 		}
+		if err := setDemoIdentity(r); err != nil {
+			return "", false, fmt.Errorf("demo repository %s: %w", dir, err)
+		}
 		return head.Hash().String(), false, nil
 	} else if !errors.Is(err, git.ErrRepositoryNotExists) {
 		return "", false, fmt.Errorf("demo repository %s: %w", dir, err)
@@ -282,6 +286,9 @@ func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
 		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
 	})
 	if err != nil {
+		return "", false, fmt.Errorf("create demo repository: %w", err)
+	}
+	if err := setDemoIdentity(r); err != nil {
 		return "", false, fmt.Errorf("create demo repository: %w", err)
 	}
 	write := func(fsys fs.FS, root, prefix string) error {
@@ -313,12 +320,39 @@ func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
 	if err := wt.AddGlob("."); err != nil {
 		return "", false, err
 	}
-	sig := &object.Signature{Name: "RezusCloud demo", Email: "demo@rezuscloud.invalid", When: time.Now()}
+	sig := &object.Signature{Name: demoUserName, Email: demoUserEmail, When: time.Now()}
 	h, err := wt.Commit(cloud.message, &git.CommitOptions{Author: sig, Committer: sig})
 	if err != nil {
 		return "", false, fmt.Errorf("commit demo repository: %w", err)
 	}
 	return h.String(), true, nil
+}
+
+// The identity of the demo repository's commits: its first, and those
+// that the printed hints make.
+const (
+	demoUserName  = "RezusCloud demo"
+	demoUserEmail = "demo@rezuscloud.invalid"
+)
+
+// setDemoIdentity sets user.name and user.email in the repository's own
+// config (.git/config), unless it has them, so that the `git commit` the
+// hints print works where git knows no identity (an empty HOME, a host
+// without a domain).
+func setDemoIdentity(r *git.Repository) error {
+	cfg, err := r.Config()
+	if err != nil {
+		return err
+	}
+	if cfg.User.Name != "" && cfg.User.Email != "" {
+		return nil
+	}
+	cfg.User.Name = cmp.Or(cfg.User.Name, demoUserName)
+	cfg.User.Email = cmp.Or(cfg.User.Email, demoUserEmail)
+	if err := r.SetConfig(cfg); err != nil {
+		return fmt.Errorf("set the git identity: %w", err)
+	}
+	return nil
 }
 
 // waitForCommit waits until the Commit of revision sha has finished, or
