@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +24,8 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/examples"
+	"github.com/rezuscloud/rezuscloud/internal/tfcli"
+	"github.com/rezuscloud/rezuscloud/render/provider/openstack"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -83,6 +86,10 @@ Running it again reuses the data dir: the server restarts with nothing to do.`,
 	return cmd
 }
 
+// openStackProvider is the address of the OpenStack provider in a
+// filesystem mirror, where `make openstack-provider` installs it.
+const openStackProvider = "registry.opentofu.org/" + openstack.Source
+
 // demoStep prints the demo's progress: step n of 5.
 type demoStep struct{ w io.Writer }
 
@@ -113,6 +120,9 @@ func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdo
 		sf.clouds.simOpenStack = filepath.Join(data, "openstack")
 		sf.clouds.simAddresses = "127.2.0.0/16"
 		where = "simulated OpenStack in " + sf.clouds.simOpenStack
+		if mirror, err := findMirror(f.providerMirror); err == nil && !slices.Contains(tfcli.Mirrored(mirror), openStackProvider) {
+			fmt.Fprintf(stdout, "      the OpenStack provider is not in the mirror %s: tofu asks the registry for it (offline, `make demo CLOUD=openstack` builds it into the mirror)\n", mirror)
+		}
 	}
 	m := NewMain(sf, log)
 	if err := m.Open(); err != nil {
