@@ -70,7 +70,9 @@ server on localhost with the simulated cloud provider, reconciles the first
 commit and prints what to try next. Commit a change in the printed repository
 and the server applies it within seconds.
 
-Running it again reuses the data dir: the server restarts with nothing to do.`,
+Ctrl-C stops it, saying what the stop waits for. Running it again reuses the
+data dir: it goes on where the last run stopped, or says that the commit is
+already applied and runs nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd.Context(), &f, getenv, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -125,6 +127,8 @@ func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdo
 		}
 	}
 	m := NewMain(sf, log)
+	m.say = func(msg string) { fmt.Fprintln(stdout, msg) }
+	m.resume = "`make demo` (or this command again) resumes where it left off"
 	if err := m.Open(); err != nil {
 		return err
 	}
@@ -147,9 +151,11 @@ func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdo
 	go func() { runErr = m.Run(runCtx); close(stopped) }()
 	shutdown := func() error { stopRun(); <-stopped; return runErr }
 
-	step.printf(4, "reconciling commit %.12s with tofu (a first apply takes a few seconds)", sha)
-	c, err := waitForCommit(ctx, m.Server.Store(), sha, stopped)
+	c, err := demoCommit(ctx, m.Server.Store(), sha, stopped, step)
 	if err != nil {
+		if ctx.Err() != nil { // interrupted: the stop says so
+			return shutdown()
+		}
 		shutdown()
 		return err
 	}
@@ -242,7 +248,7 @@ Change something and watch it apply:
   git commit -am 'Scale %[4]s workers to 3'
   %[3]s get machines -t %[4]s -s %[1]s
 
-Stop with Ctrl-C; run it again to restart with nothing to do.
+Stop with Ctrl-C; run it again to go on where it stopped.
 `, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack", "metal": "simulated bare metal"}[cloudName], cloud.scale)
 	if cloudName == "sim" {
 		// The simulated cloud's machines are simulated Talos nodes: the
@@ -365,27 +371,52 @@ func setDemoIdentity(r *git.Repository) error {
 	return nil
 }
 
+// demoCommit says what becomes of the demo's commit (step 4) and returns
+// its record once it has finished: the record of a run of the demo before
+// this one, when that run applied it, since nothing runs then.
+func demoCommit(ctx context.Context, store *backend.Store, sha string, stopped <-chan struct{}, step demoStep) (*schema.Commit, error) {
+	prev, err := storedCommit(store, sha)
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil && prev.Status.Phase == schema.CommitSucceeded {
+		step.printf(4, "commit %.12s is already applied (an earlier run of the demo applied it): nothing to run", sha)
+		return prev, nil
+	}
+	step.printf(4, "reconciling commit %.12s with tofu (a first apply takes a few seconds)", sha)
+	return waitForCommit(ctx, store, sha, stopped)
+}
+
+// storedCommit returns the stored Commit of revision sha, or nil.
+func storedCommit(store *backend.Store, sha string) (*schema.Commit, error) {
+	var c *schema.Commit
+	err := store.View(func(tx *backend.Tx) error {
+		var v schema.Commit
+		err := tx.GetObject(schema.KindCommit, schema.CommitName(sha), &v)
+		switch {
+		case errors.Is(err, backend.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		c = &v
+		return nil
+	})
+	return c, err
+}
+
 // waitForCommit waits until the Commit of revision sha has finished, or
 // the server has stopped.
 func waitForCommit(ctx context.Context, store *backend.Store, sha string, stopped <-chan struct{}) (*schema.Commit, error) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
-		var c schema.Commit
-		found := false
-		err := store.View(func(tx *backend.Tx) error {
-			err := tx.GetObject(schema.KindCommit, schema.CommitName(sha), &c)
-			if errors.Is(err, backend.ErrNotFound) {
-				return nil
-			}
-			found = err == nil
-			return err
-		})
+		c, err := storedCommit(store, sha)
 		if err != nil {
 			return nil, err
 		}
-		if found && c.Status.Phase.Done() {
-			return &c, nil
+		if c != nil && c.Status.Phase.Done() {
+			return c, nil
 		}
 		select {
 		case <-ctx.Done():
