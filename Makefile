@@ -19,7 +19,7 @@ TOFU_BIN  = $(shell bash scripts/tools.sh | tail -n1)
 export CGO_ENABLED ?= 0
 
 # The demo's cloud: sim (the default), openstack or metal.
-CLOUD    ?= sim
+CLOUD    := sim
 
 .PHONY: all tools chromium build openstack-provider test lint vet bench fuzz demo clean
 
