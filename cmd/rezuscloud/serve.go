@@ -130,8 +130,11 @@ password = token) or as 'Authorization: Bearer TOKEN'. Without a tokens file
 every request is allowed as an admin; the server then listens on loopback
 only and refuses any other address.
 
-SIGTERM or SIGINT shuts the server down gracefully: requests in flight finish
-and the store is closed. SIGHUP reloads the tokens file.`,
+SIGTERM or SIGINT shuts the server down gracefully, and logs what it waits
+for: tenant runs in progress finish (tofu gets --shutdown-grace, then an
+interrupt, and saves its state), requests in flight finish, and the store is
+closed. The next start on the same data dir goes on where this one stopped.
+SIGHUP reloads the tokens file.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyConfig(cmd.Flags(), getenv)
