@@ -1,8 +1,10 @@
 # RezusCloud build and test entry points. `make test` and `make demo` work on a
 # fresh machine: they build what they need, including OpenTofu (cached outside
-# the repository), the simulated provider and the OpenStack provider (built
-# once from the Go module proxy into the same cache); both providers are
-# installed into the filesystem mirror bin/providers.
+# the repository), the simulated provider and, for `make test` and
+# `make demo CLOUD=openstack`, the OpenStack provider (built once from the Go
+# module proxy into the same cache); the providers are installed into the
+# filesystem mirror bin/providers. Every go build says how many packages it
+# compiles and how long it has left (scripts/gobuild.sh).
 
 GO       ?= go
 BIN      := bin
@@ -16,7 +18,10 @@ TOFU_BIN  = $(shell bash scripts/tools.sh | tail -n1)
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all tools chromium build test lint vet bench fuzz demo clean
+# The demo's cloud: sim (the default), openstack or metal.
+CLOUD    := sim
+
+.PHONY: all tools chromium build openstack-provider test lint vet bench fuzz demo clean
 
 all: build
 
@@ -29,10 +34,14 @@ tools:
 chromium:
 	@bash scripts/chromium.sh >/dev/null || [ $$? -eq 3 ]
 
+# The server, the CLI and the simulated provider.
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/rezuscloud ./cmd/rezusctl
-	@bash scripts/install-provider.sh $(MIRROR)
+	@bash scripts/gobuild.sh "build: rezuscloud, rezusctl" -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/rezuscloud ./cmd/rezusctl
+	@bash scripts/install-provider.sh $(MIRROR) >/dev/null
+
+# The OpenStack provider, which only the tests and the OpenStack demo use.
+openstack-provider:
 	@bash scripts/openstack-provider.sh $(MIRROR) >/dev/null
 
 # deploy/ is a module of its own (Helm's dependencies stay out of the
@@ -43,7 +52,7 @@ vet:
 	$(GO) vet ./...
 	$(DEPLOY) $(GO) vet ./...
 
-test: tools chromium build vet
+test: tools chromium build openstack-provider vet
 	TOFU=$(TOFU_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) CGO_ENABLED=1 \
 		$(GO) test -race -timeout 30m ./...
 	$(DEPLOY) $(GO) test -timeout 10m ./...
@@ -52,7 +61,7 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; else echo "lint: staticcheck not installed; ran gofmt and go vet"; fi
 
-bench: tools build
+bench: tools build openstack-provider
 	TOFU=$(TOFU_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) \
 		$(GO) test -run '^$$' -bench . -benchmem ./...
 
@@ -60,8 +69,8 @@ bench: tools build
 fuzz:
 	@bash scripts/fuzz.sh $(FUZZTIME)
 
-demo: tools build
-	./$(BIN)/rezuscloud demo --tofu $(TOFU_BIN)
+demo: tools build $(if $(filter openstack,$(CLOUD)),openstack-provider)
+	./$(BIN)/rezuscloud demo --cloud $(CLOUD) --tofu $(TOFU_BIN)
 
 clean:
 	rm -rf $(BIN)

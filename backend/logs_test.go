@@ -277,13 +277,13 @@ func TestLogsSession(t *testing.T) {
 	ts, audit := startLogs(t, Config{}, &machineLogs{chunks: [][]byte{[]byte("booted\n")}})
 	cookies := map[string]string{}
 	for _, name := range []string{"viewer", "editor", "admin"} {
-		value, _, err := ts.Sessions().Login(ts.tokens[name])
+		value, _, err := ts.Sessions().Login("127.0.0.1:1", ts.tokens[name])
 		if err != nil {
 			t.Fatal(err)
 		}
 		cookies[name] = SessionCookie + "=" + value
 	}
-	ended, _, err := ts.Sessions().Login(ts.tokens["editor"])
+	ended, _, err := ts.Sessions().Login("127.0.0.1:1", ts.tokens["editor"])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,9 @@ type Config struct {
 	// SessionTTL is how long a dashboard session lasts. Default
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
+	// SessionClock is the clock of dashboard sessions and of the limits
+	// on logins. Default time.Now; tests move it.
+	SessionClock func() time.Time
 }
 
 // Server is the rezuscloud HTTP server: the state backend, health and
@@ -160,6 +163,9 @@ func NewServer(cfg Config) (*Server, error) {
 			StaleLockAge: cfg.StaleLockAge,
 			Logger:       log,
 		}),
+	}
+	if cfg.SessionClock != nil {
+		s.sessions.now = cfg.SessionClock
 	}
 	s.routes()
 	// No ReadTimeout or WriteTimeout: they would end watches, which last

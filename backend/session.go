@@ -7,8 +7,8 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +22,13 @@ const SessionCookie = "rezuscloud_session"
 // Config.SessionTTL says otherwise.
 const DefaultSessionTTL = 12 * time.Hour
 
-// maxSessions bounds the sessions alive at once.
+// sessionsPerToken bounds the sessions of one token: its next login ends
+// its oldest session.
+const sessionsPerToken = 32
+
+// maxSessions bounds the sessions alive at once. A login past it ends the
+// oldest session of the token that holds the most, so that no token can
+// fill it and shut the others out.
 const maxSessions = 10000
 
 // Sessions are the logins of the dashboard. A browser logs in once with a
@@ -30,17 +36,23 @@ const maxSessions = 10000
 // names it, signed with a key that lives only in this process, so that the
 // browser never sends the token again. A session ends when it expires,
 // when it is logged out (the server forgets it, whatever the browser
-// keeps), when the server restarts, and when its token leaves the tokens
-// file; its role is the token's current one. Sessions is safe for
-// concurrent use.
+// keeps), when the server restarts, when its token leaves the tokens file,
+// and when it is the oldest of its token's sessionsPerToken and the token
+// logs in again; its role is the token's current one. Logins are
+// rate-limited per client address and per token (loginLimits). Sessions is
+// safe for concurrent use.
 type Sessions struct {
 	tokens *Tokens
 	ttl    time.Duration
 	key    [32]byte
 	now    func() time.Time
+	limits *loginLimits
 
 	mu   sync.Mutex
 	live map[[16]byte]*liveSession
+	// byName holds each token's live sessions, oldest first. All
+	// sessions last ttl, so the oldest is also the first to expire.
+	byName map[string][][16]byte
 }
 
 type liveSession struct {
@@ -59,14 +71,12 @@ type Session struct {
 	CSRF string
 }
 
-// ErrTooManySessions is Login's answer while maxSessions are alive.
-var ErrTooManySessions = errors.New("too many dashboard sessions are open; try again later")
-
 func newSessions(tokens *Tokens, ttl time.Duration) *Sessions {
 	if ttl <= 0 {
 		ttl = DefaultSessionTTL
 	}
-	s := &Sessions{tokens: tokens, ttl: ttl, now: time.Now, live: map[[16]byte]*liveSession{}}
+	s := &Sessions{tokens: tokens, ttl: ttl, now: time.Now, limits: newLoginLimits(),
+		live: map[[16]byte]*liveSession{}, byName: map[string][][16]byte{}}
 	rand.Read(s.key[:])
 	return s
 }
@@ -75,34 +85,79 @@ func newSessions(tokens *Tokens, ttl time.Duration) *Sessions {
 func (s *Sessions) TTL() time.Duration { return s.ttl }
 
 // Login checks secret as the tokens do and starts a session for its
-// token. It returns the cookie value that names the session.
-func (s *Sessions) Login(secret string) (string, Session, error) {
+// token, for a client at addr (the request's RemoteAddr). It returns the
+// cookie value that names the session. A client that tries too often gets
+// a *LoginLimitError that says how long to wait.
+func (s *Sessions) Login(addr, secret string) (string, Session, error) {
+	now, client := s.now(), clientKey(addr)
+	if err := s.limits.admit(client, now); err != nil {
+		return "", Session{}, err
+	}
 	id, err := s.tokens.check("", secret)
 	if err != nil {
+		return "", Session{}, s.limits.failed(client, now, err)
+	}
+	if err := s.limits.admitToken(id.Name, now); err != nil {
 		return "", Session{}, err
 	}
 	var sid [16]byte
 	rand.Read(sid[:])
-	ls := &liveSession{name: id.Name, digest: sha256.Sum256([]byte(secret)), expires: s.now().Add(s.ttl), csrf: newSecret()}
+	ls := &liveSession{name: id.Name, digest: sha256.Sum256([]byte(secret)), expires: now.Add(s.ttl), csrf: newSecret()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.live) >= maxSessions {
-		s.pruneLocked()
-		if len(s.live) >= maxSessions {
-			return "", Session{}, ErrTooManySessions
-		}
-	}
+	s.makeRoomLocked(id.Name, now)
 	s.live[sid] = ls
+	s.byName[id.Name] = append(s.byName[id.Name], sid)
 	return s.sign(sid, ls.expires), Session{Identity: id, Expires: ls.expires, CSRF: ls.csrf}, nil
 }
 
+// makeRoomLocked ends sessions so that the token named name may open one
+// more: its own oldest when it has sessionsPerToken, and at maxSessions
+// the expired ones, or if none, the oldest of the token with the most.
+func (s *Sessions) makeRoomLocked(name string, now time.Time) {
+	if own := s.byName[name]; len(own) >= sessionsPerToken {
+		s.dropLocked(own[0])
+	}
+	if len(s.live) < maxSessions {
+		return
+	}
+	s.pruneLocked(now)
+	if len(s.live) < maxSessions {
+		return
+	}
+	var most [][16]byte
+	for _, ids := range s.byName {
+		if len(ids) > len(most) || len(ids) == len(most) && s.live[ids[0]].expires.Before(s.live[most[0]].expires) {
+			most = ids
+		}
+	}
+	s.dropLocked(most[0])
+}
+
 // pruneLocked forgets expired sessions.
-func (s *Sessions) pruneLocked() {
-	now := s.now()
+func (s *Sessions) pruneLocked(now time.Time) {
 	for id, ls := range s.live {
 		if !now.Before(ls.expires) {
-			delete(s.live, id)
+			s.dropLocked(id)
 		}
+	}
+}
+
+// dropLocked forgets session sid.
+func (s *Sessions) dropLocked(sid [16]byte) {
+	ls, ok := s.live[sid]
+	if !ok {
+		return
+	}
+	delete(s.live, sid)
+	ids := s.byName[ls.name]
+	if i := slices.Index(ids, sid); i >= 0 {
+		ids = slices.Delete(ids, i, i+1)
+	}
+	if len(ids) == 0 {
+		delete(s.byName, ls.name)
+	} else {
+		s.byName[ls.name] = ids
 	}
 }
 
@@ -149,7 +204,7 @@ func (s *Sessions) Check(value string) (Session, bool) {
 	s.mu.Lock()
 	ls := s.live[sid]
 	if ls != nil && !s.now().Before(ls.expires) {
-		delete(s.live, sid)
+		s.dropLocked(sid)
 		ls = nil
 	}
 	s.mu.Unlock()
@@ -177,7 +232,7 @@ func (s *Sessions) FromRequest(r *http.Request) (Session, bool) {
 func (s *Sessions) Logout(value string) {
 	if sid, ok := s.parse(value); ok {
 		s.mu.Lock()
-		delete(s.live, sid)
+		s.dropLocked(sid)
 		s.mu.Unlock()
 	}
 }

@@ -68,7 +68,6 @@ func (r *Reconciler) Submit(snap sources.Snapshot) *CommitRun {
 			Message: snap.Message, MessageTruncated: snap.MessageTruncated,
 		}.Bounded(),
 	}
-	c.Status.NonFastForward = snap.NonFastForward
 	c.Status.Timings.ReceivedAt = r.opts.Now()
 	run := &CommitRun{r: r, commit: c, snap: snap, done: make(chan struct{}), results: map[string]*schema.TenantResult{}}
 	// A revision seen before (after a restart, or a rollback to it) keeps
@@ -134,6 +133,7 @@ func (run *CommitRun) validate(context.Context) (stepResult, error) {
 			fmt.Errorf("%d problems: nothing was applied; the last good commit stays in effect", len(probs)))
 	}
 	run.applied, run.desired, run.hashes = applied, desired, hashes
+	warnUnpinnedMetal(r.log, run.snap.Revision, desired)
 	return stepNext, nil
 }
 
@@ -264,6 +264,9 @@ func (run *CommitRun) enqueue(context.Context) (stepResult, error) {
 // nothing to do); the tenants write the rest once queued.
 func (run *CommitRun) submitted(err error) {
 	defer run.putObserved()
+	if err == nil {
+		run.recordApplied()
+	}
 	if err == nil && run.queued {
 		return // the tenants' runs own the record now
 	}

@@ -276,7 +276,7 @@ func BenchmarkRestart(b *testing.B) {
 		s.rec.Close()
 		s.rec = newBenchReconciler(b, s.store, snapDir, 0)
 		s.rec.Recover()
-		src, err := sources.NewGit(sources.GitOptions{URL: s.work.Dir(), Dir: snapDir, LastObserved: s.rec.LastObserved()})
+		src, err := sources.NewGit(sources.GitOptions{URL: s.work.Dir(), Dir: snapDir})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -74,6 +76,30 @@ func metalWaiting(machines []*schema.Machine) bool {
 func (r *Reconciler) MetalWaiting(tenant string) {
 	res := r.hurry(tenant)
 	r.log.Info("a machine waits in maintenance mode", "tenant", tenant, "action", res.Action, "message", res.Message)
+}
+
+// warnUnpinnedMetal logs a warning for each bare-metal machine in use
+// whose maintenance certificate is not pinned (no fingerprint): the
+// server gives such a machine its config, which holds the cluster's
+// secrets, over TLS that it does not verify, so whoever answers at the
+// address in maintenance mode receives them. A revision's validation calls
+// it once, so each such machine is named once per revision.
+func warnUnpinnedMetal(log *slog.Logger, revision string, desired *schema.Desired) {
+	for _, td := range desired.Tenants {
+		for _, ng := range td.NodeGroups {
+			if ng.Spec.ProviderClass != metal.Class {
+				continue
+			}
+			for i, m := range metal.Machines(ng) {
+				if m.Fingerprint != "" {
+					continue
+				}
+				log.Warn("bare-metal machine without a pinned fingerprint: whoever answers at its address in maintenance mode receives the cluster's secrets; pin its certificate with providerConfig.machines[].fingerprint",
+					"revision", revision, "tenant", td.Tenant.Metadata.Name, "nodeGroup", ng.Metadata.Name, "address", m.Address,
+					"source", ng.Source.Position(schema.JSONPointer("spec", "providerConfig", "machines", strconv.Itoa(i))))
+			}
+		}
+	}
 }
 
 // metalAnswerTimeout bounds the apply of one metal machine's config.

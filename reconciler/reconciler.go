@@ -49,6 +49,11 @@ const kindApplied = "AppliedTenant"
 // revision of the main ref it received. The API does not serve it.
 const kindObserved = "ObservedRevision"
 
+// kindLineage is the store kind of the reconciler's record of the last
+// revision of the main ref it applied, and of the last one it refused for
+// not descending from it (see ancestry.go). The API does not serve it.
+const kindLineage = "Lineage"
+
 // Defaults of Options that are not the queue's.
 const (
 	DefaultMaxDeletions       = 1
@@ -119,6 +124,10 @@ type Options struct {
 	NoTalosAPI []string
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time
+	// AllowNonFastForward lets through, with signatures verified, a
+	// commit that does not descend from the last one applied (see
+	// ancestry.go); without it such a commit is refused.
+	AllowNonFastForward bool
 	// DriftInterval is how often each applied tenant gets a drift check
 	// (see drift.go), jittered; 0 turns drift checks off.
 	DriftInterval time.Duration

@@ -57,12 +57,14 @@ func runSteps[T any](ctx context.Context, run T, steps []step[T]) (string, error
 }
 
 // revisionSteps handle one revision as a whole (see commit.go): record
-// that it was seen, load and validate it, note which tenants it suspends
-// (suspend.go), hold back deletions it may not make, order its tenants
-// and queue a run for each.
+// that it was seen, check its signature (signature.go) and that it
+// descends from the last revision applied (ancestry.go), load and validate
+// it, note which tenants it suspends (suspend.go), hold back deletions it
+// may not make, order its tenants and queue a run for each.
 var revisionSteps = []step[*CommitRun]{
 	{"RecordObserved", (*CommitRun).recordObserved},
 	{"VerifySignature", (*CommitRun).verifySignature},
+	{"CheckAncestry", (*CommitRun).checkAncestry},
 	{"Validate", (*CommitRun).validate},
 	{"NoteSuspended", (*CommitRun).noteSuspended},
 	{"GuardDeletions", (*CommitRun).guardDeletions},

@@ -26,14 +26,27 @@ type (
 // Modules holds the provider modules of this build, by providerClass.
 type Modules map[string]Module
 
-// Builtin returns the provider modules compiled into this build: sim,
-// openstack and oci.
-func Builtin() Modules {
+// Options are what an operator decides about the built-in modules. The
+// zero value is right for real machines.
+type Options struct {
+	// AllowLoopbackMetal accepts bare-metal machines at loopback
+	// addresses, where the simulated machines of tests and of the metal
+	// demo listen (metal.Module.AllowLoopback).
+	AllowLoopbackMetal bool
+}
+
+// Builtin returns the provider modules compiled into this build (sim,
+// openstack, oci and metal) with the default Options.
+func Builtin() Modules { return BuiltinWith(Options{}) }
+
+// BuiltinWith returns the provider modules compiled into this build, set
+// up as o says.
+func BuiltinWith(o Options) Modules {
 	return Modules{
 		schema.ProviderSim:        sim.Module{},
 		openstack.Module{}.Name(): openstack.Module{},
 		oci.Module{}.Name():       oci.Module{},
-		metal.Class:               metal.Module{},
+		metal.Class:               metal.Module{AllowLoopback: o.AllowLoopbackMetal},
 	}
 }
 

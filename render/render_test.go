@@ -388,6 +388,80 @@ spec:
 	}
 }
 
+// A patch that changes what the secrets bundle owns is refused with the
+// file:line of its text, wherever the tenant declares it: in the tenant's
+// configPatches, in a ConfigPatch, or in a node group's configPatches.
+func TestValidateTalosRefusesBundleFields(t *testing.T) {
+	const tenant = `apiVersion: rezuscloud.io/v1
+kind: Tenant
+metadata:
+  name: acme
+spec:
+  kubernetesVersion: "1.34.1"
+  talosVersion: "1.12.6"
+  controlPlaneEndpoint: https://acme.example.internal:6443
+  configPatches:
+    - name: labels
+      patch: |
+        machine:
+          nodeLabels:
+            a: b
+%s`
+	const group = `---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: workers
+  labels:
+    rezuscloud.io/tenant: acme
+    rezuscloud.io/role: worker
+spec:
+  count: 1
+  providerClass: sim
+%s`
+	const configPatch = `---
+apiVersion: rezuscloud.io/v1
+kind: ConfigPatch
+metadata:
+  name: trust-mine
+  labels:
+    rezuscloud.io/tenant: acme
+spec:
+  patch: |
+    - op: add
+      path: /machine/acceptedCAs
+      value:
+        - crt: Y3J0
+`
+	for _, tc := range []struct {
+		name, yaml, patch, field string
+		line                     int
+	}{
+		{"tenant", fmt.Sprintf(tenant, "    - name: own-ca\n      patch: |\n        machine:\n          ca:\n            crt: Y3J0\n            key: a2V5\n") + fmt.Sprintf(group, ""),
+			"own-ca", "set machine.ca:", 16},
+		{"config patch", fmt.Sprintf(tenant, "") + fmt.Sprintf(group, "") + configPatch,
+			"trust-mine", "set machine.acceptedCAs:", 34},
+		{"node group", fmt.Sprintf(tenant, "") + fmt.Sprintf(group, "  configPatches:\n    - name: new-token\n      patch: |\n        - op: replace\n          path: /cluster/token\n          value: abcdef.0123456789abcdef\n"),
+			"new-token", "set cluster.token:", 28},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := schema.Load(fstest.MapFS{"t.yaml": {Data: []byte(tc.yaml)}}, ".", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			probs := ValidateTalos(d.Tenants[0])
+			if len(probs) != 1 {
+				t.Fatalf("problems %v, want one", probs)
+			}
+			p := probs[0]
+			if p.File != "t.yaml" || p.Line != tc.line || !strings.Contains(p.Message, `"`+tc.patch+`"`) ||
+				!strings.Contains(p.Message, tc.field) || !strings.Contains(p.Message, "cluster keys are not rotated with a patch") {
+				t.Errorf("problem %s, want one at t.yaml:%d naming patch %s and %q", p, tc.line, tc.patch, tc.field)
+			}
+		})
+	}
+}
+
 func TestRedact(t *testing.T) {
 	secrets := testSecrets(t)
 	for _, td := range loadExamples(t).Tenants {

@@ -92,8 +92,11 @@ type CommitStatus struct {
 	Problems []Problem `json:"problems,omitempty"`
 	Timings  Timings   `json:"timings,omitzero"`
 	// NonFastForward is true when the ref moved to a commit that does not
-	// descend from the previous one (a force push).
+	// descend from the last commit applied (a force push or a history
+	// rewrite); Ancestry says which commit that is and what became of it.
 	NonFastForward bool `json:"nonFastForward"`
+	// Ancestry is set with NonFastForward.
+	Ancestry *CommitAncestry `json:"ancestry,omitempty"`
 	// Conditions are Ready (every tenant applied), Reconciling (the commit
 	// is being handled, or a tenant of it waits for a retry) and Stalled
 	// (it failed, and only a new commit helps).
@@ -124,6 +127,20 @@ func (st *CommitStatus) Sum() CommitTotals {
 		}
 	}
 	return t
+}
+
+// CommitAncestry says of a commit that does not descend from the last
+// commit applied which commit that is, and whether the server refused it
+// for that.
+type CommitAncestry struct {
+	// LastApplied is the last commit applied before this one.
+	LastApplied string `json:"lastApplied"`
+	// Refused is true when --verify-signatures refused the commit for it:
+	// nothing of it ran.
+	Refused bool `json:"refused,omitempty"`
+	// Message says in a sentence why the commit was refused or let
+	// through.
+	Message string `json:"message,omitempty"`
 }
 
 // CommitSignature says who signed a commit, with which key, and whether

@@ -136,6 +136,10 @@ const (
 	// ReasonUnverifiedSignature: --verify-signatures refused the commit,
 	// unsigned or not signed by a trusted key.
 	ReasonUnverifiedSignature = "UnverifiedSignature"
+	// ReasonNonFastForward: --verify-signatures refused the commit because
+	// it does not descend from the last commit applied (a force push back
+	// to an older signed commit, a history rewrite).
+	ReasonNonFastForward = "NonFastForward"
 
 	// Reasons of a run that is retried.
 

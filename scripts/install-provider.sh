@@ -29,7 +29,7 @@ trap 'rm -f "$tmp"' EXIT
 # -trimpath and -buildvcs=false keep the bytes independent of where the
 # repository lives and of its git state, CGO_ENABLED=0 of the host's C tools,
 # and an empty GOFLAGS of the caller's flags (such as -race).
-(cd "$root" && CGO_ENABLED=0 GOFLAGS= go build -trimpath -buildvcs=false \
+(cd "$root" && CGO_ENABLED=0 GOFLAGS= bash scripts/gobuild.sh "install-provider: rezussim" -trimpath -buildvcs=false \
 	-ldflags "-s -w ${REZUSSIM_LDFLAGS:-}" -o "$tmp" ./cmd/terraform-provider-rezussim)
 
 sum=$(sha256sum "$tmp" | cut -c1-7)

@@ -23,14 +23,19 @@ cached="$cache/$name"
 if [ ! -x "$cached" ]; then
 	mkdir -p "$cache"
 	echo "openstack-provider: building $module@v$version into $cache (1-2 minutes on 2 cores)" >&2
-	gobin=$(mktemp -d "$cache/.openstack-build.XXXXXX")
-	trap 'rm -rf "$gobin"' EXIT
+	# Built inside its downloaded module, as `go install $module@v$version`
+	# builds it, so that the packages to compile can be counted first.
+	dir=$(cd "$cache" && GOFLAGS= GOWORK=off go mod download -json "$module@v$version" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -d "$dir" ] || { echo "openstack-provider: download of $module@v$version failed" >&2; exit 1; }
+	built=$(mktemp "$cache/.openstack-build.XXXXXX")
+	trap 'rm -f "$built"' EXIT
 	# An empty GOFLAGS keeps the caller's flags (such as -race) out, and
 	# CGO_ENABLED=0 the host's C tools.
-	(cd "$cache" && GOBIN="$gobin" CGO_ENABLED=0 GOFLAGS= GOWORK=off \
-		go install -trimpath -buildvcs=false -ldflags "-s -w" "$module@v$version")
-	built="$gobin/terraform-provider-openstack"
-	[ -x "$built" ] || { echo "openstack-provider: the build produced no binary" >&2; exit 1; }
+	(cd "$dir" && CGO_ENABLED=0 GOFLAGS= GOWORK=off bash "$root/scripts/gobuild.sh" "openstack-provider" \
+		-trimpath -buildvcs=false -ldflags "-s -w" -o "$built" .)
+	[ -s "$built" ] || { echo "openstack-provider: the build produced no binary" >&2; exit 1; }
+	chmod 0755 "$built"
 	mv -f "$built" "$cached"
 	echo "openstack-provider: built $cached" >&2
 fi

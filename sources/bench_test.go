@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
@@ -114,5 +116,48 @@ func BenchmarkDirSnapshot(b *testing.B) {
 		if _, err := d.Snapshot(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Descends on a linear history of 10,000 commits: a fast-forward walks
+// the commits it added (here one), a commit that does not descend from
+// the one asked about walks the whole history. The reconciler asks once
+// per new revision, never on a poll of an unchanged head.
+func BenchmarkDescends(b *testing.B) {
+	const n = 10000
+	d := gittest.NewDaemon(b)
+	bare := d.CreateBare("history.git")
+	var in strings.Builder
+	for i := range n {
+		fmt.Fprintf(&in, "commit refs/heads/main\ncommitter A <a@example.com> %d +0000\ndata <<EOM\ncommit %d\nEOM\n\n", 1700000000+i, i)
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir, cmd.Stdin = bare, strings.NewReader(in.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("git fast-import: %v\n%s", err, out)
+	}
+	g, err := NewGit(GitOptions{URL: d.URL("history.git"), Dir: b.TempDir(), Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, _, err := g.Fetch(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	parent := gittest.Git(b, bare, "rev-parse", "main~1")
+	for _, c := range []struct {
+		name, rev string
+		want      bool
+	}{
+		{"fast-forward", parent, true},
+		{"not-descendant", strings.Repeat("0", 40), false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if ok, err := snap.Descends(c.rev); ok != c.want || err != nil {
+					b.Fatal(ok, err)
+				}
+			}
+		})
 	}
 }

@@ -61,18 +61,20 @@ func (g *Git) storage() (*filesystem.Storage, error) {
 	return g.st, nil
 }
 
-// snapshot builds the snapshot of commit. Its file system has a storage
-// of its own over the clone, so that reading it never races with a later
-// fetch; the root tree is read here, under the clone's lock, which makes
-// that storage index the packs as they are now. The storage keeps a few
-// packs open; the garbage collector closes them with the snapshot.
+// snapshot builds the snapshot of commit. Its file system (and its
+// Descends) has a storage of its own over the clone, so that reading it
+// never races with a later fetch; the root tree is read here, under the
+// clone's lock, which makes that storage index the packs as they are now.
+// The storage keeps a few packs open; the garbage collector closes them
+// with the snapshot.
 func (g *Git) snapshot(commit *object.Commit) (Snapshot, error) {
 	st := filesystem.NewStorageWithOptions(osfs.New(g.dir), cache.NewObjectLRU(2*cache.MiByte),
 		filesystem.Options{MaxOpenDescriptors: 4})
-	fsys, err := newTreeFS(st, commit.TreeHash, commit.Committer.When)
+	tree, err := newGitTree(st, commit.TreeHash)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%s commit %s: %w", g.remote.url, commit.Hash, err)
 	}
+	fsys := readOnlyFS{t: tree, modTime: commit.Committer.When}
 	if err := checkRoot(fsys, g.root); err != nil {
 		return Snapshot{}, fmt.Errorf("%s commit %s: %w", g.remote.url, commit.Hash, err)
 	}
@@ -85,6 +87,7 @@ func (g *Git) snapshot(commit *object.Commit) (Snapshot, error) {
 		Time:     commit.Committer.When,
 		FS:       fsys,
 		Root:     g.root,
+		history:  &history{tree: tree, commit: commit.Hash, clone: g.dir},
 	}
 	snap.SetMessage(commit.Message)
 	if g.verifier != nil {

@@ -67,7 +67,7 @@ func TestDirSnapshot(t *testing.T) {
 	if !strings.HasPrefix(snap.Revision, "sha256:") || len(snap.Revision) != len("sha256:")+64 {
 		t.Fatalf("Revision = %q", snap.Revision)
 	}
-	if snap.Source != dir || snap.Ref != "" || snap.Root != "." || snap.NonFastForward {
+	if snap.Source != dir || snap.Ref != "" || snap.Root != "." {
 		t.Fatalf("snapshot = %+v", snap)
 	}
 	if err := fstest.TestFS(snap.FS, "a/b/c.yaml", "a/d.yaml", "empty.yaml", "link.yaml", "dirlink", "a/escape.yaml", "fifo"); err != nil {

@@ -21,6 +21,11 @@
 // loader can tell an unchanged file without reading it, and an unchanged
 // directory without listing it.
 //
+// A snapshot of a commit tells whether it descends from another revision
+// (Snapshot.Descends), from the clone alone: a Git source fetches the whole
+// history of what it follows. Deciding what a commit that does not
+// descend from the one applied means is the reconciler's.
+//
 // Commit signature checks: with a Verifier (GitOptions.Verifier), each
 // snapshot carries the outcome of checking its commit's signature, SSH
 // (sshsig, namespace git) against an OpenSSH allowed_signers file or GPG

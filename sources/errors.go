@@ -14,4 +14,14 @@ var (
 	ErrPathNotFound = errors.New("path not found")
 	// ErrTooLarge means a directory or a file exceeds a size limit.
 	ErrTooLarge = errors.New("too large")
+	// ErrSHA256 means the repository uses the SHA-256 object format, which
+	// the source cannot read. Retrying does not help: a Git source stops
+	// polling such a repository until it is triggered.
+	ErrSHA256 = errors.New("SHA-256 repositories are not supported yet")
+	// ErrNoHistory means a snapshot has no commit history to tell
+	// ancestry from: it is a copy of a directory.
+	ErrNoHistory = errors.New("no commit history")
+	// ErrShallow means the clone's history is cut, so that it cannot tell
+	// whether a commit descends from another.
+	ErrShallow = errors.New("shallow clone")
 )

@@ -60,6 +60,6 @@ func ExampleNewGit() {
 	go src.Run(ctx, snapshots)
 	for snap := range snapshots {
 		sub, _ := fs.Sub(snap.FS, snap.Root)
-		fmt.Println(snap.Revision, snap.NonFastForward, sub)
+		fmt.Println(snap.Revision, sub)
 	}
 }

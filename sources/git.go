@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -64,10 +66,6 @@ type GitOptions struct {
 	// Timeout bounds one poll, ls-remote and fetch together;
 	// DefaultTimeout when zero.
 	Timeout time.Duration
-	// LastObserved is the revision yielded before a restart, if any. The
-	// first snapshot is marked NonFastForward when it does not descend
-	// from it.
-	LastObserved string
 	// Auth holds the credentials; zero for anonymous access.
 	Auth Auth
 	// Logger receives one line per new revision and per failed poll;
@@ -100,9 +98,8 @@ type Git struct {
 	running    atomic.Bool
 
 	// Guarded by clone.mu.
-	st   *filesystem.Storage
-	gen  uint64
-	prev plumbing.Hash // the commit the last snapshot came from, or LastObserved
+	st  *filesystem.Storage
+	gen uint64
 
 	mu     sync.Mutex
 	status Status
@@ -208,12 +205,6 @@ func NewGit(opts GitOptions) (*Git, error) {
 		g.log = slog.Default()
 	}
 	g.log = g.log.With("source", r.url, "ref", g.refLabel)
-	if opts.LastObserved != "" {
-		if !shaPattern.MatchString(opts.LastObserved) {
-			return nil, fmt.Errorf("repository %s: last observed revision %q is not a full sha", r.url, opts.LastObserved)
-		}
-		g.prev = plumbing.NewHash(opts.LastObserved)
-	}
 	g.status = Status{URL: r.url, Ref: g.refLabel}
 	return g, nil
 }
@@ -229,22 +220,6 @@ func cleanPath(p string) (string, error) {
 		return "", fmt.Errorf("path %q must stay inside the repository", p)
 	}
 	return c, nil
-}
-
-// SetLastObserved tells the source which revision it yielded last before a
-// restart, so that a history rewrite that happened meanwhile is still
-// recorded as non-fast-forward. Call it before Run; "" is ignored.
-func (g *Git) SetLastObserved(sha string) error {
-	if sha == "" {
-		return nil
-	}
-	if !shaPattern.MatchString(sha) {
-		return fmt.Errorf("repository %s: last observed revision %q is not a full sha", g.remote.url, sha)
-	}
-	g.clone.mu.Lock()
-	defer g.clone.mu.Unlock()
-	g.prev = plumbing.NewHash(sha)
-	return nil
 }
 
 // CloneDir returns where the clone is kept.
@@ -268,7 +243,8 @@ func (g *Git) Status() Status {
 
 // Run polls until ctx is done; see Source. It waits PollInterval between
 // polls, and after failures twice as long each time up to MaxBackoff; a
-// Trigger cuts a wait short.
+// Trigger cuts a wait short. After a poll that no retry can mend (a
+// SHA-256 repository), it waits for a Trigger alone.
 func (g *Git) Run(ctx context.Context, out chan<- Snapshot) error {
 	if !g.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("repository %s: Run is already running", g.remote.url)
@@ -286,6 +262,22 @@ func (g *Git) Run(ctx context.Context, out chan<- Snapshot) error {
 				return nil
 			}
 		}
+		if !g.wait(ctx, err) {
+			return nil
+		}
+	}
+}
+
+// wait waits after a poll that returned err until the next poll is due or
+// triggered; false when ctx ended first.
+func (g *Git) wait(ctx context.Context, err error) bool {
+	var next <-chan time.Time
+	if errors.Is(err, ErrSHA256) {
+		g.log.Error("the repository cannot be read: polls stop until a trigger (a push webhook, rezusctl reconcile) or a restart", "err", err)
+		g.mu.Lock()
+		g.status.NextPoll = time.Time{}
+		g.mu.Unlock()
+	} else {
 		delay := g.delay(err)
 		g.mu.Lock()
 		g.status.NextPoll = time.Now().Add(delay)
@@ -294,15 +286,16 @@ func (g *Git) Run(ctx context.Context, out chan<- Snapshot) error {
 			g.log.Warn("poll failed", "err", err, "failures", g.Status().Failures, "retry_in", delay)
 		}
 		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		case <-g.trigger:
-			t.Stop()
-		}
+		defer t.Stop()
+		next = t.C
 	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-next:
+	case <-g.trigger:
+	}
+	return true
 }
 
 // delay is the wait before the next poll after a poll that returned err.
@@ -354,8 +347,7 @@ func (g *Git) Fetch(ctx context.Context) (Snapshot, bool, error) {
 	if changed {
 		g.last, g.seen = snap, true
 		g.status.Revision = snap.Revision
-		g.log.Info("new revision", "revision", snap.Revision, "non_fast_forward", snap.NonFastForward,
-			"took", time.Since(start).Round(time.Millisecond))
+		g.log.Info("new revision", "revision", snap.Revision, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return g.last, changed, nil
 }
@@ -418,10 +410,6 @@ func (g *Git) poll(ctx context.Context) (Snapshot, bool, error) {
 	if err != nil {
 		return Snapshot{}, false, err
 	}
-	if !g.prev.IsZero() && g.prev != commit.Hash {
-		snap.NonFastForward = !descends(st, commit, g.prev)
-	}
-	g.prev = commit.Hash
 	return snap, true, nil
 }
 
@@ -485,6 +473,15 @@ func (g *Git) fetch(ctx context.Context, st *filesystem.Storage, specs []config.
 	return nil
 }
 
+// isSHA256 reports whether err is go-git failing to read the references
+// of a repository in the SHA-256 object format: their hashes are longer
+// than it expects, and the capabilities the server sends with the first
+// one say object-format=sha256.
+func isSHA256(err error) bool {
+	var data *packp.ErrUnexpectedData
+	return errors.As(err, &data) && bytes.Contains(data.Data, []byte("object-format=sha256"))
+}
+
 func checkRoot(fsys fs.FS, root string) error {
 	if root == "." {
 		return nil
@@ -529,19 +526,11 @@ func peel(s storer.EncodedObjectStorer, h plumbing.Hash) (*object.Commit, error)
 	return nil, fmt.Errorf("%s: too many nested tags", h)
 }
 
-// descends reports whether commit has prev among its ancestors. A prev the
-// clone does not hold counts as not an ancestor.
-func descends(s storer.EncodedObjectStorer, commit *object.Commit, prev plumbing.Hash) bool {
-	p, err := object.GetCommit(s, prev)
-	if err != nil {
-		return false
-	}
-	ok, err := p.IsAncestor(commit)
-	return err == nil && ok
-}
-
 // remoteError makes transport errors say what the operator must fix.
 func remoteError(err error, r *remote) error {
+	if isSHA256(err) {
+		return ErrSHA256
+	}
 	if errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed) {
 		who := "anonymously"
 		if r.user != "" {

@@ -113,9 +113,6 @@ func TestGitFirstFetchAndNoChange(t *testing.T) {
 	if snap.Time.IsZero() || time.Since(snap.Time) > time.Hour {
 		t.Fatalf("Time = %v", snap.Time)
 	}
-	if snap.NonFastForward {
-		t.Fatal("first snapshot is NonFastForward")
-	}
 	if got := readFile(t, snap.FS, "clusters/a/tenant.yaml"); got != "kind: Tenant\nname: a\n" {
 		t.Fatalf("tenant.yaml = %q", got)
 	}
@@ -163,9 +160,6 @@ func TestGitNewCommit(t *testing.T) {
 	snap, changed := mustFetch(t, g)
 	if !changed || snap.Revision != second {
 		t.Fatalf("after a push: changed = %v, Revision = %s, want true, %s", changed, snap.Revision, second)
-	}
-	if snap.NonFastForward {
-		t.Fatal("a fast-forward is marked NonFastForward")
 	}
 	if got := readFile(t, snap.FS, "clusters/b/tenant.yaml"); got != "kind: Tenant\nname: b\n" {
 		t.Fatalf("new file = %q", got)
@@ -244,9 +238,8 @@ func TestGitTag(t *testing.T) {
 	mustFetch(t, g)
 	w.Tag("v1", "release 1, again")
 	snap, changed := mustFetch(t, g)
-	if !changed || snap.Revision != second || snap.NonFastForward {
-		t.Fatalf("moved tag: changed = %v, Revision = %s, NonFastForward = %v; want true, %s, false",
-			changed, snap.Revision, snap.NonFastForward, second)
+	if !changed || snap.Revision != second {
+		t.Fatalf("moved tag: changed = %v, Revision = %s; want true, %s", changed, snap.Revision, second)
 	}
 
 	g = newTestGit(t, GitOptions{URL: d.URL("repo.git"), Tag: "nope"})
@@ -339,6 +332,9 @@ func TestGitPath(t *testing.T) {
 	}
 }
 
+// TestGitForcePush: the source follows a force push to an older commit and
+// a rewrite, and each snapshot tells from the clone alone which commits it
+// descends from.
 func TestGitForcePush(t *testing.T) {
 	d := gittest.NewDaemon(t)
 	w, first := seedRepo(t, d)
@@ -347,17 +343,20 @@ func TestGitForcePush(t *testing.T) {
 	w.Push()
 
 	g := newTestGit(t, GitOptions{URL: d.URL("repo.git")})
-	if snap, _ := mustFetch(t, g); snap.Revision != second {
+	snap, _ := mustFetch(t, g)
+	if snap.Revision != second {
 		t.Fatalf("Revision = %s, want %s", snap.Revision, second)
 	}
+	wantDescends(t, snap, first, true)
+	wantDescends(t, snap, second, true)
 
 	w.Reset(first)
 	w.ForcePush("main")
 	snap, changed := mustFetch(t, g)
-	if !changed || snap.Revision != first || !snap.NonFastForward {
-		t.Fatalf("force push to an older commit: changed = %v, Revision = %s, NonFastForward = %v",
-			changed, snap.Revision, snap.NonFastForward)
+	if !changed || snap.Revision != first {
+		t.Fatalf("force push to an older commit: changed = %v, Revision = %s", changed, snap.Revision)
 	}
+	wantDescends(t, snap, second, false)
 	// Going back to the old commit is not a fetch: the clone holds it.
 	if g.Status().Fetches != 1 {
 		t.Fatalf("Fetches = %d, want 1", g.Status().Fetches)
@@ -369,34 +368,58 @@ func TestGitForcePush(t *testing.T) {
 	sha := w.Rev("HEAD")
 	w.ForcePush("main")
 	snap, changed = mustFetch(t, g)
-	if !changed || snap.Revision != sha || !snap.NonFastForward {
-		t.Fatalf("amend + force push: changed = %v, Revision = %s, NonFastForward = %v", changed, snap.Revision, snap.NonFastForward)
+	if !changed || snap.Revision != sha {
+		t.Fatalf("amend + force push: changed = %v, Revision = %s", changed, snap.Revision)
 	}
+	wantDescends(t, snap, first, false)
+	wantDescends(t, snap, second, false)
 
 	// A normal push after that is a fast-forward again.
 	next := w.Commit("next")
 	w.Push()
 	snap, _ = mustFetch(t, g)
-	if snap.Revision != next || snap.NonFastForward {
-		t.Fatalf("fast-forward after a rewrite: Revision = %s, NonFastForward = %v", snap.Revision, snap.NonFastForward)
+	if snap.Revision != next {
+		t.Fatalf("fast-forward after a rewrite: Revision = %s, want %s", snap.Revision, next)
 	}
+	wantDescends(t, snap, sha, true)
+	wantDescends(t, snap, first, false)
+	// What the clone never held is no ancestor: a sha of no commit, a
+	// revision of a directory.
+	wantDescends(t, snap, strings.Repeat("0", 40), false)
+	wantDescends(t, snap, "sha256:"+strings.Repeat("a", 64), false)
 }
 
-func TestGitLastObserved(t *testing.T) {
+// TestGitDescendsAfterRestart: a source started anew on the data directory
+// (a server restart) answers from the clone it finds, which still holds
+// the commit the ref was force-pushed away from while it was stopped; one
+// on a new data directory, whose clone never held that commit, gives the
+// same answer.
+func TestGitDescendsAfterRestart(t *testing.T) {
 	d := gittest.NewDaemon(t)
 	w, first := seedRepo(t, d)
 	second := w.Commit("second")
 	w.Push()
+	dir := t.TempDir()
+	snap, _ := mustFetch(t, newTestGit(t, GitOptions{URL: d.URL("repo.git"), Dir: dir}))
+	wantDescends(t, snap, first, true)
 
-	g := newTestGit(t, GitOptions{URL: d.URL("repo.git"), LastObserved: first})
-	if snap, _ := mustFetch(t, g); snap.NonFastForward {
-		t.Fatal("descendant of LastObserved marked NonFastForward")
-	}
 	w.Reset(first)
 	w.ForcePush("main")
-	g = newTestGit(t, GitOptions{URL: d.URL("repo.git"), LastObserved: second})
-	if snap, _ := mustFetch(t, g); !snap.NonFastForward || snap.Revision != first {
-		t.Fatalf("restart after a force push: %+v", snap)
+	for _, dir := range []string{dir, t.TempDir()} {
+		snap, _ := mustFetch(t, newTestGit(t, GitOptions{URL: d.URL("repo.git"), Dir: dir}))
+		if snap.Revision != first {
+			t.Fatalf("after the force push: Revision = %s, want %s", snap.Revision, first)
+		}
+		wantDescends(t, snap, second, false)
+	}
+}
+
+// wantDescends checks snap.Descends(rev).
+func wantDescends(t *testing.T, snap Snapshot, rev string, want bool) {
+	t.Helper()
+	got, err := snap.Descends(rev)
+	if err != nil || got != want {
+		t.Fatalf("%s descends from %s: %v, %v; want %v", snap.Revision[:12], rev, got, err, want)
 	}
 }
 

@@ -47,6 +47,15 @@ type gitTree struct {
 // newTreeFS returns the read-only file system of the tree with hash root,
 // every entry dated modTime.
 func newTreeFS(s storer.EncodedObjectStorer, root plumbing.Hash, modTime time.Time) (fs.FS, error) {
+	g, err := newGitTree(s, root)
+	if err != nil {
+		return nil, err
+	}
+	return readOnlyFS{t: g, modTime: modTime}, nil
+}
+
+// newGitTree reads the root tree root from s.
+func newGitTree(s storer.EncodedObjectStorer, root plumbing.Hash) (*gitTree, error) {
 	g := &gitTree{s: s, root: root, sizes: map[plumbing.Hash]int64{}, unread: map[plumbing.Hash]plumbing.EncodedObject{}}
 	var t *object.Tree
 	err := g.retry(func() (err error) {
@@ -57,7 +66,7 @@ func newTreeFS(s storer.EncodedObjectStorer, root plumbing.Hash, modTime time.Ti
 		return nil, fmt.Errorf("read tree %s: %w", root, err)
 	}
 	g.trees = map[string]*object.Tree{".": t}
-	return readOnlyFS{t: g, modTime: modTime}, nil
+	return g, nil
 }
 
 // retry runs an object access again after re-reading the list of packs:

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -122,7 +123,7 @@ func (p *Previews) Poll(ctx context.Context) (PreviewUpdate, error) {
 		g := p.refs[ref]
 		if g == nil {
 			o := p.opts.Git
-			o.Branch, o.Tag, o.Commit, o.Ref, o.LastObserved = "", "", "", ref, ""
+			o.Branch, o.Tag, o.Commit, o.Ref = "", "", "", ref
 			if g, err = NewGit(o); err != nil {
 				p.log.Warn("preview ref", "ref", ref, "err", err)
 				continue
@@ -143,7 +144,8 @@ func (p *Previews) Poll(ctx context.Context) (PreviewUpdate, error) {
 }
 
 // Run polls every interval, and when triggered, until ctx ends, sending
-// each update that found something.
+// each update that found something. After a poll that no retry can mend
+// (a SHA-256 repository), it waits for a trigger alone.
 func (p *Previews) Run(ctx context.Context, interval time.Duration, out chan<- PreviewUpdate) {
 	if interval <= 0 {
 		interval = DefaultPollInterval
@@ -155,6 +157,10 @@ func (p *Previews) Run(ctx context.Context, interval time.Duration, out chan<- P
 		if err != nil && ctx.Err() == nil {
 			p.log.Warn("list preview refs", "err", err)
 		}
+		tick := t.C
+		if errors.Is(err, ErrSHA256) {
+			tick = nil
+		}
 		if len(up.Snapshots) > 0 || len(up.Gone) > 0 {
 			select {
 			case out <- up:
@@ -165,7 +171,7 @@ func (p *Previews) Run(ctx context.Context, interval time.Duration, out chan<- P
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 		case <-p.trigger:
 		}
 	}

@@ -33,9 +33,6 @@ type Snapshot struct {
 	Trailers commitmsg.Trailers
 	// Time is the commit (committer) time, or when a directory was read.
 	Time time.Time
-	// NonFastForward is true when Revision does not descend from the
-	// revision the source yielded before: a force push or a rewrite.
-	NonFastForward bool
 	// FS is the read-only tree of the commit (or a copy of the directory).
 	// Symbolic links appear with fs.ModeSymlink and submodules with
 	// fs.ModeIrregular; neither is ever followed.
@@ -45,6 +42,9 @@ type Snapshot struct {
 	// Signature is the outcome of the commit's signature check; nil when
 	// the source checks none (no Verifier, or a directory).
 	Signature *Signature
+
+	// history answers Descends; nil for a directory.
+	history *history
 }
 
 // SetMessage sets Message, MessageTruncated and Trailers from a commit's
@@ -73,7 +73,9 @@ type Status struct {
 	Failures int `json:"failures"`
 	// Errors counts every poll that failed since the source started.
 	Errors int `json:"errors"`
-	// NextPoll is when Run polls next, unless triggered earlier.
+	// NextPoll is when Run polls next, unless triggered earlier; zero when
+	// it waits for a trigger alone, after a failure that polling again
+	// cannot mend (ErrSHA256).
 	NextPoll time.Time `json:"nextPoll,omitzero"`
 	// Polls counts the polls so far, failed ones included.
 	Polls int `json:"polls"`

@@ -151,6 +151,7 @@ func TestMetalEndToEnd(t *testing.T) {
 		"--poll-interval", "300ms", "--debounce", "0s",
 		"--tofu", testenv.Tofu(t), "--provider-mirror", testenv.ProviderMirror(t),
 		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s",
+		"--allow-loopback-metal",
 	})
 	e.srv.start()
 
@@ -158,6 +159,24 @@ func TestMetalEndToEnd(t *testing.T) {
 	if r := e2eResult(t, c, metalTenant); c.Status.Phase != schema.CommitSucceeded || r.Plan.Add != 4 {
 		t.Fatalf("first commit %s, plan %s (want +4: three machine records and the secrets): %s", c.Status.Phase, r.Plan, e2eBrief(c.Status))
 	}
+	t.Run("the server warned once of each machine without a pinned fingerprint", func(t *testing.T) {
+		for i, a := range addrs {
+			want := 1
+			if i == 1 {
+				want = 0 // pinned
+			}
+			n := 0
+			for _, line := range strings.Split(e.srv.log(), "\n") {
+				if strings.Contains(line, "without a pinned fingerprint") && strings.Contains(line, "revision="+e.first) &&
+					strings.Contains(line, "address="+a+" ") {
+					n++
+				}
+			}
+			if n != want {
+				t.Errorf("%d warnings about %s for the first commit, want %d", n, a, want)
+			}
+		}
+	})
 	ms := e.srv.tenantMachines(metalTenant)
 	byAddr := map[string]schema.Machine{}
 	for _, m := range ms {
@@ -353,7 +372,7 @@ func TestMetalMachineInMaintenanceLater(t *testing.T) {
 		"--tofu", testenv.Tofu(t), "--provider-mirror", testenv.ProviderMirror(t),
 		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "5s",
 		"--retry-base", "1h", "--retry-max", "1h",
-	})
+	}, "REZUSCLOUD_ALLOW_LOOPBACK_METAL=true")
 	e.srv.start()
 
 	e.srv.waitFor("the first run to wait for a retry", func() bool {

@@ -178,9 +178,10 @@ func TestReconcileScale(t *testing.T) {
 	}
 }
 
-// TestReconcileInvalidCommit pushes a commit with a schema error: nothing
-// changes, no tofu runs, the commit says which file and line is wrong, and
-// the next valid commit applies.
+// TestReconcileInvalidCommit pushes commits with a schema error, a YAML
+// error and a Talos patch of the machines' CA: nothing changes, no tofu
+// runs, each commit says which file and line is wrong, and the next valid
+// commit applies.
 func TestReconcileInvalidCommit(t *testing.T) {
 	e := newE2E(t, e2eOptions{})
 	s := e.srv
@@ -238,10 +239,34 @@ func TestReconcileInvalidCommit(t *testing.T) {
 		t.Errorf("invalid commits ran tofu: %d runs, were %d", got, runs)
 	}
 
-	// Fix both: the scale-up applies.
+	// With both fixed, a patch that would replace the machines' CA with the
+	// committer's own is refused at its file:line: the secrets bundle owns
+	// that field.
 	e.work.Remove("clusters/staging/broken.yaml")
 	e.edit("clusters/production/nodegroups.yaml", "\n  colour: blue", "")
-	good := e.push("Fix the typo")
+	e.work.Write("clusters/staging/own-ca.yaml", "apiVersion: rezuscloud.io/v1\nkind: ConfigPatch\nmetadata:\n  name: own-ca\n"+
+		"  labels:\n    rezuscloud.io/tenant: staging\nspec:\n  targetRole: controlplane\n  patch: |\n    machine:\n      ca:\n        crt: Y3J0\n        key: a2V5\n")
+	bad3 := e.push("Trust my own CA")
+	c = s.waitCommit(bad3)
+	if c.Status.Phase != schema.CommitInvalid || len(c.Status.Tenants) != 0 {
+		t.Fatalf("a patch of machine.ca: phase %s, want Invalid and no tenant run: %s", c.Status.Phase, e2eBrief(c.Status))
+	}
+	found = false
+	for _, p := range c.Status.Problems {
+		if p.File == "clusters/staging/own-ca.yaml" && p.Line == 9 && strings.Contains(p.Message, "may not set machine.ca") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("problems %+v: want one at clusters/staging/own-ca.yaml:9 about machine.ca", c.Status.Problems)
+	}
+	if got := s.tofuRuns(); got != runs {
+		t.Errorf("invalid commits ran tofu: %d runs, were %d", got, runs)
+	}
+
+	// Without that patch, the scale-up applies.
+	e.work.Remove("clusters/staging/own-ca.yaml")
+	good := e.push("Drop the patch of the CA")
 	c = s.waitApplied(good)
 	if c.Status.Phase != schema.CommitSucceeded || e2eResult(t, c, "production").Plan != (schema.PlanSummary{Add: 2}) {
 		t.Fatalf("fixed commit: phase %s: want Succeeded, production +2: %s", c.Status.Phase, e2eBrief(c.Status))

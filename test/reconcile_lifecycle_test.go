@@ -146,7 +146,7 @@ func TestReconcileRepositoryOutage(t *testing.T) {
 
 // TestReconcileForcePush pushes A (2 workers), then B (4 workers), then
 // force-pushes main back to A: A is reconciled again, marked as a
-// non-fast-forward, and the workers are A's two again.
+// non-fast-forward over B, and the workers are A's two again.
 func TestReconcileForcePush(t *testing.T) {
 	e := newE2E(t, e2eOptions{})
 	s := e.srv
@@ -167,6 +167,9 @@ func TestReconcileForcePush(t *testing.T) {
 	c := s.waitApplied(a)
 	if !c.Status.NonFastForward {
 		t.Errorf("commit %s after the force push: nonFastForward false, want true", a[:12])
+	}
+	if an := c.Status.Ancestry; an == nil || an.LastApplied != b || an.Refused {
+		t.Errorf("commit %s after the force push: ancestry %+v, want it applied over %s", a[:12], an, b[:12])
 	}
 	if c.Status.Phase != schema.CommitSucceeded {
 		t.Errorf("commit %s after the force push: phase %s", a[:12], c.Status.Phase)
@@ -211,7 +214,7 @@ func TestReconcileForcePushWhileStopped(t *testing.T) {
 	if diff := cmp.Diff(atA, e2eMachineIDs(s.machines(""))); diff != "" {
 		t.Errorf("machines after going back to A differ from A's (-A +now):\n%s", diff)
 	}
-	if !c.Status.NonFastForward {
-		t.Errorf("commit %s, force-pushed over %s while the server was down: nonFastForward false, want true", a[:12], b[:12])
+	if an := c.Status.Ancestry; !c.Status.NonFastForward || an == nil || an.LastApplied != b {
+		t.Errorf("commit %s, force-pushed over %s while the server was down: nonFastForward %v, ancestry %+v; want it marked", a[:12], b[:12], c.Status.NonFastForward, an)
 	}
 }

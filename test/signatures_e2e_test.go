@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -85,6 +86,110 @@ func TestSignaturesSSHAndGPG(t *testing.T) {
 		!strings.HasPrefix(p.Status.Message, "unsigned: the commit is not signed") {
 		t.Errorf("unsigned preview: signature %+v message %q, want unsigned and not refused", p.Status.Signature, p.Status.Message)
 	}
+}
+
+// TestSignaturesRefuseNonFastForward, through the real server with
+// --verify-signatures and an SSH key: main force-pushed back to the first
+// signed commit, which would destroy a machine the next one added, is
+// refused with NonFastForward and nothing is destroyed, also after a
+// restart; a signed commit on top of the refused one is applied; main
+// force-pushed back again is refused until the server runs with
+// --allow-non-fast-forward.
+func TestSignaturesRefuseNonFastForward(t *testing.T) {
+	dir := t.TempDir()
+	alice, alicePub := e2eSSHKey(t, dir, "alice")
+	signers := filepath.Join(dir, "allowed_signers")
+	writeFile(t, signers, "alice@example.com "+alicePub+"\n")
+	e := newE2E(t, e2eOptions{noWait: true, args: []string{"--verify-signatures", "--allowed-signers", signers}})
+	s := e.srv
+	wantRefused(t, s.waitCommit(e.first), "", "the commit is not signed")
+	e.work.Run("config", "commit.gpgsign", "true")
+	e.work.Run("config", "gpg.format", "ssh")
+	e.work.Run("config", "user.signingkey", alice)
+
+	e.work.Write("README.md", "# Clusters\n\nSigned.\n")
+	first := e.push("First signed commit")
+	s.waitApplied(first)
+	workers := e2eCounts(s.machines(""))["staging/workers"]
+	e.setCount("staging", "workers", workers+1)
+	grown := e.push("Grow staging by a worker")
+	s.waitApplied(grown)
+	s.waitFor("staging's new worker", func() bool { return e2eCounts(s.machines(""))["staging/workers"] == workers+1 })
+	machines, groups := e2eMachineIDs(s.machines("")), s.status().Counts.NodeGroups
+	unchanged := func(when string) {
+		t.Helper()
+		if n := s.status().Counts.NodeGroups; n != groups {
+			t.Errorf("%s: %d node groups, want %d", when, n, groups)
+		}
+		after := e2eMachineIDs(s.machines(""))
+		e2eSameIDs(t, when, machines, after)
+		if len(after) != len(machines) {
+			t.Errorf("%s: %d machines, want %d", when, len(after), len(machines))
+		}
+	}
+
+	since := time.Now()
+	e.work.Reset(first)
+	e.work.ForcePush("main")
+	wantRefusedNonFastForward(t, s, first, grown, since)
+	unchanged("after the force push back to the first signed commit")
+	s.stop()
+	since = time.Now()
+	s.start()
+	wantRefusedNonFastForward(t, s, first, grown, since)
+	unchanged("after a restart")
+
+	e.setCount("staging", "workers", workers+1)
+	onTop := e.push("Signed on top of the force push")
+	c := s.waitApplied(onTop)
+	if a := c.Status.Ancestry; !c.Status.NonFastForward || a == nil || a.Refused || a.LastApplied != grown || !strings.Contains(a.Message, "on top of "+first[:12]) {
+		t.Errorf("commit on top of the refused one: nonFastForward %v, ancestry %+v; want applied over %s", c.Status.NonFastForward, a, grown[:12])
+	}
+	unchanged("after the commit on top of the refused one")
+
+	since = time.Now()
+	e.work.Reset(grown)
+	e.work.ForcePush("main")
+	wantRefusedNonFastForward(t, s, grown, onTop, since)
+	s.stop()
+	s.args = append(s.args, "--allow-non-fast-forward")
+	since = time.Now()
+	s.start()
+	c = waitFinished(s, grown, since)
+	if a := c.Status.Ancestry; c.Status.Phase != schema.CommitSucceeded || !c.Status.NonFastForward || a == nil || a.Refused || a.LastApplied != onTop {
+		t.Errorf("with --allow-non-fast-forward: %s, nonFastForward %v, ancestry %+v; want applied over %s", c.Status.Phase, c.Status.NonFastForward, a, onTop[:12])
+	}
+	unchanged("with --allow-non-fast-forward")
+}
+
+// wantRefusedNonFastForward waits until the Commit of sha, received after
+// since, is refused for not descending from lastApplied: failed and
+// stalled with reason NonFastForward, nothing of it run.
+func wantRefusedNonFastForward(t *testing.T, s *e2eServer, sha, lastApplied string, since time.Time) {
+	t.Helper()
+	c := waitFinished(s, sha, since)
+	a := c.Status.Ancestry
+	if c.Status.Phase != schema.CommitFailed || !c.Status.NonFastForward || a == nil || !a.Refused || a.LastApplied != lastApplied || len(c.Status.Tenants) != 0 ||
+		!strings.Contains(c.Status.Message, "does not descend from "+lastApplied[:12]) {
+		t.Fatalf("commit %s: %s, nonFastForward %v, ancestry %+v, %d tenants, message %q; want refused for not descending from %s",
+			sha[:12], c.Status.Phase, c.Status.NonFastForward, a, len(c.Status.Tenants), c.Status.Message, lastApplied[:12])
+	}
+	if st := c.Status.Conditions.Get(schema.ConditionStalled); st == nil || st.Status != schema.ConditionTrue || st.Reason != schema.ReasonNonFastForward {
+		t.Errorf("commit %s: Stalled %+v, want True NonFastForward", sha[:12], st)
+	}
+}
+
+// waitFinished waits until the Commit of sha received after since has a
+// final phase, and returns it.
+func waitFinished(s *e2eServer, sha string, since time.Time) schema.Commit {
+	s.t.Helper()
+	var c schema.Commit
+	s.waitFor("commit "+sha[:12]+" to finish", func() bool {
+		var ok bool
+		c, ok = s.commit(sha)
+		return ok && c.Status.Phase.Done() && c.Status.Timings.ReceivedAt.After(since)
+	})
+	return c
 }
 
 // wantRefused checks that c was refused for its signature: failed and

@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -336,6 +337,112 @@ func (s *tfsServer) waitLock(name string, timeout time.Duration) *api.StateLock 
 	}
 	s.t.Fatalf("state %s was not locked within %v", name, timeout)
 	return nil
+}
+
+// readmeBlock returns the body of the first block of README.md fenced as
+// lang that contains want.
+func readmeBlock(t *testing.T, lang, want string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.Root(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range strings.Split(string(b), "```"+lang+"\n")[1:] {
+		if body, _, ok := strings.Cut(part, "```"); ok && strings.Contains(body, want) {
+			return body
+		}
+	}
+	t.Fatalf("README.md has no ```%s block with %q", lang, want)
+	return ""
+}
+
+// TestTFStateReadmeBackendBlock runs README's backend block, exactly as
+// README shows it but for the server's URL and the state name, with the
+// credential variables README names, through tofu and through terraform
+// (when it is installed): init, an apply that holds the lock while it
+// runs (the holder is the token's name) and releases it, and a plan that
+// finds nothing to do.
+func TestTFStateReadmeBackendBlock(t *testing.T) {
+	s := tfsStart(t, backend.Config{})
+	block := readmeBlock(t, "hcl", `backend "http"`)
+	set := map[string]string{}
+	for _, line := range strings.Split(block, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			set[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	for key, want := range map[string]string{"address": "", "lock_address": "", "unlock_address": "", "lock_method": `"LOCK"`, "unlock_method": `"UNLOCK"`} {
+		if v, ok := set[key]; !ok || (want != "" && v != want) {
+			t.Errorf("README's backend block sets %s to %q, want it set (to %s)", key, v, cmp.Or(want, "the state's URL"))
+		}
+	}
+	shell := readmeBlock(t, "sh", "TF_HTTP_PASSWORD")
+	for _, v := range []string{"export TF_HTTP_USERNAME=", "export TF_HTTP_PASSWORD="} {
+		if !strings.Contains(shell, v) {
+			t.Errorf("README's shell block does not %s…", v)
+		}
+	}
+	const main = `resource "terraform_data" "a" {
+  input = "one"
+  provisioner "local-exec" {
+    command = "sleep 1"
+  }
+}
+`
+	for _, client := range []string{"tofu", "terraform"} {
+		t.Run(client, func(t *testing.T) {
+			state := "readme-" + client
+			w := &tfsWork{s: s, dir: t.TempDir(), state: state, env: []string{
+				"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TF_CLI_CONFIG_FILE=" + s.cli,
+				"TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+				"TF_HTTP_USERNAME=alice", "TF_HTTP_PASSWORD=" + s.tokens["alice"],
+			}}
+			tf := strings.NewReplacer("https://rezuscloud.example.com", s.url, "/tfstate/NAME", "/tfstate/"+state).Replace(block)
+			for name, text := range map[string]string{"backend.tf": tf, "main.tf": main} {
+				if err := os.WriteFile(filepath.Join(w.dir, name), []byte(text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bin, run := s.tofu, w.must
+			if client == "terraform" {
+				if _, err := os.Stat(hbTerraform); err != nil {
+					t.Skipf("no terraform at %s: %v", hbTerraform, err)
+				}
+				bin, run = hbTerraform, w.mustTerraform
+			}
+			run("init", "-input=false", "-no-color")
+			filepath.WalkDir(w.dir, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return nil
+				}
+				if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(s.tokens["alice"])) {
+					t.Errorf("%s wrote the token into %s", client, p)
+				}
+				return nil
+			})
+			apply := exec.Command(bin, "apply", "-auto-approve", "-input=false", "-no-color")
+			apply.Dir, apply.Env = w.dir, w.env
+			var out bytes.Buffer
+			apply.Stdout, apply.Stderr = &out, &out
+			if err := apply.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lock := s.waitLock(state, 30*time.Second)
+			if err := apply.Wait(); err != nil {
+				t.Fatalf("%s apply: %v\n%s", client, err, out.String())
+			}
+			if lock.Token != "alice" || lock.ID == "" {
+				t.Errorf("the lock during the apply: %+v, want one held by alice", lock)
+			}
+			if got := s.state(state).inputs()["terraform_data.a"]; got != "one" {
+				t.Errorf("state holds input %q, want one", got)
+			}
+			if _, list := s.versionsAs(state, "ops"); list.Lock != nil {
+				t.Errorf("the apply left the state locked: %+v", list.Lock)
+			}
+			run("plan", "-detailed-exitcode", "-input=false", "-no-color", "-lock-timeout=0s")
+		})
+	}
 }
 
 func TestTFStateTofuLifecycle(t *testing.T) {

@@ -35,12 +35,14 @@ type rigOptions struct {
 	tokens  map[string]backend.Role // name -> role; secrets are "secret-NAME"
 	ui      Options
 	secrets bool // mount tenant secrets downloads
+	// clock is the clock of sessions and login limits; default time.Now.
+	clock func() time.Time
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := backend.Config{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0"}
+	cfg := backend.Config{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", SessionClock: o.clock}
 	if len(o.tokens) > 0 {
 		cfg.TokensFile = filepath.Join(dir, "tokens")
 		writeTokens(t, cfg.TokensFile, o.tokens)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/backend"
@@ -85,14 +86,15 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.showLogin(w, r, http.StatusForbidden, "The form expired; try again.")
 		return
 	}
-	value, sess, err := h.srv.Sessions().Login(strings.TrimSpace(r.PostForm.Get("token")))
+	value, sess, err := h.srv.Sessions().Login(r.RemoteAddr, strings.TrimSpace(r.PostForm.Get("token")))
 	if err != nil {
-		msg := "That token is not valid."
-		if errors.Is(err, backend.ErrTooManySessions) {
-			msg = err.Error()
-		}
 		h.log.Warn("dashboard login failed", "remote", r.RemoteAddr, "reason", err.Error())
-		h.showLogin(w, r, http.StatusUnauthorized, msg)
+		code, msg := loginRefusal(err)
+		var limit *backend.LoginLimitError
+		if errors.As(err, &limit) {
+			w.Header().Set("Retry-After", strconv.Itoa(limit.RetryAfter()))
+		}
+		h.showLogin(w, r, code, msg)
 		return
 	}
 	h.log.Info("dashboard login", "token", sess.Identity.Name, "role", sess.Identity.Role.String(), "remote", r.RemoteAddr)
@@ -135,6 +137,19 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
+// loginRefusal returns the status and the login page's message for a
+// login that Sessions.Login refused with err.
+func loginRefusal(err error) (int, string) {
+	var limit *backend.LoginLimitError
+	switch {
+	case errors.As(err, &limit) && limit.Invalid:
+		return http.StatusUnauthorized, "That token is not valid, and there were " + limit.Error() + "."
+	case errors.As(err, &limit):
+		return http.StatusTooManyRequests, "There were " + limit.Error() + "."
+	}
+	return http.StatusUnauthorized, "That token is not valid."
+}
+
 // secureFor reports whether cookies set for r must be Secure: under TLS,
 // or behind a proxy that --external-url says speaks https.
 func (h *handler) secureFor(r *http.Request) bool { return h.secure || r.TLS != nil }
@@ -162,12 +177,25 @@ func (h *handler) sameOrigin(r *http.Request) bool {
 
 // safeNext returns next when it is a path on this server, and "/"
 // otherwise, so that the login form cannot send anyone elsewhere.
+// Browsers drop tabs and newlines from a URL and read a backslash as a
+// slash, so "/\t/host" and "/\\host" reach another origin, as "//host"
+// does: next must start with exactly one '/' and hold no control
+// characters and no backslashes, both as it is and percent-decoded.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n\\") || strings.HasPrefix(next, "/login") {
+	decoded, err := url.PathUnescape(next)
+	if err != nil || !localPath(next) || !localPath(decoded) || strings.HasPrefix(decoded, "/login") {
 		return "/"
 	}
 	return next
+}
+
+// localPath reports whether p starts with exactly one '/' and holds no
+// ASCII control characters and no backslashes.
+func localPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	return !strings.ContainsFunc(p, func(c rune) bool { return c < 0x20 || c == 0x7f || c == '\\' })
 }
 
 func newToken() string {

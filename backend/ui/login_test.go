@@ -1,11 +1,13 @@
 package ui
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 )
@@ -198,19 +200,118 @@ func TestCrossSiteLink(t *testing.T) {
 	}
 }
 
+// TestSafeNext: the page a login goes on to is a path on this server;
+// anything a browser could read as another origin goes to "/" instead.
 func TestSafeNext(t *testing.T) {
-	for next, want := range map[string]string{
-		"/tenants/a":        "/tenants/a",
-		"/commits?page=2":   "/commits?page=2",
-		"":                  "/",
-		"https://evil.test": "/",
-		"//evil.test":       "/",
-		"/\\evil.test":      "/",
-		"/login?next=/x":    "/",
-		"/a\r\nSet-Cookie:": "/",
+	for _, c := range []struct{ next, want string }{
+		{"/", "/"},
+		{"/tenants/a", "/tenants/a"},
+		{"/tenants/x?y=1", "/tenants/x?y=1"},
+		{"/commits?page=2", "/commits?page=2"},
+		{"/tenants?labelSelector=env%3Dprod", "/tenants?labelSelector=env%3Dprod"},
+		{"", "/"},
+		{"tenants/a", "/"},
+		{"https://evil.test", "/"},
+		{"//evil.test", "/"},
+		{"///evil.test", "/"},
+		{"/\\evil.test", "/"},
+		{"\\/evil.test", "/"},
+		{"/x\\y", "/"},
+		{"/\t/evil.test", "/"},
+		{"/\n/evil.test", "/"},
+		{"/\r/evil.test", "/"},
+		{"/\x00/evil.test", "/"},
+		{"/\x7f/evil.test", "/"},
+		{"/%09/evil.test", "/"},
+		{"/%0a/evil.test", "/"},
+		{"/%2F/evil.test", "/"},
+		{"/%2f%2fevil.test", "/"},
+		{"/%5Cevil.test", "/"},
+		{"/%zz", "/"},
+		{"/login?next=/x", "/"},
+		{"/%6cogin", "/"},
+		{"/a\r\nSet-Cookie:", "/"},
 	} {
-		if got := safeNext(next); got != want {
-			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
+		if got := safeNext(c.next); got != c.want {
+			t.Errorf("safeNext(%q) = %q, want %q", c.next, got, c.want)
+		}
+	}
+}
+
+// TestLoginNext: a login whose next page would be another origin, once a
+// browser drops its tab, goes to the overview.
+func TestLoginNext(t *testing.T) {
+	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView}})
+	for _, next := range []string{"/\t/evil.example", "/\n/evil.example", "/%09/evil.example"} {
+		c, field := r.loginForm(t)
+		form := url.Values{"csrf": {field}, "token": {"secret-viewer"}, "next": {next}}
+		resp := r.do("POST", "/login", http.Header{"Cookie": {c.String()}}, form.Encode())
+		body(t, resp, http.StatusSeeOther)
+		if loc := resp.Header.Get("Location"); loc != "/" {
+			t.Errorf("login with next %q sends to %q, want /", next, loc)
+		}
+		page := body(t, r.do("GET", "/login?next="+url.QueryEscape(next), nil, ""), http.StatusOK)
+		if !strings.Contains(page, `name="next" value="/"`) {
+			t.Errorf("the login page for next %q does not carry / on", next)
+		}
+	}
+}
+
+// TestLoginLimits: five typos are free; the sixth makes the address wait a
+// second, and the login page says so, with 429 and Retry-After for a try
+// within that second, even with the right token. Then it logs in.
+func TestLoginLimits(t *testing.T) {
+	now := testNow
+	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView}, clock: func() time.Time { return now }})
+	c, field := r.loginForm(t)
+	try := func(secret string) *http.Response {
+		form := url.Values{"csrf": {field}, "token": {secret}, "next": {"/tenants/production"}}
+		return r.do("POST", "/login", http.Header{"Cookie": {c.String()}}, form.Encode())
+	}
+	for i := range 5 {
+		resp := try("wrong")
+		contains(t, fmt.Sprintf("typo %d", i+1), body(t, resp, http.StatusUnauthorized), "That token is not valid.")
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			t.Errorf("typo %d: Retry-After %q", i+1, ra)
+		}
+	}
+	resp := try("wrong")
+	contains(t, "sixth typo", body(t, resp, http.StatusUnauthorized),
+		"That token is not valid, and there were too many failed logins from your address: try again in 1 second.")
+	if ra := resp.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("sixth typo: Retry-After %q, want 1", ra)
+	}
+	resp = try("secret-viewer")
+	contains(t, "a login while the address waits", body(t, resp, http.StatusTooManyRequests),
+		"There were too many failed logins from your address: try again in 1 second.", `role="alert"`)
+	if ra := resp.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("a login while the address waits: Retry-After %q, want 1", ra)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == backend.SessionCookie {
+			t.Error("a refused login sets a session cookie")
+		}
+	}
+	now = now.Add(time.Second)
+	body(t, r.do("GET", "/", cookieHeader(r.login(t, "secret-viewer")), ""), http.StatusOK)
+}
+
+// TestLoginSessionsPerToken: a token's 33rd login ends its oldest session;
+// the oldest cookie no longer works, the newer ones do.
+func TestLoginSessionsPerToken(t *testing.T) {
+	now := testNow
+	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView}, clock: func() time.Time { return now }})
+	var cookies []http.Header
+	for range 33 {
+		now = now.Add(6 * time.Second) // the pace the login limits allow one token
+		cookies = append(cookies, cookieHeader(r.login(t, "secret-viewer")))
+	}
+	if resp := r.do("GET", "/api/v1/tenants", cookies[0], ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the oldest of 33 sessions of one token: %d, want 401", resp.StatusCode)
+	}
+	for i, h := range cookies[1:] {
+		if resp := r.do("GET", "/api/v1/tenants", h, ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("session %d of 33: %d, want 200", i+2, resp.StatusCode)
 		}
 	}
 }

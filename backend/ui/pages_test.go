@@ -128,6 +128,23 @@ func TestCommitPages(t *testing.T) {
 	contains(t, "commit by prefix", failed, "PartiallyFailed", "tofu apply: Error: instance quota exceeded\nmore detail", `href="/tenants/staging"`)
 }
 
+// TestCommitPageNonFastForward: a commit that does not descend from the
+// last one applied names and links that commit, and says whether it was
+// refused.
+func TestCommitPageNonFastForward(t *testing.T) {
+	r := filled(t, rigOptions{})
+	c := commit(sha(4), "Older, force-pushed", testNow.Add(-time.Minute), schema.CommitFailed)
+	c.Status.NonFastForward = true
+	c.Status.Ancestry = &schema.CommitAncestry{LastApplied: sha(2), Refused: true, Message: "04cccccccccc does not descend from 02cccccccccc, the last commit applied"}
+	r.put(c)
+	page := body(t, r.do("GET", "/commits/"+sha(4), nil, ""), 200)
+	contains(t, "commit", page, "force push", "Not descended from", `<a href="/commits/`+sha(2)+`"><code>`+sha(2)[:12]+`</code></a>, the last commit applied: refused`,
+		"04cccccccccc does not descend from 02cccccccccc")
+	if page := body(t, r.do("GET", "/commits/"+sha(2), nil, ""), 200); strings.Contains(page, "Not descended from") {
+		t.Error("a commit that descends from the last one applied says it does not")
+	}
+}
+
 func TestNotFound(t *testing.T) {
 	r := filled(t, rigOptions{})
 	for _, path := range []string{

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +24,8 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/examples"
+	"github.com/rezuscloud/rezuscloud/internal/tfcli"
+	"github.com/rezuscloud/rezuscloud/render/provider/openstack"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -66,7 +70,9 @@ server on localhost with the simulated cloud provider, reconciles the first
 commit and prints what to try next. Commit a change in the printed repository
 and the server applies it within seconds.
 
-Running it again reuses the data dir: the server restarts with nothing to do.`,
+Ctrl-C stops it, saying what the stop waits for. Running it again reuses the
+data dir: it goes on where the last run stopped, or says that the commit is
+already applied and runs nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd.Context(), &f, getenv, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -81,6 +87,10 @@ Running it again reuses the data dir: the server restarts with nothing to do.`,
 	fs.StringVar(&f.cloud, "cloud", "sim", "where the demo's machines run: sim (the simulated cloud), openstack (examples/openstack on a simulated OpenStack API, driven by the real OpenStack provider; its default data dir is .data/demo-openstack) or metal (examples/metal on simulated bare-metal machines waiting in maintenance mode; .data/demo-metal)")
 	return cmd
 }
+
+// openStackProvider is the address of the OpenStack provider in a
+// filesystem mirror, where `make openstack-provider` installs it.
+const openStackProvider = "registry.opentofu.org/" + openstack.Source
 
 // demoStep prints the demo's progress: step n of 5.
 type demoStep struct{ w io.Writer }
@@ -112,8 +122,13 @@ func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdo
 		sf.clouds.simOpenStack = filepath.Join(data, "openstack")
 		sf.clouds.simAddresses = "127.2.0.0/16"
 		where = "simulated OpenStack in " + sf.clouds.simOpenStack
+		if mirror, err := findMirror(f.providerMirror); err == nil && !slices.Contains(tfcli.Mirrored(mirror), openStackProvider) {
+			fmt.Fprintf(stdout, "      the OpenStack provider is not in the mirror %s: tofu asks the registry for it (offline, `make demo CLOUD=openstack` builds it into the mirror)\n", mirror)
+		}
 	}
 	m := NewMain(sf, log)
+	m.say = func(msg string) { fmt.Fprintln(stdout, msg) }
+	m.resume = "`make demo` (or this command again) resumes where it left off"
 	if err := m.Open(); err != nil {
 		return err
 	}
@@ -136,9 +151,11 @@ func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdo
 	go func() { runErr = m.Run(runCtx); close(stopped) }()
 	shutdown := func() error { stopRun(); <-stopped; return runErr }
 
-	step.printf(4, "reconciling commit %.12s with tofu (a first apply takes a few seconds)", sha)
-	c, err := waitForCommit(ctx, m.Server.Store(), sha, stopped)
+	c, err := demoCommit(ctx, m.Server.Store(), sha, stopped, step)
 	if err != nil {
+		if ctx.Err() != nil { // interrupted: the stop says so
+			return shutdown()
+		}
 		shutdown()
 		return err
 	}
@@ -192,6 +209,8 @@ func demoServeFlags(f *demoFlags, data, repo string, getenv func(string) string)
 	sf.logLevel, sf.logFormat = "warn", "text"
 	// Machine status follows the machines closely, to be watched.
 	sf.talos.probeTTL = 2 * time.Second
+	// The metal demo's simulated machines listen on loopback addresses.
+	sf.allowLoopbackMetal = f.cloud == "metal"
 	return sf
 }
 
@@ -227,12 +246,13 @@ Change something and watch it apply:
 
   cd %[2]s
   sed -i 's/count: 2/count: 3/' examples/%[6]s
-  %[3]s diff -s %[1]s examples
+  %[3]s diff%[7]s -s %[1]s examples
   git commit -am 'Scale %[4]s workers to 3'
   %[3]s get machines -t %[4]s -s %[1]s
 
-Stop with Ctrl-C; run it again to restart with nothing to do.
-`, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack", "metal": "simulated bare metal"}[cloudName], cloud.scale)
+Stop with Ctrl-C; run it again to go on where it stopped.
+`, u, repo, rezusctlPath(), cloud.tenant, map[string]string{"sim": "simulated cloud", "openstack": "simulated OpenStack", "metal": "simulated bare metal"}[cloudName], cloud.scale,
+		map[string]string{"metal": " --allow-loopback-metal"}[cloudName])
 	if cloudName == "sim" {
 		// The simulated cloud's machines are simulated Talos nodes: the
 		// Talos plane bootstrapped them and rolls changes through them.
@@ -274,6 +294,9 @@ func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
 		if err != nil {
 			return "", false, fmt.Errorf("demo repository %s: %w", dir, err)
 		}
+		if err := setDemoIdentity(r); err != nil {
+			return "", false, fmt.Errorf("demo repository %s: %w", dir, err)
+		}
 		return head.Hash().String(), false, nil
 	} else if !errors.Is(err, git.ErrRepositoryNotExists) {
 		return "", false, fmt.Errorf("demo repository %s: %w", dir, err)
@@ -282,6 +305,9 @@ func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
 		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
 	})
 	if err != nil {
+		return "", false, fmt.Errorf("create demo repository: %w", err)
+	}
+	if err := setDemoIdentity(r); err != nil {
 		return "", false, fmt.Errorf("create demo repository: %w", err)
 	}
 	write := func(fsys fs.FS, root, prefix string) error {
@@ -313,12 +339,73 @@ func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
 	if err := wt.AddGlob("."); err != nil {
 		return "", false, err
 	}
-	sig := &object.Signature{Name: "RezusCloud demo", Email: "demo@rezuscloud.invalid", When: time.Now()}
+	sig := &object.Signature{Name: demoUserName, Email: demoUserEmail, When: time.Now()}
 	h, err := wt.Commit(cloud.message, &git.CommitOptions{Author: sig, Committer: sig})
 	if err != nil {
 		return "", false, fmt.Errorf("commit demo repository: %w", err)
 	}
 	return h.String(), true, nil
+}
+
+// The identity of the demo repository's commits: its first, and those
+// that the printed hints make.
+const (
+	demoUserName  = "RezusCloud demo"
+	demoUserEmail = "demo@rezuscloud.invalid"
+)
+
+// setDemoIdentity sets user.name and user.email in the repository's own
+// config (.git/config), unless it has them, so that the `git commit` the
+// hints print works where git knows no identity (an empty HOME, a host
+// without a domain).
+func setDemoIdentity(r *git.Repository) error {
+	cfg, err := r.Config()
+	if err != nil {
+		return err
+	}
+	if cfg.User.Name != "" && cfg.User.Email != "" {
+		return nil
+	}
+	cfg.User.Name = cmp.Or(cfg.User.Name, demoUserName)
+	cfg.User.Email = cmp.Or(cfg.User.Email, demoUserEmail)
+	if err := r.SetConfig(cfg); err != nil {
+		return fmt.Errorf("set the git identity: %w", err)
+	}
+	return nil
+}
+
+// demoCommit says what becomes of the demo's commit (step 4) and returns
+// its record once it has finished: the record of a run of the demo before
+// this one, when that run applied it, since nothing runs then.
+func demoCommit(ctx context.Context, store *backend.Store, sha string, stopped <-chan struct{}, step demoStep) (*schema.Commit, error) {
+	prev, err := storedCommit(store, sha)
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil && prev.Status.Phase == schema.CommitSucceeded {
+		step.printf(4, "commit %.12s is already applied (an earlier run of the demo applied it): nothing to run", sha)
+		return prev, nil
+	}
+	step.printf(4, "reconciling commit %.12s with tofu (a first apply takes a few seconds)", sha)
+	return waitForCommit(ctx, store, sha, stopped)
+}
+
+// storedCommit returns the stored Commit of revision sha, or nil.
+func storedCommit(store *backend.Store, sha string) (*schema.Commit, error) {
+	var c *schema.Commit
+	err := store.View(func(tx *backend.Tx) error {
+		var v schema.Commit
+		err := tx.GetObject(schema.KindCommit, schema.CommitName(sha), &v)
+		switch {
+		case errors.Is(err, backend.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		c = &v
+		return nil
+	})
+	return c, err
 }
 
 // waitForCommit waits until the Commit of revision sha has finished, or
@@ -327,21 +414,12 @@ func waitForCommit(ctx context.Context, store *backend.Store, sha string, stoppe
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
-		var c schema.Commit
-		found := false
-		err := store.View(func(tx *backend.Tx) error {
-			err := tx.GetObject(schema.KindCommit, schema.CommitName(sha), &c)
-			if errors.Is(err, backend.ErrNotFound) {
-				return nil
-			}
-			found = err == nil
-			return err
-		})
+		c, err := storedCommit(store, sha)
 		if err != nil {
 			return nil, err
 		}
-		if found && c.Status.Phase.Done() {
-			return &c, nil
+		if c != nil && c.Status.Phase.Done() {
+			return c, nil
 		}
 		select {
 		case <-ctx.Done():

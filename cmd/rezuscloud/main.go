@@ -43,12 +43,18 @@ type Main struct {
 
 	closeOnce sync.Once
 	closers   []func()
+
+	// say tells whoever started the server what a stop waits for and
+	// when it is over (see stopping); nil: the log, at level info.
+	say func(string)
+	// resume says how to go on where a stop left off.
+	resume string
 }
 
 // NewMain returns a Main for the settings f, which read the environment
 // through f.getenv (main passes os.Getenv, tests their own).
 func NewMain(f *serveFlags, log *slog.Logger) *Main {
-	return &Main{flags: f, log: log}
+	return &Main{flags: f, log: log, resume: "start the server again on the same data dir to resume where it left off"}
 }
 
 // onClose adds fn to what Close runs, in reverse order of adding.
@@ -107,16 +113,56 @@ func (m *Main) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
+		m.stopping()
 		stopRec()
 		wait()
 		stopServer()
 		err = <-served
+		if err == nil {
+			m.tell("stopped; " + m.resume)
+		}
 	case err = <-served:
 		stopRec()
 		wait()
 	}
 	m.Close()
 	return err
+}
+
+// stopping says what a stop waits for: the tenant runs in progress, which
+// get --shutdown-grace to finish before tofu is interrupted (and saves
+// its state), and the runs that wait in the queue, which the next start
+// runs.
+func (m *Main) stopping() {
+	msg := "stopping"
+	if m.rec != nil {
+		q := m.rec.rec.Queue()
+		if n := q.Running(); n > 0 {
+			msg += fmt.Sprintf(": waiting for %s to finish (up to %s, then tofu is interrupted and saves its state)",
+				plural(n, "tenant run"), m.flags.shutdownGrace)
+		}
+		if n := q.Depth(); n > 0 {
+			msg += fmt.Sprintf("; %s in the queue will wait for the next start", plural(n, "tenant run"))
+		}
+	}
+	m.tell(msg + "…")
+}
+
+// tell says msg to whoever started the server.
+func (m *Main) tell(msg string) {
+	if m.say != nil {
+		m.say(msg)
+		return
+	}
+	m.log.Info(msg)
+}
+
+// plural is "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // Close releases what Open built, last first. It is safe to call more

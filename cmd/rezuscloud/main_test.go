@@ -159,10 +159,12 @@ func TestTokenCreate(t *testing.T) {
 
 // TestMainOpenRunClose boots the server value that serve and demo run on
 // 127.0.0.1:0 in a temporary dir, serves a request, and stops it when its
-// context ends; a Main whose Open fails releases what it opened.
+// context ends, saying so in its log; a Main whose Open fails releases
+// what it opened.
 func TestMainOpenRunClose(t *testing.T) {
 	f := testServeFlags(t)
-	m := NewMain(f, slog.New(slog.DiscardHandler))
+	var logged bytes.Buffer // written by Run, read once it has returned
+	m := NewMain(f, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err := m.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +187,11 @@ func TestMainOpenRunClose(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Run did not return after its context ended")
+	}
+	for _, want := range []string{`msg=stopping…`, `msg="stopped; start the server again on the same data dir to resume where it left off"`} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("the log of a stop has no %s:\n%s", want, logged.String())
+		}
 	}
 	m.Close() // again: a no-op
 

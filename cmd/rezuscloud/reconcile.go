@@ -194,23 +194,24 @@ func (p *reconcilerPart) openReports() (err error) {
 func (p *reconcilerPart) openReconciler() (err error) {
 	f, srv := p.f, p.m.Server
 	tokens := srv.Tokens()
-	p.rec, err = reconciler.New(srv.Store(), p.runner, render.Builtin(), reconciler.Options{
-		DataDir:            p.dataDir,
-		StateURL:           srv.URL(),
-		MaxDeletions:       f.maxDeletions,
-		Workers:            f.workers,
-		Debounce:           f.debounce,
-		ShutdownGrace:      f.shutdownGrace,
-		RetryBase:          f.retryBase,
-		RetryMax:           f.retryMax,
-		Metrics:            p.metrics,
-		EncryptState:       p.encrypt,
-		StatePassphrase:    p.passphrase,
-		OnCommit:           p.startupCommits(),
-		OnDrift:            p.onDrift,
-		DriftInterval:      f.driftInterval,
-		KubeconfigValidity: f.kubeconfigValid,
-		Logger:             p.log.With("component", "reconciler"),
+	p.rec, err = reconciler.New(srv.Store(), p.runner, providerModules(f), reconciler.Options{
+		DataDir:             p.dataDir,
+		StateURL:            srv.URL(),
+		MaxDeletions:        f.maxDeletions,
+		AllowNonFastForward: f.allowNonFastForward,
+		Workers:             f.workers,
+		Debounce:            f.debounce,
+		ShutdownGrace:       f.shutdownGrace,
+		RetryBase:           f.retryBase,
+		RetryMax:            f.retryMax,
+		Metrics:             p.metrics,
+		EncryptState:        p.encrypt,
+		StatePassphrase:     p.passphrase,
+		OnCommit:            p.startupCommits(),
+		OnDrift:             p.onDrift,
+		DriftInterval:       f.driftInterval,
+		KubeconfigValidity:  f.kubeconfigValid,
+		Logger:              p.log.With("component", "reconciler"),
 		Credentials: func(tenant string) (string, string, func()) {
 			name := runToken(tenant)
 			secret, revoke := tokens.Ephemeral(name, backend.RoleEdit)
@@ -228,6 +229,13 @@ func (p *reconcilerPart) openReconciler() (err error) {
 	p.m.onClose(p.rec.Close)
 	p.rec.Recover()
 	return nil
+}
+
+// providerModules are the built-in provider modules as the settings ask:
+// bare-metal machines at loopback addresses only with
+// --allow-loopback-metal.
+func providerModules(f *serveFlags) render.Modules {
+	return render.BuiltinWith(render.Options{AllowLoopbackMetal: f.allowLoopbackMetal})
 }
 
 // mount puts the reconciler's parts into the server: its status and
@@ -256,11 +264,6 @@ func (p *reconcilerPart) mount() (err error) {
 	}
 	if err := mountWebhooks(srv, src, p.previews, p.m.origin, p.f, m, p.log); err != nil {
 		return err
-	}
-	if g, ok := src.(*sources.Git); ok {
-		if err := g.SetLastObserved(rec.LastObserved()); err != nil {
-			p.log.Warn("last observed revision", "err", err)
-		}
 	}
 	o := p.m.origin
 	p.log.Info("reconciling", "source", o.Repo, "ref", o.Ref, "path", o.Path, "tofu", p.tofuBin)

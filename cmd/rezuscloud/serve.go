@@ -71,7 +71,10 @@ type serveFlags struct {
 	// Signed commits only: --verify-signatures and the trusted keys.
 	verifySignatures           bool
 	allowedSigners, gpgKeyring string
+	allowNonFastForward        bool
 	clouds                     cloudFlags
+	// allowLoopbackMetal accepts bare-metal machines at loopback addresses.
+	allowLoopbackMetal bool
 
 	// externalURL is where people reach the server; publicURL is its
 	// deprecated name (see dashboardURL).
@@ -127,8 +130,11 @@ password = token) or as 'Authorization: Bearer TOKEN'. Without a tokens file
 every request is allowed as an admin; the server then listens on loopback
 only and refuses any other address.
 
-SIGTERM or SIGINT shuts the server down gracefully: requests in flight finish
-and the store is closed. SIGHUP reloads the tokens file.`,
+SIGTERM or SIGINT shuts the server down gracefully, and logs what it waits
+for: tenant runs in progress finish (tofu gets --shutdown-grace, then an
+interrupt, and saves its state), requests in flight finish, and the store is
+closed. The next start on the same data dir goes on where this one stopped.
+SIGHUP reloads the tokens file.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyConfig(cmd.Flags(), getenv)
@@ -168,6 +174,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.tofu, "tofu", "", "the tofu `BINARY` (OpenTofu >= 1.10); default: tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` that holds the simulated provider; default: providers/ beside this binary")
 	addCloudFlags(fs, &f.clouds)
+	fs.BoolVar(&f.allowLoopbackMetal, "allow-loopback-metal", false, "accept bare-metal machines at loopback addresses (127.0.0.0/8, ::1), where the simulated machines of tests and of 'rezuscloud demo --cloud metal' listen; real machines never need it")
 	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud: its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
 	fs.IntVar(&f.maxDeletions, "max-deletions", reconciler.DefaultMaxDeletions, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
 	fs.IntVar(&f.workers, "workers", reconciler.DefaultWorkers(), "tenants that run tofu at the same time; default: the number of cores (GOMAXPROCS)")
@@ -180,6 +187,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.previewRefs, "preview-refs", "", "`PATTERNS` of refs of --repo to plan (never apply) as previews, comma-separated, e.g. refs/heads/* or refs/pull/*/head; the main ref is always excluded")
 	fs.BoolVar(&f.verifySignatures, "verify-signatures", false, "apply only commits of the main ref signed by a trusted key (--allowed-signers, --gpg-keyring); any other commit is refused, and the last good one stays applied; previews still plan and say they are unsigned")
 	fs.StringVar(&f.allowedSigners, "allowed-signers", "", "OpenSSH allowed_signers `FILE` of the SSH keys trusted to sign commits (ssh-keygen(1) ALLOWED SIGNERS: PRINCIPALS [namespaces=\"git\"] KEYTYPE KEY)")
+	fs.BoolVar(&f.allowNonFastForward, "allow-non-fast-forward", false, "with --verify-signatures, apply a signed commit of the main ref even when it does not descend from the last commit applied (a force push back to an older commit, a history rewrite); without it such a commit is refused until a signed commit on top of it arrives")
 	fs.StringVar(&f.gpgKeyring, "gpg-keyring", "", "armored GPG keyring `FILE` of the keys trusted to sign commits (gpg --armor --export)")
 	fs.DurationVar(&f.driftInterval, "drift-interval", reconciler.DefaultDriftInterval, "how often each applied tenant gets a drift check (a refresh-only plan), jittered; 0 turns drift checks off")
 	fs.StringVar(&f.reports.reporters, "report", "", "where commit statuses go besides the API, comma-separated: github (also Gitea and Forgejo), gitlab, git-notes (refs/notes/rezuscloud pushed to --repo)")

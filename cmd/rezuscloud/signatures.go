@@ -13,6 +13,9 @@ func signatureVerifier(f *serveFlags) (*sources.Verifier, error) {
 		if f.allowedSigners != "" || f.gpgKeyring != "" {
 			return nil, errors.New("--allowed-signers and --gpg-keyring need --verify-signatures")
 		}
+		if f.allowNonFastForward {
+			return nil, errors.New("--allow-non-fast-forward needs --verify-signatures: without it every commit is applied, force-pushed or not")
+		}
 		return nil, nil
 	}
 	if f.repo == "" {

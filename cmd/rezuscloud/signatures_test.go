@@ -14,6 +14,7 @@ func TestSignatureVerifierFlags(t *testing.T) {
 		want string
 	}{
 		{"keys without the flag", serveFlags{repo: "git://127.0.0.1/r", allowedSigners: "a"}, "need --verify-signatures"},
+		{"force pushes allowed without the flag", serveFlags{repo: "git://127.0.0.1/r", allowNonFastForward: true}, "--allow-non-fast-forward needs --verify-signatures"},
 		{"no keys", serveFlags{repo: "git://127.0.0.1/r", verifySignatures: true}, "needs --allowed-signers FILE"},
 		{"a directory", serveFlags{dir: "m", verifySignatures: true, allowedSigners: "a"}, "needs --repo"},
 		{"a missing file", serveFlags{repo: "git://127.0.0.1/r", verifySignatures: true, gpgKeyring: "/nonexistent/keyring.asc"}, "GPG keyring: open /nonexistent/keyring.asc"},

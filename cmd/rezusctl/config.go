@@ -26,6 +26,8 @@ const (
 	envServer    = "REZUSCLOUD_SERVER"
 	envToken     = "REZUSCLOUD_TOKEN"
 	envTokenFile = "REZUSCLOUD_TOKEN_FILE"
+	// envAllowLoopbackMetal is the server's setting of the same name.
+	envAllowLoopbackMetal = "REZUSCLOUD_ALLOW_LOOPBACK_METAL"
 )
 
 // cliConfig is the config file: named contexts of a server URL and a token

@@ -496,6 +496,10 @@ func (d *describer) commit(ctx context.Context, rev string) (string, error) {
 	d.kv(1, "Phase", string(st.Phase))
 	d.text(1, "Message", st.Message)
 	d.kv(1, "Non-Fast-Forward", strconv.FormatBool(st.NonFastForward))
+	if a := st.Ancestry; a != nil {
+		d.kv(1, "Last Applied", a.LastApplied)
+		d.text(1, "Ancestry", a.Message)
+	}
 	tm := st.Timings
 	d.kv(1, "Received", d.when(tm.ReceivedAt))
 	d.kv(1, "Validated", d.when(tm.ValidatedAt))

@@ -23,7 +23,7 @@ import (
 
 type diffFlags struct {
 	rev, repo, output, color string
-	rendered, plan           bool
+	rendered, plan, loopback bool
 }
 
 func newDiffCmd() *cobra.Command {
@@ -62,6 +62,7 @@ Exit codes, as flux diff: 0 no differences, 1 differences, 2 an error
 	fl.BoolVar(&f.plan, "plan", false, "ask the server for a real tofu plan of the manifests (needs role edit)")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fl.StringVar(&f.color, "color", "auto", "color the diff: auto, always or never (NO_COLOR also turns it off)")
+	addLoopbackFlag(fl, &f.loopback)
 	return cmd
 }
 
@@ -126,7 +127,11 @@ func runDiff(cmd *cobra.Command, dir string, f *diffFlags) error {
 // checkedTree reads and checks the manifests of dir, printing their
 // problems, and returns their tenants by name.
 func checkedTree(cmd *cobra.Command, dir string, f *diffFlags) (*tree, map[string]*schema.TenantDesired, error) {
-	tree, err := readTree(dir, f.rev, f.repo)
+	opts, err := moduleOptions(cmd, f.loopback)
+	if err != nil {
+		return nil, nil, err
+	}
+	tree, err := readTree(dir, f.rev, f.repo, opts)
 	if err != nil {
 		return nil, nil, &exitError{code: exitUsage, msg: err.Error()}
 	}

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -29,9 +31,10 @@ type validateResult struct {
 
 func newValidateCmd() *cobra.Command {
 	var (
-		output string
-		rev    string
-		repo   string
+		output   string
+		rev      string
+		repo     string
+		loopback bool
 	)
 	cmd := &cobra.Command{
 		Use:   "validate [PATH]",
@@ -43,8 +46,12 @@ With --rev, PATH is a path inside the git repository given by --repo (default:
 the repository that holds the current directory), and the files are read from
 that commit's tree without a checkout. This suits a pre-push hook or a CI step.
 
+The checks are those of a server with default settings: bare-metal machines at
+loopback addresses are refused unless --allow-loopback-metal is given, as they
+are by a server without that flag.
+
 Exit codes: 0 valid, 1 invalid, 2 usage or I/O error.`,
-		Example: `  rezusctl validate examples
+		Example: `  rezusctl validate examples/openstack
   rezusctl validate --rev HEAD clusters
   rezusctl validate -o json .`,
 		Args: cobra.MaximumNArgs(1),
@@ -56,7 +63,11 @@ Exit codes: 0 valid, 1 invalid, 2 usage or I/O error.`,
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			res, err := validate(dir, rev, repo)
+			opts, err := moduleOptions(cmd, loopback)
+			if err != nil {
+				return err
+			}
+			res, err := validate(dir, rev, repo, opts)
 			if err != nil {
 				return &exitError{code: exitUsage, msg: err.Error()}
 			}
@@ -72,7 +83,30 @@ Exit codes: 0 valid, 1 invalid, 2 usage or I/O error.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().StringVar(&rev, "rev", "", "validate the tree of this git revision (branch, tag or commit) instead of the working tree")
 	cmd.Flags().StringVar(&repo, "repo", ".", "the git repository that --rev reads from")
+	addLoopbackFlag(cmd.Flags(), &loopback)
 	return cmd
+}
+
+// loopbackFlag accepts bare-metal machines at loopback addresses in the
+// commands that check manifests offline (validate, diff), as the server's
+// flag of the same name does.
+const loopbackFlag = "allow-loopback-metal"
+
+func addLoopbackFlag(fs *pflag.FlagSet, v *bool) {
+	fs.BoolVar(v, loopbackFlag, false, "accept bare-metal machines at loopback addresses, as a server started with --allow-loopback-metal does (tests and the metal demo) (env "+envAllowLoopbackMetal+")")
+}
+
+// moduleOptions are the provider modules' settings that the command's
+// --allow-loopback-metal (flag, else environment) asks for.
+func moduleOptions(cmd *cobra.Command, loopback bool) (render.Options, error) {
+	if v := os.Getenv(envAllowLoopbackMetal); v != "" && !flagChanged(cmd, loopbackFlag) {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return render.Options{}, &exitError{code: exitUsage, msg: fmt.Sprintf("%s=%q: want true or false", envAllowLoopbackMetal, v)}
+		}
+		loopback = b
+	}
+	return render.Options{AllowLoopbackMetal: loopback}, nil
 }
 
 // tree is a tree of manifests to read: a directory, or a git commit's tree.
@@ -80,14 +114,17 @@ type tree struct {
 	fsys     fs.FS
 	root     string
 	revision string
+	// modules check the node groups' providerConfig.
+	modules render.Modules
 	// display turns a file name in fsys into the one to show the operator.
 	display func(string) string
 }
 
 // readTree opens dir, or with rev the tree of that revision in the git
-// repository repo, where dir is then a path inside the repository.
-func readTree(dir, rev, repo string) (*tree, error) {
-	t := &tree{}
+// repository repo, where dir is then a path inside the repository; opts
+// set up the modules that check it.
+func readTree(dir, rev, repo string, opts render.Options) (*tree, error) {
+	t := &tree{modules: render.BuiltinWith(opts)}
 	if rev != "" {
 		fsys, sha, err := sources.OpenRevision(repo, rev)
 		if err != nil {
@@ -122,7 +159,7 @@ func (t *tree) check() (*schema.Desired, []schema.Problem, error) {
 	case err != nil:
 		return nil, nil, err
 	}
-	return desired, render.Builtin().Validate(desired), nil
+	return desired, t.modules.Validate(desired), nil
 }
 
 // manifests returns the contents of the tree's manifests by path, for an
@@ -145,8 +182,8 @@ func (t *tree) manifests() map[string]string {
 
 // validate loads the manifests and collects their problems. It returns an
 // error only when the input cannot be read at all.
-func validate(dir, rev, repo string) (*validateResult, error) {
-	t, err := readTree(dir, rev, repo)
+func validate(dir, rev, repo string, opts render.Options) (*validateResult, error) {
+	t, err := readTree(dir, rev, repo, opts)
 	if err != nil {
 		return nil, err
 	}

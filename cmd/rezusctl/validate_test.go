@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,8 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// The examples are valid; the metal example's machines are the metal
+// demo's simulated ones, at loopback addresses, which need the flag.
 func TestValidateExamples(t *testing.T) {
 	for dir, want := range map[string]string{
 		"examples":           "valid: 14 files, 5 tenants",
@@ -26,10 +29,39 @@ func TestValidateExamples(t *testing.T) {
 		"examples/oci":       "valid: 3 files, 1 tenants",
 		"examples/metal":     "valid: 2 files, 1 tenants",
 	} {
-		code, out, errOut := runCLI(t, "validate", filepath.Join(testenv.Root(), filepath.FromSlash(dir)))
+		code, out, errOut := runCLI(t, "validate", "--allow-loopback-metal", filepath.Join(testenv.Root(), filepath.FromSlash(dir)))
 		if code != 0 || out != "" || !strings.HasPrefix(errOut, want) {
 			t.Errorf("validate %s: code %d stdout %q stderr %q", dir, code, out, errOut)
 		}
+	}
+}
+
+// Offline, validate refuses bare-metal machines at loopback addresses as a
+// server does by default, at their file:line; --allow-loopback-metal, or
+// its environment variable, accepts them as the server's flag does.
+func TestValidateLoopbackMetal(t *testing.T) {
+	dir := filepath.Join(testenv.Root(), "examples", "metal")
+	file := filepath.Join(dir, "nodegroups.yaml")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := 1 + strings.Count(string(b[:bytes.Index(b, []byte("address: 127.3.0.11"))]), "\n")
+	code, out, errOut := runCLI(t, "validate", dir)
+	want := fmt.Sprintf(`%s:%d:1: /spec/providerConfig/machines/0/address: metal providerConfig.machines[0].address "127.3.0.11" is a loopback address`, file, line)
+	if code != 1 || !strings.HasPrefix(out, want) || strings.Count(out, "is a loopback address") != 4 || errOut != "invalid: 4 problems\n" {
+		t.Errorf("without the flag: code %d stdout %q stderr %q; want 4 problems, the first %q", code, out, errOut, want)
+	}
+	t.Setenv("REZUSCLOUD_ALLOW_LOOPBACK_METAL", "true")
+	if code, out, errOut := runCLI(t, "validate", dir); code != 0 || out != "" {
+		t.Errorf("with REZUSCLOUD_ALLOW_LOOPBACK_METAL=true: code %d stdout %q stderr %q", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "validate", "--allow-loopback-metal=false", dir); code != 1 {
+		t.Errorf("the flag beats the environment: code %d stderr %q", code, errOut)
+	}
+	t.Setenv("REZUSCLOUD_ALLOW_LOOPBACK_METAL", "maybe")
+	if code, _, errOut := runCLI(t, "validate", dir); code != 2 || !strings.Contains(errOut, `REZUSCLOUD_ALLOW_LOOPBACK_METAL="maybe": want true or false`) {
+		t.Errorf("a bad value: code %d stderr %q", code, errOut)
 	}
 }
 

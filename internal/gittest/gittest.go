@@ -89,6 +89,32 @@ func (r *repos) CreateBare(name string) string {
 	return dir
 }
 
+// CreateSHA256 creates a bare repository name in the SHA-256 object format
+// with one commit on main, which holds the files (path to content), and
+// returns the commit's sha (64 hex digits). A Workdir cannot push to it:
+// its clone is in the SHA-1 format.
+func (r *repos) CreateSHA256(name string, files map[string]string) string {
+	r.t.Helper()
+	dir := r.Path(name)
+	Git(r.t, r.root, "init", "--quiet", "--bare", "--object-format=sha256", "--initial-branch=main", dir)
+	Git(r.t, dir, "config", "http.receivepack", "true")
+	work := r.t.TempDir()
+	Git(r.t, work, "init", "--quiet", "--object-format=sha256", "--initial-branch=main")
+	for p, content := range files {
+		full := filepath.Join(work, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			r.t.Fatalf("write %s: %v", p, err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			r.t.Fatalf("write %s: %v", p, err)
+		}
+	}
+	Git(r.t, work, "add", "--all")
+	Git(r.t, work, "commit", "--quiet", "--allow-empty", "-m", "A commit in a SHA-256 repository")
+	Git(r.t, work, "push", "--quiet", dir, "main")
+	return Git(r.t, work, "rev-parse", "HEAD")
+}
+
 // Path returns where the bare repository name lives on disk.
 func (r *repos) Path(name string) string {
 	return filepath.Join(r.root, filepath.FromSlash(name))

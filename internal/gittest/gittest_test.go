@@ -163,3 +163,17 @@ func TestSSHCloneAndPush(t *testing.T) {
 		t.Fatalf("a path outside the root: %v, %v", cmd, err)
 	}
 }
+
+func TestCreateSHA256(t *testing.T) {
+	d := NewDaemon(t)
+	sha := d.CreateSHA256("sha.git", map[string]string{"a/b.yaml": "kind: Tenant\n"})
+	if len(sha) != 64 {
+		t.Fatalf("sha %q: want 64 hex digits", sha)
+	}
+	if got := Git(t, t.TempDir(), "ls-remote", d.URL("sha.git"), "refs/heads/main"); !strings.HasPrefix(got, sha) {
+		t.Fatalf("ls-remote: %q, want main at %s", got, sha)
+	}
+	if got := Git(t, d.Path("sha.git"), "show", "main:a/b.yaml"); got != "kind: Tenant" {
+		t.Fatalf("a/b.yaml = %q", got)
+	}
+}

@@ -60,6 +60,10 @@ func Commit(st *schema.CommitStatus, now time.Time) {
 			ready.Reason = schema.ReasonUnverifiedSignature
 			stalled.Status, stalled.Message = schema.ConditionTrue, ready.Message
 		}
+		if a := st.Ancestry; a != nil && a.Refused {
+			ready.Reason = schema.ReasonNonFastForward
+			stalled.Status, stalled.Message = schema.ConditionTrue, ready.Message
+		}
 	default: // in progress
 		ready.Status, ready.Reason, ready.Message = schema.ConditionUnknown, schema.ReasonProgressing, strings.ToLower(string(st.Phase))
 		rec.Status, rec.Reason, rec.Message = schema.ConditionTrue, schema.ReasonProgressing, strings.ToLower(string(st.Phase))

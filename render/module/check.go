@@ -55,9 +55,40 @@ type Field struct {
 	// Fields are the fields of an Object, or of each item of an
 	// ObjectList.
 	Fields []Field
+	// Short, for an ObjectList, names the field that an item written as a
+	// string stands for: with Short "name", the item "tenant-net" is
+	// {name: tenant-net}. Items reads such a list.
+	Short string
 	// Check, when set, is given a value of the right kind and returns what
 	// is still wrong with it, or "".
 	Check func(v any) string
+}
+
+// want says what f takes, for messages.
+func (f Field) want() string {
+	if f.Kind == ObjectList && f.Short != "" {
+		return fmt.Sprintf("a list of mappings, or of strings short for {%s: …}", f.Short)
+	}
+	return f.Kind.String()
+}
+
+// Items returns the items of an ObjectList value v whose field has Short
+// short, each a mapping: an item written as a string s is {short: s}.
+// Anything else is left out; Checker reports it.
+func Items(v any, short string) []map[string]any {
+	list, _ := v.([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, item := range list {
+		switch x := item.(type) {
+		case map[string]any:
+			out = append(out, x)
+		case string:
+			if short != "" {
+				out = append(out, map[string]any{short: x})
+			}
+		}
+	}
+	return out
 }
 
 // Checker collects the problems of one node group's providerConfig, each
@@ -119,16 +150,16 @@ func (c *Checker) object(at []string, m map[string]any, fields []Field) {
 }
 
 func (c *Checker) value(at []string, v any, f Field) {
-	if !kindOf(v, f.Kind) {
-		c.Add(at, "must be %s, not %s", f.Kind, describe(v))
+	if !kindOf(v, f) {
+		c.Add(at, "must be %s, not %s", f.want(), describe(v))
 		return
 	}
 	switch f.Kind {
 	case Object:
 		c.object(at, v.(map[string]any), f.Fields)
 	case ObjectList:
-		for i, item := range v.([]any) {
-			c.object(append(append([]string(nil), at...), strconv.Itoa(i)), item.(map[string]any), f.Fields)
+		for i, item := range Items(v, f.Short) {
+			c.object(append(append([]string(nil), at...), strconv.Itoa(i)), item, f.Fields)
 		}
 	}
 	if f.Check != nil {
@@ -138,8 +169,8 @@ func (c *Checker) value(at []string, v any, f Field) {
 	}
 }
 
-func kindOf(v any, k Kind) bool {
-	switch k {
+func kindOf(v any, f Field) bool {
+	switch f.Kind {
 	case String:
 		_, ok := v.(string)
 		return ok
@@ -174,7 +205,9 @@ func kindOf(v any, k Kind) bool {
 	case ObjectList:
 		l, ok := v.([]any)
 		for _, e := range l {
-			if _, m := e.(map[string]any); !m {
+			_, m := e.(map[string]any)
+			_, s := e.(string)
+			if !m && !(s && f.Short != "") {
 				return false
 			}
 		}
@@ -195,11 +228,42 @@ func describe(v any) string {
 	case bool:
 		return "a boolean"
 	case []any:
-		return "a list"
+		return describeList(x)
 	case map[string]any:
 		return "a mapping"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// describeList names a list by its items: "a list of numbers", or "a list
+// whose item 2 is null" when they are not all of one kind.
+func describeList(l []any) string {
+	if len(l) == 0 {
+		return "an empty list"
+	}
+	for i, e := range l {
+		if p := plural(e); p == "" || p != plural(l[0]) {
+			return fmt.Sprintf("a list whose item %d is %s", i, describe(e))
+		}
+	}
+	return "a list of " + plural(l[0])
+}
+
+// plural names the kind of v in the plural, "" for null.
+func plural(v any) string {
+	switch v.(type) {
+	case string:
+		return "strings"
+	case float64:
+		return "numbers"
+	case bool:
+		return "booleans"
+	case []any:
+		return "lists"
+	case map[string]any:
+		return "mappings"
+	}
+	return ""
 }
 
 // display writes tokens as ".networks[0].name".

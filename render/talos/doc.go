@@ -16,7 +16,11 @@
 // a node group gets and in which order, and builds the rest of the input
 // from the loaded manifests. A patch that cannot be loaded, cannot be
 // applied, or leaves a config that the Talos validator rejects comes back as
-// a *PatchError that names the patch and where the manifests declare it.
+// a *PatchError that names the patch and where the manifests declare it. So
+// does a patch after which a field that the secrets bundle owns (the CAs,
+// the trustd and bootstrap tokens, the encryption secrets, the cluster's ID
+// and secret) differs from the generated config: the server reaches the
+// machines with the bundle's keys only.
 // CheckMachineConfig reports the same errors without the YAML; it is the
 // check of a fleet's validation, where configs that differ only in their
 // tenant's name and endpoint share one encode-and-load round trip.

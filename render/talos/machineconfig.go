@@ -132,7 +132,8 @@ var kubernetesVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-
 // Validation runs on the returned bytes as a Talos node loads them. The same
 // input always gives byte-identical output.
 //
-// A patch that cannot be loaded or applied, that changes machine.type, or
+// A patch that cannot be loaded or applied, that changes machine.type or a
+// field that the secrets bundle owns (machine.ca, cluster.token, ...), or
 // after which the config fails validation (and no later patch makes it pass)
 // gives a *PatchError naming that patch. Any other problem with the input
 // gives a plain error naming the field.
@@ -148,15 +149,21 @@ func MachineConfig(in ConfigInput) ([]byte, error) {
 	return nil, blame(in, verr)
 }
 
-// build generates the config of in and applies its patches in order.
+// build generates the config of in and applies its patches in order. A
+// patch after which a field that the secrets bundle owns differs from the
+// generated config's is refused (checkBundleFields).
 func build(in ConfigInput) (coreconfig.Provider, error) {
 	cfg, err := generateBase(in)
 	if err != nil {
 		return nil, err
 	}
 	want := cfg.Machine().Type()
+	owned := bundleValuesOf(cfg)
 	for _, p := range in.Patches {
 		cfg, err = applyPatch(cfg, p, want)
+		if err == nil {
+			err = checkBundleFields(owned, cfg)
+		}
 		if err != nil {
 			return nil, &PatchError{Patch: p, Err: err}
 		}

@@ -260,7 +260,7 @@ func TestMachineConfigPatchErrors(t *testing.T) {
 		{"json patch bad op", RoleWorker, "[{\"op\": \"frobnicate\", \"path\": \"/machine\"}]", "apply: "},
 		{"json patch removes machine", RoleWorker, "- op: remove\n  path: /machine\n", "machine"},
 		{"delete missing document", RoleWorker, "apiVersion: v1alpha1\nkind: EthernetConfig\nname: eth0\n$patch: delete\n", "apply: deletes {apiVersion:v1alpha1, kind:EthernetConfig, idx:0, name:eth0}, which the config does not have"},
-		{"delete cluster section", RoleWorker, "cluster:\n  $patch: delete\n", "cluster instructions are required"},
+		{"delete cluster section", RoleWorker, "cluster:\n  $patch: delete\n", "may not remove cluster.id, cluster.secret, cluster.token, cluster.ca:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := baseInput(t, tc.role)

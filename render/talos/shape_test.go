@@ -44,7 +44,8 @@ var shapeTenants = [][2]string{
 // shapePatches are patch sets that touch what differs between tenants:
 // strategic merges that set, add to or repeat the name, the endpoint, the
 // certificate SANs and the install disk, and JSON 6902 operations that
-// test, remove, copy and move them; and ones that fail in each way.
+// test, remove, copy and move them; and ones that fail in each way, also
+// by changing what the secrets bundle owns.
 var shapePatches = map[string][]string{
 	"none":           nil,
 	"sysctl":         {"machine:\n  sysctls:\n    net.core.somaxconn: \"1024\"\n"},
@@ -71,6 +72,8 @@ var shapePatches = map[string][]string{
 	"bad subnet":     {"cluster:\n  network:\n    podSubnets: [not-a-cidr]\n"},
 	"fixed then bad": {"cluster:\n  clusterName: fixed\n", "cluster:\n  network:\n    serviceSubnets: [nope]\n", "cluster:\n  network:\n    serviceSubnets: [10.96.0.0/12]\n"},
 	"inline name":    {"cluster:\n  inlineManifests:\n    - name: t0001\n      contents: \"kind: ConfigMap\\nmetadata: {name: t0001}\\n\"\n"},
+	"set machine ca": {"machine:\n  nodeLabels:\n    a: b\n", "machine:\n  ca:\n    crt: Y3J0\n    key: a2V5\n"},
+	"remove token":   {`[{"op": "remove", "path": "/cluster/token"}]`},
 }
 
 // The proof that a kept shape covers every input its check depends on:

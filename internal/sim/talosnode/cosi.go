@@ -2,25 +2,22 @@ package talosnode
 
 import (
 	"context"
-	"encoding/json"
+	"sort"
 	"strconv"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	cosistate "github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	machineryconfig "github.com/siderolabs/talos/pkg/machinery/config"
-	"github.com/siderolabs/talos/pkg/machinery/resources/config"
-	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
-	"github.com/siderolabs/talos/pkg/machinery/role"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 // cosiState is the COSI state of every node of a host, behind one COSI
 // State server: resources are built from the node's state when asked for,
-// so nodes keep no COSI state of their own. It serves MachineStatus
-// (runtime namespace, id "machine") and the running MachineConfig (config
-// namespace, id "v1alpha1"; sensitive: os:admin only).
+// so nodes keep no COSI state of their own. It serves the kinds of
+// servedKinds (resources.go), with their definitions, and answers reads
+// of anything else as Talos's resource API does.
 type cosiState struct {
 	h *Host
 }
@@ -46,61 +43,44 @@ func version(v uint64) resource.Version {
 	return ver
 }
 
-// resource builds the resource ptr names for c's node, or nil when the
-// node has none. The error is Talos's for what it does not serve.
-func (s *cosiState) resource(c *call, ptr resource.Pointer) (resource.Resource, error) {
-	h, n := s.h, c.n
-	switch {
-	case ptr.Namespace() == runtime.NamespaceName && ptr.Type() == runtime.MachineStatusType:
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		spec := h.machineStatus(n, h.now())
-		if b, _ := json.Marshal(spec); string(b) != n.statusSpec {
-			n.statusSpec = string(b)
-			n.statusVersion++
-		}
-		if ptr.ID() != "" && ptr.ID() != runtime.MachineStatusID {
-			return nil, nil
-		}
-		r := runtime.NewMachineStatus()
-		*r.TypedSpec() = spec
-		r.Metadata().SetVersion(version(n.statusVersion))
-		return r, nil
-	case ptr.Namespace() == config.NamespaceName && ptr.Type() == config.MachineConfigType:
-		if !c.roles.Includes(role.Admin) {
-			return nil, errNotAuthorized
-		}
-		h.mu.Lock()
-		run, seq, dir := n.st.Running, n.seq, n.dir
-		h.mu.Unlock()
-		if run == nil || (ptr.ID() != "" && ptr.ID() != config.ActiveID) {
-			return nil, nil
-		}
-		b, err := h.readConfig(dir, run.Hash)
-		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
-		}
-		r := config.NewMachineConfig(rawConfig{b: b})
-		r.Metadata().SetVersion(version(seq + 1))
-		return r, nil
+// list returns the resources of ptr's kind that c's node has, only the one
+// of ptr's ID when it names one. The error is Talos's for a read it
+// refuses.
+func (s *cosiState) list(c *call, ptr resource.Pointer) ([]resource.Resource, error) {
+	k, err := access(c, ptr.Namespace(), ptr.Type())
+	if err != nil || k == nil {
+		return nil, err
 	}
-	return nil, status.Errorf(codes.PermissionDenied, "resource type %q is not supported", ptr.Type())
+	rs, err := k.list(s.h, c)
+	if err != nil || ptr.ID() == "" {
+		return rs, err
+	}
+	for _, r := range rs {
+		if r.Metadata().ID() == ptr.ID() {
+			return []resource.Resource{r}, nil
+		}
+	}
+	return nil, nil
 }
 
 func (s *cosiState) Get(ctx context.Context, ptr resource.Pointer, _ ...cosistate.GetOption) (resource.Resource, error) {
-	r, err := s.resource(callOf(ctx), ptr)
-	if err == nil && r == nil {
-		err = inmem.ErrNotFound(ptr)
+	rs, err := s.list(callOf(ctx), ptr)
+	if err != nil {
+		return nil, err
 	}
-	return r, err
+	if len(rs) == 0 {
+		return nil, inmem.ErrNotFound(ptr)
+	}
+	return rs[0], nil
 }
 
 func (s *cosiState) List(ctx context.Context, kind resource.Kind, _ ...cosistate.ListOption) (resource.List, error) {
-	r, err := s.resource(callOf(ctx), resource.NewMetadata(kind.Namespace(), kind.Type(), "", resource.VersionUndefined))
-	if err != nil || r == nil {
+	rs, err := s.list(callOf(ctx), resource.NewMetadata(kind.Namespace(), kind.Type(), "", resource.VersionUndefined))
+	if err != nil {
 		return resource.List{}, err
 	}
-	return resource.List{Items: []resource.Resource{r}}, nil
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Metadata().ID() < rs[j].Metadata().ID() })
+	return resource.List{Items: rs}, nil
 }
 
 func errReadOnly(context.Context) error {
@@ -119,7 +99,8 @@ func (s *cosiState) Destroy(ctx context.Context, _ resource.Pointer, _ ...cosist
 	return errReadOnly(ctx)
 }
 
-// Watch sends the resource now and on every change, until ctx ends.
+// Watch sends the resource now (Created, or Destroyed when there is
+// none) and on every change, until ctx ends.
 func (s *cosiState) Watch(ctx context.Context, ptr resource.Pointer, ch chan<- cosistate.Event, _ ...cosistate.WatchOption) error {
 	return s.watch(ctx, ptr, true, func(evs []cosistate.Event) bool {
 		for _, ev := range evs {
@@ -133,7 +114,9 @@ func (s *cosiState) Watch(ctx context.Context, ptr resource.Pointer, ch chan<- c
 	})
 }
 
-// WatchKind is Watch over the kind, whose one resource is the node's.
+// WatchKind is Watch over every resource of the kind, which sends what
+// there is first only with the BootstrapContents option, then a
+// Bootstrapped marker.
 func (s *cosiState) WatchKind(ctx context.Context, kind resource.Kind, ch chan<- cosistate.Event, opts ...cosistate.WatchKindOption) error {
 	var o cosistate.WatchKindOptions
 	for _, opt := range opts {
@@ -170,27 +153,35 @@ func (s *cosiState) WatchKindAggregated(ctx context.Context, kind resource.Kind,
 }
 
 // watch checks the first read, then sends events from a goroutine that
-// wakes on every change of the node: Created (with initial, at once, and a
-// Bootstrapped marker for kind watches), Updated when the resource's
-// version moves, Destroyed when it goes.
+// wakes on every change of the node (and of its cluster's members): with
+// initial, what there is at once (a watch of one resource gets a Destroyed
+// tombstone when it does not exist; a kind watch gets a Bootstrapped
+// marker), then Created, Updated when a resource's version moves, and
+// Destroyed when it goes.
 func (s *cosiState) watch(ctx context.Context, ptr resource.Pointer, initial bool, send func([]cosistate.Event) bool) error {
 	c := callOf(ctx)
-	r, err := s.resource(c, ptr)
+	rs, err := s.list(c, ptr)
 	if err != nil {
 		return err
 	}
 	go func() {
+		last := map[resource.ID]resource.Resource{}
 		var evs []cosistate.Event
-		if initial && r != nil {
+		for _, r := range rs {
+			last[r.Metadata().ID()] = r
 			evs = append(evs, cosistate.Event{Type: cosistate.Created, Resource: r})
 		}
-		if initial && ptr.ID() == "" {
+		switch {
+		case !initial:
+			evs = nil
+		case ptr.ID() != "" && len(rs) == 0:
+			evs = append(evs, cosistate.Event{Type: cosistate.Destroyed, Resource: resource.NewTombstone(resource.NewMetadata(ptr.Namespace(), ptr.Type(), ptr.ID(), resource.VersionUndefined))})
+		case ptr.ID() == "":
 			evs = append(evs, cosistate.Event{Type: cosistate.Bootstrapped, Resource: resource.NewTombstone(resource.NewMetadata(ptr.Namespace(), ptr.Type(), "", resource.VersionUndefined))})
 		}
 		if len(evs) > 0 && !send(evs) {
 			return
 		}
-		last := r
 		for {
 			s.h.mu.Lock()
 			wait := c.n.changed
@@ -200,26 +191,46 @@ func (s *cosiState) watch(ctx context.Context, ptr resource.Pointer, initial boo
 				return
 			case <-wait:
 			}
-			cur, err := s.resource(c, ptr)
-			var ev *cosistate.Event
-			switch {
-			case err != nil:
-				ev = &cosistate.Event{Type: cosistate.Errored, Error: err}
-			case cur == nil && last != nil:
-				ev = &cosistate.Event{Type: cosistate.Destroyed, Resource: last}
-			case cur != nil && last == nil:
-				ev = &cosistate.Event{Type: cosistate.Created, Resource: cur}
-			case cur != nil && !cur.Metadata().Version().Equal(last.Metadata().Version()):
-				ev = &cosistate.Event{Type: cosistate.Updated, Resource: cur, Old: last}
+			cur, err := s.list(c, ptr)
+			if err != nil {
+				send([]cosistate.Event{{Type: cosistate.Errored, Error: err}})
+				return
 			}
-			if ev == nil {
-				continue
-			}
-			last = cur
-			if !send([]cosistate.Event{*ev}) || err != nil {
+			if evs := changes(last, cur); len(evs) > 0 && !send(evs) {
 				return
 			}
 		}
 	}()
 	return nil
+}
+
+// changes returns the events that turn last into cur, and makes last cur.
+func changes(last map[resource.ID]resource.Resource, cur []resource.Resource) []cosistate.Event {
+	var evs []cosistate.Event
+	seen := map[resource.ID]bool{}
+	for _, r := range cur {
+		id := r.Metadata().ID()
+		seen[id] = true
+		switch old, ok := last[id]; {
+		case !ok:
+			evs = append(evs, cosistate.Event{Type: cosistate.Created, Resource: r})
+		case !r.Metadata().Version().Equal(old.Metadata().Version()):
+			evs = append(evs, cosistate.Event{Type: cosistate.Updated, Resource: r, Old: old})
+		default:
+			continue
+		}
+		last[id] = r
+	}
+	var gone []resource.ID
+	for id := range last {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	sort.Strings(gone)
+	for _, id := range gone {
+		evs = append(evs, cosistate.Event{Type: cosistate.Destroyed, Resource: last[id]})
+		delete(last, id)
+	}
+	return evs
 }

@@ -2,7 +2,10 @@
 // servers: every machine of a sim dir (internal/sim), and every machine
 // another simulated cloud boots or a bare-metal test starts, answers the
 // Talos gRPC API (MachineService and COSI State) on ADDRESS:50000 to the
-// real machinery client, with Talos's message shapes and errors.
+// real machinery client, with Talos's message shapes and errors. COSI
+// serves MachineStatus, the running MachineConfig and the cluster's
+// Members, with the resource definitions and namespaces of these, so that
+// talosctl resolves their names (resources.go).
 //
 // A Host serves all nodes of one sim dir from one process: one gRPC
 // server, one listening socket per node (accepted through one epoll set),

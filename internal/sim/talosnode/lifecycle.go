@@ -137,6 +137,7 @@ func (h *Host) dropLocked(n *node) {
 	}
 	h.index(n)
 	n.notify()
+	h.notifyMembers(n)
 }
 
 // changed is called with h.mu held after n changed: it wakes streams,
@@ -154,6 +155,7 @@ func (h *Host) changed(n *node) func() error {
 func (h *Host) touch(n *node) {
 	n.seq++
 	n.notify()
+	h.notifyMembers(n)
 	h.syncListener(n)
 	h.reschedule(n)
 }
@@ -186,6 +188,7 @@ func (h *Host) advance(n *node, now time.Time) {
 	}
 	if changed {
 		n.notify()
+		h.notifyMembers(n)
 	}
 }
 

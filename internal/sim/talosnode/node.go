@@ -105,7 +105,12 @@ type node struct {
 	// statusSpec and statusVersion give MachineStatus its resource version.
 	statusSpec    string
 	statusVersion uint64
-	schedAt       time.Time
+	// memberKey is what n's Member showed its cluster peers last,
+	// memberOf that cluster, and memberVersion the Member's resource
+	// version (see notifyMembers).
+	memberKey, memberOf string
+	memberVersion       uint64
+	schedAt             time.Time
 	// gone is set when the machine is removed: nothing is saved for it
 	// any more.
 	gone atomic.Bool

@@ -43,7 +43,17 @@ const DefaultInstallDisk = "/dev/sda"
 //	    installDisk: /dev/nvme0n1     overrides the group's (optional)
 //	    fingerprint: <SPKI sha256>    pins the maintenance certificate (optional)
 //	installDisk: /dev/sda             the group's install disk (default /dev/sda)
-type Module struct{}
+//
+// An address must name one machine that the server reaches over a network:
+// the unspecified, broadcast, multicast and link-local addresses are
+// refused, and so are loopback addresses unless AllowLoopback is set.
+type Module struct {
+	// AllowLoopback accepts machines at loopback addresses (127.0.0.0/8,
+	// ::1): the simulated machines of the tests and of the metal demo
+	// listen there. A real machine never does, and whatever answers on
+	// the server's own loopback would receive the tenant's config.
+	AllowLoopback bool
+}
 
 var (
 	_ module.Module    = Module{}
@@ -77,12 +87,31 @@ var (
 	diskRE     = regexp.MustCompile(`^/dev/[A-Za-z0-9/_.-]+$`)
 )
 
-func checkAddress(v any) string {
-	a, err := netip.ParseAddr(v.(string))
-	if err != nil || a.Zone() != "" {
-		return fmt.Sprintf("%q is not an IP address", v)
+// broadcast is the IPv4 limited broadcast address.
+var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// checkAddress refuses what is not the address of one machine reachable
+// over a network, and loopback addresses unless allowLoopback.
+func checkAddress(allowLoopback bool) func(v any) string {
+	return func(v any) string {
+		a, err := netip.ParseAddr(v.(string))
+		if err != nil || a.Zone() != "" {
+			return fmt.Sprintf("%q is not an IP address", v)
+		}
+		switch a = a.Unmap(); {
+		case a.IsUnspecified():
+			return fmt.Sprintf("%q is the unspecified address, not a machine's: give the address its Talos API answers on", v)
+		case a == broadcast:
+			return fmt.Sprintf("%q is the broadcast address, not a machine's: give the address its Talos API answers on", v)
+		case a.IsMulticast():
+			return fmt.Sprintf("%q is a multicast address, not a machine's: give the address its Talos API answers on", v)
+		case a.IsLinkLocalUnicast():
+			return fmt.Sprintf("%q is a link-local address, which names no one machine across links: give an address the server routes to", v)
+		case a.IsLoopback() && !allowLoopback:
+			return fmt.Sprintf("%q is a loopback address, this server's own: only the simulated machines of tests and demos listen there (allowed with --allow-loopback-metal)", v)
+		}
+		return ""
 	}
-	return ""
 }
 
 func checkHostname(v any) string {
@@ -107,14 +136,16 @@ func checkFingerprint(v any) string {
 }
 
 // fields is the providerConfig schema.
-var fields = []module.Field{
-	{Name: "machines", Kind: module.ObjectList, Required: true, Fields: []module.Field{
-		{Name: "address", Kind: module.String, Required: true, Check: checkAddress},
-		{Name: "hostname", Kind: module.String, Check: checkHostname},
+func (m Module) fields() []module.Field {
+	return []module.Field{
+		{Name: "machines", Kind: module.ObjectList, Required: true, Fields: []module.Field{
+			{Name: "address", Kind: module.String, Required: true, Check: checkAddress(m.AllowLoopback)},
+			{Name: "hostname", Kind: module.String, Check: checkHostname},
+			{Name: "installDisk", Kind: module.String, Check: checkDisk},
+			{Name: "fingerprint", Kind: module.String, Check: checkFingerprint},
+		}, Check: checkUnique},
 		{Name: "installDisk", Kind: module.String, Check: checkDisk},
-		{Name: "fingerprint", Kind: module.String, Check: checkFingerprint},
-	}, Check: checkUnique},
-	{Name: "installDisk", Kind: module.String, Check: checkDisk},
+	}
 }
 
 // checkUnique refuses a machine listed twice, by address or host name.
@@ -141,9 +172,9 @@ func checkUnique(v any) string {
 
 // Validate implements module.Module. A node group uses the first count of
 // its machines, so count may not exceed the list.
-func (Module) Validate(ng *schema.NodeGroup) []schema.Problem {
+func (m Module) Validate(ng *schema.NodeGroup) []schema.Problem {
 	c := module.Checker{Class: Class, NG: ng}
-	c.Check(fields)
+	c.Check(m.fields())
 	if l, ok := ng.Spec.ProviderConfig["machines"].([]any); ok && ng.Spec.Count > len(l) {
 		c.Add([]string{"machines"}, "lists %d machines for count %d: list a machine for every one counted", len(l), ng.Spec.Count)
 	}

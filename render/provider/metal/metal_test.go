@@ -54,8 +54,12 @@ const good = `    machines:
       - address: 127.3.0.3
 `
 
+// loopback is the module as tests and the metal demo run it: their
+// simulated machines listen on loopback addresses.
+var loopback = metal.Module{AllowLoopback: true}
+
 func TestValidateAcceptsGood(t *testing.T) {
-	if probs := (metal.Module{}).Validate(nodeGroup(t, 3, good)); len(probs) != 0 {
+	if probs := loopback.Validate(nodeGroup(t, 3, good)); len(probs) != 0 {
 		t.Fatalf("problems: %v", probs)
 	}
 }
@@ -76,7 +80,7 @@ func TestValidateRefusesWithFileLine(t *testing.T) {
 		{"count beyond the list", good, `t.yaml:21:1: /spec/providerConfig/machines: metal providerConfig.machines lists 3 machines for count 4`, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			probs := (metal.Module{}).Validate(nodeGroup(t, c.count, c.config))
+			probs := loopback.Validate(nodeGroup(t, c.count, c.config))
 			for _, p := range probs {
 				if strings.Contains(p.String(), c.want) {
 					return
@@ -84,6 +88,60 @@ func TestValidateRefusesWithFileLine(t *testing.T) {
 			}
 			t.Fatalf("problems %v, want one containing %q", probs, c.want)
 		})
+	}
+}
+
+// An address that names no one machine the server reaches over a network
+// is refused at its file:line, in both families and in IPv4-mapped form; a
+// loopback address only without AllowLoopback.
+func TestValidateRefusesAddressesOfNoMachine(t *testing.T) {
+	for _, c := range []struct {
+		address, want string
+		loopbackOK    bool
+	}{
+		{"0.0.0.0", "is the unspecified address", false},
+		{"::", "is the unspecified address", false},
+		{"::ffff:0.0.0.0", "is the unspecified address", false},
+		{"255.255.255.255", "is the broadcast address", false},
+		{"224.0.0.1", "is a multicast address", false},
+		{"239.1.2.3", "is a multicast address", false},
+		{"ff02::1", "is a multicast address", false},
+		{"169.254.10.1", "is a link-local address", false},
+		{"fe80::1", "is a link-local address", false},
+		{"127.3.0.3", "is a loopback address, this server's own", true},
+		{"127.0.0.1", "is a loopback address", true},
+		{"::1", "is a loopback address", true},
+		{"::ffff:127.0.0.1", "is a loopback address", true},
+	} {
+		t.Run(c.address, func(t *testing.T) {
+			ng := nodeGroup(t, 3, strings.Replace(good, "address: 127.3.0.3", "address: \""+c.address+"\"", 1))
+			want := `t.yaml:27:1: /spec/providerConfig/machines/2/address: metal providerConfig.machines[2].address "` + c.address + `" ` + c.want
+			for _, m := range []metal.Module{{}, loopback} {
+				var probs []string
+				for _, p := range m.Validate(ng) {
+					if strings.Contains(p.String(), "/machines/2/") {
+						probs = append(probs, p.String())
+					}
+				}
+				switch {
+				case m.AllowLoopback && c.loopbackOK:
+					if len(probs) != 0 {
+						t.Errorf("with AllowLoopback: %v", probs)
+					}
+				case len(probs) != 1 || !strings.HasPrefix(probs[0], want):
+					t.Errorf("AllowLoopback %t: problems %v, want one starting %q", m.AllowLoopback, probs, want)
+				}
+			}
+		})
+	}
+	// A routable address is fine either way (it is never dialled here).
+	for _, a := range []string{"10.20.0.5", "2001:db8::5"} {
+		ng := nodeGroup(t, 3, strings.Replace(good, "address: 127.3.0.3", "address: \""+a+"\"", 1))
+		for _, p := range (metal.Module{}).Validate(ng) {
+			if strings.Contains(p.String(), "/machines/2/") {
+				t.Errorf("%s: %s", a, p)
+			}
+		}
 	}
 }
 

@@ -91,7 +91,7 @@ var fields = []module.Field{
 	}},
 	{Name: "flavor", Kind: module.String, Required: true, Check: nonEmpty},
 	{Name: "image", Kind: module.String, Required: true, Check: nonEmpty},
-	{Name: "networks", Kind: module.ObjectList, Required: true, Fields: []module.Field{
+	{Name: "networks", Kind: module.ObjectList, Short: "name", Required: true, Fields: []module.Field{
 		{Name: "name", Kind: module.String, Check: nonEmpty},
 		{Name: "id", Kind: module.String, Check: nonEmpty},
 		{Name: "ports", Kind: module.StringList, Check: func(v any) string {
@@ -197,11 +197,11 @@ type network struct {
 	createPort bool
 }
 
+// networks reads providerConfig.networks, where a network's name alone is
+// short for {name: NAME}.
 func networks(ng *schema.NodeGroup) []network {
 	var out []network
-	list, _ := ng.Spec.ProviderConfig["networks"].([]any)
-	for _, item := range list {
-		m, _ := item.(map[string]any)
+	for _, m := range module.Items(ng.Spec.ProviderConfig["networks"], "name") {
 		n := network{name: module.Str(m["name"]), id: module.Str(m["id"])}
 		if p, ok := m["ports"]; ok {
 			n.ports = module.Strings(p)

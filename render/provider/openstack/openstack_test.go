@@ -1,6 +1,7 @@
 package openstack_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -82,6 +83,45 @@ func TestValidateRefusesWithFileLine(t *testing.T) {
 			}
 			t.Errorf("no problem %q in %v", c.want, probs)
 		})
+	}
+}
+
+// A network's name alone is short for {name: NAME}: a list of names, or
+// one mixing names and mappings, validates and renders exactly as the
+// mappings do; a list item that is neither is refused at its file:line.
+func TestNetworkNamesAreShortForMappings(t *testing.T) {
+	render := func(networks string) string {
+		t.Helper()
+		ng := nodeGroup(t, strings.Replace(good, "      - name: tenant-net\n", networks, 1))
+		if probs := (openstack.Module{}).Validate(ng); len(probs) != 0 {
+			t.Fatalf("networks %q: problems %v", networks, probs)
+		}
+		res := (openstack.Module{}).Resources(module.MachineInput{Tenant: "acme", NodeGroup: ng, Role: schema.RoleControlPlane,
+			ResourceName: "ng_cp", UserData: "${var.config}", UserDataBase64: "${base64encode(var.config)}", ConfigHash: "abc"})
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for short, long := range map[string]string{
+		"      - tenant-net\n": "      - name: tenant-net\n",
+		"      [tenant-net]\n": "      - name: tenant-net\n",
+		"      - tenant-net\n      - id: 4d2b9f3e-0000-4000-8000-00000000000a\n        createPort: true\n      - mgmt-net\n": "      - name: tenant-net\n      - id: 4d2b9f3e-0000-4000-8000-00000000000a\n        createPort: true\n      - name: mgmt-net\n",
+	} {
+		if got, want := render(short), render(long); got != want {
+			t.Errorf("networks\n%s renders\n%s\nwhile\n%s renders\n%s", short, got, long, want)
+		}
+	}
+	for _, c := range []struct{ networks, want string }{
+		{"      - 3\n", `t.yaml:24:1: /spec/providerConfig/networks: openstack providerConfig.networks must be a list of mappings, or of strings short for {name: …}, not a list of numbers`},
+		{"      - tenant-net\n      - [a]\n", `providerConfig.networks must be a list of mappings, or of strings short for {name: …}, not a list whose item 1 is a list of strings`},
+		{"      - \"\"\n", `t.yaml:25:1: /spec/providerConfig/networks/0/name: openstack providerConfig.networks[0].name must not be empty`},
+	} {
+		probs := (openstack.Module{}).Validate(nodeGroup(t, strings.Replace(good, "      - name: tenant-net\n", c.networks, 1)))
+		if len(probs) != 1 || !strings.Contains(probs[0].String(), c.want) {
+			t.Errorf("networks %q: problems %v, want one containing %q", c.networks, probs, c.want)
+		}
 	}
 }
 
