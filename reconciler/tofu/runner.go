@@ -31,6 +31,7 @@ import (
 	tfjson "github.com/hashicorp/terraform-json"
 
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
+	"github.com/rezuscloud/rezuscloud/internal/redact"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -64,6 +65,10 @@ type Creds struct {
 	Address  string // base URL of the state, e.g. http://127.0.0.1:8080/tfstate/production
 	Username string
 	Password string
+	// Secrets are further values the run's output and errors never show,
+	// such as those of the tenant's Talos secrets bundle. Secrets that
+	// redact recognises by their form go without being named here.
+	Secrets []string
 }
 
 // Runner drives tofu in per-tenant work directories and counts every
@@ -218,13 +223,13 @@ func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, e
 		unlock()
 		return nil, err
 	}
-	secrets := []string{creds.Password}
+	secrets := append([]string{creds.Password}, creds.Secrets...)
 	for k, v := range r.opts.Env {
 		if k == "TF_ENCRYPTION" || strings.Contains(k, "PASSWORD") || strings.Contains(k, "TOKEN") {
 			secrets = append(secrets, v)
 		}
 	}
-	out := newTailBuffer(16<<10, secrets)
+	out := newTailBuffer(16<<10, redact.New(secrets...))
 	tf.SetStdout(out)
 	tf.SetStderr(out)
 	return &session{r: r, tf: tf, dir: dir, creds: creds, env: env, out: out, unlock: unlock}, nil
@@ -793,17 +798,11 @@ type tailBuffer struct {
 	mu      sync.Mutex
 	max     int
 	buf     []byte
-	secrets []string
+	secrets *redact.Redactor
 }
 
-func newTailBuffer(max int, secrets []string) *tailBuffer {
-	var keep []string
-	for _, s := range secrets {
-		if len(s) >= 4 {
-			keep = append(keep, s)
-		}
-	}
-	return &tailBuffer{max: max, secrets: keep}
+func newTailBuffer(max int, secrets *redact.Redactor) *tailBuffer {
+	return &tailBuffer{max: max, secrets: secrets}
 }
 
 var _ io.Writer = (*tailBuffer)(nil)
@@ -833,9 +832,6 @@ func (t *tailBuffer) String() string {
 	return t.redact(s)
 }
 
-func (t *tailBuffer) redact(s string) string {
-	for _, sec := range t.secrets {
-		s = strings.ReplaceAll(s, sec, "[redacted]")
-	}
-	return s
-}
+// redact removes the run's secrets from s: those it knows and those
+// package redact recognises.
+func (t *tailBuffer) redact(s string) string { return t.secrets.String(s) }
