@@ -54,6 +54,15 @@ func (c *secretsCache) get(tenant string) []byte {
 	return c.m[tenant]
 }
 
+// values returns the values of the tenant's bundle that its runs' output
+// must not show (talos.SecretValues), when the bundle is in memory.
+func (c *secretsCache) values(tenant string) []string {
+	if b := c.get(tenant); b != nil {
+		return talos.SecretValues(b)
+	}
+	return nil
+}
+
 func (c *secretsCache) put(tenant string, b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -180,6 +180,11 @@ func TestFormerSecretsStateCarriedOver(t *testing.T) {
 				t.Error("the reconciler reads another bundle back")
 			}
 			checkNoBundle(t, "the first run's output", res.OutputTail, bundle)
+			creds, revoke := r.rec.creds("staging")
+			revoke()
+			if known := strings.Join(creds.Secrets, "\n"); !strings.Contains(known, yamlValue(t, bundle, "secretboxencryptionsecret")) {
+				t.Error("the tenant's runs do not know the values of its bundle")
+			}
 
 			// A run with nothing to change plans nothing: the removed block
 			// of a resource the state no longer has is quiet.
@@ -221,6 +226,18 @@ func checkNoBundle(t *testing.T, what, text string, bundle []byte) {
 			t.Errorf("%s holds a value of the bundle (%s)", what, strings.TrimSpace(strings.SplitN(l, ":", 2)[0]))
 		}
 	}
+}
+
+// yamlValue returns the value of key in the YAML of a bundle.
+func yamlValue(t *testing.T, bundle []byte, key string) string {
+	t.Helper()
+	for _, l := range strings.Split(string(bundle), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), ": "); ok && k == key {
+			return v
+		}
+	}
+	t.Fatalf("the bundle has no %s", key)
+	return ""
 }
 
 func addresses[V any](m map[string]V) []string {
