@@ -141,6 +141,40 @@ func (r *Reconciler) storedSecrets(ctx context.Context, name string, raw []byte,
 	return nil, fmt.Errorf("read secrets of %s: its state is encrypted, and the server has neither a work directory nor the passphrase to read it with", name)
 }
 
+// formerSecretsKept returns the addresses a destroy of the tenant leaves in
+// its state: render.FormerSecretsResource when the stored state may hold
+// it (it does, or it is encrypted and the server has no passphrase to
+// look). tofu would print that resource's output, the bundle, in its plan;
+// the state goes once the destroy is done.
+func (r *Reconciler) formerSecretsKept(tenant string) []string {
+	var raw []byte
+	_ = r.store.View(func(tx *backend.Tx) error {
+		raw = append([]byte(nil), tx.CurrentState(tenant)...)
+		return nil
+	})
+	var st struct {
+		EncryptedData json.RawMessage `json:"encrypted_data"`
+		Resources     []struct {
+			Mode, Type, Name string
+		} `json:"resources"`
+	}
+	if json.Unmarshal(raw, &st) != nil {
+		return nil
+	}
+	if len(st.EncryptedData) > 0 {
+		plain, err := decryptState(raw, r.opts.StatePassphrase)
+		if err != nil || json.Unmarshal(plain, &st) != nil {
+			return []string{render.FormerSecretsResource}
+		}
+	}
+	for _, res := range st.Resources {
+		if res.Mode == "managed" && res.Type+"."+res.Name == render.FormerSecretsResource {
+			return []string{render.FormerSecretsResource}
+		}
+	}
+	return nil
+}
+
 // plainState reports whether the tenant has a stored state that is not
 // encrypted.
 func (r *Reconciler) plainState(tenant string) bool {

@@ -306,13 +306,14 @@ func (t *tenantRun) markDeleting(context.Context) (stepResult, error) {
 	return stepNext, retry(schema.ReasonStoreError, t.r.markDeleting(t.name, t.generation))
 }
 
-// destroy runs tofu destroy on what the tenant's state holds.
+// destroy runs tofu destroy on what the tenant's state holds, but the
+// secrets resource of earlier versions (formerSecretsKept).
 func (t *tenantRun) destroy(ctx context.Context) (stepResult, error) {
 	vars, err := placeholderVars(t.dir)
 	if err != nil {
 		return stepNext, retry(schema.ReasonStoreError, err)
 	}
-	out, err := t.r.runner.Destroy(ctx, t.dir, t.prev.InitInputs, vars, t.creds)
+	out, err := t.r.runner.Destroy(ctx, t.dir, t.prev.InitInputs, vars, t.creds, t.r.formerSecretsKept(t.name)...)
 	t.output(out)
 	if err != nil {
 		return stepNext, tofuError(err)
