@@ -186,7 +186,7 @@ func TestRoles(t *testing.T) {
 		if err := json.Unmarshal(raw, &st); err != nil || st.Serial == nil || len(st.EncryptedData) == 0 {
 			t.Fatalf("stored state of production is not an encrypted state (serial and encrypted_data): %v", err)
 		}
-		if bytes.Contains(raw, []byte("talos_secrets")) || bytes.Contains(raw, []byte("PRIVATE KEY")) {
+		if bytes.Contains(raw, []byte("talos_bundle")) || bytes.Contains(raw, []byte("PRIVATE KEY")) {
 			t.Fatal("the stored state of production names its secrets in clear text")
 		}
 	})
