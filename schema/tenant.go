@@ -56,8 +56,8 @@ type TenantPhase string
 
 // Tenant phases.
 const (
-	TenantForming   TenantPhase = "forming"   // machines are being created, the cluster is not up yet
-	TenantActive    TenantPhase = "active"    // the cluster runs as declared
+	TenantForming   TenantPhase = "forming"   // a machine it asks for is missing or not ready yet
+	TenantActive    TenantPhase = "active"    // every machine it asks for exists and is ready
 	TenantShrinking TenantPhase = "shrinking" // machines are being removed
 	TenantRemoving  TenantPhase = "removing"  // the tenant was removed from git and is being destroyed
 )
