@@ -267,7 +267,7 @@ func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
 // output keeps the plan and the output tail of a tofu run in the result.
 func (t *tenantRun) output(out *tofu.Result) {
 	if out != nil {
-		t.res.Plan = out.Plan
+		t.res.Plan = t.r.withMachines(out.Plan, out.Changes)
 		t.res.OutputTail = t.notes + out.Output
 	}
 	t.out = out

@@ -36,6 +36,15 @@ func TestUpgradingCondition(t *testing.T) {
 	if c := UpgradingCondition(p, "other"); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
 		t.Fatalf("a group the rollout does not touch: %+v", c)
 	}
+	// status.rollout names the machine by its host name, for
+	// rezusctl get tenants.
+	ms := []*schema.Machine{{Metadata: schema.ObjectMeta{Name: "cp-1"}, Spec: schema.MachineSpec{Hostname: "prod-cp-1"}}}
+	if st := p.Status(ms); st == nil || st.String() != "machine 2 of 3 (prod-cp-1 updating)" || st.Op != OpUpgrade || st.NodeGroup != "cp" {
+		t.Fatalf("status.rollout: %+v", st)
+	}
+	if st := p.Status(nil); st == nil || st.Machine != "cp-1" {
+		t.Fatalf("status.rollout of a machine without a host name: %+v", st)
+	}
 
 	rec.Current = nil
 	rec.Failed = &Failure{Machine: "w-0", Name: "rezussim_machine.ng_w[0]", NodeGroup: "w", Op: OpUpgrade, Reason: "not back; rolled back to v1.12.6"}
@@ -48,6 +57,9 @@ func TestUpgradingCondition(t *testing.T) {
 	}
 	if c := UpgradingCondition(p, "cp"); c.Reason != ReasonUpToDate {
 		t.Fatalf("group cp of a rollout stopped in w: %+v", c)
+	}
+	if st := p.Status(nil); st != nil {
+		t.Fatalf("status.rollout of a stopped rollout: %+v", st)
 	}
 	if c := UpgradingCondition(ProgressOf(RolloutRecord{Tenant: "acme", Completed: true}), ""); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
 		t.Fatalf("done: %+v", c)
