@@ -240,6 +240,17 @@ func tenantStatus(st schema.TenantStatus, now time.Time) string {
 	return msg
 }
 
+// nodeGroupStatus says what a node group is doing, at a glance: its part
+// of a rollout while its Upgrading condition is true, else its Ready
+// condition's message.
+func nodeGroupStatus(cs schema.Conditions) string {
+	if c := cs.Get(schema.ConditionUpgrading); c != nil && c.Status == schema.ConditionTrue {
+		return firstLine("Upgrading: "+cmp.Or(c.Message, c.Reason), 100)
+	}
+	_, msg := readyColumns(cs)
+	return msg
+}
+
 // readyColumns are the READY and STATUS columns of an object with
 // conditions, as flux prints them: the Ready condition's status and its
 // message.

@@ -185,7 +185,9 @@ func verdict(op *Operation, o Observation, resumed bool) verdictKind {
 	return verdictWait
 }
 
-// done records a finished operation.
+// done records a finished operation. Its machine counts as finished at
+// once, so that the progress the record shows moves on to the next
+// machine (the next plan puts it back if it needs another operation).
 func (pl *Plane) done(d Desired, rec *RolloutRecord) error {
 	op := rec.Current
 	rebooted := op.Op == OpUpgrade || op.Op == OpReboot || op.Mode == "reboot"
@@ -194,6 +196,12 @@ func (pl *Plane) done(d Desired, rec *RolloutRecord) error {
 			rec.Restarted = map[string]string{}
 		}
 		rec.Restarted[op.Machine] = op.RestartKey
+	}
+	if _, ok := rec.Touched[op.Machine]; ok {
+		if rec.Finished == nil {
+			rec.Finished = map[string]bool{}
+		}
+		rec.Finished[op.Machine] = true
 	}
 	rec.Current, rec.UpdatedAt = nil, pl.opts.Now()
 	return pl.save(KindRollout, d.Tenant, rec)

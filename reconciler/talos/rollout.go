@@ -413,7 +413,8 @@ func (pl *Plane) observeAll(ctx context.Context, d Desired) map[string]Observati
 	return out
 }
 
-// track notes the machines the generation touches and those it finished.
+// track notes the machines the generation touches and those it finished:
+// a machine that needs another operation is not finished.
 func (pl *Plane) track(rec *RolloutRecord, todo []work) {
 	pending := map[string]bool{}
 	for _, w := range todo {
@@ -424,10 +425,12 @@ func (pl *Plane) track(rec *RolloutRecord, todo []work) {
 		rec.Touched[w.m.ID] = w.m.NodeGroup
 	}
 	for id := range rec.Touched {
-		if !pending[id] {
-			if rec.Finished == nil {
-				rec.Finished = map[string]bool{}
-			}
+		switch {
+		case pending[id]:
+			delete(rec.Finished, id)
+		case rec.Finished == nil:
+			rec.Finished = map[string]bool{id: true}
+		default:
 			rec.Finished[id] = true
 		}
 	}
