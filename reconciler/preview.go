@@ -219,7 +219,7 @@ func (r *Reconciler) planned(t *preview.Tenant, out *tofu.PlanResult, err error)
 		t.Error = redact.Text(err.Error())
 		return
 	}
-	plan := out.Plan
+	plan := r.withMachines(out.Plan, out.Resources)
 	t.Plan = &plan
 	for _, rc := range out.Resources {
 		t.Resources = append(t.Resources, preview.ResourceChange{Address: rc.Address, Actions: rc.Actions})

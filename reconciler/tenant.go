@@ -271,7 +271,7 @@ func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
 // redacted (the runner redacts its output; this holds for the notes too).
 func (t *tenantRun) output(out *tofu.Result) {
 	if out != nil {
-		t.res.Plan = out.Plan
+		t.res.Plan = t.r.withMachines(out.Plan, out.Changes)
 		t.res.OutputTail = redact.Text(t.notes + out.Output)
 	}
 	t.out = out

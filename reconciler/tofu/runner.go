@@ -132,9 +132,12 @@ func (r *Runner) Runs() int64 { return r.runs.Load() }
 
 // Result is what one apply or destroy produced.
 type Result struct {
-	Plan   schema.PlanSummary
-	Output string // the tail of tofu's output, with secrets redacted
-	State  *tfjson.State
+	Plan schema.PlanSummary
+	// Changes are the resources the plan changed, as its output named
+	// them.
+	Changes []PlannedChange
+	Output  string // the tail of tofu's output, with secrets redacted
+	State   *tfjson.State
 }
 
 // Files a run keeps in its work directory only while it lasts.
@@ -440,10 +443,11 @@ var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 // With force it applies a plan without changes too, which rewrites the
 // state: that is how state written before encryption was turned on gets
 // encrypted. That takes a plan file and a second process (rewrite); only
-// Rewrite forces, and it neither destroys nor checks.
+// Rewrite forces, and it neither destroys nor checks. It returns the
+// plan's summary and the resources it changes.
 //
 // A destroy leaves the resources named in keep in the state.
-func (s *session) planApply(ctx context.Context, vars []byte, destroy bool, keep []string, force bool, check Check) (schema.PlanSummary, error) {
+func (s *session) planApply(ctx context.Context, vars []byte, destroy bool, keep []string, force bool, check Check) (schema.PlanSummary, []PlannedChange, error) {
 	if force {
 		return s.rewrite(ctx, vars)
 	}
@@ -461,10 +465,10 @@ func (s *session) planApply(ctx context.Context, vars []byte, destroy bool, keep
 // a server that dies before it answers leaves tofu an EOF, which tofu
 // takes as no. A plan without changes asks nothing; tofu then writes the
 // refreshed state, as a bare `tofu apply` does, and the serial moves.
-func (s *session) applyApproving(ctx context.Context, vars []byte, destroy bool, keep []string, check Check) (schema.PlanSummary, error) {
+func (s *session) applyApproving(ctx context.Context, vars []byte, destroy bool, keep []string, check Check) (schema.PlanSummary, []PlannedChange, error) {
 	varPath, removeVars, err := s.withVars(vars)
 	if err != nil {
-		return schema.PlanSummary{}, err
+		return schema.PlanSummary{}, nil, err
 	}
 	defer removeVars()
 	args := []string{"apply", "-no-color", "-input=true", "-lock=true", "-lock-timeout=0s"}
@@ -500,27 +504,28 @@ func (s *session) applyApproving(ctx context.Context, vars []byte, destroy bool,
 			return err
 		})
 	})
+	changes := line.planned()
 	switch {
 	case refused != nil:
-		return sum, refused
+		return sum, changes, refused
 	case err != nil && !approved:
 		// Nothing was applied: tofu failed while it planned.
-		return sum, fmt.Errorf("tofu plan: %w", s.redact(err))
+		return sum, changes, fmt.Errorf("tofu plan: %w", s.redact(err))
 	case err != nil:
-		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
+		return sum, changes, fmt.Errorf("tofu apply: %w", s.redact(err))
 	}
-	return sum, nil
+	return sum, changes, nil
 }
 
 // rewrite plans into a plan file and applies exactly that plan, changes
 // or not, so that tofu writes the state again. The variables exist on disk
 // only while tofu plans: the plan carries them to apply.
-func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary, error) {
+func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary, []PlannedChange, error) {
 	planPath := filepath.Join(s.dir, PlanFile)
 	defer os.Remove(planPath)
 	varPath, removeVars, err := s.withVars(vars)
 	if err != nil {
-		return schema.PlanSummary{}, err
+		return schema.PlanSummary{}, nil, err
 	}
 	opts := []tfexec.PlanOption{tfexec.Out(planPath)}
 	if varPath != "" {
@@ -538,9 +543,10 @@ func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary,
 	removeVars()
 	s.tf.SetStdout(s.out)
 	if err != nil {
-		return schema.PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
+		return schema.PlanSummary{}, nil, fmt.Errorf("tofu plan: %w", s.redact(err))
 	}
 	sum, ok := line.summary()
+	changes := line.planned()
 	if !ok && changed {
 		var plan *tfjson.Plan
 		err = s.cmd("show", func() (err error) {
@@ -548,14 +554,14 @@ func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary,
 			return err
 		})
 		if err != nil {
-			return schema.PlanSummary{}, fmt.Errorf("tofu show plan: %w", s.redact(err))
+			return schema.PlanSummary{}, nil, fmt.Errorf("tofu show plan: %w", s.redact(err))
 		}
-		sum = summarize(plan)
+		sum, changes = summarize(plan)
 	}
 	if err := s.cmd("apply", func() error { return s.applyDetached(ctx, planPath) }); err != nil {
-		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
+		return sum, changes, fmt.Errorf("tofu apply: %w", s.redact(err))
 	}
-	return sum, nil
+	return sum, changes, nil
 }
 
 // show returns the work directory's current state: read from the state
@@ -619,7 +625,7 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, c
 	if err := s.init(ctx, initInputs); err != nil {
 		return res, err
 	}
-	if res.Plan, err = s.planApply(ctx, vars, destroy, keep, force, check); err != nil {
+	if res.Plan, res.Changes, err = s.planApply(ctx, vars, destroy, keep, force, check); err != nil {
 		return res, err
 	}
 	if res.State, err = s.show(ctx); err != nil {
@@ -777,26 +783,36 @@ func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds
 	return s.show(ctx)
 }
 
-func summarize(plan *tfjson.Plan) schema.PlanSummary {
+// summarize counts the changes of a plan file's plan, and lists them.
+func summarize(plan *tfjson.Plan) (schema.PlanSummary, []PlannedChange) {
 	var sum schema.PlanSummary
+	var changes []PlannedChange
 	for _, rc := range plan.ResourceChanges {
 		if rc.Change == nil {
 			continue
 		}
 		a := rc.Change.Actions
+		var acts []string
 		switch {
 		case a.Replace():
 			sum.Add++
 			sum.Destroy++
+			acts = []string{"delete", "create"}
 		case a.Create():
 			sum.Add++
+			acts = []string{"create"}
 		case a.Update():
 			sum.Change++
+			acts = []string{"update"}
 		case a.Delete():
 			sum.Destroy++
+			acts = []string{"delete"}
+		default:
+			continue
 		}
+		changes = append(changes, PlannedChange{Address: rc.Address, Actions: acts})
 	}
-	return sum
+	return sum, changes
 }
 
 // tailBuffer keeps the last max bytes written to it and redacts secrets
