@@ -120,12 +120,7 @@ type CommitTotals struct {
 func (st *CommitStatus) Sum() CommitTotals {
 	t := CommitTotals{Tenants: len(st.Tenants), Problems: len(st.Problems)}
 	for _, r := range st.Tenants {
-		t.Plan.Add += r.Plan.Add
-		t.Plan.Change += r.Plan.Change
-		t.Plan.Destroy += r.Plan.Destroy
-		t.Plan.Machines.Add += r.Plan.Machines.Add
-		t.Plan.Machines.Change += r.Plan.Machines.Change
-		t.Plan.Machines.Destroy += r.Plan.Machines.Destroy
+		t.Plan = t.Plan.Plus(r.Plan)
 		if r.Phase == CommitFailed {
 			t.Failed++
 		}
@@ -216,6 +211,13 @@ type PlanCounts struct {
 // String formats the summary as "+add ~change -destroy".
 func (s PlanSummary) String() string {
 	return "+" + strconv.Itoa(s.Add) + " ~" + strconv.Itoa(s.Change) + " -" + strconv.Itoa(s.Destroy)
+}
+
+// Plus returns the sum of two summaries, machines and all.
+func (s PlanSummary) Plus(o PlanSummary) PlanSummary {
+	return PlanSummary{Add: s.Add + o.Add, Change: s.Change + o.Change, Destroy: s.Destroy + o.Destroy,
+		Machines: PlanCounts{Add: s.Machines.Add + o.Machines.Add, Change: s.Machines.Change + o.Machines.Change,
+			Destroy: s.Machines.Destroy + o.Machines.Destroy}}
 }
 
 // Other counts the changes of the resources that are not machines.
