@@ -77,7 +77,7 @@ func TestEncryptStateOfExistingInstallation(t *testing.T) {
 		if !strings.Contains(enc, "encrypted_data") {
 			t.Fatalf("%s's state is not encrypted: %.200s", tenant, enc)
 		}
-		for _, leak := range []string{addrs, "BEGIN", "talos_secrets", string(bundle[:40])} {
+		for _, leak := range []string{addrs, "BEGIN", "talos_bundle", string(bundle[:40])} {
 			if strings.Contains(enc, leak) {
 				t.Errorf("%s's encrypted state holds %q in plain text", tenant, leak)
 			}

@@ -135,7 +135,14 @@ func (t *tenantRun) bootstrap(ctx context.Context) (stepResult, error) {
 	if t.r.suspended(t.name) {
 		return stepDone, nil // suspended meanwhile: the run that resumes it bootstraps
 	}
-	_, err := pl.Bootstrap(ctx, t.name, t.bundle, t.r.talosMachines(t.machines))
+	was, _, err := pl.Bootstrapped(t.name)
+	if err != nil {
+		return stepNext, retry(schema.ReasonStoreError, err)
+	}
+	rec, err := pl.Bootstrap(ctx, t.name, t.bundle, t.r.talosMachines(t.machines))
+	if rec.Done && !rec.Adopted && (!was.Done || was.Machine != rec.Machine) {
+		t.planeActions().Bootstrap = t.machineName(rec.Machine)
+	}
 	return stepNext, talosError(err)
 }
 
@@ -150,7 +157,35 @@ func (t *tenantRun) rollout(ctx context.Context) (stepResult, error) {
 	if err != nil {
 		return stepNext, stall(schema.ReasonInvalidManifests, err)
 	}
-	return stepNext, talosError(pl.Roll(ctx, d))
+	rolled, err := pl.Roll(ctx, d)
+	if len(rolled.Machines) > 0 {
+		a := t.planeActions()
+		a.Machines += len(rolled.Machines)
+		a.Configs += rolled.Ops[talos.OpApply]
+		a.Upgrades += rolled.Ops[talos.OpUpgrade]
+		a.Restarts += rolled.Ops[talos.OpReboot]
+	}
+	return stepNext, talosError(err)
+}
+
+// planeActions is the run's record of what the Talos plane did, in its
+// result.
+func (t *tenantRun) planeActions() *schema.PlaneActions {
+	if t.res.Plane == nil {
+		t.res.Plane = &schema.PlaneActions{}
+	}
+	return t.res.Plane
+}
+
+// machineName names one of the run's machines as people know it: its
+// host name, else its id.
+func (t *tenantRun) machineName(id string) string {
+	for _, m := range t.machines {
+		if m.Metadata.Name == id && m.Spec.Hostname != "" {
+			return m.Spec.Hostname
+		}
+	}
+	return id
 }
 
 // talosError classifies an error of the plane: a rollout that stopped at

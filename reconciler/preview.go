@@ -17,8 +17,10 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/internal/preview"
+	"github.com/rezuscloud/rezuscloud/internal/redact"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
 )
@@ -147,6 +149,7 @@ func (r *Reconciler) previewTenant(ctx context.Context, t *preview.Tenant, td *s
 		t.Error = err.Error()
 		return
 	}
+	creds.Secrets = talos.SecretValues(bundle)
 	ws, err := r.modules.Render(td, bundle)
 	if err != nil {
 		t.Error = err.Error()
@@ -213,10 +216,10 @@ func (r *Reconciler) previewDestroy(ctx context.Context, t *preview.Tenant, prev
 
 func (r *Reconciler) planned(t *preview.Tenant, out *tofu.PlanResult, err error) {
 	if err != nil {
-		t.Error = err.Error()
+		t.Error = redact.Text(err.Error())
 		return
 	}
-	plan := out.Plan
+	plan := r.withMachines(out.Plan, out.Resources)
 	t.Plan = &plan
 	for _, rc := range out.Resources {
 		t.Resources = append(t.Resources, preview.ResourceChange{Address: rc.Address, Actions: rc.Actions})

@@ -52,7 +52,7 @@ func TestPreviewPlansWhatApplyDoes(t *testing.T) {
 	if !res.Valid || prod == nil || staging == nil {
 		t.Fatalf("preview: %+v", res)
 	}
-	if prod.Error != "" || prod.Plan == nil || *prod.Plan != (schema.PlanSummary{Add: 1}) {
+	if prod.Error != "" || prod.Plan == nil || *prod.Plan != (schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}) {
 		t.Fatalf("production plan %+v error %q, want +1", prod.Plan, prod.Error)
 	}
 	var machineAdds int

@@ -398,6 +398,7 @@ func (r *Reconciler) workDir(tenant string) (string, error) {
 
 func (r *Reconciler) creds(tenant string) (tofu.Creds, func()) {
 	c := tofu.Creds{Address: strings.TrimRight(r.opts.StateURL, "/") + "/tfstate/" + tenant}
+	c.Secrets = r.secrets.values(tenant)
 	if r.opts.Credentials == nil {
 		return c, func() {}
 	}

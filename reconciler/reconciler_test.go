@@ -214,7 +214,7 @@ func TestReconcileLifecycle(t *testing.T) {
 	for _, tr := range c.Status.Tenants {
 		want := schema.PlanSummary{}
 		if tr.Tenant == "production" {
-			want.Add = 2
+			want.Add, want.Machines.Add = 2, 2
 		}
 		if tr.Plan != want {
 			t.Errorf("scale up: tenant %s plan %s, want %s", tr.Tenant, tr.Plan, want)

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 
 	tfjson "github.com/hashicorp/terraform-json"
@@ -245,6 +246,60 @@ func (r *Reconciler) project(tenant string, st *tfjson.State) ([]*schema.Machine
 	walk(st.Values.RootModule)
 	sort.Slice(out, func(i, j int) bool { return out[i].Metadata.Name < out[j].Metadata.Name })
 	return out, nil
+}
+
+// withMachines returns the plan summary sum with its machines counted
+// apart: the changes of a node group's resources (render.ResourceName)
+// whose TF type a provider module maps to Machines. Other resources of a
+// mapped type are no machines, such as the Talos secrets, a
+// terraform_data like a bare-metal machine's record.
+func (r *Reconciler) withMachines(sum schema.PlanSummary, changes []tofu.PlannedChange) schema.PlanSummary {
+	machine := map[string]bool{}
+	for _, class := range r.modules.Names() {
+		for _, mp := range r.modules[class].Mappings() {
+			if mp.Kind == schema.KindMachine {
+				machine[mp.TFType] = true
+			}
+		}
+	}
+	sum.Machines = schema.PlanCounts{}
+	for _, c := range changes {
+		if typ, name := resourceOf(c.Address); !machine[typ] || !strings.HasPrefix(name, render.ResourceName("")) {
+			continue
+		}
+		for _, a := range c.Actions {
+			switch a {
+			case "create":
+				sum.Machines.Add++
+			case "update":
+				sum.Machines.Change++
+			case "delete":
+				sum.Machines.Destroy++
+			}
+		}
+	}
+	return sum
+}
+
+// resourceOf splits a managed resource's address such as
+// "module.m.rezussim_machine.ng_cp[0]" into its TF type and name; both
+// are "" for a data source.
+func resourceOf(addr string) (typ, name string) {
+	for {
+		rest, ok := strings.CutPrefix(addr, "module.")
+		if !ok {
+			break
+		}
+		if _, addr, ok = strings.Cut(rest, "."); !ok {
+			return "", ""
+		}
+	}
+	if strings.HasPrefix(addr, "data.") {
+		return "", ""
+	}
+	typ, name, _ = strings.Cut(addr, ".")
+	name, _, _ = strings.Cut(name, "[")
+	return typ, name
 }
 
 // projectCloudFacts records what a real cloud's provider says about a

@@ -54,6 +54,15 @@ func (c *secretsCache) get(tenant string) []byte {
 	return c.m[tenant]
 }
 
+// values returns the values of the tenant's bundle that its runs' output
+// must not show (talos.SecretValues), when the bundle is in memory.
+func (c *secretsCache) values(tenant string) []string {
+	if b := c.get(tenant); b != nil {
+		return talos.SecretValues(b)
+	}
+	return nil
+}
+
 func (c *secretsCache) put(tenant string, b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -68,9 +77,9 @@ func (c *secretsCache) put(tenant string, b []byte) {
 }
 
 // secretsFor returns the tenant's secrets bundle: from memory; else from its
-// state as the backend stores it; else, when that state is encrypted, from
-// `tofu show`; else, for a tenant that has none yet, a new bundle made with
-// the version contract of its talosVersion. fresh reports the last case.
+// stored state (storedSecrets); else, for a tenant that has none yet, a new
+// bundle made with the version contract of its talosVersion. fresh reports
+// the last case.
 func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, dir string, initInputs []byte, creds tofu.Creds) (bundle []byte, fresh bool, err error) {
 	name := td.Tenant.Metadata.Name
 	if b := r.secrets.get(name); b != nil {
@@ -84,16 +93,9 @@ func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, d
 		return nil, false, err
 	}
 	if len(raw) > 0 {
-		b, encrypted, err := secretsFromStateFile(raw)
+		b, err := r.storedSecrets(ctx, name, raw, dir, initInputs, creds)
 		if err != nil {
-			return nil, false, fmt.Errorf("read secrets of %s from its state: %w", name, err)
-		}
-		if encrypted && len(initInputs) > 0 {
-			st, err := r.runner.State(ctx, dir, initInputs, creds)
-			if err != nil {
-				return nil, false, fmt.Errorf("read secrets of %s from its encrypted state: %w", name, err)
-			}
-			b = secretsFromShow(st)
+			return nil, false, err
 		}
 		if b != nil {
 			r.secrets.put(name, b)
@@ -105,6 +107,72 @@ func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, d
 		return nil, false, fmt.Errorf("generate secrets of %s: %w", name, err)
 	}
 	return b, true, nil
+}
+
+// storedSecrets reads the bundle from the tenant's stored state raw: as
+// it is, or, encrypted, through `tofu show` in the work directory when it
+// has been initialised (initInputs), else decrypted with the state
+// passphrase. An encrypted state that neither can read is an error, never a
+// state without a bundle: a new bundle would take the place of the one the
+// state holds.
+func (r *Reconciler) storedSecrets(ctx context.Context, name string, raw []byte, dir string, initInputs []byte, creds tofu.Creds) ([]byte, error) {
+	b, encrypted, err := secretsFromStateFile(raw)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read secrets of %s from its state: %w", name, err)
+	case !encrypted:
+		return b, nil
+	case len(initInputs) > 0:
+		st, err := r.runner.State(ctx, dir, initInputs, creds)
+		if err != nil {
+			return nil, fmt.Errorf("read secrets of %s from its encrypted state: %w", name, err)
+		}
+		return secretsFromShow(st), nil
+	case r.opts.StatePassphrase != "":
+		plain, err := decryptState(raw, r.opts.StatePassphrase)
+		if err == nil {
+			b, _, err = secretsFromStateFile(plain)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read secrets of %s from its encrypted state: %w", name, err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("read secrets of %s: its state is encrypted, and the server has neither a work directory nor the passphrase to read it with", name)
+}
+
+// formerSecretsKept returns the addresses a destroy of the tenant leaves in
+// its state: render.FormerSecretsResource when the stored state may hold
+// it (it does, or it is encrypted and the server has no passphrase to
+// look). tofu would print that resource's output, the bundle, in its plan;
+// the state goes once the destroy is done.
+func (r *Reconciler) formerSecretsKept(tenant string) []string {
+	var raw []byte
+	_ = r.store.View(func(tx *backend.Tx) error {
+		raw = append([]byte(nil), tx.CurrentState(tenant)...)
+		return nil
+	})
+	var st struct {
+		EncryptedData json.RawMessage `json:"encrypted_data"`
+		Resources     []struct {
+			Mode, Type, Name string
+		} `json:"resources"`
+	}
+	if json.Unmarshal(raw, &st) != nil {
+		return nil
+	}
+	if len(st.EncryptedData) > 0 {
+		plain, err := decryptState(raw, r.opts.StatePassphrase)
+		if err != nil || json.Unmarshal(plain, &st) != nil {
+			return []string{render.FormerSecretsResource}
+		}
+	}
+	for _, res := range st.Resources {
+		if res.Mode == "managed" && res.Type+"."+res.Name == render.FormerSecretsResource {
+			return []string{render.FormerSecretsResource}
+		}
+	}
+	return nil
 }
 
 // plainState reports whether the tenant has a stored state that is not
@@ -122,8 +190,9 @@ func (r *Reconciler) plainState(tenant string) bool {
 	return plain
 }
 
-// secretsFromStateFile finds the bundle in a state file as tofu writes it.
-// encrypted reports an OpenTofu-encrypted state, which needs tofu to read.
+// secretsFromStateFile finds the bundle in a state file as tofu writes it
+// (see bundleIn). encrypted reports an OpenTofu-encrypted state, which
+// needs tofu to read.
 func secretsFromStateFile(raw []byte) (bundle []byte, encrypted bool, err error) {
 	var st struct {
 		EncryptedData json.RawMessage `json:"encrypted_data"`
@@ -132,11 +201,7 @@ func secretsFromStateFile(raw []byte) (bundle []byte, encrypted bool, err error)
 			Type      string `json:"type"`
 			Name      string `json:"name"`
 			Instances []struct {
-				Attributes struct {
-					Input struct {
-						Value any `json:"value"`
-					} `json:"input"`
-				} `json:"attributes"`
+				Attributes map[string]json.RawMessage `json:"attributes"`
 			} `json:"instances"`
 		} `json:"resources"`
 	}
@@ -146,26 +211,47 @@ func secretsFromStateFile(raw []byte) (bundle []byte, encrypted bool, err error)
 	if len(st.EncryptedData) > 0 {
 		return nil, true, nil
 	}
-	for _, res := range st.Resources {
-		if res.Mode == "managed" && res.Type+"."+res.Name == render.SecretsResource && len(res.Instances) > 0 {
-			if s, ok := res.Instances[0].Attributes.Input.Value.(string); ok && s != "" {
-				return []byte(s), false, nil
+	return bundleIn(func(address, attribute string) any {
+		for _, res := range st.Resources {
+			if res.Mode == "managed" && res.Type+"."+res.Name == address && len(res.Instances) > 0 {
+				// A terraform_data attribute is {"value": V, "type": T}.
+				var a struct{ Value any }
+				_ = json.Unmarshal(res.Instances[0].Attributes[attribute], &a)
+				return a.Value
 			}
 		}
-	}
-	return nil, false, nil
+		return nil
+	}), false, nil
 }
 
-// secretsFromShow finds the bundle in the state `tofu show -json` gives.
+// secretsFromShow finds the bundle in the state `tofu show -json` gives
+// (see bundleIn).
 func secretsFromShow(st *tfjson.State) []byte {
 	if st == nil || st.Values == nil || st.Values.RootModule == nil {
 		return nil
 	}
-	for _, res := range st.Values.RootModule.Resources {
-		if res.Address == render.SecretsResource {
-			if s, ok := res.AttributeValues["input"].(string); ok && s != "" {
-				return []byte(s)
+	return bundleIn(func(address, attribute string) any {
+		for _, res := range st.Values.RootModule.Resources {
+			if res.Address == address {
+				return res.AttributeValues[attribute]
 			}
+		}
+		return nil
+	})
+}
+
+// bundleIn finds the bundle in a state, given a func that reads an
+// attribute of a resource in it: in render.SecretsResource, else in the
+// resource of earlier versions (render.FormerSecretsResource), which a
+// state holds until its first apply by this version (and with the same
+// bundle in both while that apply lasts).
+func bundleIn(attr func(address, attribute string) any) []byte {
+	for _, at := range [][2]string{
+		{render.SecretsResource, render.SecretsAttribute},
+		{render.FormerSecretsResource, render.FormerSecretsAttribute},
+	} {
+		if s, ok := attr(at[0], at[1]).(string); ok && s != "" {
+			return []byte(s)
 		}
 	}
 	return nil

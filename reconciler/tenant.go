@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
+	"github.com/rezuscloud/rezuscloud/internal/redact"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -191,6 +193,7 @@ func (t *tenantRun) secrets(ctx context.Context) (stepResult, error) {
 	}
 	var err error
 	t.bundle, t.fresh, err = t.r.secretsFor(ctx, t.desired, t.dir, initInputs, t.creds)
+	t.creds.Secrets = talos.SecretValues(t.bundle)
 	return stepNext, retry(schema.ReasonStateBackendError, err)
 }
 
@@ -264,11 +267,12 @@ func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
 	return stepNext, nil
 }
 
-// output keeps the plan and the output tail of a tofu run in the result.
+// output keeps the plan and the output tail of a tofu run in the result,
+// redacted (the runner redacts its output; this holds for the notes too).
 func (t *tenantRun) output(out *tofu.Result) {
 	if out != nil {
-		t.res.Plan = out.Plan
-		t.res.OutputTail = t.notes + out.Output
+		t.res.Plan = t.r.withMachines(out.Plan, out.Changes)
+		t.res.OutputTail = redact.Text(t.notes + out.Output)
 	}
 	t.out = out
 }
@@ -302,13 +306,14 @@ func (t *tenantRun) markDeleting(context.Context) (stepResult, error) {
 	return stepNext, retry(schema.ReasonStoreError, t.r.markDeleting(t.name, t.generation))
 }
 
-// destroy runs tofu destroy on what the tenant's state holds.
+// destroy runs tofu destroy on what the tenant's state holds, but the
+// secrets resource of earlier versions (formerSecretsKept).
 func (t *tenantRun) destroy(ctx context.Context) (stepResult, error) {
 	vars, err := placeholderVars(t.dir)
 	if err != nil {
 		return stepNext, retry(schema.ReasonStoreError, err)
 	}
-	out, err := t.r.runner.Destroy(ctx, t.dir, t.prev.InitInputs, vars, t.creds)
+	out, err := t.r.runner.Destroy(ctx, t.dir, t.prev.InitInputs, vars, t.creds, t.r.formerSecretsKept(t.name)...)
 	t.output(out)
 	if err != nil {
 		return stepNext, tofuError(err)
@@ -372,7 +377,7 @@ func (t *tenantRun) conclude(err error) {
 func (t *tenantRun) failed(err error) {
 	r, res := t.r, t.res
 	stalled, reason := classify(err)
-	res.Phase, res.Error, res.Reason, res.Stalled = schema.CommitFailed, err.Error(), reason, stalled
+	res.Phase, res.Error, res.Reason, res.Stalled = schema.CommitFailed, redact.Text(err.Error()), reason, stalled
 	msg := res.Error
 	if t.desired == nil {
 		msg = "destroy failed: " + msg

@@ -222,6 +222,7 @@ func TestRenderTalos(t *testing.T) {
 	var doc struct {
 		Variable map[string]map[string]any            `json:"variable"`
 		Resource map[string]map[string]map[string]any `json:"resource"`
+		Removed  []map[string]any                     `json:"removed"`
 	}
 	if err := json.Unmarshal(ws.Files[MainFile], &doc); err != nil {
 		t.Fatal(err)
@@ -238,9 +239,15 @@ func TestRenderTalos(t *testing.T) {
 	if ws.Variables[SecretsVariable] != string(testSecrets(t)) {
 		t.Errorf("secrets variable holds %d bytes, not the bundle", len(ws.Variables[SecretsVariable]))
 	}
-	td := doc.Resource["terraform_data"]["talos_secrets"]
-	if td["input"] != "${var."+SecretsVariable+"}" || fmt.Sprint(td["lifecycle"]) != "map[ignore_changes:[input]]" {
-		t.Errorf("terraform_data.talos_secrets = %v", td)
+	td := doc.Resource["terraform_data"]["talos_bundle"]
+	if len(td) != 2 || td["triggers_replace"] != "${var."+SecretsVariable+"}" || fmt.Sprint(td["lifecycle"]) != "map[ignore_changes:[triggers_replace]]" {
+		t.Errorf("%s = %v, want the bundle in triggers_replace, whose changes are ignored, and nothing else", SecretsResource, td)
+	}
+	if _, has := doc.Resource["terraform_data"]["talos_secrets"]; has {
+		t.Errorf("the workspace declares %s", FormerSecretsResource)
+	}
+	if fmt.Sprint(doc.Removed) != "[map[from:terraform_data.talos_secrets lifecycle:map[destroy:false]]]" {
+		t.Errorf("removed blocks %v, want one that forgets %s without destroying it", doc.Removed, FormerSecretsResource)
 	}
 	for ng, res := range map[string]string{"controlplane": "ng_controlplane", "workers": "ng_workers"} {
 		if got := doc.Resource["rezussim_machine"][res]["user_data"]; got != "${var."+MachineConfigVariable(ng)+"}" {

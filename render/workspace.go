@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/rezuscloud/rezuscloud/render/module"
 	"github.com/rezuscloud/rezuscloud/render/talos"
@@ -45,10 +46,27 @@ type Workspace struct {
 
 // SecretsResource is the TF address of the resource that keeps a tenant's
 // Talos secrets bundle in its state, and SecretsVariable the sensitive
-// variable that feeds it.
+// variable that feeds it. The bundle is the resource's triggers_replace,
+// which tofu shows only as a sensitive value, and later changes of it are
+// ignored: the resource is never replaced and the bundle never changes.
+//
+// SecretsAttribute names that attribute.
 const (
-	SecretsResource = "terraform_data.talos_secrets"
-	SecretsVariable = "talos_secrets"
+	SecretsResource  = "terraform_data.talos_bundle"
+	SecretsAttribute = "triggers_replace"
+	SecretsVariable  = "talos_secrets"
+)
+
+// FormerSecretsResource is the resource that kept the bundle in the states
+// of earlier versions, as its input. terraform_data copies its input to
+// its output, and tofu prints that output in plain text in every plan that
+// destroys or forgets the resource. Every workspace has tofu forget it
+// (a removed block, nothing is destroyed); the run that does so creates
+// SecretsResource with the same bundle, which the reconciler read from the
+// former resource's input (FormerSecretsAttribute).
+const (
+	FormerSecretsResource  = "terraform_data.talos_secrets"
+	FormerSecretsAttribute = "input"
 )
 
 // MachineConfigVariable names the sensitive variable that holds the Talos
@@ -136,10 +154,7 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 	if resources["terraform_data"] == nil {
 		resources["terraform_data"] = map[string]any{}
 	}
-	resources["terraform_data"]["talos_secrets"] = map[string]any{
-		"input":     "${var." + SecretsVariable + "}",
-		"lifecycle": map[string]any{"ignore_changes": []string{"input"}},
-	}
+	addSecrets(doc, resources)
 	doc["resource"] = resources
 	main, err := marshal(doc)
 	if err != nil {
@@ -161,6 +176,21 @@ func (ms Modules) Render(td *schema.TenantDesired, secretsBundle []byte) (*Works
 	}
 	ws.Hash = hashFiles(ws.Files, vars)
 	return ws, nil
+}
+
+// addSecrets declares the resource that keeps the secrets bundle
+// (SecretsResource) and has tofu forget the one that kept it before
+// (FormerSecretsResource).
+func addSecrets(doc map[string]any, resources map[string]map[string]any) {
+	_, name, _ := strings.Cut(SecretsResource, ".")
+	resources["terraform_data"][name] = map[string]any{
+		SecretsAttribute: "${var." + SecretsVariable + "}",
+		"lifecycle":      map[string]any{"ignore_changes": []string{SecretsAttribute}},
+	}
+	doc["removed"] = []any{map[string]any{
+		"from":      FormerSecretsResource,
+		"lifecycle": map[string]any{"destroy": false},
+	}}
 }
 
 // addBlocks adds a module's resources and data sources to the blocks of

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
@@ -119,9 +120,7 @@ type CommitTotals struct {
 func (st *CommitStatus) Sum() CommitTotals {
 	t := CommitTotals{Tenants: len(st.Tenants), Problems: len(st.Problems)}
 	for _, r := range st.Tenants {
-		t.Plan.Add += r.Plan.Add
-		t.Plan.Change += r.Plan.Change
-		t.Plan.Destroy += r.Plan.Destroy
+		t.Plan = t.Plan.Plus(r.Plan)
 		if r.Phase == CommitFailed {
 			t.Failed++
 		}
@@ -167,7 +166,10 @@ type TenantResult struct {
 	Tenant string      `json:"tenant"`
 	Phase  CommitPhase `json:"phase"`
 	Plan   PlanSummary `json:"plan"`
-	Error  string      `json:"error,omitempty"`
+	// Plane is what the Talos plane did to the tenant's machines in the
+	// run, when it did something: a bootstrap, a rollout.
+	Plane *PlaneActions `json:"plane,omitempty"`
+	Error string        `json:"error,omitempty"`
 	// Reason says why a failed tenant failed (a Reason* constant).
 	Reason string `json:"reason,omitempty"`
 	// Stalled says that the failure needs a new commit: the tenant is not
@@ -187,8 +189,20 @@ type TenantResult struct {
 }
 
 // PlanSummary counts the resource changes of a plan, the way tofu prints
-// them: a replacement counts as one add and one destroy.
+// them: a replacement counts as one add and one destroy. Machines counts
+// the machines among them (cloud instances, bare-metal records); the rest
+// are the other resources (the Talos secrets, ports, ...). A summary whose
+// Machines is zero either changes no machine or was recorded by a server
+// that did not count them apart.
 type PlanSummary struct {
+	Add      int        `json:"add"`
+	Change   int        `json:"change"`
+	Destroy  int        `json:"destroy"`
+	Machines PlanCounts `json:"machines,omitzero"`
+}
+
+// PlanCounts counts the changes of one part of a plan.
+type PlanCounts struct {
 	Add     int `json:"add"`
 	Change  int `json:"change"`
 	Destroy int `json:"destroy"`
@@ -197,6 +211,97 @@ type PlanSummary struct {
 // String formats the summary as "+add ~change -destroy".
 func (s PlanSummary) String() string {
 	return "+" + strconv.Itoa(s.Add) + " ~" + strconv.Itoa(s.Change) + " -" + strconv.Itoa(s.Destroy)
+}
+
+// Plus returns the sum of two summaries, machines and all.
+func (s PlanSummary) Plus(o PlanSummary) PlanSummary {
+	return PlanSummary{Add: s.Add + o.Add, Change: s.Change + o.Change, Destroy: s.Destroy + o.Destroy,
+		Machines: PlanCounts{Add: s.Machines.Add + o.Machines.Add, Change: s.Machines.Change + o.Machines.Change,
+			Destroy: s.Machines.Destroy + o.Machines.Destroy}}
+}
+
+// Other counts the changes of the resources that are not machines.
+func (s PlanSummary) Other() PlanCounts {
+	return PlanCounts{Add: s.Add - s.Machines.Add, Change: s.Change - s.Machines.Change, Destroy: s.Destroy - s.Machines.Destroy}
+}
+
+// Text says what the plan changes as people read it, machines apart from
+// the other resources: "machines +5, other +1", "machines -2". Without
+// machine counts it is String's "+1 ~0 -0".
+func (s PlanSummary) Text() string {
+	if s.Machines == (PlanCounts{}) {
+		return s.String()
+	}
+	out := "machines " + s.Machines.String()
+	if o := s.Other(); o != (PlanCounts{}) {
+		out += ", other " + o.String()
+	}
+	return out
+}
+
+// String lists the counts that are not zero, "+5 -1", or says "0".
+func (c PlanCounts) String() string {
+	var parts []string
+	for _, p := range []struct {
+		sign string
+		n    int
+	}{{"+", c.Add}, {"~", c.Change}, {"-", c.Destroy}} {
+		if p.n != 0 {
+			parts = append(parts, p.sign+strconv.Itoa(p.n))
+		}
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, " ")
+}
+
+// PlaneActions is what the Talos plane did to a tenant's machines in one
+// run, beside what tofu changed: the etcd bootstrap, and the rollout that
+// changed running machines one at a time.
+type PlaneActions struct {
+	// Bootstrap names the control plane (its host name, else its id) on
+	// which the run bootstrapped the tenant's etcd.
+	Bootstrap string `json:"bootstrap,omitempty"`
+	// Machines counts the machines the rollout changed; Configs, Upgrades
+	// and Restarts count its operations: configs applied in place, Talos
+	// upgrades, and reboots for a declared restart (rezuscloud.io/restartedAt).
+	Machines int `json:"machines,omitempty"`
+	Configs  int `json:"configs,omitempty"`
+	Upgrades int `json:"upgrades,omitempty"`
+	Restarts int `json:"restarts,omitempty"`
+}
+
+// String says in a line what the plane did: "bootstrap on prod-cp-0",
+// "rollout of 6 machines (6 upgrades)"; "" for nothing.
+func (a PlaneActions) String() string {
+	var parts []string
+	if a.Bootstrap != "" {
+		parts = append(parts, "bootstrap on "+a.Bootstrap)
+	}
+	if a.Machines > 0 {
+		var ops []string
+		for _, op := range []struct {
+			n          int
+			one, other string
+		}{{a.Configs, "config", "configs"}, {a.Upgrades, "upgrade", "upgrades"}, {a.Restarts, "restart", "restarts"}} {
+			switch {
+			case op.n == 1:
+				ops = append(ops, "1 "+op.one)
+			case op.n > 1:
+				ops = append(ops, strconv.Itoa(op.n)+" "+op.other)
+			}
+		}
+		r := "rollout of " + strconv.Itoa(a.Machines) + " machine"
+		if a.Machines > 1 {
+			r += "s"
+		}
+		if len(ops) > 0 {
+			r += " (" + strings.Join(ops, ", ") + ")"
+		}
+		parts = append(parts, r)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Timings record when each step of a commit's handling happened.

@@ -45,7 +45,24 @@ func (r *TenantResult) appendJSON(b []byte) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(r.Plan.Change), 10)
 	b = append(b, `,"destroy":`...)
 	b = strconv.AppendInt(b, int64(r.Plan.Destroy), 10)
+	if m := r.Plan.Machines; m != (PlanCounts{}) {
+		b = append(b, `,"machines":{"add":`...)
+		b = strconv.AppendInt(b, int64(m.Add), 10)
+		b = append(b, `,"change":`...)
+		b = strconv.AppendInt(b, int64(m.Change), 10)
+		b = append(b, `,"destroy":`...)
+		b = strconv.AppendInt(b, int64(m.Destroy), 10)
+		b = append(b, '}')
+	}
 	b = append(b, '}')
+	if r.Plane != nil {
+		v, err := json.Marshal(r.Plane)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"plane":`...)
+		b = append(b, v...)
+	}
 	b = appendStringField(b, "error", r.Error)
 	b = appendStringField(b, "reason", r.Reason)
 	if r.Stalled {

@@ -17,11 +17,12 @@ func TestTenantResultsEncodeAsReflection(t *testing.T) {
 	rs := TenantResults{
 		{Tenant: "t0001", Phase: CommitSucceeded, StartedAt: at, FinishedAt: at},
 		{Tenant: "t0002", Phase: CommitPending},
-		{Tenant: "t0003", Phase: CommitFailed, Plan: PlanSummary{Add: 3, Change: -1, Destroy: 12},
+		{Tenant: "t0003", Phase: CommitFailed, Plan: PlanSummary{Add: 3, Change: -1, Destroy: 12, Machines: PlanCounts{Add: 2, Destroy: 7}},
+			Plane:  &PlaneActions{Bootstrap: "cp-<0>", Machines: 3, Configs: 1, Upgrades: 2},
 			Error:  "tofu apply: exit status 1\n\"quoted\" <b>&amp;</b> \\ \t\u2028\u2029 ü \x00 \xff\xfe end",
 			Reason: ReasonStoreError, Stalled: true, NextAttemptAt: at.In(zone), Waiting: "window <mon>",
 			OutputTail: "Error: \x1b[31mred\x1b[0m\r\n", StartedAt: at.Add(-time.Second), FinishedAt: at.In(zone)},
-		{Tenant: "t0004", Phase: CommitApplying, StartedAt: at.Round(time.Second)},
+		{Tenant: "t0004", Phase: CommitApplying, StartedAt: at.Round(time.Second), Plane: &PlaneActions{}},
 		{},
 	}
 	got, err := json.Marshal(rs)

@@ -1,6 +1,9 @@
 package schema
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Tenant is one Talos Kubernetes cluster.
 type Tenant struct {
@@ -56,8 +59,8 @@ type TenantPhase string
 
 // Tenant phases.
 const (
-	TenantForming   TenantPhase = "forming"   // machines are being created, the cluster is not up yet
-	TenantActive    TenantPhase = "active"    // the cluster runs as declared
+	TenantForming   TenantPhase = "forming"   // a machine it asks for is missing or not ready yet
+	TenantActive    TenantPhase = "active"    // every machine it asks for exists and is ready
 	TenantShrinking TenantPhase = "shrinking" // machines are being removed
 	TenantRemoving  TenantPhase = "removing"  // the tenant was removed from git and is being destroyed
 )
@@ -93,6 +96,10 @@ type TenantStatus struct {
 	// Maintenance is set while disruptive work waits for a maintenance
 	// window.
 	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
+	// Rollout is set while the Talos plane rolls a change (a config, a
+	// Talos version, a declared restart) through the tenant's machines,
+	// one at a time: where it stands.
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 	// Conditions are Ready, Reconciling and Stalled (see the Condition*
 	// constants); Ready follows the machines, the other two the runs.
 	Conditions Conditions `json:"conditions,omitempty"`
@@ -108,6 +115,38 @@ type RetryStatus struct {
 	NextAttemptAt time.Time `json:"nextAttemptAt"`
 	// LastReason is the reason of the last failure (a Reason* constant).
 	LastReason string `json:"lastReason"`
+}
+
+// RolloutStatus is where a rollout through a tenant's machines stands:
+// machine N of Total is being worked on.
+type RolloutStatus struct {
+	N     int `json:"n"`
+	Total int `json:"total"`
+	// Machine names the machine being worked on (its host name, else its
+	// id), NodeGroup its node group, Op the operation (apply, upgrade,
+	// reboot) and Stage the machine's stage as last observed, or "not
+	// connected". They are empty while the next machine waits for its
+	// gates (the one before ready, etcd healthy).
+	Machine   string `json:"machine,omitempty"`
+	NodeGroup string `json:"nodeGroup,omitempty"`
+	Op        string `json:"op,omitempty"`
+	Stage     string `json:"stage,omitempty"`
+}
+
+// String says where the rollout stands: "machine 4 of 6 (prod-cp-2
+// restarting)", or "machine 4 of 6 waits for its gates".
+func (r RolloutStatus) String() string {
+	s := "machine " + strconv.Itoa(r.N) + " of " + strconv.Itoa(r.Total)
+	if r.Machine == "" {
+		return s + " waits for its gates"
+	}
+	what := r.Machine
+	if r.Stage != "" {
+		what += " " + r.Stage
+	} else if r.Op != "" {
+		what += " " + r.Op
+	}
+	return s + " (" + what + ")"
 }
 
 // MachineCounts counts a tenant's or node group's machines.

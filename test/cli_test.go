@@ -39,6 +39,8 @@ import (
 //	waitcommit [PHASE]      wait until the server has handled the source's newest revision,
 //	                        one that the previous waitcommit did not see; with PHASE, its
 //	                        Commit must end in that phase
+//	waitphase PHASE         wait until every tenant is in PHASE (active: each machine
+//	                        its node groups ask for exists and is ready)
 //	jsonpath PATH...        evaluate each PATH (.a.b[0].c, [*] for every item) on the last
 //	                        stdout and print the results, one per line
 //	jsonpath -set VAR PATH  store the first result in VAR instead
@@ -74,6 +76,7 @@ func TestCLI(t *testing.T) {
 			"serve":      cliServe,
 			"restart":    cliRestart,
 			"waitcommit": cliWaitCommit,
+			"waitphase":  cliWaitPhase,
 			"jsonpath":   cliJSONPath,
 			"bg":         cliBackground,
 			"waitfile":   cliWaitFile,
@@ -372,6 +375,39 @@ func cliWaitCommit(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	ts.Fatalf("waitcommit: timed out (%s); see server.log", last)
+}
+
+// cliWaitPhase waits until every tenant the server holds is in the phase
+// given.
+func cliWaitPhase(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitphase PHASE")
+	}
+	s := cliServerOf(ts)
+	deadline := time.Now().Add(cliTimeout)
+	var last string
+	for time.Now().Before(deadline) {
+		var list struct {
+			Items []schema.Tenant `json:"items"`
+		}
+		if err := cliGet(ts, s, "/api/v1/tenants", &list); err != nil {
+			last = err.Error()
+		} else {
+			var off []string
+			for _, t := range list.Items {
+				if string(t.Status.Phase) != args[0] {
+					m := t.Status.Machines
+					off = append(off, fmt.Sprintf("%s is %s with %d of %d machines ready", t.Metadata.Name, t.Status.Phase, m.Ready, m.Desired))
+				}
+			}
+			if len(list.Items) > 0 && len(off) == 0 {
+				return
+			}
+			last = strings.Join(off, "; ")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("waitphase %s: timed out (%s); see server.log", args[0], last)
 }
 
 // cliJSONPath evaluates paths on the last stdout.

@@ -156,8 +156,8 @@ func TestMetalEndToEnd(t *testing.T) {
 	e.srv.start()
 
 	c := e.srv.waitApplied(e.first)
-	if r := e2eResult(t, c, metalTenant); c.Status.Phase != schema.CommitSucceeded || r.Plan.Add != 4 {
-		t.Fatalf("first commit %s, plan %s (want +4: three machine records and the secrets): %s", c.Status.Phase, r.Plan, e2eBrief(c.Status))
+	if r := e2eResult(t, c, metalTenant); c.Status.Phase != schema.CommitSucceeded || r.Plan.Add != 4 || r.Plan.Text() != "machines +3, other +1" {
+		t.Fatalf("first commit %s, plan %s (%s; want +4: three machine records and the secrets): %s", c.Status.Phase, r.Plan, r.Plan.Text(), e2eBrief(c.Status))
 	}
 	t.Run("the server warned once of each machine without a pinned fingerprint", func(t *testing.T) {
 		for i, a := range addrs {

@@ -106,7 +106,7 @@ func TestPreviews(t *testing.T) {
 		if !preview.Spec.Preview || preview.Spec.SHA != branch || preview.Spec.Ref != "refs/heads/scale-up" || preview.Metadata.Labels["rezuscloud.io/preview"] != "true" {
 			t.Errorf("preview commit spec %+v labels %v, want preview of %s on refs/heads/scale-up labelled rezuscloud.io/preview=true", preview.Spec, preview.Metadata.Labels, branch[:12])
 		}
-		if r := e2eResult(t, preview, "production"); r.Plan != (schema.PlanSummary{Add: 1}) || r.Phase != schema.CommitSucceeded {
+		if r := e2eResult(t, preview, "production"); r.Plan != (schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}) || r.Phase != schema.CommitSucceeded {
 			t.Errorf("production in the preview: %s %s, want Succeeded +1 ~0 -0", r.Phase, r.Plan)
 		}
 		if r := e2eResult(t, preview, "staging"); r.Plan != (schema.PlanSummary{}) {
@@ -220,14 +220,14 @@ func TestPreviews(t *testing.T) {
 		e.work.Run("push", "--quiet", "--atomic", "origin", main+":refs/heads/main", grow+":refs/heads/grow-staging")
 
 		c := s.waitApplied(main)
-		if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 1}) {
+		if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 1, Machines: schema.PlanCounts{Destroy: 1}}) {
 			t.Errorf("main's production plan %s, want +0 ~0 -1", r.Plan)
 		}
 		p := s.previewCommit(grow)
 		if p.Status.Phase != schema.CommitSucceeded {
 			t.Fatalf("preview of grow-staging: %s %s", p.Status.Phase, p.Status.Message)
 		}
-		if r := e2eResult(t, p, "staging"); r.Plan != (schema.PlanSummary{Add: 1}) {
+		if r := e2eResult(t, p, "staging"); r.Plan != (schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}) {
 			t.Errorf("preview of grow-staging: staging plan %s, want +1 ~0 -0", r.Plan)
 		}
 		if got := len(s.tenantMachines("staging")); got != staging {

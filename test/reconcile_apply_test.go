@@ -28,8 +28,8 @@ func TestReconcileFirstPush(t *testing.T) {
 		t.Error("the first commit is marked nonFastForward")
 	}
 	for tenant, want := range map[string]schema.PlanSummary{
-		"production": {Add: 5 + e2eSecretsResources},
-		"staging":    {Add: 2 + e2eSecretsResources},
+		"production": {Add: 5 + e2eSecretsResources, Machines: schema.PlanCounts{Add: 5}},
+		"staging":    {Add: 2 + e2eSecretsResources, Machines: schema.PlanCounts{Add: 2}},
 	} {
 		r := e2eResult(t, c, tenant)
 		if r.Phase != schema.CommitSucceeded || r.Plan != want {
@@ -126,10 +126,10 @@ func TestReconcileScale(t *testing.T) {
 		cps     int
 		plan    schema.PlanSummary
 	}{
-		{"workers", 4, 4, 3, schema.PlanSummary{Add: 2}},
-		{"workers", 1, 1, 3, schema.PlanSummary{Destroy: 3}},
-		{"controlplane", 5, 1, 5, schema.PlanSummary{Add: 2}},
-		{"controlplane", 3, 1, 3, schema.PlanSummary{Destroy: 2}},
+		{"workers", 4, 4, 3, schema.PlanSummary{Add: 2, Machines: schema.PlanCounts{Add: 2}}},
+		{"workers", 1, 1, 3, schema.PlanSummary{Destroy: 3, Machines: schema.PlanCounts{Destroy: 3}}},
+		{"controlplane", 5, 1, 5, schema.PlanSummary{Add: 2, Machines: schema.PlanCounts{Add: 2}}},
+		{"controlplane", 3, 1, 3, schema.PlanSummary{Destroy: 2, Machines: schema.PlanCounts{Destroy: 2}}},
 	}
 	for _, st := range steps {
 		e.setCount("production", st.ng, st.count)
@@ -268,7 +268,7 @@ func TestReconcileInvalidCommit(t *testing.T) {
 	e.work.Remove("clusters/staging/own-ca.yaml")
 	good := e.push("Drop the patch of the CA")
 	c = s.waitApplied(good)
-	if c.Status.Phase != schema.CommitSucceeded || e2eResult(t, c, "production").Plan != (schema.PlanSummary{Add: 2}) {
+	if c.Status.Phase != schema.CommitSucceeded || e2eResult(t, c, "production").Plan != (schema.PlanSummary{Add: 2, Machines: schema.PlanCounts{Add: 2}}) {
 		t.Fatalf("fixed commit: phase %s: want Succeeded, production +2: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	after := e2eMachineIDs(s.machines(""))

@@ -23,7 +23,7 @@ func TestReconcileRemoveTenant(t *testing.T) {
 	if c.Status.Phase != schema.CommitSucceeded {
 		t.Fatalf("phase %s, want Succeeded: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
-	if r := e2eResult(t, c, "staging"); r.Phase != schema.CommitSucceeded || r.Plan != (schema.PlanSummary{Destroy: 2 + e2eSecretsResources}) {
+	if r := e2eResult(t, c, "staging"); r.Phase != schema.CommitSucceeded || r.Plan != (schema.PlanSummary{Destroy: 2 + e2eSecretsResources, Machines: schema.PlanCounts{Destroy: 2}}) {
 		t.Errorf("staging result %s %s (%s), want Succeeded -%d", r.Phase, r.Plan, r.Error, 2+e2eSecretsResources)
 	}
 	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{}) {
@@ -54,7 +54,7 @@ func TestReconcileRemoveTenant(t *testing.T) {
 	e.copyExamples()
 	back := e.push("Bring staging back")
 	c = s.waitApplied(back)
-	if r := e2eResult(t, c, "staging"); c.Status.Phase != schema.CommitSucceeded || r.Plan != (schema.PlanSummary{Add: 2 + e2eSecretsResources}) {
+	if r := e2eResult(t, c, "staging"); c.Status.Phase != schema.CommitSucceeded || r.Plan != (schema.PlanSummary{Add: 2 + e2eSecretsResources, Machines: schema.PlanCounts{Add: 2}}) {
 		t.Fatalf("staging back: phase %s, staging %s %s", c.Status.Phase, r.Phase, r.Plan)
 	}
 	if n := len(s.tenantMachines("staging")); n != 2 {
@@ -110,7 +110,7 @@ func TestReconcileMassDeletionGuard(t *testing.T) {
 		t.Fatalf("with the trailer: phase %s: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	for tenant, n := range map[string]int{"production": 5, "staging": 2} {
-		if r := e2eResult(t, c, tenant); r.Plan != (schema.PlanSummary{Destroy: n + e2eSecretsResources}) {
+		if r := e2eResult(t, c, tenant); r.Plan != (schema.PlanSummary{Destroy: n + e2eSecretsResources, Machines: schema.PlanCounts{Destroy: n}}) {
 			t.Errorf("tenant %s plan %s, want -%d", tenant, r.Plan, n+e2eSecretsResources)
 		}
 		if code := s.get("/api/v1/tenants/"+tenant, nil); code != http.StatusNotFound {
@@ -186,7 +186,7 @@ func TestReconcileDeletionProtection(t *testing.T) {
 	e.work.Remove("clusters/staging")
 	removed := e.push("Remove staging again")
 	c = s.waitApplied(removed)
-	if c.Status.Phase != schema.CommitSucceeded || e2eResult(t, c, "staging").Plan != (schema.PlanSummary{Destroy: 2 + e2eSecretsResources}) {
+	if c.Status.Phase != schema.CommitSucceeded || e2eResult(t, c, "staging").Plan != (schema.PlanSummary{Destroy: 2 + e2eSecretsResources, Machines: schema.PlanCounts{Destroy: 2}}) {
 		t.Fatalf("remove after lifting: phase %s, tenants %s", c.Status.Phase, e2eBrief(c.Status))
 	}
 	if code := s.get("/api/v1/tenants/staging", nil); code != http.StatusNotFound {

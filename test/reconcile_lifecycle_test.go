@@ -47,7 +47,7 @@ func TestReconcileRestartNoChange(t *testing.T) {
 	e.setCount("production", "workers", 3)
 	scaled := e.push("Scale production workers to 3")
 	c = s.waitApplied(scaled)
-	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1}) {
+	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}) {
 		t.Errorf("after restart: production plan %s, want +1", r.Plan)
 	}
 	e2eSameIDs(t, "after restart and scale", machines, e2eMachineIDs(s.machines("")))
@@ -69,7 +69,7 @@ func TestReconcileRestartNoChange(t *testing.T) {
 	e.setCount("production", "workers", 2)
 	shrunk := e.push("Scale production workers back to 2")
 	c = s.waitApplied(shrunk)
-	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 1}) {
+	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 1, Machines: schema.PlanCounts{Destroy: 1}}) {
 		t.Errorf("after restart on a new port: production plan %s, want -1", r.Plan)
 	}
 	after := e2eMachineIDs(s.machines(""))
@@ -125,7 +125,7 @@ func TestReconcileRepositoryOutage(t *testing.T) {
 		return s.status().Source.LastError == ""
 	})
 	c := s.waitApplied(during)
-	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1}) {
+	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}) {
 		t.Errorf("commit pushed during the outage: production plan %s, want +1", r.Plan)
 	}
 	if st := s.status().Source; st.Failures != 0 || st.Errors < errs+2 {
@@ -135,7 +135,7 @@ func TestReconcileRepositoryOutage(t *testing.T) {
 	e.setCount("production", "workers", 4)
 	after := e.push("Scale production workers to 4 after the outage")
 	c = s.waitApplied(after)
-	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1}) {
+	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}) {
 		t.Errorf("commit after the outage: production plan %s, want +1", r.Plan)
 	}
 	e2eSameIDs(t, "after the outage", machines, e2eMachineIDs(s.machines("")))
@@ -174,7 +174,7 @@ func TestReconcileForcePush(t *testing.T) {
 	if c.Status.Phase != schema.CommitSucceeded {
 		t.Errorf("commit %s after the force push: phase %s", a[:12], c.Status.Phase)
 	}
-	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 2}) {
+	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 2, Machines: schema.PlanCounts{Destroy: 2}}) {
 		t.Errorf("production plan %s after the force push, want -2", r.Plan)
 	}
 	if diff := cmp.Diff(atA, e2eMachineIDs(s.machines(""))); diff != "" {
@@ -208,7 +208,7 @@ func TestReconcileForcePushWhileStopped(t *testing.T) {
 	s.start()
 
 	c := s.waitApplied(a)
-	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 2}) {
+	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 2, Machines: schema.PlanCounts{Destroy: 2}}) {
 		t.Errorf("production plan %s after the force push, want -2", r.Plan)
 	}
 	if diff := cmp.Diff(atA, e2eMachineIDs(s.machines(""))); diff != "" {

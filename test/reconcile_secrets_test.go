@@ -1,44 +1,35 @@
 package test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/tfcli"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
+	"github.com/rezuscloud/rezuscloud/render"
 )
 
-// e2eTenantSecrets reads a tenant's Talos secrets bundle from its TF state
-// (the input of terraform_data.talos_secrets) through the state backend,
-// and returns the secret values in it: every value of a key, secret, token
-// or encryption secret line.
+// e2eTenantSecrets reads a tenant's Talos secrets bundle from its plain TF
+// state through the state backend (see e2eBundle), and returns the secret
+// values in it: every value of a key, secret, token or encryption secret
+// line.
 func e2eTenantSecrets(t *testing.T, s *e2eServer, tenant string) []string {
 	t.Helper()
-	var state struct {
-		Resources []struct {
-			Type      string `json:"type"`
-			Name      string `json:"name"`
-			Instances []struct {
-				Attributes struct {
-					Input struct {
-						Value any `json:"value"`
-					} `json:"input"`
-				} `json:"attributes"`
-			} `json:"instances"`
-		} `json:"resources"`
+	code, state := s.request(http.MethodGet, "/tfstate/"+tenant, nil, nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET /tfstate/%s: %d", tenant, code)
 	}
-	s.mustGet("/tfstate/"+tenant, &state)
-	var bundle string
-	for _, r := range state.Resources {
-		if r.Type == "terraform_data" && r.Name == "talos_secrets" && len(r.Instances) == 1 {
-			bundle, _ = r.Instances[0].Attributes.Input.Value.(string)
-		}
-	}
-	if bundle == "" {
-		t.Fatalf("state of %s holds no terraform_data.talos_secrets with a string input", tenant)
-	}
+	bundle := e2eBundle(t, state)
 	var out []string
-	for _, line := range strings.Split(bundle, "\n") {
+	for _, line := range strings.Split(string(bundle), "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ": ")
 		if !ok || len(v) < 16 {
 			continue
@@ -52,6 +43,77 @@ func e2eTenantSecrets(t *testing.T, s *e2eServer, tenant string) []string {
 		t.Fatalf("found only %d secret values in %s's bundle", len(out), tenant)
 	}
 	return out
+}
+
+// e2eBundle finds the Talos secrets bundle in a plain (or decrypted)
+// state: the value of render.SecretsAttribute of render.SecretsResource.
+func e2eBundle(t *testing.T, state []byte) []byte {
+	t.Helper()
+	var st struct {
+		Resources []struct {
+			Mode      string `json:"mode"`
+			Type      string `json:"type"`
+			Name      string `json:"name"`
+			Instances []struct {
+				Attributes map[string]json.RawMessage `json:"attributes"`
+			} `json:"instances"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(state, &st); err != nil {
+		t.Fatalf("state: %v", err)
+	}
+	for _, r := range st.Resources {
+		if r.Mode == "managed" && r.Type+"."+r.Name == render.SecretsResource && len(r.Instances) == 1 {
+			var a struct{ Value string } // a terraform_data attribute is {"value": V, "type": T}
+			if json.Unmarshal(r.Instances[0].Attributes[render.SecretsAttribute], &a) == nil && a.Value != "" {
+				return []byte(a.Value)
+			}
+		}
+	}
+	t.Fatalf("the state has no %s with the bundle in %s (%d resources)", render.SecretsResource, render.SecretsAttribute, len(st.Resources))
+	return nil
+}
+
+// e2ePullState reads a tenant's state as tofu sees it: it runs `tofu
+// init` and `tofu state pull` in an empty workspace whose http backend is
+// the server, with the server's encryption passphrase, and returns the
+// decrypted state.
+func e2ePullState(t *testing.T, url, tenant, user, token, passphrase string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf.json"), []byte(`{"terraform":{"backend":{"http":{}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli := filepath.Join(dir, "tofu.rc")
+	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(t)}); err != nil {
+		t.Fatal(err)
+	}
+	enc, err := tofu.EncryptionConfig(passphrase, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TF_CLI_CONFIG_FILE=" + cli, "TF_IN_AUTOMATION=1",
+		"TF_ENCRYPTION=" + enc,
+		"TF_HTTP_ADDRESS=" + url + "/tfstate/" + tenant,
+		"TF_HTTP_LOCK_ADDRESS=" + url + "/tfstate/" + tenant, "TF_HTTP_LOCK_METHOD=LOCK",
+		"TF_HTTP_UNLOCK_ADDRESS=" + url + "/tfstate/" + tenant, "TF_HTTP_UNLOCK_METHOD=UNLOCK",
+		"TF_HTTP_USERNAME=" + user, "TF_HTTP_PASSWORD=" + token,
+	}
+	tofu := testenv.Tofu(t)
+	for _, args := range [][]string{{"init", "-input=false", "-no-color"}, {"state", "pull"}} {
+		cmd := exec.Command(tofu, args...)
+		cmd.Dir, cmd.Env = dir, env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("tofu %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		if args[0] == "state" {
+			return stdout.Bytes()
+		}
+	}
+	return nil
 }
 
 // TestReconcileSecretsStayPrivate checks that the cluster keys a tenant's

@@ -89,7 +89,7 @@ func TestReconcileWebhook(t *testing.T) {
 	c := s.waitApplied(sha)
 	took := time.Since(start)
 	t.Logf("signed hook to applied commit: %v", took.Round(time.Millisecond))
-	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1}) {
+	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}) {
 		t.Errorf("production plan %s, want +1", r.Plan)
 	}
 	if took > 30*time.Second {

@@ -288,7 +288,7 @@ func TestReports(t *testing.T) {
 	up := e.push("Scale production workers to 3")
 	t.Run("scale up", func(t *testing.T) {
 		c := s.waitApplied(up)
-		if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1}) {
+		if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}) {
 			t.Fatalf("production plan %s, want +1 ~0 -0", r.Plan)
 		}
 		got := forge.checkFinal(up, tenantCtx("production"), target(up))
@@ -309,7 +309,7 @@ func TestReports(t *testing.T) {
 	down := e.push("Scale production workers back to 2")
 	t.Run("failing forge", func(t *testing.T) {
 		c := s.waitApplied(down)
-		if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 1}) {
+		if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 1, Machines: schema.PlanCounts{Destroy: 1}}) {
 			t.Fatalf("production plan %s while the forge fails, want +0 ~0 -1", r.Plan)
 		}
 		// The notes do not wait for the forge.

@@ -22,9 +22,6 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
-	"github.com/rezuscloud/rezuscloud/internal/tfcli"
-	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -189,13 +186,13 @@ func TestRoles(t *testing.T) {
 		if err := json.Unmarshal(raw, &st); err != nil || st.Serial == nil || len(st.EncryptedData) == 0 {
 			t.Fatalf("stored state of production is not an encrypted state (serial and encrypted_data): %v", err)
 		}
-		if bytes.Contains(raw, []byte("talos_secrets")) || bytes.Contains(raw, []byte("PRIVATE KEY")) {
+		if bytes.Contains(raw, []byte("talos_bundle")) || bytes.Contains(raw, []byte("PRIVATE KEY")) {
 			t.Fatal("the stored state of production names its secrets in clear text")
 		}
 	})
 	t.Run("kubeconfig verifies against the state's CA", func(t *testing.T) {
-		plain := rolesPullState(t, s.url, "production", "roles-admin", tokens["admin"])
-		bundle = rolesBundle(t, plain)
+		plain := e2ePullState(t, s.url, "production", "roles-admin", tokens["admin"], rolesPassphrase)
+		bundle = e2eBundle(t, plain)
 		k8sCA, osCA, err := talos.CACertificates(bundle)
 		if err != nil {
 			t.Fatal(err)
@@ -720,80 +717,6 @@ func rolesBearer(token string) http.Header {
 
 func rolesBasic(user, pass string) http.Header {
 	return http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))}}
-}
-
-// rolesPullState reads a tenant's state as tofu sees it: it runs `tofu
-// init` and `tofu state pull` in an empty workspace whose http backend is
-// the server, with the server's encryption settings, and returns the
-// decrypted state.
-func rolesPullState(t *testing.T, url, tenant, user, token string) []byte {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.tf.json"), []byte(`{"terraform":{"backend":{"http":{}}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cli := filepath.Join(dir, "tofu.rc")
-	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(t)}); err != nil {
-		t.Fatal(err)
-	}
-	enc, err := tofu.EncryptionConfig(rolesPassphrase, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TF_CLI_CONFIG_FILE=" + cli, "TF_IN_AUTOMATION=1",
-		"TF_ENCRYPTION=" + enc,
-		"TF_HTTP_ADDRESS=" + url + "/tfstate/" + tenant,
-		"TF_HTTP_LOCK_ADDRESS=" + url + "/tfstate/" + tenant, "TF_HTTP_LOCK_METHOD=LOCK",
-		"TF_HTTP_UNLOCK_ADDRESS=" + url + "/tfstate/" + tenant, "TF_HTTP_UNLOCK_METHOD=UNLOCK",
-		"TF_HTTP_USERNAME=" + user, "TF_HTTP_PASSWORD=" + token,
-	}
-	tofu := testenv.Tofu(t)
-	for _, args := range [][]string{{"init", "-input=false", "-no-color"}, {"state", "pull"}} {
-		cmd := exec.Command(tofu, args...)
-		cmd.Dir, cmd.Env = dir, env
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("tofu %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		if args[0] == "state" {
-			return stdout.Bytes()
-		}
-	}
-	return nil
-}
-
-// rolesBundle finds the Talos secrets bundle in a decrypted state: the
-// input of terraform_data.talos_secrets.
-func rolesBundle(t *testing.T, state []byte) []byte {
-	t.Helper()
-	var st struct {
-		Resources []struct {
-			Mode      string `json:"mode"`
-			Type      string `json:"type"`
-			Name      string `json:"name"`
-			Instances []struct {
-				Attributes struct {
-					Input struct {
-						Value string `json:"value"`
-					} `json:"input"`
-				} `json:"attributes"`
-			} `json:"instances"`
-		} `json:"resources"`
-	}
-	if err := json.Unmarshal(state, &st); err != nil {
-		t.Fatalf("decrypted state: %v", err)
-	}
-	for _, r := range st.Resources {
-		if r.Mode == "managed" && r.Type == "terraform_data" && r.Name == "talos_secrets" && len(r.Instances) == 1 {
-			if b := r.Instances[0].Attributes.Input.Value; b != "" {
-				return []byte(b)
-			}
-		}
-	}
-	t.Fatalf("the state has no terraform_data.talos_secrets with an input (%d resources)", len(st.Resources))
-	return nil
 }
 
 // rolesNeedles returns the secrets of a bundle as they would show up

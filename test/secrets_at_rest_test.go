@@ -54,13 +54,12 @@ type atRestHit struct {
 	file, marker, what string
 }
 
-// scanAtRest reads every regular file under dir and returns the PEM
-// markers it holds. Executables (ELF files: the providers tofu installs)
-// are left out: they are public builds, whose PEM parsers carry the header
-// as a constant.
-func scanAtRest(t *testing.T, dir string) (hits []atRestHit, files int) {
+// walkAtRest calls fn with every regular file under dir, by its path
+// relative to dir, but executables (ELF files: the providers tofu
+// installs), which are public builds whose PEM parsers carry the header as
+// a constant.
+func walkAtRest(t *testing.T, dir string, fn func(rel string, b []byte)) {
 	t.Helper()
-	markers := pemMarkers()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -75,19 +74,29 @@ func scanAtRest(t *testing.T, dir string) (hits []atRestHit, files int) {
 		if bytes.HasPrefix(b, []byte("\x7fELF")) {
 			return nil
 		}
-		files++
 		rel, _ := filepath.Rel(dir, p)
+		fn(rel, b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scanAtRest reads every file under dir (see walkAtRest) and returns the
+// PEM markers it holds.
+func scanAtRest(t *testing.T, dir string) (hits []atRestHit, files int) {
+	t.Helper()
+	markers := pemMarkers()
+	walkAtRest(t, dir, func(rel string, b []byte) {
+		files++
 		for _, m := range markers {
 			if i := bytes.Index(b, []byte(m)); i >= 0 {
 				hits = append(hits, atRestHit{file: rel, marker: m, what: atRestKind(b[i:])})
 				break
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return hits, files
 }
 

@@ -2,7 +2,10 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -103,13 +106,79 @@ func planeTenant(t *testing.T, e *e2e, tenant string) schema.Tenant {
 	return tn
 }
 
+// planeTenantHistory returns every version of the tenant the store's
+// event log holds, oldest first, up to the one the API serves now.
+func planeTenantHistory(t *testing.T, e *e2e, tenant string) []schema.Tenant {
+	t.Helper()
+	now := planeTenant(t, e, tenant)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.url+"/api/v1/tenants/"+tenant+"/events?watch=true&resourceVersion=0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("watch %s: %d %s", tenant, resp.StatusCode, b)
+	}
+	var out []schema.Tenant
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("watch %s ended before resourceVersion %s: %v", tenant, now.Metadata.ResourceVersion, err)
+		}
+		var kind struct {
+			Kind string `json:"kind"`
+		}
+		if err := json.Unmarshal(ev.Object, &kind); err != nil || kind.Kind != schema.KindTenant {
+			continue
+		}
+		var tn schema.Tenant
+		if err := json.Unmarshal(ev.Object, &tn); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tn)
+		if tn.Metadata.ResourceVersion == now.Metadata.ResourceVersion {
+			return out
+		}
+	}
+}
+
 // TestTalosPlaneBootstrapsEachTenantOnce: a tenant forms, is bootstrapped
 // on its first control plane and becomes ready from what its machines
 // say; a restart of the server and another commit bootstrap nothing more.
+// Its phase is forming until every machine reports ready, then active,
+// without a commit.
 func TestTalosPlaneBootstrapsEachTenantOnce(t *testing.T) {
 	e := newE2E(t, e2eOptions{args: planeArgs()})
 	for _, tenant := range []string{"production", "staging"} {
 		planeWaitReady(t, e, tenant)
+		e.srv.waitFor(tenant+" to be active", func() bool { return planeTenant(t, e, tenant).Status.Phase == schema.TenantActive })
+		applied := false
+		for _, v := range planeTenantHistory(t, e, tenant) {
+			m := v.Status.Machines
+			if v.Status.Phase == schema.TenantActive && (m.Ready != m.Desired || m.Total != m.Desired) {
+				t.Errorf("%s was active with %d of %d machines ready (resourceVersion %s)", tenant, m.Ready, m.Desired, v.Metadata.ResourceVersion)
+			}
+			if v.Status.ObservedCommit != "" && m.Total == m.Desired && m.Ready < m.Desired {
+				applied = true
+				if v.Status.Phase != schema.TenantForming {
+					t.Errorf("%s: applied, %d of %d machines ready: phase %s, want forming", tenant, m.Ready, m.Desired, v.Status.Phase)
+				}
+			}
+		}
+		if !applied {
+			t.Errorf("%s: no version of the tenant was applied with machines not ready yet", tenant)
+		}
 		if got := planeBootstraps(t, e, tenant); !slices.Equal(got, []string{"rezussim_machine.ng_controlplane[0]"}) {
 			t.Fatalf("%s: bootstrapped on %v, want once on its first control plane", tenant, got)
 		}

@@ -36,6 +36,11 @@ func TestUIBrowser(t *testing.T) {
 
 	t.Run("overview", func(t *testing.T) {
 		b.t = t
+		s.waitFor("the tenants to be active", func() bool {
+			var list struct{ Items []schema.Tenant }
+			s.mustGet("/api/v1/tenants", &list)
+			return len(list.Items) == 2 && list.Items[0].Status.Phase == schema.TenantActive && list.Items[1].Status.Phase == schema.TenantActive
+		})
 		b.loadedBytes()
 		b.open("/")
 		if !b.waitFor(`document.getElementById("live").textContent === "live"`, 10*time.Second) {

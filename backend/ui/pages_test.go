@@ -44,11 +44,12 @@ func filled(t *testing.T, o rigOptions) *rig {
 	st := staging[0].(*schema.Tenant)
 	st.Status.Phase, st.Status.Ready, st.Status.Machines.Ready = schema.TenantForming, false, 1
 	r.put(staging...)
-	ok := schema.TenantResult{Tenant: "production", Phase: schema.CommitSucceeded, Plan: schema.PlanSummary{Add: 5}}
+	ok := schema.TenantResult{Tenant: "production", Phase: schema.CommitSucceeded, Plan: schema.PlanSummary{Add: 6, Machines: schema.PlanCounts{Add: 5}},
+		Plane: &schema.PlaneActions{Bootstrap: "production-controlplane-0"}}
 	r.put(commit(sha(1), "Example tenants\n\nFirst of all.", testNow.Add(-50*time.Minute), schema.CommitSucceeded, ok,
 		schema.TenantResult{Tenant: "staging", Phase: schema.CommitSucceeded, Plan: schema.PlanSummary{Add: 2}}))
 	r.put(commit(sha(2), "Scale staging", testNow.Add(-20*time.Minute), schema.CommitPartiallyFailed,
-		schema.TenantResult{Tenant: "production", Phase: schema.CommitSucceeded},
+		schema.TenantResult{Tenant: "production", Phase: schema.CommitSucceeded, Plane: &schema.PlaneActions{Machines: 5, Configs: 5}},
 		schema.TenantResult{Tenant: "staging", Phase: schema.CommitFailed, Plan: schema.PlanSummary{Add: 1, Change: 2, Destroy: 3},
 			Error: "tofu apply: Error: instance quota exceeded\nmore detail"}))
 	bad := commit(sha(3), "Break the manifests", testNow.Add(-5*time.Minute), schema.CommitInvalid)
@@ -125,7 +126,15 @@ func TestCommitPages(t *testing.T) {
 		`<a href="https://github.com/acme/infra/blob/`+sha(3)+`/clusters/production/nodegroups.yaml#L12">clusters/production/nodegroups.yaml:12</a>: /spec/count: must be at least 1`,
 		`href="https://github.com/acme/infra/commit/`+sha(3)+`"`)
 	failed := body(t, r.do("GET", "/commits/"+sha(2)[:10], nil, ""), 200)
-	contains(t, "commit by prefix", failed, "PartiallyFailed", "tofu apply: Error: instance quota exceeded\nmore detail", `href="/tenants/staging"`)
+	contains(t, "commit by prefix", failed, "PartiallyFailed", "tofu apply: Error: instance quota exceeded\nmore detail", `href="/tenants/staging"`,
+		"rollout of 5 machines (5 configs)")
+	// A result names the machines apart from the other resources, and what
+	// the Talos plane did.
+	first := body(t, r.do("GET", "/commits/"+sha(1), nil, ""), 200)
+	contains(t, "first commit", first, "machines &#43;5, other &#43;1", "bootstrap on production-controlplane-0")
+	if strings.Contains(first, "machines &#43;2") {
+		t.Error("a result without machine counts is split as if it had them")
+	}
 }
 
 // TestCommitPageNonFastForward: a commit that does not descend from the

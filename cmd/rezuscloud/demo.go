@@ -219,13 +219,13 @@ func demoServeFlags(f *demoFlags, data, repo string, getenv func(string) string)
 func printDemoResult(stdout io.Writer, step demoStep, c *schema.Commit, u, repo, sha, cloudName string, cloud demoCloud) {
 	var parts []string
 	for _, tr := range c.Status.Tenants {
-		s := fmt.Sprintf("%s %s", tr.Tenant, tr.Plan)
+		s := fmt.Sprintf("%s %s", tr.Tenant, tr.Plan.Text())
 		if tr.Error != "" {
 			s += " (" + tr.Error + ")"
 		}
 		parts = append(parts, s)
 	}
-	step.printf(5, "commit %.12s %s: %s", sha, c.Status.Phase, strings.Join(parts, ", "))
+	step.printf(5, "commit %.12s %s: %s", sha, c.Status.Phase, strings.Join(parts, "; "))
 	for _, p := range c.Status.Problems {
 		fmt.Fprintln(stdout, "      "+p.String())
 	}

@@ -274,7 +274,10 @@ func (d *describer) tenant(ctx context.Context, name string) (string, error) {
 	d.kv(1, "Control Plane Ready", strconv.FormatBool(st.ControlPlaneReady))
 	d.kv(1, "Machines", counts(st.Machines))
 	d.kv(1, "Control Plane", fmt.Sprintf("%d, %d ready", st.Machines.ControlPlane, st.Machines.ControlPlaneReady))
-	d.kv(1, "Workers", strconv.Itoa(st.Machines.Workers))
+	d.kv(1, "Workers", fmt.Sprintf("%d, %d ready", st.Machines.Workers, st.Machines.Ready-st.Machines.ControlPlaneReady))
+	if r := st.Rollout; r != nil {
+		d.kv(1, "Rollout", r.String())
+	}
 	d.kv(1, "Observed Commit", st.ObservedCommit)
 	d.kv(1, "Message", st.Message)
 	d.kv(1, "Retry", d.retry(st.Retry))
@@ -283,9 +286,10 @@ func (d *describer) tenant(ctx context.Context, name string) (string, error) {
 		d.kv(0, "Node Groups", "")
 	} else {
 		d.line(0, "Node Groups:")
-		d.line(1, "NAME\tROLE\tCOUNT\tMACHINES\tPROVIDER")
+		d.line(1, "NAME\tROLE\tCOUNT\tMACHINES\tREADY\tPROVIDER")
 		for _, g := range ngs {
-			d.line(1, "%s\t%s\t%d\t%d\t%s", g.Metadata.Name, orNone(g.Role()), g.Spec.Count, g.Status.Machines.Total, orNone(g.Spec.ProviderClass))
+			m := g.Status.Machines
+			d.line(1, "%s\t%s\t%d\t%d\t%d/%d\t%s", g.Metadata.Name, orNone(g.Role()), g.Spec.Count, m.Total, m.Ready, g.Spec.Count, orNone(g.Spec.ProviderClass))
 		}
 	}
 	if len(patches) == 0 {
@@ -316,7 +320,8 @@ func (d *describer) lastResult(tenant string, commits []schema.Commit) {
 	d.line(0, "Last Result:")
 	d.kv(1, "Commit", shortSHA(c.Spec.SHA, c.Metadata.Name))
 	d.kv(1, "Phase", string(r.Phase))
-	d.kv(1, "Plan", r.Plan.String())
+	d.kv(1, "Plan", r.Plan.Text())
+	d.kv(1, "Talos Plane", planeText(r.Plane))
 	d.kv(1, "Started", d.when(r.StartedAt))
 	d.kv(1, "Finished", d.when(r.FinishedAt))
 	d.text(1, "Error", r.Error)
@@ -349,7 +354,7 @@ func (d *describer) events(tenant string, commits []schema.Commit) {
 			if r.Error != "" {
 				msg = errorSummary(r.Error, 100)
 			}
-			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s", age(c.Metadata.CreatedAt, d.now), shortSHA(c.Spec.SHA, c.Metadata.Name), orNone(string(r.Phase)), r.Plan.String(), orNone(msg)))
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s", age(c.Metadata.CreatedAt, d.now), shortSHA(c.Spec.SHA, c.Metadata.Name), orNone(string(r.Phase)), r.Plan.Text(), orNone(msg)))
 		}
 		if len(rows) == describeEvents {
 			break
@@ -474,6 +479,14 @@ func (d *describer) machine(ctx context.Context, tenant, id string) (string, err
 	return d.done(), nil
 }
 
+// planeText says what the Talos plane did in a run; "" for nothing.
+func planeText(a *schema.PlaneActions) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
 // outputTailLines is how much of a failed tenant's tofu output describe
 // commit shows.
 const outputTailLines = 20
@@ -510,13 +523,13 @@ func (d *describer) commit(ctx context.Context, rev string) (string, error) {
 		d.kv(0, "Tenants", "")
 	} else {
 		d.line(0, "Tenants:")
-		d.line(1, "TENANT\tPHASE\tPLAN\tDURATION\tERROR")
+		d.line(1, "TENANT\tPHASE\tPLAN\tTALOS PLANE\tDURATION\tERROR")
 		for _, r := range st.Tenants {
 			dur := ""
 			if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
 				dur = r.FinishedAt.Sub(r.StartedAt).Round(100 * time.Millisecond).String()
 			}
-			d.line(1, "%s\t%s\t%s\t%s\t%s", r.Tenant, orNone(string(r.Phase)), r.Plan.String(), orNone(dur), orNone(errorSummary(r.Error, 100)))
+			d.line(1, "%s\t%s\t%s\t%s\t%s\t%s", r.Tenant, orNone(string(r.Phase)), r.Plan.Text(), orNone(planeText(r.Plane)), orNone(dur), orNone(errorSummary(r.Error, 100)))
 		}
 		d.retries(st.Tenants)
 	}

@@ -42,12 +42,16 @@ func TestHumanDuration(t *testing.T) {
 func TestCommitCells(t *testing.T) {
 	c := &schema.Commit{Spec: schema.CommitSpec{SHA: "0123456789abcdef0123", Message: "  Scale workers to five nodes, which is a long line that goes on and on\n\nbody"}}
 	c.Status.Tenants = []schema.TenantResult{
-		{Tenant: "production", Phase: schema.CommitSucceeded, Plan: schema.PlanSummary{Add: 1}},
+		{Tenant: "production", Phase: schema.CommitSucceeded, Plan: schema.PlanSummary{Add: 6, Machines: schema.PlanCounts{Add: 5}},
+			Plane: &schema.PlaneActions{Bootstrap: "production-cp-0"}},
 		{Tenant: "staging", Phase: schema.CommitSucceeded},
 		{Tenant: "qa", Phase: schema.CommitFailed},
 		{Tenant: "dev", Phase: schema.CommitApplying},
+		{Tenant: "edge", Phase: schema.CommitSucceeded, Plane: &schema.PlaneActions{Machines: 6, Upgrades: 6}},
+		{Tenant: "lab", Phase: schema.CommitSucceeded, Plan: schema.PlanSummary{Change: 1}},
 	}
-	if got := commitTenants(c); got != "production +1 ~0 -0, staging ok, qa failed, dev applying" {
+	if got := commitTenants(c); got != "production machines +5, other +1, bootstrap on production-cp-0; staging ok; qa failed; dev applying; "+
+		"edge rollout of 6 machines (6 upgrades); lab +0 ~1 -0" {
 		t.Errorf("commitTenants = %q", got)
 	}
 	if got := firstLine(c.Spec.Message, 30); got != "Scale workers to five nodes..." {

@@ -209,8 +209,9 @@ func tenantRow(raw json.RawMessage, wide bool, now time.Time) ([]string, error) 
 // tenantStatus is the STATUS column of a tenant: what holds it back, at a
 // glance. A true Suspended, Stalled or Drifted condition comes first,
 // then a pending retry, then work that waits for a maintenance window,
-// then work in progress (Reconciling), else the
-// Ready condition's message.
+// then a rollout through its machines ("Upgrading: machine 4 of 6
+// (prod-cp-2 restarting)"), then work in progress (Reconciling), else
+// the Ready condition's message.
 func tenantStatus(st schema.TenantStatus, now time.Time) string {
 	cs := st.Conditions
 	for _, typ := range []string{schema.ConditionSuspended, schema.ConditionStalled, schema.ConditionDrifted} {
@@ -229,8 +230,22 @@ func tenantStatus(st schema.TenantStatus, now time.Time) string {
 		return firstLine(fmt.Sprintf("Waiting for window %s (in %s): %s", m.NextWindow.UTC().Format("2006-01-02T15:04Z"),
 			max(m.NextWindow.Sub(now), 0).Round(time.Minute), m.Waiting), 100)
 	}
+	if r := st.Rollout; r != nil {
+		return firstLine("Upgrading: "+r.String(), 100)
+	}
 	if c := cs.Get(schema.ConditionReconciling); c != nil && c.Status == schema.ConditionTrue {
 		return firstLine("Reconciling: "+cmp.Or(c.Message, c.Reason), 80)
+	}
+	_, msg := readyColumns(cs)
+	return msg
+}
+
+// nodeGroupStatus says what a node group is doing, at a glance: its part
+// of a rollout while its Upgrading condition is true, else its Ready
+// condition's message.
+func nodeGroupStatus(cs schema.Conditions) string {
+	if c := cs.Get(schema.ConditionUpgrading); c != nil && c.Status == schema.ConditionTrue {
+		return firstLine("Upgrading: "+cmp.Or(c.Message, c.Reason), 100)
 	}
 	_, msg := readyColumns(cs)
 	return msg
@@ -345,7 +360,7 @@ func shortSHA(sha, name string) string {
 }
 
 // commitTenants summarizes a commit's tenant results in one cell:
-// "production +1 ~0 -0, staging ok".
+// "production machines +5, other +1, bootstrap on prod-cp-0; staging ok".
 func commitTenants(c *schema.Commit) string {
 	if len(c.Status.Tenants) == 0 {
 		if n := len(c.Status.Problems); n > 0 {
@@ -357,23 +372,37 @@ func commitTenants(c *schema.Commit) string {
 	for _, r := range c.Status.Tenants {
 		parts = append(parts, r.Tenant+" "+resultWord(r))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, "; ")
 }
 
-// resultWord is a tenant result in a word or a plan summary.
+// resultWord is a tenant result in a word, or what it changed: the plan,
+// machines apart from other resources, and what the Talos plane did.
 func resultWord(r schema.TenantResult) string {
 	switch r.Phase {
 	case schema.CommitSucceeded:
-		if r.Plan == (schema.PlanSummary{}) {
-			return "ok"
+		if did := resultChanges(r); did != "" {
+			return did
 		}
-		return r.Plan.String()
+		return "ok"
 	case schema.CommitFailed:
 		return "failed"
 	case "":
 		return "pending"
 	}
 	return strings.ToLower(string(r.Phase))
+}
+
+// resultChanges says what a run changed: its plan (PlanSummary.Text) and
+// what the Talos plane did; "" for nothing.
+func resultChanges(r schema.TenantResult) string {
+	var parts []string
+	if r.Plan != (schema.PlanSummary{}) {
+		parts = append(parts, r.Plan.Text())
+	}
+	if plane := planeText(r.Plane); plane != "" {
+		parts = append(parts, plane)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // firstLine is the first line of s, cut to n runes with "..." when longer.

@@ -19,12 +19,31 @@ import (
 // tenant's latest result.
 const statusCommits = 100
 
+// statusProblems is how many of an invalid commit's problems status
+// prints; describe commit prints them all.
+const statusProblems = 5
+
 // statusReport is what `status -o json` prints.
 type statusReport struct {
-	Server         string          `json:"server"`
-	Status         json.RawMessage `json:"status"`
+	Server string          `json:"server"`
+	Status json.RawMessage `json:"status"`
+	// LastCommit is the newest commit the server received, when it is not
+	// the last applied one: invalid, failed, or still being handled.
+	LastCommit     *schema.Commit  `json:"lastCommit,omitempty"`
 	LastApplied    *schema.Commit  `json:"lastApplied,omitempty"`
 	FailingTenants []failingTenant `json:"failingTenants"`
+}
+
+// failed reports whether the report shows something to act on: the
+// newest commit is invalid or failed, or a tenant fails.
+func (rep *statusReport) failed() bool {
+	if c := rep.LastCommit; c != nil {
+		switch c.Status.Phase {
+		case schema.CommitInvalid, schema.CommitFailed, schema.CommitPartiallyFailed:
+			return true
+		}
+	}
+	return len(rep.FailingTenants) > 0
 }
 
 // failingTenant is a tenant whose latest result failed or whose status
@@ -41,14 +60,19 @@ func newStatusCmd() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the server, its source, the last applied commit and failing tenants",
+		Short: "Show the server, its source, the newest and the last applied commit, and failing tenants",
 		Long: `Status shows the server (URL, version, uptime), the source it reconciles
 (repository, ref, revision, last fetch, last error), the last applied commit,
 how many resources it holds, and the tenants that are failing: those whose
-latest tofu run failed, or whose status carries a message.
+latest tofu run failed, or whose status carries a message. When the newest
+commit the server received is not the last applied one, status leads with
+it: its phase, and for an invalid commit its first problems as file:line
+(rezusctl describe commit lists them all).
 
-Status exits 0 whenever the server answers, failing tenants or not; read
-the failingTenants of -o json to act on them in a script.`,
+Status exits 0 when all is well, 1 when the newest commit is invalid or
+failed or a tenant is failing (the report is printed all the same; read
+lastCommit and failingTenants of -o json to act on them in a script), and 2
+when the server cannot be asked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != outJSON {
@@ -62,23 +86,34 @@ the failingTenants of -o json to act on them in a script.`,
 			if err != nil {
 				return apiError(err)
 			}
-			w := cmd.OutOrStdout()
-			if output == outJSON {
-				b, err := json.Marshal(rep)
-				if err != nil {
-					return usageError(err)
-				}
-				return usageError(printJSON(w, b))
+			if err := writeStatus(cmd.OutOrStdout(), output, rep, st); err != nil {
+				return usageError(err)
 			}
-			return usageError(printStatus(w, rep, st, time.Now()))
+			if rep.failed() {
+				return &exitError{code: exitFailed}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
 
+// writeStatus prints the report as text or JSON.
+func writeStatus(w io.Writer, output string, rep *statusReport, st *client.Status) error {
+	if output != outJSON {
+		return printStatus(w, rep, st, time.Now())
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	return printJSON(w, b)
+}
+
 // gatherStatus reads the server's status, its tenants and recent commits,
-// and the last applied commit when the recent ones do not hold it.
+// and the newest and the last applied commit when the recent ones do not
+// hold them.
 func gatherStatus(ctx context.Context, c *client.Client) (*statusReport, *client.Status, error) {
 	st, err := c.Status(ctx)
 	if err != nil {
@@ -93,22 +128,43 @@ func gatherStatus(ctx context.Context, c *client.Client) (*statusReport, *client
 		return nil, nil, err
 	}
 	rep := &statusReport{Server: c.Server(), Status: st.Raw, FailingTenants: []failingTenant{}}
-	if st.Reconciler != nil && st.Reconciler.LastAppliedCommit != "" {
-		want := st.Reconciler.LastAppliedCommit
-		for i := range commits {
-			if commits[i].Spec.SHA == want {
-				rep.LastApplied = &commits[i]
-				break
-			}
+	if r := st.Reconciler; r != nil {
+		if rep.LastApplied, err = findCommit(ctx, c, commits, r.LastAppliedCommit); err != nil {
+			return nil, nil, err
 		}
-		if rep.LastApplied == nil {
-			cm, err := c.Commit(ctx, want)
-			if err != nil && !client.IsNotFound(err) {
+		if r.LastCommit != r.LastAppliedCommit {
+			if rep.LastCommit, err = findCommit(ctx, c, commits, r.LastCommit); err != nil {
 				return nil, nil, err
 			}
-			rep.LastApplied = cm
 		}
 	}
+	rep.FailingTenants = failingTenants(tenants, commits)
+	return rep, st, nil
+}
+
+// findCommit returns the Commit of revision sha: from commits, the recent
+// ones, or else from the server; nil when sha is "" or the server has no
+// record of it.
+func findCommit(ctx context.Context, c *client.Client, commits []schema.Commit, sha string) (*schema.Commit, error) {
+	if sha == "" {
+		return nil, nil
+	}
+	for i := range commits {
+		if commits[i].Spec.SHA == sha {
+			return &commits[i], nil
+		}
+	}
+	cm, err := c.Commit(ctx, sha)
+	if err != nil && !client.IsNotFound(err) {
+		return nil, err
+	}
+	return cm, nil
+}
+
+// failingTenants lists the tenants whose latest result in commits failed,
+// or whose status carries a message.
+func failingTenants(tenants []schema.Tenant, commits []schema.Commit) []failingTenant {
+	out := []failingTenant{}
 	for _, t := range tenants {
 		f := failingTenant{Name: t.Metadata.Name, Message: t.Status.Message}
 		if cm, r := latestResult(t.Metadata.Name, commits); r != nil {
@@ -121,13 +177,57 @@ func gatherStatus(ctx context.Context, c *client.Client) (*statusReport, *client
 			}
 		}
 		if f.Error != "" || f.Message != "" {
-			rep.FailingTenants = append(rep.FailingTenants, f)
+			out = append(out, f)
 		}
 	}
-	return rep, st, nil
+	return out
+}
+
+// printLastCommit leads the report with the newest commit when it is not
+// the last applied one: its phase, what it says of itself, and for an
+// invalid commit its first problems as file:line.
+func printLastCommit(w io.Writer, c *schema.Commit, lastSeen string) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	if c == nil {
+		if lastSeen != "" {
+			fmt.Fprintf(tw, "Last Commit:\t%s (no record of it yet)\n", lastSeen)
+		}
+		return tw.Flush()
+	}
+	sha := shortSHA(c.Spec.SHA, c.Metadata.Name)
+	fmt.Fprintf(tw, "Last Commit:\t%s %s\n", sha, orNone(string(c.Status.Phase)))
+	fmt.Fprintf(tw, "  Message:\t%s\n", orNone(firstLine(c.Spec.Message, 72)))
+	fmt.Fprintf(tw, "  Author:\t%s\n", orNone(c.Spec.Author))
+	if c.Status.Phase == schema.CommitInvalid {
+		fmt.Fprintf(tw, "  Outcome:\tnothing of it was applied; the last applied commit stays in effect\n")
+	} else if msg := c.Status.Message; msg != "" {
+		fmt.Fprintf(tw, "  Outcome:\t%s\n", firstLine(msg, 160))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	ps := c.Status.Problems
+	if len(ps) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "  Problems (%d):\n", len(ps))
+	for _, p := range ps[:min(len(ps), statusProblems)] {
+		fmt.Fprintf(w, "    %s\n", firstLine(p.String(), 200))
+	}
+	if n := len(ps) - statusProblems; n > 0 {
+		fmt.Fprintf(w, "    and %d more: rezusctl describe commit %s\n", n, sha)
+	}
+	return nil
 }
 
 func printStatus(w io.Writer, rep *statusReport, st *client.Status, now time.Time) error {
+	lastSeen := ""
+	if r := st.Reconciler; r != nil && r.LastCommit != r.LastAppliedCommit {
+		lastSeen = r.LastCommit
+	}
+	if err := printLastCommit(w, rep.LastCommit, lastSeen); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	when := func(t time.Time) string {
 		if t.IsZero() {
@@ -168,9 +268,6 @@ func printStatus(w io.Writer, rep *statusReport, st *client.Status, now time.Tim
 		fmt.Fprintf(tw, "Last Applied Commit:\t%s\n", st.Reconciler.LastAppliedCommit)
 	} else {
 		fmt.Fprintf(tw, "Last Applied Commit:\t<none>\n")
-	}
-	if r := st.Reconciler; r != nil && r.LastCommit != "" && r.LastCommit != r.LastAppliedCommit {
-		fmt.Fprintf(tw, "Last Commit Seen:\t%s\n", r.LastCommit)
 	}
 	n := st.Counts
 	fmt.Fprintf(tw, "Resources:\t%d tenants, %d node groups, %d config patches, %d machines, %d commits\n", n.Tenants, n.NodeGroups, n.ConfigPatches, n.Machines, n.Commits)

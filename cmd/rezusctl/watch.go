@@ -244,9 +244,11 @@ func writeLine(w io.Writer, b []byte) error {
 }
 
 // eventLine formats one event: time, type, kind, name and the fields that
-// say most about the object's state.
+// say most about the object's state. A tenant's and a node group's say
+// what holds them back or what they are doing (the STATUS column), so
+// that a rollout's steps read apart although the counts stay the same.
 func eventLine(now time.Time, ev client.Event) string {
-	name, fields := eventFields(ev.Meta.Kind, ev.Object)
+	name, fields := eventFields(ev.Meta.Kind, ev.Object, now)
 	if name == "" {
 		name = ev.Meta.Metadata.Name
 	}
@@ -259,7 +261,7 @@ func eventLine(now time.Time, ev client.Event) string {
 
 // eventFields names an object as the watch line shows it and formats its
 // key status fields as key=value.
-func eventFields(kind string, raw json.RawMessage) (string, string) {
+func eventFields(kind string, raw json.RawMessage, now time.Time) (string, string) {
 	kv := func(pairs ...string) string {
 		var b strings.Builder
 		for i := 0; i+1 < len(pairs); i += 2 {
@@ -281,7 +283,8 @@ func eventFields(kind string, raw json.RawMessage) (string, string) {
 	case schema.KindTenant:
 		if t, err := decodeAs[schema.Tenant](raw); err == nil {
 			m := t.Status.Machines
-			fields := kv("phase", string(t.Status.Phase), "machines", fmt.Sprintf("%d/%d", m.Total, m.Desired), "ready", strconv.Itoa(m.Ready))
+			fields := kv("phase", string(t.Status.Phase), "machines", fmt.Sprintf("%d/%d", m.Total, m.Desired), "ready", strconv.Itoa(m.Ready),
+				"status", tenantStatus(t.Status, now))
 			if t.Status.Message != "" {
 				fields += " " + kv("message", t.Status.Message)
 			}
@@ -289,7 +292,8 @@ func eventFields(kind string, raw json.RawMessage) (string, string) {
 		}
 	case schema.KindNodeGroup:
 		if g, err := decodeAs[schema.NodeGroup](raw); err == nil {
-			return g.Tenant() + "/" + g.Metadata.Name, kv("role", g.Role(), "count", strconv.Itoa(g.Spec.Count), "machines", strconv.Itoa(g.Status.Machines.Total), "ready", strconv.Itoa(g.Status.Machines.Ready))
+			return g.Tenant() + "/" + g.Metadata.Name, kv("role", g.Role(), "count", strconv.Itoa(g.Spec.Count), "machines", strconv.Itoa(g.Status.Machines.Total), "ready", strconv.Itoa(g.Status.Machines.Ready),
+				"status", nodeGroupStatus(g.Status.Conditions))
 		}
 	case schema.KindConfigPatch:
 		if p, err := decodeAs[schema.ConfigPatch](raw); err == nil {

@@ -19,3 +19,22 @@ func TestTenantStatusShowsWaitingForWindow(t *testing.T) {
 		t.Fatalf("STATUS = %q, want %q", got, want)
 	}
 }
+
+// TestTenantStatusShowsRollout: while the Talos plane rolls a change
+// through the machines, STATUS says which machine of how many and its
+// stage, not the Ready condition's count of ready machines.
+func TestTenantStatusShowsRollout(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	st := schema.TenantStatus{
+		Rollout: &schema.RolloutStatus{N: 4, Total: 6, Machine: "prod-cp-2", NodeGroup: "controlplane", Op: "upgrade", Stage: "restarting"},
+		Conditions: schema.Conditions{{Type: schema.ConditionReady, Status: schema.ConditionFalse, Reason: schema.ReasonMachinesNotReady,
+			Message: "revision 3f2a9c1e0b7d applied; 5 of 6 machines ready"}},
+	}
+	if got, want := tenantStatus(st, now), "Upgrading: machine 4 of 6 (prod-cp-2 restarting)"; got != want {
+		t.Fatalf("STATUS = %q, want %q", got, want)
+	}
+	st.Rollout.Machine, st.Rollout.Op, st.Rollout.Stage = "", "", ""
+	if got, want := tenantStatus(st, now), "Upgrading: machine 4 of 6 waits for its gates"; got != want {
+		t.Fatalf("STATUS = %q, want %q", got, want)
+	}
+}

@@ -121,9 +121,7 @@ func commitState(c *schema.Commit) (State, string) {
 func succeededState(tenants []schema.TenantResult, preview bool) (State, string) {
 	var sum schema.PlanSummary
 	for _, res := range tenants {
-		sum.Add += res.Plan.Add
-		sum.Change += res.Plan.Change
-		sum.Destroy += res.Plan.Destroy
+		sum = sum.Plus(res.Plan)
 	}
 	switch {
 	case len(tenants) == 0:
@@ -135,7 +133,7 @@ func succeededState(tenants []schema.TenantResult, preview bool) (State, string)
 	case sum == (schema.PlanSummary{}):
 		return StateSuccess, plural(len(tenants), "tenant") + " up to date"
 	}
-	return StateSuccess, "applied " + plural(len(tenants), "tenant") + ": " + sum.String()
+	return StateSuccess, "applied " + plural(len(tenants), "tenant") + ": " + sum.Text()
 }
 
 // suspendedResult reports whether a result is a suspended tenant's, whose
@@ -161,7 +159,7 @@ func tenantState(res schema.TenantResult, preview bool) (State, string) {
 		case preview:
 			return StateSuccess, wouldChange(res.Plan)
 		}
-		return StateSuccess, "applied: " + res.Plan.String()
+		return StateSuccess, "applied: " + res.Plan.Text()
 	case schema.CommitFailed, schema.CommitPartiallyFailed, schema.CommitInvalid:
 		verb := "failed"
 		if preview {

@@ -73,6 +73,15 @@ func TestStatusesFor(t *testing.T) {
 			st("rezuscloud/eu/dev", StateSuccess, "applied: +2 ~0 -1"),
 			st("rezuscloud/eu/prod", StateSuccess, "no changes"),
 		}},
+		{"succeeded, machines apart", commitAt(schema.CommitSucceeded, false,
+			schema.TenantResult{Tenant: "dev", Phase: schema.CommitSucceeded, Plan: schema.PlanSummary{Add: 6,
+				Machines: schema.PlanCounts{Add: 5}}},
+			schema.TenantResult{Tenant: "prod", Phase: schema.CommitSucceeded, Plan: schema.PlanSummary{Add: 1, Destroy: 1,
+				Machines: schema.PlanCounts{Add: 1, Destroy: 1}}}), []Status{
+			st("rezuscloud/eu", StateSuccess, "applied 2 tenants: machines +6 -1, other +1"),
+			st("rezuscloud/eu/dev", StateSuccess, "applied: machines +5, other +1"),
+			st("rezuscloud/eu/prod", StateSuccess, "applied: machines +1 -1"),
+		}},
 		{"succeeded, nothing to do", commitAt(schema.CommitSucceeded, false, ok("dev", 0, 0, 0)), []Status{
 			st("rezuscloud/eu", StateSuccess, "1 tenant up to date"),
 			st("rezuscloud/eu/dev", StateSuccess, "no changes"),

@@ -100,9 +100,12 @@ func count(c *schema.MachineCounts, m *schema.Machine) {
 	}
 }
 
-// phase is removing once a tenant left git, forming until it is first
-// applied and while machines are missing, shrinking while there are too
-// many, and active otherwise.
+// phase is removing once a tenant left git; forming until it is first
+// applied and while a machine it asks for is missing or not in stage
+// ready: forming becomes active when every expected machine reports
+// ready, and active becomes forming again when a node group grows or a
+// machine's stage drops below ready. It is shrinking while there are more
+// machines than the node groups ask for.
 func phase(st schema.TenantStatus) schema.TenantPhase {
 	m := st.Machines
 	switch {
@@ -112,6 +115,8 @@ func phase(st schema.TenantStatus) schema.TenantPhase {
 		return schema.TenantForming
 	case m.Total > m.Desired:
 		return schema.TenantShrinking
+	case m.Ready < m.Desired:
+		return schema.TenantForming
 	}
 	return schema.TenantActive
 }

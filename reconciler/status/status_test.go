@@ -44,7 +44,7 @@ func TestComputeCountsAndPhase(t *testing.T) {
 		{"missing a worker", applied, []*schema.Machine{machine("cp", "controlplane", schema.StageReady), machine("w", "worker", schema.StageReady)}, true,
 			schema.TenantForming, schema.ConditionFalse, schema.ReasonMachinesNotReady, true, true},
 		{"booting", applied, []*schema.Machine{machine("cp", "controlplane", schema.StageInstalling), machine("w", "worker", schema.StageReady), machine("w", "worker", schema.StageReady)}, false,
-			schema.TenantActive, schema.ConditionFalse, schema.ReasonMachinesNotReady, false, false},
+			schema.TenantForming, schema.ConditionFalse, schema.ReasonMachinesNotReady, false, false},
 		{"ready", applied, []*schema.Machine{machine("cp", "controlplane", schema.StageReady), machine("w", "worker", schema.StageReady), machine("w", "worker", schema.StageReady)}, true,
 			schema.TenantActive, schema.ConditionTrue, schema.ReasonApplied, true, true},
 		{"one too many", applied, []*schema.Machine{machine("cp", "controlplane", schema.StageReady), machine("w", "worker", schema.StageReady), machine("w", "worker", schema.StageReady), machine("w", "worker", schema.StageReady)}, false,
@@ -78,6 +78,54 @@ func TestComputeCountsAndPhase(t *testing.T) {
 	}
 	if g := out.NodeGroups["w"]; g.Machines.Desired != 2 || g.Machines.Ready != 1 || cond(t, g.Conditions, schema.ConditionReady).Status != schema.ConditionFalse {
 		t.Errorf("w group %+v, want not ready with 1 of 2", g)
+	}
+}
+
+// TestPhaseFollowsReadiness follows a tenant's phase through its first
+// apply, a growth of a node group and a machine's reboot: forming turns
+// active only when every machine the node groups ask for reports stage
+// ready, and active turns forming when a group grows or a machine's stage
+// drops below ready.
+func TestPhaseFollowsReadiness(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ms := func(stages ...schema.MachineStage) []*schema.Machine {
+		out := []*schema.Machine{machine("cp", schema.RoleControlPlane, stages[0])}
+		for _, s := range stages[1:] {
+			out = append(out, machine("w", schema.RoleWorker, s))
+		}
+		return out
+	}
+	two := []*schema.NodeGroup{group("cp", schema.RoleControlPlane, 1), group("w", schema.RoleWorker, 2)}
+	three := []*schema.NodeGroup{group("cp", schema.RoleControlPlane, 1), group("w", schema.RoleWorker, 3)}
+	ready, boot := schema.StageReady, schema.StageInitializing
+	st := schema.TenantStatus{}
+	for _, c := range []struct {
+		what     string
+		applied  bool
+		groups   []*schema.NodeGroup
+		machines []*schema.Machine
+		want     schema.TenantPhase
+	}{
+		{"the first apply runs", false, two, nil, schema.TenantForming},
+		{"applied, no machine ready", true, two, ms(boot, boot, boot), schema.TenantForming},
+		{"applied, the control plane ready", true, two, ms(ready, schema.StageConfiguring, boot), schema.TenantForming},
+		{"every machine ready", true, two, ms(ready, ready, ready), schema.TenantActive},
+		{"a node group grew", true, three, ms(ready, ready, ready), schema.TenantForming},
+		{"the new machine boots", true, three, ms(ready, ready, ready, schema.StageInstalling), schema.TenantForming},
+		{"the new machine is ready", true, three, ms(ready, ready, ready, ready), schema.TenantActive},
+		{"a machine reboots", true, three, ms(ready, ready, schema.StageRestarting, ready), schema.TenantForming},
+		{"a machine is back", true, three, ms(ready, ready, ready, ready), schema.TenantActive},
+		{"a machine is not observed", true, three, ms(ready, ready, "", ready), schema.TenantForming},
+		{"a node group shrank", true, two, ms(ready, ready, ready, ready), schema.TenantShrinking},
+		{"the extra machine is gone", true, two, ms(ready, ready, ready), schema.TenantActive},
+	} {
+		if c.applied {
+			st.ObservedCommit = "abc"
+		}
+		st = Compute(Tenant{Status: st, NodeGroups: c.groups, Machines: c.machines}, now).Tenant
+		if st.Phase != c.want {
+			t.Errorf("%s: phase %s, want %s (machines %+v)", c.what, st.Phase, c.want, st.Machines)
+		}
 	}
 }
 

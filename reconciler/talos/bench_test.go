@@ -44,7 +44,7 @@ func BenchmarkRollingUpgrade(b *testing.B) {
 	if _, err := pl.Bootstrap(ctx, "bench", secrets, tr.ms); err != nil {
 		b.Fatal(err)
 	}
-	if err := pl.Roll(ctx, tr.desired(cpCfg, wCfg, "1.12.6")); err != nil {
+	if _, err := pl.Roll(ctx, tr.desired(cpCfg, wCfg, "1.12.6")); err != nil {
 		b.Fatal(err)
 	}
 	own := time.Duration(len(tr.ms)) * (timings.Upgrade + timings.Reboot + timings.Boot)
@@ -52,7 +52,7 @@ func BenchmarkRollingUpgrade(b *testing.B) {
 	var wall time.Duration
 	for i := range b.N {
 		start := time.Now()
-		if err := pl.Roll(ctx, tr.desired(cpCfg, wCfg, fmt.Sprintf("1.12.%d", 7+i))); err != nil {
+		if _, err := pl.Roll(ctx, tr.desired(cpCfg, wCfg, fmt.Sprintf("1.12.%d", 7+i))); err != nil {
 			b.Fatal(err)
 		}
 		wall += time.Since(start)

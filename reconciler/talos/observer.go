@@ -33,8 +33,8 @@ type ObserverOptions struct {
 // interval, and at once when a rollout's progress changes. Machine status
 // comes from the probes (ObserveMachines); the tenants' and node groups'
 // from it through status.Compute, with the Kubernetes API answering when a
-// control plane runs kube-apiserver, and the Upgrading condition from the
-// tenant's rollout record.
+// control plane runs kube-apiserver, and the Upgrading condition and
+// status.rollout from the tenant's rollout record.
 func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 	if opts.Interval <= 0 {
 		opts.Interval = 2 * time.Second
@@ -145,6 +145,7 @@ func tenantStatus(tx *backend.Tx, tenant string, apiAnswers bool, p Progress, no
 	st := status.Compute(status.Tenant{Status: t.Status, Generation: t.Metadata.Generation, NodeGroups: ngs,
 		Machines: machines, APIAnswers: apiAnswers}, now)
 	st.Tenant.Conditions = st.Tenant.Conditions.Set(UpgradingCondition(p, ""), now)
+	st.Tenant.Rollout = p.Status(machines)
 	changed := false
 	if !sameJSON(st.Tenant, t.Status) {
 		changed = true

@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -36,6 +38,15 @@ func TestUpgradingCondition(t *testing.T) {
 	if c := UpgradingCondition(p, "other"); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
 		t.Fatalf("a group the rollout does not touch: %+v", c)
 	}
+	// status.rollout names the machine by its host name, for
+	// rezusctl get tenants.
+	ms := []*schema.Machine{{Metadata: schema.ObjectMeta{Name: "cp-1"}, Spec: schema.MachineSpec{Hostname: "prod-cp-1"}}}
+	if st := p.Status(ms); st == nil || st.String() != "machine 2 of 3 (prod-cp-1 updating)" || st.Op != OpUpgrade || st.NodeGroup != "cp" {
+		t.Fatalf("status.rollout: %+v", st)
+	}
+	if st := p.Status(nil); st == nil || st.Machine != "cp-1" {
+		t.Fatalf("status.rollout of a machine without a host name: %+v", st)
+	}
 
 	rec.Current = nil
 	rec.Failed = &Failure{Machine: "w-0", Name: "rezussim_machine.ng_w[0]", NodeGroup: "w", Op: OpUpgrade, Reason: "not back; rolled back to v1.12.6"}
@@ -48,6 +59,9 @@ func TestUpgradingCondition(t *testing.T) {
 	}
 	if c := UpgradingCondition(p, "cp"); c.Reason != ReasonUpToDate {
 		t.Fatalf("group cp of a rollout stopped in w: %+v", c)
+	}
+	if st := p.Status(nil); st != nil {
+		t.Fatalf("status.rollout of a stopped rollout: %+v", st)
 	}
 	if c := UpgradingCondition(ProgressOf(RolloutRecord{Tenant: "acme", Completed: true}), ""); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
 		t.Fatalf("done: %+v", c)
@@ -137,5 +151,126 @@ func TestRunObserverAfterFirstPass(t *testing.T) {
 	<-done
 	if calls != 1 || askedAtCall != 1 {
 		t.Fatalf("AfterFirstPass called %d times, after %d bundles were asked for; want once, after 1", calls, askedAtCall)
+	}
+}
+
+// putTenant stores the tenant and its node groups as an apply records
+// them.
+func (tr *tenantRig) putTenant() {
+	tr.t.Helper()
+	counts := map[string]int{}
+	for _, m := range tr.ms {
+		counts[m.NodeGroup]++
+	}
+	err := tr.store.Update(func(tx *backend.Tx) error {
+		t := &schema.Tenant{APIVersion: schema.APIVersion, Kind: schema.KindTenant, Metadata: schema.ObjectMeta{Name: tr.tenant, Generation: 1},
+			Status: schema.TenantStatus{ObservedCommit: "0123456789abcdef"}}
+		if _, err := tx.PutObject(schema.KindTenant, tr.tenant, t); err != nil {
+			return err
+		}
+		for name, n := range counts {
+			role := schema.RoleWorker
+			if name == "cp" {
+				role = schema.RoleControlPlane
+			}
+			ng := &schema.NodeGroup{APIVersion: schema.APIVersion, Kind: schema.KindNodeGroup,
+				Metadata: schema.ObjectMeta{Name: name, Labels: map[string]string{schema.LabelTenant: tr.tenant, schema.LabelRole: role}},
+				Spec:     schema.NodeGroupSpec{Count: n, ProviderClass: "sim"}}
+			if _, err := tx.PutObject(schema.KindNodeGroup, tr.tenant+"/"+name, ng); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+}
+
+// TestObserverWritesNothingForASteadyTenant: once the observer has written
+// what the machines say, passes that probe every machine again (each
+// observation seen at a new time) send a watch of the tenant no event at
+// all, whether a rollout record exists or not.
+func TestObserverWritesNothingForASteadyTenant(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 2)
+	tr.putMachines()
+	tr.putTenant()
+	ctx := ctxT(t)
+	opts := r.opts
+	opts.Prober = NewProber(r.pool, ProberOptions{TTL: time.Nanosecond})
+	pl := r.newPlane(opts)
+	bundles := func(string) []byte { return tr.secrets }
+	steady := func(what string) {
+		t.Helper()
+		for range 2 { // the first pass writes what it finds
+			if err := pl.ObserveOnce(ctx, bundles); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rv uint64
+		r.store.View(func(tx *backend.Tx) error { rv = tx.ResourceVersion(); return nil })
+		for range 2 {
+			if err := pl.ObserveOnce(ctx, bundles); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var events []string
+		r.store.View(func(tx *backend.Tx) error {
+			return tx.Events(rv, func(c backend.Change) error {
+				events = append(events, fmt.Sprintf("%s %s %s", c.Type, c.Resource.Kind, c.Resource.Name))
+				return nil
+			})
+		})
+		if len(events) != 0 {
+			t.Errorf("%s: two passes over a steady tenant sent a watch %d events: %v", what, len(events), events)
+		}
+		var tn schema.Tenant
+		r.store.View(func(tx *backend.Tx) error { return tx.GetObject(schema.KindTenant, "acme", &tn) })
+		if tn.Status.Phase != schema.TenantActive || tn.Status.Rollout != nil || !tn.Status.Conditions.IsTrue(schema.ConditionReady) {
+			t.Errorf("%s: the tenant is not steady: %+v", what, tn.Status)
+		}
+	}
+	steady("no rollout yet")
+	if _, err := pl.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")); err != nil {
+		t.Fatal(err)
+	}
+	steady("a rollout that found nothing to change")
+}
+
+// TestRolloutProgressMovesOnWhenAMachineIsDone: the record the observer
+// reads counts a machine finished as soon as its operation is, so that
+// the tenant never shows the machine just done as the one that waits for
+// its gates, and a rollout whose last machine is done is over.
+func TestRolloutProgressMovesOnWhenAMachineIsDone(t *testing.T) {
+	r := newRig(t)
+	d := Desired{Tenant: "acme"}
+	rec := &RolloutRecord{Tenant: "acme", Touched: map[string]string{"cp-0": "cp", "w-0": "w"},
+		Current: &Operation{Machine: "cp-0", NodeGroup: "cp", Op: OpApply, Issued: true}}
+	stored := func() Progress {
+		t.Helper()
+		got, found, err := r.plane.Rollout("acme")
+		if err != nil || !found {
+			t.Fatalf("rollout record: %v %v", found, err)
+		}
+		return ProgressOf(got)
+	}
+	if err := r.plane.done(d, rec); err != nil {
+		t.Fatal(err)
+	}
+	if p := stored(); !p.Active || p.N != 2 || p.Machine != "" || p.Groups["cp"].Finished != 1 {
+		t.Fatalf("after the first of two machines: %+v, want machine 2 of 2 waiting for its gates", p)
+	}
+	rec.Current = &Operation{Machine: "w-0", NodeGroup: "w", Op: OpApply, Issued: true}
+	if err := r.plane.done(d, rec); err != nil {
+		t.Fatal(err)
+	}
+	if p := stored(); p.Active || p.Groups["w"].Finished != 1 {
+		t.Fatalf("after the last machine: %+v, want the rollout over", p)
+	}
+	// A machine that needs another operation is not finished.
+	r.plane.track(rec, []work{{m: Machine{ID: "w-0", NodeGroup: "w"}, op: OpUpgrade}})
+	if rec.Finished["w-0"] || !rec.Finished["cp-0"] {
+		t.Fatalf("finished after a plan that needs w-0 again: %v", rec.Finished)
 	}
 }

@@ -94,8 +94,9 @@ func mayHaveArrived(err error) bool {
 // finish follows the current operation until its machine is back and
 // ready (the operation is done), or fails. An operation that was recorded
 // but maybe never reached the machine (the server stopped in between) is
-// made now unless the machine shows that it got it.
-func (pl *Plane) finish(ctx context.Context, d Desired, rec *RolloutRecord) error {
+// made now unless the machine shows that it got it. A finished operation
+// is counted in done.
+func (pl *Plane) finish(ctx context.Context, d Desired, rec *RolloutRecord, done *Rolled) error {
 	op := rec.Current
 	m, ok := machineByID(d, op.Machine)
 	if !ok { // the machine is gone: nothing left to finish
@@ -122,6 +123,7 @@ func (pl *Plane) finish(ctx context.Context, d Desired, rec *RolloutRecord) erro
 		pl.report(rec, &o)
 		switch v := verdict(op, o, resumed); {
 		case v == verdictDone && (!m.ControlPlane || pl.etcdHealthy(ctx, d) == ""):
+			done.add(op)
 			return pl.done(d, rec)
 		case v == verdictFailed:
 			return pl.fail(ctx, d, rec, m, "came back with "+describe(o))
@@ -183,7 +185,9 @@ func verdict(op *Operation, o Observation, resumed bool) verdictKind {
 	return verdictWait
 }
 
-// done records a finished operation.
+// done records a finished operation. Its machine counts as finished at
+// once, so that the progress the record shows moves on to the next
+// machine (the next plan puts it back if it needs another operation).
 func (pl *Plane) done(d Desired, rec *RolloutRecord) error {
 	op := rec.Current
 	rebooted := op.Op == OpUpgrade || op.Op == OpReboot || op.Mode == "reboot"
@@ -192,6 +196,12 @@ func (pl *Plane) done(d Desired, rec *RolloutRecord) error {
 			rec.Restarted = map[string]string{}
 		}
 		rec.Restarted[op.Machine] = op.RestartKey
+	}
+	if _, ok := rec.Touched[op.Machine]; ok {
+		if rec.Finished == nil {
+			rec.Finished = map[string]bool{}
+		}
+		rec.Finished[op.Machine] = true
 	}
 	rec.Current, rec.UpdatedAt = nil, pl.opts.Now()
 	return pl.save(KindRollout, d.Tenant, rec)

@@ -37,7 +37,7 @@ func TestRollAppliesEachMachineItsOwnConfig(t *testing.T) {
 
 	d := tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")
 	d.Configs = tr.ownConfigs(t, tr.wCfg)
-	if err := r.plane.Roll(ctx, d); err != nil {
+	if _, err := r.plane.Roll(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	if got := machineIDs(tr.ops("ApplyConfiguration")); !slices.Equal(got, workers) {
@@ -64,7 +64,7 @@ func TestRollAppliesEachMachineItsOwnConfig(t *testing.T) {
 	check("own configs", d)
 
 	// The same target again changes nothing.
-	if err := r.plane.Roll(ctx, d); err != nil {
+	if _, err := r.plane.Roll(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(tr.ops("ApplyConfiguration")); n != 2 {
@@ -77,7 +77,7 @@ func TestRollAppliesEachMachineItsOwnConfig(t *testing.T) {
 	cp2, w2 := renderConfig(t, "acme", tr.secrets, "controlplane", patch), renderConfig(t, "acme", tr.secrets, "worker", patch)
 	d2 := tr.desired(cp2, w2, "1.12.6")
 	d2.Configs = tr.ownConfigs(t, w2)
-	if err := r.plane.Roll(ctx, d2); err != nil {
+	if _, err := r.plane.Roll(ctx, d2); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := machineIDs(tr.ops("ApplyConfiguration")), append(slices.Clone(workers), ids(tr.ms)...); !slices.Equal(got, want) {

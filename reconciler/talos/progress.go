@@ -3,6 +3,8 @@ package talos
 import (
 	"fmt"
 	"reflect"
+
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // Progress is where a tenant's rollout stands, for status.
@@ -13,9 +15,10 @@ type Progress struct {
 	// N and Total: the machine being worked on is machine N of Total.
 	N     int `json:"n,omitempty"`
 	Total int `json:"total,omitempty"`
-	// Machine, NodeGroup and Op name the current operation; Stage is its
-	// machine's stage as last observed.
+	// Machine, NodeGroup and Op name the current operation (MachineID is
+	// its machine's id); Stage is its machine's stage as last observed.
 	Machine   string `json:"machine,omitempty"`
+	MachineID string `json:"machineID,omitempty"`
 	NodeGroup string `json:"nodeGroup,omitempty"`
 	Op        string `json:"op,omitempty"`
 	Stage     string `json:"stage,omitempty"`
@@ -48,6 +51,22 @@ func (p Progress) Message() string {
 	return s
 }
 
+// Status is the tenant's status.rollout this progress gives: nil unless
+// machines remain to be changed. The machine is named by its host name
+// from machines (the tenant's, as stored) when it has one.
+func (p Progress) Status(machines []*schema.Machine) *schema.RolloutStatus {
+	if !p.Active {
+		return nil
+	}
+	st := &schema.RolloutStatus{N: p.N, Total: p.Total, Machine: p.MachineID, NodeGroup: p.NodeGroup, Op: p.Op, Stage: p.Stage}
+	for _, m := range machines {
+		if m.Metadata.Name == p.MachineID && m.Spec.Hostname != "" {
+			st.Machine = m.Spec.Hostname
+		}
+	}
+	return st
+}
+
 // ProgressOf computes the progress a rollout record shows.
 func ProgressOf(rec RolloutRecord) Progress {
 	p := Progress{Tenant: rec.Tenant, Failed: rec.Failed, Total: len(rec.Touched)}
@@ -73,7 +92,7 @@ func ProgressOf(rec RolloutRecord) Progress {
 		p.N = min(finished+1, p.Total)
 	}
 	if op := rec.Current; op != nil {
-		p.Machine, p.NodeGroup, p.Op = labelOf(op.Machine, op.Name), op.NodeGroup, op.Op
+		p.Machine, p.MachineID, p.NodeGroup, p.Op = labelOf(op.Machine, op.Name), op.Machine, op.NodeGroup, op.Op
 	}
 	return p
 }

@@ -329,21 +329,23 @@ func (pl *Plane) plan(rec *RolloutRecord, d Desired, obs map[string]Observation)
 // changes. Gates that do not open within Options.Wait give a
 // *WaitingError, and a tenant suspended meanwhile (Desired.Suspended) a
 // *SuspendedError before the next machine. The call must follow
-// Bootstrap: a rollout needs etcd.
-func (pl *Plane) Roll(ctx context.Context, d Desired) error {
+// Bootstrap: a rollout needs etcd. Whatever it returns, Rolled counts the
+// operations it completed.
+func (pl *Plane) Roll(ctx context.Context, d Desired) (Rolled, error) {
+	var done Rolled
 	rec, err := pl.prepare(d)
 	if err != nil {
-		return err
+		return done, err
 	}
 	for {
 		if rec.Failed != nil {
 			pl.report(rec, nil)
 			f := rec.Failed
-			return &StoppedError{Tenant: d.Tenant, Machine: labelOf(f.Machine, f.Name), Op: f.Op, Reason: f.Reason}
+			return done, &StoppedError{Tenant: d.Tenant, Machine: labelOf(f.Machine, f.Name), Op: f.Op, Reason: f.Reason}
 		}
 		if rec.Current != nil {
-			if err := pl.finish(ctx, d, rec); err != nil {
-				return err
+			if err := pl.finish(ctx, d, rec, &done); err != nil {
+				return done, err
 			}
 			continue
 		}
@@ -351,16 +353,16 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) error {
 		todo := pl.plan(rec, d, obs)
 		pl.track(rec, todo)
 		if len(todo) == 0 {
-			return pl.complete(d, rec)
+			return done, pl.complete(d, rec)
 		}
 		next := todo[0]
 		if d.suspended() {
 			pl.report(rec, nil)
-			return &SuspendedError{Tenant: d.Tenant, Done: len(rec.Finished), Of: len(rec.Touched)}
+			return done, &SuspendedError{Tenant: d.Tenant, Done: len(rec.Finished), Of: len(rec.Touched)}
 		}
 		if err := pl.gate(ctx, d, next.m); err != nil {
 			pl.report(rec, nil)
-			return err
+			return done, err
 		}
 		if o, _ := pl.prober.Last(next.m.ID); o.ConfigSHA256 != next.obs.ConfigSHA256 {
 			continue // its config changed while the gate waited (a first install finished): plan again
@@ -369,12 +371,33 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) error {
 		// and a machine still booting may need nothing once it has.
 		if err := pl.windowClosed(ctx, d, rec, todo); err != nil {
 			pl.report(rec, nil)
-			return err
+			return done, err
 		}
 		if err := pl.start(ctx, d, rec, next); err != nil {
-			return err
+			return done, err
 		}
 	}
+}
+
+// Rolled counts what one call of Roll did.
+type Rolled struct {
+	// Machines are the ids of the machines it changed, in the order it
+	// changed them.
+	Machines []string
+	// Ops counts its completed operations by kind (OpApply, OpUpgrade,
+	// OpReboot).
+	Ops map[string]int
+}
+
+// add counts a completed operation.
+func (r *Rolled) add(op *Operation) {
+	if !slices.Contains(r.Machines, op.Machine) {
+		r.Machines = append(r.Machines, op.Machine)
+	}
+	if r.Ops == nil {
+		r.Ops = map[string]int{}
+	}
+	r.Ops[op.Op]++
 }
 
 func labelOf(id, name string) string { return Machine{ID: id, Name: name}.label() }
@@ -390,7 +413,8 @@ func (pl *Plane) observeAll(ctx context.Context, d Desired) map[string]Observati
 	return out
 }
 
-// track notes the machines the generation touches and those it finished.
+// track notes the machines the generation touches and those it finished:
+// a machine that needs another operation is not finished.
 func (pl *Plane) track(rec *RolloutRecord, todo []work) {
 	pending := map[string]bool{}
 	for _, w := range todo {
@@ -401,10 +425,12 @@ func (pl *Plane) track(rec *RolloutRecord, todo []work) {
 		rec.Touched[w.m.ID] = w.m.NodeGroup
 	}
 	for id := range rec.Touched {
-		if !pending[id] {
-			if rec.Finished == nil {
-				rec.Finished = map[string]bool{}
-			}
+		switch {
+		case pending[id]:
+			delete(rec.Finished, id)
+		case rec.Finished == nil:
+			rec.Finished = map[string]bool{id: true}
+		default:
 			rec.Finished[id] = true
 		}
 	}

@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -106,16 +107,20 @@ func TestRollAppliesAChangedConfigInPlaceOneMachineAtATime(t *testing.T) {
 	pl := r.newPlane(opts)
 	ctx := ctxT(t)
 	// A first call records the generation of what the machines run.
-	if err := pl.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")); err != nil {
-		t.Fatal(err)
+	if rolled, err := pl.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")); err != nil || len(rolled.Machines) != 0 {
+		t.Fatalf("rolled %+v, %v", rolled, err)
 	}
 	if got := tr.ops("ApplyConfiguration", "Upgrade", "Reboot"); len(got) != 0 {
 		t.Fatalf("calls with nothing to change: %v", got)
 	}
 	patch := "machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n"
 	cp2, w2 := renderConfig(t, "acme", tr.secrets, "controlplane", patch), renderConfig(t, "acme", tr.secrets, "worker", patch)
-	if err := pl.Roll(ctx, tr.desired(cp2, w2, "1.12.6")); err != nil {
+	rolled, err := pl.Roll(ctx, tr.desired(cp2, w2, "1.12.6"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(rolled.Machines, ids(tr.ms)) || !maps.Equal(rolled.Ops, map[string]int{OpApply: 5}) {
+		t.Fatalf("Roll says it rolled %+v, want 5 configs applied on %v", rolled, ids(tr.ms))
 	}
 	applies := tr.ops("ApplyConfiguration")
 	if got, want := machineIDs(applies), ids(tr.ms); !slices.Equal(got, want) {
@@ -154,8 +159,12 @@ func TestRollUpgradesControlPlanesFirstOneAtATime(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 3, 2)
 	ctx := ctxT(t)
-	if err := r.plane.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.7")); err != nil {
+	rolled, err := r.plane.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.7"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(rolled.Machines) != 5 || !maps.Equal(rolled.Ops, map[string]int{OpUpgrade: 5}) {
+		t.Fatalf("Roll says it rolled %+v, want 5 upgrades", rolled)
 	}
 	ups := tr.ops("Upgrade")
 	if got, want := machineIDs(ups), ids(tr.ms); !slices.Equal(got, want) {
@@ -186,7 +195,7 @@ func TestRollRollsBackAMachineThatDoesNotComeBackAndStops(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	d := tr.desired(tr.cpCfg, tr.wCfg, "1.12.7")
-	err := r.plane.Roll(ctx, d)
+	_, err := r.plane.Roll(ctx, d)
 	var stopped *StoppedError
 	if !errors.As(err, &stopped) || stopped.Machine != bad.label() || !strings.Contains(stopped.Reason, "rolled back to v1.12.6") {
 		t.Fatalf("err = %v, want the rollout stopped at %s after a rollback", err, bad.label())
@@ -202,7 +211,7 @@ func TestRollRollsBackAMachineThatDoesNotComeBackAndStops(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 	// The same target again: stopped at once, nothing is called.
-	if err := r.plane.Roll(ctx, d); !errors.As(err, &stopped) {
+	if _, err := r.plane.Roll(ctx, d); !errors.As(err, &stopped) {
 		t.Fatalf("rerun: %v", err)
 	}
 	if got := len(tr.ops("Upgrade", "Rollback")); got != 4 {
@@ -216,7 +225,7 @@ func TestRollRollsBackAMachineThatDoesNotComeBackAndStops(t *testing.T) {
 	if err := r.host.SetFault(bad.ID, talosnode.Fault{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.plane.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.8")); err != nil {
+	if _, err := r.plane.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.8")); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range tr.ms {
@@ -238,7 +247,7 @@ func TestRollResumesAfterAStopWithTheSameMachine(t *testing.T) {
 			cancel()
 		}
 	}
-	if err := r.newPlane(opts).Roll(ctx, d); !errors.Is(err, context.Canceled) {
+	if _, err := r.newPlane(opts).Roll(ctx, d); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want canceled", err)
 	}
 	rec, _, _ := r.plane.Rollout("acme")
@@ -249,7 +258,7 @@ func TestRollResumesAfterAStopWithTheSameMachine(t *testing.T) {
 		t.Fatalf("an interrupted rollout is not pending: %v %v", pending, err)
 	}
 	// A new server resumes: it waits for that machine before the next.
-	if err := r.newPlane(r.opts).Roll(ctxT(t), d); err != nil {
+	if _, err := r.newPlane(r.opts).Roll(ctxT(t), d); err != nil {
 		t.Fatal(err)
 	}
 	ups := tr.ops("Upgrade")
@@ -276,7 +285,7 @@ func TestRollMakesARecordedCallThatNeverReachedTheMachine(t *testing.T) {
 	if err := r.plane.save(KindRollout, "acme", rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.newPlane(r.opts).Roll(ctxT(t), d); err != nil {
+	if _, err := r.newPlane(r.opts).Roll(ctxT(t), d); err != nil {
 		t.Fatal(err)
 	}
 	// The worker goes first (its operation was under way), then the
@@ -292,7 +301,7 @@ func TestRestartAnnotationRebootsEachMachineOncePerValue(t *testing.T) {
 	ctx := ctxT(t)
 	d := tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")
 	d.RestartedAt = "2026-03-04T05:00:00Z" // set when the tenant was created
-	if err := r.plane.Roll(ctx, d); err != nil {
+	if _, err := r.plane.Roll(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	if got := tr.ops("Reboot"); len(got) != 0 {
@@ -300,7 +309,7 @@ func TestRestartAnnotationRebootsEachMachineOncePerValue(t *testing.T) {
 	}
 	d.RestartedAt = "2026-03-04T06:00:00Z"
 	for range 2 {
-		if err := r.plane.Roll(ctx, d); err != nil {
+		if _, err := r.plane.Roll(ctx, d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -313,7 +322,7 @@ func TestRestartAnnotationRebootsEachMachineOncePerValue(t *testing.T) {
 	g := d.Groups["w"]
 	g.RestartedAt = "2026-03-04T07:00:00Z"
 	d.Groups["w"] = g
-	if err := r.plane.Roll(ctx, d); err != nil {
+	if _, err := r.plane.Roll(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	if got := machineIDs(tr.ops("Reboot"))[4:]; !slices.Equal(got, ids(tr.ms[2:])) {
@@ -331,7 +340,7 @@ func TestRollWaitsForHealthyEtcdBeforeAControlPlane(t *testing.T) {
 	opts.Wait = 500 * time.Millisecond
 	// A config change: Talos itself would apply it with etcd unhealthy.
 	cp2 := renderConfig(t, "acme", tr.secrets, "controlplane", "machine:\n  kubelet:\n    extraArgs:\n      v: \"2\"\n")
-	err := r.newPlane(opts).Roll(ctxT(t), tr.desired(cp2, tr.wCfg, "1.12.6"))
+	_, err := r.newPlane(opts).Roll(ctxT(t), tr.desired(cp2, tr.wCfg, "1.12.6"))
 	var w *WaitingError
 	if !errors.As(err, &w) || !strings.Contains(err.Error(), "every etcd member to be healthy") || w.Machine != tr.ms[0].label() {
 		t.Fatalf("err = %v, want to wait for etcd before %s", err, tr.ms[0].label())

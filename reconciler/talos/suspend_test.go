@@ -14,7 +14,7 @@ func TestRollStopsBetweenMachinesWhenSuspended(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 1, 2)
 	ctx := ctxT(t)
-	if err := r.plane.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")); err != nil {
+	if _, err := r.plane.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")); err != nil {
 		t.Fatal(err)
 	}
 	patch := "machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n"
@@ -23,7 +23,7 @@ func TestRollStopsBetweenMachinesWhenSuspended(t *testing.T) {
 	d := tr.desired(cp2, w2, "1.12.6")
 	d.Suspended = func() bool { return true }
 	var susp *SuspendedError
-	if err := r.plane.Roll(ctx, d); !errors.As(err, &susp) {
+	if _, err := r.plane.Roll(ctx, d); !errors.As(err, &susp) {
 		t.Fatalf("Roll of a suspended tenant: %v, want a *SuspendedError", err)
 	}
 	if got := tr.ops("ApplyConfiguration", "Upgrade", "Reboot"); len(got) != 0 {
@@ -32,7 +32,7 @@ func TestRollStopsBetweenMachinesWhenSuspended(t *testing.T) {
 
 	// Suspended once the first machine has taken its config.
 	d.Suspended = func() bool { return len(tr.ops("ApplyConfiguration")) > 0 }
-	if err := r.plane.Roll(ctx, d); !errors.As(err, &susp) || susp.Done != 1 || susp.Of != 3 {
+	if _, err := r.plane.Roll(ctx, d); !errors.As(err, &susp) || susp.Done != 1 || susp.Of != 3 {
 		t.Fatalf("Roll suspended meanwhile: %v, want a *SuspendedError after 1 of 3 machines", err)
 	}
 	applies := tr.ops("ApplyConfiguration")
@@ -48,7 +48,7 @@ func TestRollStopsBetweenMachinesWhenSuspended(t *testing.T) {
 	}
 
 	d.Suspended = nil
-	if err := r.plane.Roll(ctx, d); err != nil {
+	if _, err := r.plane.Roll(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := machineIDs(tr.ops("ApplyConfiguration")), ids(tr.ms); !slices.Equal(got, want) {

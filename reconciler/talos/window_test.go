@@ -57,7 +57,7 @@ func TestRollPausesBetweenMachinesWhenTheWindowCloses(t *testing.T) {
 	d := tr.desired(tr.cpCfg, tr.wCfg, "1.12.7")
 	d.Windows = window.Set{w}
 
-	err = pl.Roll(ctx, d)
+	_, err = pl.Roll(ctx, d)
 	var we *WindowError
 	if !errors.As(err, &we) || we.Machine != tr.ms[1].label() || we.Op != OpUpgrade || we.Left != 2 {
 		t.Fatalf("err = %v, want the rollout paused before %s with 2 machines left", err, tr.ms[1].label())
@@ -73,7 +73,7 @@ func TestRollPausesBetweenMachinesWhenTheWindowCloses(t *testing.T) {
 		t.Fatalf("a paused rollout is not pending: %v %v", pending, err)
 	}
 	// Still outside the window: nothing more starts.
-	if err := pl.Roll(ctx, d); !errors.As(err, &we) {
+	if _, err := pl.Roll(ctx, d); !errors.As(err, &we) {
 		t.Fatalf("second call outside the window: %v", err)
 	}
 	if got := len(tr.ops("Upgrade")); got != 1 {
@@ -87,7 +87,7 @@ func TestRollPausesBetweenMachinesWhenTheWindowCloses(t *testing.T) {
 	d2.Machines = tr.ms[:1] // the upgraded machine only: a config change alone
 	d2.Groups["cp"] = GroupTarget{Config: cp2, TalosVersion: "1.12.7"}
 	d2.Windows = d.Windows
-	if err := pl.Roll(ctx, d2); err != nil {
+	if _, err := pl.Roll(ctx, d2); err != nil {
 		t.Fatalf("a config without a reboot outside the window: %v", err)
 	}
 	if info, _ := r.host.Node(tr.ms[0].ID); info.ConfigSHA256 != sha256Hex(cp2) {
@@ -96,7 +96,7 @@ func TestRollPausesBetweenMachinesWhenTheWindowCloses(t *testing.T) {
 
 	// In the next window the rollout resumes with the machine it paused at.
 	clock.Set(time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC))
-	if err := pl.Roll(ctx, d); err != nil {
+	if _, err := pl.Roll(ctx, d); err != nil {
 		t.Fatalf("in the next window: %v", err)
 	}
 	ups := tr.ops("Upgrade")
@@ -128,21 +128,21 @@ func TestRollWaitsWithAKubernetesUpgrade(t *testing.T) {
 	ctx := ctxT(t)
 	d := tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")
 	d.KubernetesVersion, d.Windows = "1.34.1", window.Set{w}
-	if err := pl.Roll(ctx, d); err != nil {
+	if _, err := pl.Roll(ctx, d); err != nil {
 		t.Fatalf("nothing to change: %v", err)
 	}
 	patch := "machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n"
 	d2 := tr.desired(renderConfig(t, "acme", tr.secrets, "controlplane", patch), renderConfig(t, "acme", tr.secrets, "worker", patch), "1.12.6")
 	d2.KubernetesVersion, d2.Windows = "1.35.0", d.Windows
 	var we *WindowError
-	if err := pl.Roll(ctx, d2); !errors.As(err, &we) || we.Op != OpApply || we.Left != 2 {
+	if _, err := pl.Roll(ctx, d2); !errors.As(err, &we) || we.Op != OpApply || we.Left != 2 {
 		t.Fatalf("a Kubernetes upgrade outside the window: %v, want it to wait", err)
 	}
 	if got := tr.ops("ApplyConfiguration"); len(got) != 0 {
 		t.Fatalf("configs applied outside the window: %v", got)
 	}
 	clock.Set(time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC))
-	if err := pl.Roll(ctx, d2); err != nil {
+	if _, err := pl.Roll(ctx, d2); err != nil {
 		t.Fatalf("in the window: %v", err)
 	}
 	rec, _, _ := pl.Rollout("acme")
@@ -177,7 +177,7 @@ func TestRollWaitsForABootingMachineOutsideTheWindow(t *testing.T) {
 	d := tr.desired(tr.cpCfg, tr.wCfg, "1.12.6")
 	d.Machines = append(slices.Clone(tr.ms), late)
 	d.Windows = window.Set{w}
-	if err := pl.Roll(ctxT(t), d); err != nil {
+	if _, err := pl.Roll(ctxT(t), d); err != nil {
 		t.Fatalf("a machine booting outside the window: %v", err)
 	}
 	if got := r.journal(late.ID, "ApplyConfiguration"); len(got) != 0 {

@@ -31,6 +31,7 @@ import (
 	tfjson "github.com/hashicorp/terraform-json"
 
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
+	"github.com/rezuscloud/rezuscloud/internal/redact"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -64,6 +65,10 @@ type Creds struct {
 	Address  string // base URL of the state, e.g. http://127.0.0.1:8080/tfstate/production
 	Username string
 	Password string
+	// Secrets are further values the run's output and errors never show,
+	// such as those of the tenant's Talos secrets bundle. Secrets that
+	// redact recognises by their form go without being named here.
+	Secrets []string
 }
 
 // Runner drives tofu in per-tenant work directories and counts every
@@ -127,9 +132,12 @@ func (r *Runner) Runs() int64 { return r.runs.Load() }
 
 // Result is what one apply or destroy produced.
 type Result struct {
-	Plan   schema.PlanSummary
-	Output string // the tail of tofu's output, with secrets redacted
-	State  *tfjson.State
+	Plan schema.PlanSummary
+	// Changes are the resources the plan changed, as its output named
+	// them.
+	Changes []PlannedChange
+	Output  string // the tail of tofu's output, with secrets redacted
+	State   *tfjson.State
 }
 
 // Files a run keeps in its work directory only while it lasts.
@@ -218,13 +226,13 @@ func (r *Runner) open(ctx context.Context, dir string, creds Creds) (*session, e
 		unlock()
 		return nil, err
 	}
-	secrets := []string{creds.Password}
+	secrets := append([]string{creds.Password}, creds.Secrets...)
 	for k, v := range r.opts.Env {
 		if k == "TF_ENCRYPTION" || strings.Contains(k, "PASSWORD") || strings.Contains(k, "TOKEN") {
 			secrets = append(secrets, v)
 		}
 	}
-	out := newTailBuffer(16<<10, secrets)
+	out := newTailBuffer(16<<10, redact.New(secrets...))
 	tf.SetStdout(out)
 	tf.SetStderr(out)
 	return &session{r: r, tf: tf, dir: dir, creds: creds, env: env, out: out, unlock: unlock}, nil
@@ -435,12 +443,15 @@ var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 // With force it applies a plan without changes too, which rewrites the
 // state: that is how state written before encryption was turned on gets
 // encrypted. That takes a plan file and a second process (rewrite); only
-// Rewrite forces, and it neither destroys nor checks.
-func (s *session) planApply(ctx context.Context, vars []byte, destroy, force bool, check Check) (schema.PlanSummary, error) {
+// Rewrite forces, and it neither destroys nor checks. It returns the
+// plan's summary and the resources it changes.
+//
+// A destroy leaves the resources named in keep in the state.
+func (s *session) planApply(ctx context.Context, vars []byte, destroy bool, keep []string, force bool, check Check) (schema.PlanSummary, []PlannedChange, error) {
 	if force {
 		return s.rewrite(ctx, vars)
 	}
-	return s.applyApproving(ctx, vars, destroy, check)
+	return s.applyApproving(ctx, vars, destroy, keep, check)
 }
 
 // applyApproving runs `tofu apply` without -auto-approve, so that tofu
@@ -454,15 +465,18 @@ func (s *session) planApply(ctx context.Context, vars []byte, destroy, force boo
 // a server that dies before it answers leaves tofu an EOF, which tofu
 // takes as no. A plan without changes asks nothing; tofu then writes the
 // refreshed state, as a bare `tofu apply` does, and the serial moves.
-func (s *session) applyApproving(ctx context.Context, vars []byte, destroy bool, check Check) (schema.PlanSummary, error) {
+func (s *session) applyApproving(ctx context.Context, vars []byte, destroy bool, keep []string, check Check) (schema.PlanSummary, []PlannedChange, error) {
 	varPath, removeVars, err := s.withVars(vars)
 	if err != nil {
-		return schema.PlanSummary{}, err
+		return schema.PlanSummary{}, nil, err
 	}
 	defer removeVars()
 	args := []string{"apply", "-no-color", "-input=true", "-lock=true", "-lock-timeout=0s"}
 	if destroy {
 		args = append(args, "-destroy")
+		for _, addr := range keep {
+			args = append(args, "-exclude="+addr)
+		}
 	}
 	if varPath != "" {
 		args = append(args, "-var-file="+varPath)
@@ -490,27 +504,28 @@ func (s *session) applyApproving(ctx context.Context, vars []byte, destroy bool,
 			return err
 		})
 	})
+	changes := line.planned()
 	switch {
 	case refused != nil:
-		return sum, refused
+		return sum, changes, refused
 	case err != nil && !approved:
 		// Nothing was applied: tofu failed while it planned.
-		return sum, fmt.Errorf("tofu plan: %w", s.redact(err))
+		return sum, changes, fmt.Errorf("tofu plan: %w", s.redact(err))
 	case err != nil:
-		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
+		return sum, changes, fmt.Errorf("tofu apply: %w", s.redact(err))
 	}
-	return sum, nil
+	return sum, changes, nil
 }
 
 // rewrite plans into a plan file and applies exactly that plan, changes
 // or not, so that tofu writes the state again. The variables exist on disk
 // only while tofu plans: the plan carries them to apply.
-func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary, error) {
+func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary, []PlannedChange, error) {
 	planPath := filepath.Join(s.dir, PlanFile)
 	defer os.Remove(planPath)
 	varPath, removeVars, err := s.withVars(vars)
 	if err != nil {
-		return schema.PlanSummary{}, err
+		return schema.PlanSummary{}, nil, err
 	}
 	opts := []tfexec.PlanOption{tfexec.Out(planPath)}
 	if varPath != "" {
@@ -528,9 +543,10 @@ func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary,
 	removeVars()
 	s.tf.SetStdout(s.out)
 	if err != nil {
-		return schema.PlanSummary{}, fmt.Errorf("tofu plan: %w", s.redact(err))
+		return schema.PlanSummary{}, nil, fmt.Errorf("tofu plan: %w", s.redact(err))
 	}
 	sum, ok := line.summary()
+	changes := line.planned()
 	if !ok && changed {
 		var plan *tfjson.Plan
 		err = s.cmd("show", func() (err error) {
@@ -538,14 +554,14 @@ func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary,
 			return err
 		})
 		if err != nil {
-			return schema.PlanSummary{}, fmt.Errorf("tofu show plan: %w", s.redact(err))
+			return schema.PlanSummary{}, nil, fmt.Errorf("tofu show plan: %w", s.redact(err))
 		}
-		sum = summarize(plan)
+		sum, changes = summarize(plan)
 	}
 	if err := s.cmd("apply", func() error { return s.applyDetached(ctx, planPath) }); err != nil {
-		return sum, fmt.Errorf("tofu apply: %w", s.redact(err))
+		return sum, changes, fmt.Errorf("tofu apply: %w", s.redact(err))
 	}
-	return sum, nil
+	return sum, changes, nil
 }
 
 // show returns the work directory's current state: read from the state
@@ -572,7 +588,7 @@ func (s *session) show(ctx context.Context) (*tfjson.State, error) {
 // only while tofu plans), apply that plan when it changes anything, and
 // show the resulting state for projection.
 func (r *Runner) Apply(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, vars, creds, false, false, nil)
+	return r.run(ctx, dir, initInputs, vars, creds, false, nil, false, nil)
 }
 
 // Check judges the resources a plan destroys or replaces (each with the
@@ -582,21 +598,23 @@ type Check func(gone []PlannedChange) error
 // ApplyChecked is Apply with a check between plan and apply: when the
 // check fails, nothing is applied and its error is returned.
 func (r *Runner) ApplyChecked(ctx context.Context, dir string, initInputs, vars []byte, creds Creds, check Check) (*Result, error) {
-	return r.run(ctx, dir, initInputs, vars, creds, false, false, check)
+	return r.run(ctx, dir, initInputs, vars, creds, false, nil, false, check)
 }
 
 // Rewrite is Apply that also applies a plan without changes, so that tofu
 // writes the state again (encrypting it, once encryption is configured).
 func (r *Runner) Rewrite(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, vars, creds, false, true, nil)
+	return r.run(ctx, dir, initInputs, vars, creds, false, nil, true, nil)
 }
 
-// Destroy removes everything the work directory's state holds.
-func (r *Runner) Destroy(ctx context.Context, dir string, initInputs, vars []byte, creds Creds) (*Result, error) {
-	return r.run(ctx, dir, initInputs, vars, creds, true, false, nil)
+// Destroy removes everything the work directory's state holds but the
+// resources named in keep (tofu's -exclude), which stay in the state and
+// are neither destroyed nor shown in the plan.
+func (r *Runner) Destroy(ctx context.Context, dir string, initInputs, vars []byte, creds Creds, keep ...string) (*Result, error) {
+	return r.run(ctx, dir, initInputs, vars, creds, true, keep, false, nil)
 }
 
-func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, creds Creds, destroy, force bool, check Check) (*Result, error) {
+func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, creds Creds, destroy bool, keep []string, force bool, check Check) (*Result, error) {
 	s, err := r.open(ctx, dir, creds)
 	if err != nil {
 		return nil, err
@@ -607,7 +625,7 @@ func (r *Runner) run(ctx context.Context, dir string, initInputs, vars []byte, c
 	if err := s.init(ctx, initInputs); err != nil {
 		return res, err
 	}
-	if res.Plan, err = s.planApply(ctx, vars, destroy, force, check); err != nil {
+	if res.Plan, res.Changes, err = s.planApply(ctx, vars, destroy, keep, force, check); err != nil {
 		return res, err
 	}
 	if res.State, err = s.show(ctx); err != nil {
@@ -765,26 +783,36 @@ func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds
 	return s.show(ctx)
 }
 
-func summarize(plan *tfjson.Plan) schema.PlanSummary {
+// summarize counts the changes of a plan file's plan, and lists them.
+func summarize(plan *tfjson.Plan) (schema.PlanSummary, []PlannedChange) {
 	var sum schema.PlanSummary
+	var changes []PlannedChange
 	for _, rc := range plan.ResourceChanges {
 		if rc.Change == nil {
 			continue
 		}
 		a := rc.Change.Actions
+		var acts []string
 		switch {
 		case a.Replace():
 			sum.Add++
 			sum.Destroy++
+			acts = []string{"delete", "create"}
 		case a.Create():
 			sum.Add++
+			acts = []string{"create"}
 		case a.Update():
 			sum.Change++
+			acts = []string{"update"}
 		case a.Delete():
 			sum.Destroy++
+			acts = []string{"delete"}
+		default:
+			continue
 		}
+		changes = append(changes, PlannedChange{Address: rc.Address, Actions: acts})
 	}
-	return sum
+	return sum, changes
 }
 
 // tailBuffer keeps the last max bytes written to it and redacts secrets
@@ -793,17 +821,11 @@ type tailBuffer struct {
 	mu      sync.Mutex
 	max     int
 	buf     []byte
-	secrets []string
+	secrets *redact.Redactor
 }
 
-func newTailBuffer(max int, secrets []string) *tailBuffer {
-	var keep []string
-	for _, s := range secrets {
-		if len(s) >= 4 {
-			keep = append(keep, s)
-		}
-	}
-	return &tailBuffer{max: max, secrets: keep}
+func newTailBuffer(max int, secrets *redact.Redactor) *tailBuffer {
+	return &tailBuffer{max: max, secrets: secrets}
 }
 
 var _ io.Writer = (*tailBuffer)(nil)
@@ -833,9 +855,6 @@ func (t *tailBuffer) String() string {
 	return t.redact(s)
 }
 
-func (t *tailBuffer) redact(s string) string {
-	for _, sec := range t.secrets {
-		s = strings.ReplaceAll(s, sec, "[redacted]")
-	}
-	return s
-}
+// redact removes the run's secrets from s: those it knows and those
+// package redact recognises.
+func (t *tailBuffer) redact(s string) string { return t.secrets.String(s) }

@@ -193,18 +193,26 @@ func (s *session) pullState(ctx context.Context) ([]byte, error) {
 var planLineRE = regexp.MustCompile(`^Plan: (?:\d+ to import, )?(\d+) to add, (\d+) to change, (\d+) to destroy(?:, \d+ to forget)?\.$`)
 
 // planResourceRE matches the comment line above each resource of tofu's
-// human plan output that says the resource goes: destroyed, or replaced
-// (destroyed and created again).
-var planResourceRE = regexp.MustCompile(`^\s*# (.+?) (must be replaced|will be replaced|will be destroyed)(?:,.*)?$`)
+// human plan output that says what becomes of the resource: created,
+// updated in place, destroyed, or replaced (destroyed and created again).
+// A deposed object's line names it after the address.
+var planResourceRE = regexp.MustCompile(`^\s*# (.+?)(?: \(deposed object \S+\))? (will be created|will be updated in-place|will be destroyed|must be replaced|will be replaced|is tainted, so it must be replaced)(?:[, ].*)?$`)
+
+// planActions are the actions of planResourceRE's phrases.
+var planActions = map[string][]string{
+	"will be created":          {"create"},
+	"will be updated in-place": {"update"},
+	"will be destroyed":        {"delete"},
+}
 
 // planLine watches tofu's output for the plan's summary line, and for the
-// resources the plan destroys or replaces.
+// resources the plan changes.
 type planLine struct {
 	mu      sync.Mutex
 	partial []byte
 	sum     schema.PlanSummary
 	found   bool
-	gone    []PlannedChange
+	changes []PlannedChange
 }
 
 var _ io.Writer = (*planLine)(nil)
@@ -235,11 +243,11 @@ func (p *planLine) Write(b []byte) (int, error) {
 			p.sum.Destroy, _ = strconv.Atoi(string(m[3]))
 			p.found = true
 		} else if m := planResourceRE.FindSubmatch(line); m != nil {
-			acts := []string{"delete", "create"}
-			if string(m[2]) == "will be destroyed" {
-				acts = []string{"delete"}
+			acts, ok := planActions[string(m[2])]
+			if !ok {
+				acts = []string{"delete", "create"}
 			}
-			p.gone = append(p.gone, PlannedChange{Address: string(m[1]), Actions: acts})
+			p.changes = append(p.changes, PlannedChange{Address: string(m[1]), Actions: acts})
 		}
 		b = b[i+1:]
 	}
@@ -250,7 +258,20 @@ func (p *planLine) Write(b []byte) (int, error) {
 func (p *planLine) goneResources() []PlannedChange {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.gone)
+	var out []PlannedChange
+	for _, c := range p.changes {
+		if slices.Contains(c.Actions, "delete") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// planned returns every resource the plan changes.
+func (p *planLine) planned() []PlannedChange {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.changes)
 }
 
 // summary returns the last summary line seen.

@@ -2,10 +2,13 @@ package talos
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"go.yaml.in/yaml/v4"
@@ -62,6 +65,45 @@ func CACertificates(secretsBundle []byte) (kubernetesCA, osCA []byte, err error)
 		return nil, nil, err
 	}
 	return bytes.Clone(bundle.Certs.K8s.Crt), bytes.Clone(bundle.Certs.OS.Crt), nil
+}
+
+// SecretValues returns the values of a bundle as text may carry them, for
+// a redaction that removes them: each certificate and key as the base64
+// of its PEM (as the bundle and Talos configs hold them) and each line of
+// its PEM body of 16 bytes or more, the bootstrap and trustd tokens and the secret part of
+// each, the encryption secret, and the cluster ID and secret. A bundle
+// that does not decode gives none.
+func SecretValues(secretsBundle []byte) []string {
+	var b secrets.Bundle
+	if err := yaml.Unmarshal(secretsBundle, &b); err != nil || b.Certs == nil || b.Secrets == nil || b.Cluster == nil || b.TrustdInfo == nil {
+		return nil
+	}
+	var out []string
+	pemValue := func(p []byte) {
+		if len(p) == 0 {
+			return
+		}
+		out = append(out, base64.StdEncoding.EncodeToString(p))
+		for _, l := range strings.Split(string(p), "\n") {
+			if len(l) >= 16 && !strings.HasPrefix(l, "-----") {
+				out = append(out, l)
+			}
+		}
+	}
+	for _, ck := range []*x509.PEMEncodedCertificateAndKey{b.Certs.Etcd, b.Certs.K8s, b.Certs.K8sAggregator, b.Certs.OS} {
+		if ck != nil {
+			pemValue(ck.Crt)
+			pemValue(ck.Key)
+		}
+	}
+	if b.Certs.K8sServiceAccount != nil {
+		pemValue(b.Certs.K8sServiceAccount.Key)
+	}
+	for _, token := range []string{b.Secrets.BootstrapToken, b.TrustdInfo.Token} {
+		_, secret, _ := strings.Cut(token, ".")
+		out = append(out, token, secret)
+	}
+	return append(out, b.Secrets.SecretboxEncryptionSecret, b.Secrets.AESCBCEncryptionSecret, b.Cluster.ID, b.Cluster.Secret)
 }
 
 func encodeSecrets(bundle *secrets.Bundle) ([]byte, error) {

@@ -168,3 +168,43 @@ func TestParseSecretsRejects(t *testing.T) {
 		})
 	}
 }
+
+// SecretValues names every value of the bundle: each value of its YAML,
+// and each line of the PEM body of each certificate and key but the short
+// ones.
+func TestSecretValues(t *testing.T) {
+	b := testSecrets(t)
+	got := map[string]bool{}
+	for _, v := range SecretValues(b) {
+		got[v] = true
+	}
+	bundle, err := ParseSecrets(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if _, v, ok := strings.Cut(line, ": "); ok {
+			want = append(want, v)
+		}
+	}
+	for _, p := range [][]byte{bundle.Certs.K8s.Key, bundle.Certs.OS.Key, bundle.Certs.Etcd.Crt, bundle.Certs.K8sServiceAccount.Key} {
+		lines := strings.Split(strings.TrimSpace(string(p)), "\n")
+		for _, l := range lines[1 : len(lines)-1] {
+			if len(l) >= 16 { // the short last line of a body is left out
+				want = append(want, l)
+			}
+		}
+	}
+	if len(want) < 20 {
+		t.Fatalf("found only %d values in the bundle", len(want))
+	}
+	for _, v := range want {
+		if !got[v] {
+			t.Errorf("SecretValues lacks a value of %d bytes (%.12s…)", len(v), v)
+		}
+	}
+	if v := SecretValues([]byte("not: [a bundle")); v != nil {
+		t.Errorf("SecretValues of a broken bundle = %d values, want none", len(v))
+	}
+}

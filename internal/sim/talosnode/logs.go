@@ -2,6 +2,7 @@ package talosnode
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,9 +23,10 @@ var logServices = map[string]bool{
 	"machined": true, "trustd": true, "udevd": true, "kube-apiserver": true,
 }
 
-// history returns the lines a service logged so far: its start at each
-// boot the node's state knows of, and for machined the write calls of the
-// journal. The lines are plausible, not Talos's exact ones.
+// history returns the lines a service logged so far, in the order they
+// happened: its start at each boot the node's state knows of, and for
+// machined the write calls of the journal. The lines are plausible, not
+// Talos's exact ones.
 func (h *Host) history(n *node, svc string) []logLine {
 	h.mu.Lock()
 	created, up, platform, version := n.st.CreatedAt, n.st.UpSince, n.st.Platform, n.st.Version
@@ -64,6 +66,8 @@ func (h *Host) history(n *node, svc string) []logLine {
 	default:
 		add(up, "%s: service started", svc)
 	}
+	// A call made after the last boot comes after its lines.
+	slices.SortStableFunc(out, func(a, b logLine) int { return a.at.Compare(b.at) })
 	return out
 }
 
