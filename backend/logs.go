@@ -21,7 +21,8 @@ import (
 //	GET /api/v1/tenants/{name}/machines/{id}/logs?service=NAME&follow=true&tailLines=N
 //	GET /api/v1/tenants/{name}/machines/{id}/dmesg?follow=true&tailLines=N
 //
-// They need the edit role. The answer is chunked text/plain, the lines as
+// They need the edit role, from a token or a dashboard session, as every
+// read of the API accepts them (Server.Handle). The answer is chunked text/plain, the lines as
 // the machine sends them; with sse=true (or Accept: text/event-stream) it
 // is Server-Sent Events, one `data:` event per line, and an `event: end`
 // when the stream is over. An error after the stream began ends a text
@@ -124,7 +125,7 @@ func (s *Server) ServeMachineLogs(p MachineLogs, audit *slog.Logger) {
 	s.http.RegisterOnShutdown(cancel)
 	ls := &logServer{p: p, audit: audit, log: s.log, slots: make(chan struct{}, MaxLogStreams), stop: stop}
 	for what, dmesg := range map[string]bool{"logs": false, "dmesg": true} {
-		authed := Authenticate(s.tokens, s.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authed := s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ls.serve(w, r, dmesg)
 		}))
 		// Past the server's authentication, so that attempts without

@@ -268,3 +268,45 @@ func TestLogsRolesAndAudit(t *testing.T) {
 		}
 	}
 }
+
+// TestLogsSession: a dashboard session reads a machine's log as a token
+// of its role does, as it reads the rest of the API: edit and admin
+// sessions get the stream, a view session 403, an ended session 401; and
+// the audit log names the session's token.
+func TestLogsSession(t *testing.T) {
+	ts, audit := startLogs(t, Config{}, &machineLogs{chunks: [][]byte{[]byte("booted\n")}})
+	cookies := map[string]string{}
+	for _, name := range []string{"viewer", "editor", "admin"} {
+		value, _, err := ts.Sessions().Login("127.0.0.1:1", ts.tokens[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cookies[name] = SessionCookie + "=" + value
+	}
+	ended, _, err := ts.Sessions().Login("127.0.0.1:1", ts.tokens["editor"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Sessions().Logout(ended)
+	cookies["ended"] = SessionCookie + "=" + ended
+	for who, want := range map[string]int{"viewer": http.StatusForbidden, "editor": http.StatusOK, "admin": http.StatusOK, "ended": http.StatusUnauthorized} {
+		for _, what := range []string{"logs?sse=true", "dmesg"} {
+			code, body := ts.do(t, req{method: "GET", path: "/api/v1/tenants/alpha/machines/m-1/" + what, header: map[string]string{"Cookie": cookies[who]}})
+			wantCode(t, what+" with the session of "+who, code, body, want)
+			if want == http.StatusOK && !strings.Contains(string(body), "booted") {
+				t.Errorf("%s with the session of %s: %q, want the log", what, who, body)
+			}
+		}
+	}
+	a := audit.String()
+	for _, want := range []string{
+		`msg="machine logs refused" who=viewer role=view what=logs tenant=alpha machine=m-1`,
+		`msg="machine logs" who=editor role=edit what=logs tenant=alpha machine=m-1`,
+		`msg="machine logs" who=admin role=admin what=dmesg tenant=alpha machine=m-1`,
+		`msg="machine logs refused" who=(unauthenticated) what=dmesg tenant=alpha machine=m-1`,
+	} {
+		if !strings.Contains(a, want) {
+			t.Errorf("audit log lacks %q:\n%s", want, a)
+		}
+	}
+}

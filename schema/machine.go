@@ -54,8 +54,10 @@ var MachineStages = []MachineStage{
 // MachineStatus is what the server observes about a machine. It may lag or be
 // absent, and never overrides the spec. For machines with a Talos API the
 // observations come from the machine itself: MachineStatus (stage, ready),
-// Version (talosVersion) and the running config (kubernetesVersion,
-// configUpToDate).
+// Version (talosVersion), the running config (kubernetesVersion,
+// configUpToDate), ServiceList (services) and, on control planes,
+// EtcdMemberList (etcd). The observer writes it only when one of these
+// facts changes, never for the passing of time alone.
 type MachineStatus struct {
 	Stage             MachineStage `json:"stage,omitempty"`
 	Ready             bool         `json:"ready"`
@@ -66,9 +68,50 @@ type MachineStatus struct {
 	ConfigUpToDate bool `json:"configUpToDate,omitempty"`
 	// Connected: the machine answered the last probe (absent is false).
 	// LastError says why the last probe failed, if it did.
-	Connected bool      `json:"connected,omitempty"`
-	LastError string    `json:"lastError,omitempty"`
-	Addresses []string  `json:"addresses,omitempty"`
-	LastSeen  time.Time `json:"lastSeen,omitzero"`
-	Message   string    `json:"message,omitempty"`
+	Connected bool     `json:"connected,omitempty"`
+	LastError string   `json:"lastError,omitempty"`
+	Addresses []string `json:"addresses,omitempty"`
+	// LastSeen is, while Connected, when the machine was first seen as
+	// the status shows it (it answers still: the status says so within a
+	// probe once it stops); otherwise the last time it answered a probe.
+	LastSeen time.Time `json:"lastSeen,omitzero"`
+	Message  string    `json:"message,omitempty"`
+	// Services are the machine's Talos services by name, as it last
+	// answered; none while it does not answer.
+	Services []MachineService `json:"services,omitempty"`
+	// Etcd is a control plane's view of its etcd cluster; nil for
+	// workers and while the machine does not answer.
+	Etcd *EtcdMembership `json:"etcd,omitempty"`
+}
+
+// MachineService is one Talos service of a machine, as ServiceList
+// shows it.
+type MachineService struct {
+	// Name is the service's id: apid, etcd, kubelet, machined, ...
+	Name string `json:"name"`
+	// State is Talos's: Running, Waiting, Preparing, Finished, Failed, ...
+	State string `json:"state"`
+	// Health is ServiceHealthy or ServiceUnhealthy; empty for a service
+	// without a health check, or before its first.
+	Health string `json:"health,omitempty"`
+	// Message is an unhealthy service's last health message.
+	Message string `json:"message,omitempty"`
+}
+
+// Health of a MachineService.
+const (
+	ServiceHealthy   = "healthy"
+	ServiceUnhealthy = "unhealthy"
+)
+
+// EtcdMembership is what a control plane says of its etcd cluster.
+type EtcdMembership struct {
+	// Member: the machine is one of the cluster's members.
+	Member bool `json:"member"`
+	// Members are the host names of the cluster's members, sorted; none
+	// before the cluster is bootstrapped.
+	Members []string `json:"members,omitempty"`
+	// Error says why the machine could not list the members (etcd has
+	// no leader, for instance).
+	Error string `json:"error,omitempty"`
 }

@@ -113,27 +113,55 @@ func TestUIBrowser(t *testing.T) {
 		b.screenshot("commit-invalid-problems")
 	})
 
-	t.Run("phone width", func(t *testing.T) {
+	t.Run("every page at 1280 and 390 px", func(t *testing.T) {
 		b.t = t
-		machine := s.tenantMachines("production")[0].Metadata.Name
-		b.phone()
-		defer b.desktop()
-		for _, p := range []struct{ name, path string }{
-			{"overview", "/"},
-			{"tenant", "/tenants/production"},
-			{"machine", "/tenants/production/machines/" + machine},
-			{"commits", "/commits"},
-			{"commit", "/commits/" + e.first},
-		} {
-			b.open(p.path)
-			if w := eval[int](b, `window.innerWidth`); w != 390 {
-				t.Fatalf("%s: innerWidth %d, want the phone's 390", p.path, w)
+		// A commit by an author with a long address, which the commits
+		// page cuts short.
+		const author = "Maximiliane Wolkenstein-Rodenegg <maximiliane.wolkenstein-rodenegg@platform-operations.example-corporation.internal>"
+		e.work.Run("commit", "--allow-empty", "--author="+author, "-m", "Nothing changes, by someone with a long address")
+		e.work.Push()
+		long := e.work.Rev("HEAD")
+		s.waitCommit(long)
+		// A control plane, once the server has seen its services and
+		// its etcd membership.
+		var cp string
+		s.waitFor("a control plane's services and etcd membership", func() bool {
+			for _, m := range s.tenantMachines("production") {
+				if st := m.Status; m.Spec.Role == schema.RoleControlPlane && len(st.Services) > 0 && st.Etcd != nil && st.Etcd.Member {
+					cp = m.Metadata.Name
+					return true
+				}
 			}
-			if sw := eval[int](b, `document.documentElement.scrollWidth`); sw > 390 {
-				t.Errorf("%s is %dpx wide on a 390px phone: it scrolls sideways", p.path, sw)
-			}
-			b.screenshot("phone-" + p.name)
+			return false
+		})
+		const notFound = "/tenants/production/machines/nope" // its 404 is no console error
+		pages := []uiPage{
+			{"overview", "/", []string{"h1", "#live", "table.tenants td.badges .badge", ".timeline", ".legend"}},
+			{"tenant", "/tenants/production", []string{"h1", "#live", "li.tile", "table.conditions .badge"}},
+			{"machine", "/tenants/production/machines/" + cp, []string{"h1", "#live", ".badges .badge", "[data-services] li", "[data-etcd] .badge", "section.logs h2"}},
+			{"commits", "/commits", []string{"h1", "#live", "td.ref"}},
+			{"commit", "/commits/" + long, []string{"h1", "#live", "pre.message", "dd.ref"}},
+			{"not-found", notFound, []string{"h1", "main a"}},
 		}
+		for _, width := range []int{1280, 390} {
+			if width == 390 {
+				b.phone()
+			} else {
+				b.desktop()
+			}
+			for _, p := range pages {
+				b.checkPage(p, width)
+				switch p.name {
+				case "machine":
+					if !b.waitFor(`!document.querySelector("pre.log").hidden && document.querySelector("pre.log").textContent.length > 0`, 10*time.Second) {
+						t.Errorf("at %dpx the machine's log shows no line: %q", width, eval[string](b, `document.querySelector("section.logs").innerText`))
+					}
+				case "commits", "commit":
+					b.checkRefsAndAuthors(width, author)
+				}
+			}
+		}
+		b.desktop()
 	})
 
 	t.Run("no other host and no console error", func(t *testing.T) {
@@ -141,7 +169,23 @@ func TestUIBrowser(t *testing.T) {
 		if n := b.checkRequests(); n < 10 {
 			t.Errorf("only %d requests recorded: the recording misses some", n)
 		}
-		b.checkConsole()
+		b.checkConsoleExcept("/tenants/production/machines/nope") // the page that is not found on purpose
+	})
+
+	t.Run("refused before it opened", func(t *testing.T) {
+		b.t = t
+		// The page's streams fail from their first try: the indicator
+		// says so, and says live once they open.
+		b.block("*://*:*/api/v1/*")
+		b.open("/commits")
+		if !b.waitFor(`document.getElementById("live").textContent.startsWith("reconnecting")`, 10*time.Second) {
+			t.Errorf("with its streams refused the indicator says %q", eval[string](b, `document.getElementById("live").textContent`))
+		}
+		b.block()
+		if !b.waitFor(`document.getElementById("live").textContent === "live"`, 20*time.Second) {
+			t.Errorf("once its streams were let through the indicator says %q", eval[string](b, `document.getElementById("live").textContent`))
+		}
+		b.forgetConsole() // the refused connections
 	})
 
 	t.Run("reconnecting", func(t *testing.T) {
@@ -200,7 +244,11 @@ func TestUIBrowserLogin(t *testing.T) {
 	if loc := eval[string](b, "location.pathname"); loc != "/login" {
 		t.Fatalf("without a session the dashboard shows %s, want /login", loc)
 	}
-	b.screenshot("login")
+	login := uiPage{"login", "/login?next=%2Ftenants%2Fproduction", []string{"h1", "#token", "form button[type=submit]"}}
+	b.phone()
+	b.checkPage(login, 390)
+	b.desktop()
+	b.checkPage(login, 1280)
 	b.do("log in", chromedp.SendKeys(chromedp.ID("token"), toks.view), chromedp.Submit(chromedp.ID("token")))
 	if !b.waitFor(`location.pathname === "/tenants/production" && !!document.querySelector("h1")`, 10*time.Second) {
 		t.Fatalf("after login the browser is at %s", eval[string](b, "location.href"))

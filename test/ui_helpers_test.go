@@ -314,3 +314,99 @@ func (b *browser) forgetConsole() {
 	b.console = nil
 	b.mu.Unlock()
 }
+
+// uiPage is a page of the dashboard and what must show on it: CSS
+// selectors of elements that have to be visible within the window's
+// width, without scrolling sideways.
+type uiPage struct {
+	name, path string
+	keys       []string
+}
+
+// visibleJS returns, for a selector, why its first element is not fully
+// visible within the window's width ("" when it is).
+const visibleJS = `((sel) => {
+	const el = document.querySelector(sel);
+	if (!el) return "missing";
+	const r = el.getBoundingClientRect();
+	if (r.width < 1 || r.height < 1 || getComputedStyle(el).visibility !== "visible" || el.closest("[hidden]")) return "not visible";
+	if (r.left < 0 || r.right > window.innerWidth + 0.5) return "outside the window: " + Math.round(r.left) + " to " + Math.round(r.right) + " of " + window.innerWidth + "px";
+	return "";
+})`
+
+// checkPage opens a page at the browser's width, waits until it is live
+// (when it follows streams),
+// fails the test when the page is wider than the window or one of its key
+// elements is not visible within it, and keeps a screenshot named
+// WIDTH-NAME.
+func (b *browser) checkPage(p uiPage, width int) {
+	b.t.Helper()
+	b.open(p.path)
+	if eval[bool](b, `!!document.body.dataset.watch`) && !b.waitFor(`document.getElementById("live").textContent === "live"`, 10*time.Second) {
+		b.t.Errorf("%s at %dpx: the live indicator says %q", p.path, width, eval[string](b, `document.getElementById("live").textContent`))
+	}
+	if w := eval[int](b, `window.innerWidth`); w != width {
+		b.t.Fatalf("%s: innerWidth %d, want %d", p.path, w, width)
+	}
+	if sw := eval[int](b, `document.documentElement.scrollWidth`); sw > width {
+		b.t.Errorf("%s is %dpx wide in a %dpx window: it scrolls sideways", p.path, sw, width)
+	}
+	for _, key := range p.keys {
+		if why := eval[string](b, fmt.Sprintf("%s(%q)", visibleJS, key)); why != "" {
+			b.t.Errorf("%s at %dpx: %s: %s", p.path, width, key, why)
+		}
+	}
+	b.screenshot(fmt.Sprintf("%d-%s", width, p.name))
+}
+
+// checkRefsAndAuthors fails the test when a ref on the page breaks inside
+// a word (refs/he|ads/main), or an author on the commits list takes more
+// than one line or, cut short, does not show whole on hover.
+func (b *browser) checkRefsAndAuthors(width int, longAuthor string) {
+	b.t.Helper()
+	broken := eval[string](b, `Array.from(document.querySelectorAll(".ref")).map(el => {
+		const words = [];
+		const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+		for (let n; (n = walk.nextNode()); ) {
+			let at = 0;
+			for (const word of n.data.split("/")) {
+				const r = document.createRange();
+				r.setStart(n, at);
+				r.setEnd(n, at + word.length);
+				if (word && r.getClientRects().length > 1) words.push(word);
+				at += word.length + 1;
+			}
+		}
+		return words.join(" ");
+	}).filter(Boolean).join("; ")`)
+	if broken != "" {
+		b.t.Errorf("%s at %dpx: refs break inside the words %s", eval[string](b, "location.pathname"), width, broken)
+	}
+	if eval[string](b, "location.pathname") != "/commits" {
+		return
+	}
+	tall := eval[int](b, `Array.from(document.querySelectorAll("div.author")).filter(el => el.getClientRects().length !== 1 || el.offsetHeight > 1.5 * parseFloat(getComputedStyle(el).lineHeight)).length`)
+	if tall != 0 {
+		b.t.Errorf("/commits at %dpx: %d authors take more than one line", width, tall)
+	}
+	cut := eval[string](b, fmt.Sprintf(`(Array.from(document.querySelectorAll("div.author")).find(el => el.textContent === %q) || {}).title || "none"`, longAuthor))
+	if cut != longAuthor {
+		b.t.Errorf("/commits at %dpx: the long author's title is %q, want the whole of it", width, cut)
+	}
+}
+
+// block makes the tab's requests to URLs that match patterns (URLPattern
+// strings, such as *://*:*/api/v1/*) fail as if the network refused
+// them; block() lets every request through again.
+func (b *browser) block(patterns ...string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	params := network.SetBlockedURLsParams{}
+	for _, p := range patterns {
+		params.URLPatterns = append(params.URLPatterns, &network.BlockPattern{URLPattern: p, Block: true})
+	}
+	if _, err := chromedp.Call(ctx, network.SetBlockedURLs, params); err != nil {
+		b.t.Fatal(err)
+	}
+}

@@ -3,50 +3,44 @@ package test
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/ui"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// TestUIBrowserLogTail: once the server serves a machine's log
+// TestUIBrowserLogTail: the machine page of an edit session shows the
+// machine's log and follows it, through the server's own log endpoint
 // (GET /api/v1/tenants/{t}/machines/{id}/logs, Server-Sent Events with
-// sse=true, one line per event), the machine page shows it and follows
-// it. The server here is the real backend and dashboard in this process,
-// with a log endpoint that streams numbered lines.
+// sse=true, one line per event), which the session's cookie reaches as
+// it reaches the rest of the API. The server here is the real backend and
+// dashboard in this process, with a tokens file, and machine logs that
+// stream numbered lines.
 func TestUIBrowserLogTail(t *testing.T) {
 	chromiumPath(t)
-	srv, err := backend.NewServer(backend.Config{DataDir: filepath.Join(t.TempDir(), "data"), Listen: "127.0.0.1:0"})
+	editor, line, err := backend.NewToken("editor", backend.RoleEdit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := backend.NewServer(backend.Config{DataDir: filepath.Join(t.TempDir(), "data"), Listen: "127.0.0.1:0", TokensFile: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ui.Serve(srv, ui.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	asked := make(chan string, 1)
-	srv.Handle("GET /api/v1/tenants/{name}/machines/{id}/logs", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case asked <- r.URL.RawQuery:
-		default:
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		rc := http.NewResponseController(w)
-		for i := 1; r.Context().Err() == nil; i++ {
-			fmt.Fprintf(w, "data: machined: line %d <b>not markup</b>\n\n", i)
-			if rc.Flush() != nil {
-				return
-			}
-			select {
-			case <-r.Context().Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}))
+	logs := &numberedLogs{asked: make(chan backend.LogRequest, 1)}
+	srv.ServeMachineLogs(logs, nil)
 	err = srv.Store().Update(func(tx *backend.Tx) error {
 		m := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
 			Metadata: schema.ObjectMeta{Name: "m-1", Labels: map[string]string{schema.LabelTenant: "t"}},
@@ -70,16 +64,20 @@ func TestUIBrowserLogTail(t *testing.T) {
 
 	b := newBrowser(t, srv.URL())
 	b.open("/tenants/t/machines/m-1")
-	if !b.waitFor(`!document.querySelector("section.logs").hidden && document.querySelector("pre.log").textContent.includes("line 3")`, 10*time.Second) {
+	b.do("log in", chromedp.SendKeys(chromedp.ID("token"), editor), chromedp.Submit(chromedp.ID("token")))
+	if !b.waitFor(`location.pathname === "/tenants/t/machines/m-1" && !!document.querySelector("section.logs")`, 10*time.Second) {
+		t.Fatalf("after login the browser is at %s", eval[string](b, "location.href"))
+	}
+	if !b.waitFor(`!document.querySelector("pre.log").hidden && document.querySelector("pre.log").textContent.includes("line 3")`, 10*time.Second) {
 		t.Fatalf("the log section shows %q", eval[string](b, `document.querySelector("section.logs").outerHTML`))
 	}
 	select {
-	case q := <-asked:
-		if !strings.Contains(q, "follow=true") || !strings.Contains(q, "sse=true") || !strings.Contains(q, "tailLines=100") {
-			t.Errorf("the page asked for the log with %q, want follow=true, sse=true and tailLines=100", q)
+	case req := <-logs.asked:
+		if !req.Follow || req.TailLines != 100 || req.Service != "machined" {
+			t.Errorf("the page asked for the log with %+v, want machined, follow and 100 lines", req)
 		}
 	default:
-		t.Error("the log endpoint was never asked")
+		t.Error("the machine's log was never asked for")
 	}
 	if n := eval[int](b, `document.querySelectorAll("pre.log b").length`); n != 0 {
 		t.Error("log lines are shown as markup")
@@ -88,6 +86,39 @@ func TestUIBrowserLogTail(t *testing.T) {
 	b.checkRequests()
 	b.checkConsole()
 }
+
+// numberedLogs serves every machine's log as numbered lines, one every
+// 100 ms, until the request ends.
+type numberedLogs struct {
+	asked chan backend.LogRequest
+}
+
+func (l *numberedLogs) OpenLogs(ctx context.Context, tenant, machine string, req backend.LogRequest) (backend.LogStream, error) {
+	select {
+	case l.asked <- req:
+	default:
+	}
+	return &numberedStream{ctx: ctx}, nil
+}
+
+type numberedStream struct {
+	ctx context.Context
+	n   int
+}
+
+func (s *numberedStream) Next() ([]byte, error) {
+	if s.n > 0 {
+		select {
+		case <-s.ctx.Done():
+			return nil, s.ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	s.n++
+	return fmt.Appendf(nil, "machined: line %d <b>not markup</b>\n", s.n), nil
+}
+
+func (s *numberedStream) Close() error { return nil }
 
 // TestUIBrowserLogTailFromANode: the machine page of a simulated Talos
 // node, through the real server binary, shows the node's own log (its

@@ -16,9 +16,14 @@
 // Access follows the API: without a tokens file everyone is admin (the
 // server listens on loopback only); with one, the login page takes a token
 // and starts a backend.Sessions session, whose cookie also authenticates
-// the page's reads of the API. The login and logout forms carry CSRF
-// tokens. View sessions see no download links; the downloads themselves
-// answer them 403.
+// the page's reads of the API, the machine logs included. The login and
+// logout forms carry CSRF tokens. View sessions see no download links (the
+// downloads themselves answer them 403) and are told that logs need the
+// edit role.
+//
+// A badge's colour says what its condition means for the object, as
+// condMeaning decides for every page: green as it should be, grey idle,
+// amber under way, blue held back on purpose, red in need of someone.
 //
 // The package must not import reconciler or render, and it never writes
 // to the store.

@@ -23,6 +23,8 @@ type machinePage struct {
 	// that serves it; Logs is the log stream, for the edit role, once the
 	// server has one.
 	Config, Logs string
+	// LogsNeedEdit: the server serves the log, but not to this user.
+	LogsNeedEdit bool
 }
 
 func (h *handler) machine(r *http.Request, v *view) (string, error) {
@@ -47,8 +49,12 @@ func (h *handler) machine(r *http.Request, v *view) (string, error) {
 	if v.Admin && h.srv.Routes(http.MethodGet, base+"/config") {
 		p.Config = base + "/config"
 	}
-	if v.Edit && h.srv.Routes(http.MethodGet, base+"/logs") {
-		p.Logs = base + "/logs?follow=true&tailLines=" + itoa(logTailLines)
+	if h.srv.Routes(http.MethodGet, base+"/logs") {
+		if v.Edit {
+			p.Logs = base + "/logs?follow=true&tailLines=" + itoa(logTailLines)
+		} else {
+			p.LogsNeedEdit = true
+		}
 	}
 	v.Title, v.Nav, v.Body = "Machine "+name, "overview", p
 	v.Watch = []string{"/api/v1/tenants/" + url.PathEscape(tenant) + "/machines?watch=true"}

@@ -119,9 +119,10 @@ func TestMachinePage(t *testing.T) {
 func TestCommitPages(t *testing.T) {
 	r := filled(t, rigOptions{ui: Options{Origin: backend.Origin{Repo: "https://github.com/acme/infra.git"}}})
 	list := body(t, r.do("GET", "/commits", nil, ""), 200)
-	contains(t, "commits", list, "Break the manifests", "Scale staging", "Example tenants", "1 of 2 failed", "1 problems", "page 1 · 3 commits")
+	contains(t, "commits", list, "Break the manifests", "Scale staging", "Example tenants", "1 of 2 failed", "1 problem<", "page 1 · 3 commits",
+		`<td class="ref">refs/<wbr>heads/<wbr>main</td>`, `<div class="muted author" title="Ada &lt;ada@example.internal&gt;">Ada &lt;ada@example.internal&gt;</div>`)
 	page := body(t, r.do("GET", "/commits/"+sha(3), nil, ""), 200)
-	contains(t, "commit", page, "Break the manifests", "Ada &lt;ada@example.internal&gt;", "refs/heads/main", "Invalid",
+	contains(t, "commit", page, "Break the manifests", "Ada &lt;ada@example.internal&gt;", "refs/<wbr>heads/<wbr>main", "Invalid",
 		`<a href="https://github.com/acme/infra/blob/`+sha(3)+`/clusters/production/nodegroups.yaml#L12">clusters/production/nodegroups.yaml:12</a>: /spec/count: must be at least 1`,
 		`href="https://github.com/acme/infra/commit/`+sha(3)+`"`)
 	failed := body(t, r.do("GET", "/commits/"+sha(2)[:10], nil, ""), 200)

@@ -82,24 +82,19 @@ var funcs = template.FuncMap{
 		}
 		return *t
 	},
-	"took":       took,
-	"join":       strings.Join,
-	"path":       url.PathEscape,
-	"short":      shortSHA,
-	"commitName": schema.CommitName,
-	"firstLine":  firstLine,
-	"maxOne":     func(n int) int { return max(n, 1) },
-	"phaseClass": phaseClass,
-	"stageClass": stageClass,
-	"condClass": func(s schema.ConditionStatus) string {
-		switch s {
-		case schema.ConditionTrue:
-			return "true"
-		case schema.ConditionFalse:
-			return "false"
-		}
-		return "unknown"
-	},
+	"took":         took,
+	"join":         strings.Join,
+	"path":         url.PathEscape,
+	"short":        shortSHA,
+	"commitName":   schema.CommitName,
+	"firstLine":    firstLine,
+	"maxOne":       func(n int) int { return max(n, 1) },
+	"phaseClass":   phaseClass,
+	"stageClass":   stageClass,
+	"condClass":    func(c schema.Condition) string { return "cond-" + condMeaning(c) },
+	"health":       health,
+	"serviceClass": serviceClass,
+	"ref":          refBreaks,
 }
 
 // age says how long ago t was, as kubectl does: 45s, 12m, 5h, 3d, 2y;
@@ -172,4 +167,143 @@ func stageClass(s schema.MachineStage) string {
 		return "stage-off"
 	}
 	return "stage-unknown"
+}
+
+// What a condition, or a service, means for the object it is of; the CSS
+// class cond-MEANING colours its badge.
+const (
+	meaningGood    = "good"    // as a healthy object is: green
+	meaningIdle    = "idle"    // nothing under way, nothing wrong: grey
+	meaningBusy    = "busy"    // work under way: amber
+	meaningHeld    = "held"    // held back on purpose: blue
+	meaningBad     = "bad"     // needs someone: red
+	meaningUnknown = "unknown" // not known yet: light grey
+)
+
+// condMeaning is what a condition says of its object, by its type: Ready
+// True, Stalled False and Drifted False are good; Reconciling, Upgrading
+// and Suspended False are idle; Reconciling or Upgrading True, and Ready
+// Unknown while work progresses or False while machines come up, are
+// busy; Suspended True is held; Ready False for any other reason (but for
+// a commit that newer ones superseded), Stalled or Drifted True, and a
+// rollout that failed are bad. It is the one place that decides how a
+// condition is coloured.
+func condMeaning(c schema.Condition) string {
+	if c.Reason == schema.ReasonRolloutFailed {
+		return meaningBad
+	}
+	if c.Status != schema.ConditionTrue && c.Status != schema.ConditionFalse {
+		if c.Type == schema.ConditionReady && c.Reason == schema.ReasonProgressing {
+			return meaningBusy
+		}
+		return meaningUnknown
+	}
+	isTrue := c.Status == schema.ConditionTrue
+	switch c.Type {
+	case schema.ConditionReady:
+		switch {
+		case isTrue:
+			return meaningGood
+		case c.Reason == schema.ReasonSuperseded:
+			return meaningIdle
+		case c.Reason == schema.ReasonMachinesNotReady:
+			return meaningBusy
+		}
+		return meaningBad
+	case schema.ConditionStalled, schema.ConditionDrifted:
+		if isTrue {
+			return meaningBad
+		}
+		return meaningGood
+	case schema.ConditionSuspended:
+		if isTrue {
+			return meaningHeld
+		}
+		return meaningIdle
+	case schema.ConditionReconciling, schema.ConditionUpgrading:
+		if isTrue {
+			return meaningBusy
+		}
+		return meaningIdle
+	}
+	return meaningIdle
+}
+
+// badge is one coloured word about an object, with its details on hover.
+type badge struct {
+	Text, Class, Title string
+}
+
+// health is a tenant's health, from its status, in a few badges: its readiness, then each
+// condition that is neither good nor idle (stalled, drifted, suspended,
+// upgrading, reconciling), coloured by condMeaning.
+func health(st schema.TenantStatus) []badge {
+	cs := st.Conditions
+	ready := cs.Get(schema.ConditionReady)
+	if ready == nil { // a status from before conditions: its ready flag
+		c := schema.Condition{Type: schema.ConditionReady, Status: schema.ConditionFalse}
+		if st.Ready {
+			c.Status = schema.ConditionTrue
+		}
+		ready = &c
+	}
+	b := []badge{conditionBadge(*ready)}
+	switch {
+	case ready.Status == schema.ConditionTrue:
+		b[0].Text = "ready"
+	case ready.Status == schema.ConditionFalse:
+		b[0].Text = "not ready"
+	case ready.Reason == schema.ReasonProgressing:
+		b[0].Text = "progressing"
+	default:
+		b[0].Text = "readiness unknown"
+	}
+	for _, c := range cs {
+		if c.Type == schema.ConditionReady {
+			continue
+		}
+		if m := condMeaning(c); m != meaningGood && m != meaningIdle {
+			cb := conditionBadge(c)
+			cb.Text = strings.ToLower(c.Type)
+			b = append(b, cb)
+		}
+	}
+	return b
+}
+
+// conditionBadge is a condition's badge: its colour, and its reason and
+// message on hover.
+func conditionBadge(c schema.Condition) badge {
+	title := c.Reason
+	if c.Message != "" {
+		title = strings.TrimPrefix(title+": "+c.Message, ": ")
+	}
+	return badge{Text: string(c.Status), Class: "cond-" + condMeaning(c), Title: title}
+}
+
+// serviceClass is the CSS class of a machine's Talos service: a running
+// service is good unless its health check fails, one that failed is bad,
+// one on its way up busy, one that finished idle.
+func serviceClass(s schema.MachineService) string {
+	switch {
+	case s.Health == schema.ServiceUnhealthy || s.State == "Failed":
+		return "cond-" + meaningBad
+	case s.State == "Running":
+		return "cond-" + meaningGood
+	case s.State == "Finished" || s.State == "Skipped":
+		return "cond-" + meaningIdle
+	case s.State == "":
+		return "cond-" + meaningUnknown
+	}
+	return "cond-" + meaningBusy
+}
+
+// refBreaks is a git ref that a narrow cell breaks only after its
+// slashes (refs/heads/main), never inside a word.
+func refBreaks(ref string) template.HTML {
+	parts := strings.Split(ref, "/")
+	for i, p := range parts {
+		parts[i] = template.HTMLEscapeString(p)
+	}
+	return template.HTML(strings.Join(parts, "/<wbr>"))
 }

@@ -15,9 +15,10 @@ func TestTenantPageSuspended(t *testing.T) {
 	objs := fleet("paused", 1, 1)
 	tn := objs[0].(*schema.Tenant)
 	tn.Status.Pending = &schema.PendingChanges{Revision: sha(4), Summary: "node group workers scaled 1 → 3; machines +2 -0", Since: testNow.Add(-10 * time.Minute)}
+	tn.Status.Conditions = schema.Conditions{{Type: schema.ConditionSuspended, Status: schema.ConditionTrue, Reason: schema.ReasonSuspended, Message: "held back"}}
 	r.put(objs...)
 	page := body(t, r.do("GET", "/tenants/paused", nil, ""), 200)
-	contains(t, "suspended tenant", page, `<span class="badge cond-unknown">suspended</span>`, "<dt>Pending</dt>",
+	contains(t, "suspended tenant", page, `<span class="badge cond-held" title="Suspended: held back">suspended</span>`, "<dt>Pending</dt>",
 		`href="/commits/`+sha(4)+`"`, "node group workers scaled 1 → 3; machines &#43;2 -0", "10m ago")
 
 	tn.Status.Pending = &schema.PendingChanges{Revision: sha(5), Deletion: true, Since: testNow}

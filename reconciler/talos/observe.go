@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,14 @@ type Observation struct {
 	EtcdHealthy      bool `json:"etcdHealthy,omitempty"`
 	EtcdPreparing    bool `json:"etcdPreparing,omitempty"`
 	APIServerRunning bool `json:"apiServerRunning,omitempty"`
+	// Services are the machine's services (ServiceList), by name.
+	Services []schema.MachineService `json:"services,omitempty"`
+	// Etcd is a control plane's view of its etcd cluster
+	// (EtcdMemberList); nil for workers.
+	Etcd *schema.EtcdMembership `json:"etcd,omitempty"`
+	// LastAnswered is when the machine last answered one of the
+	// prober's probes: At when Connected, zero when it never did.
+	LastAnswered time.Time `json:"lastAnswered,omitzero"`
 }
 
 // Busy reports whether the machine is between stages: booting,
@@ -85,9 +94,10 @@ func StageOf(s runtime.MachineStage, ready bool) schema.MachineStage {
 }
 
 // observe asks a machine through c: Version, MachineStatus and the running
-// MachineConfig over COSI, and for control planes ServiceList. The first
-// call that fails for want of a connection ends the observation as not
-// connected; other refusals are noted in Error.
+// MachineConfig over COSI, ServiceList, and for control planes
+// EtcdMemberList. The first call that fails for want of a connection ends
+// the observation as not connected; other refusals are noted in Error
+// (EtcdMemberList's in Etcd).
 func observe(ctx context.Context, c *client.Client, m Machine, now time.Time) Observation {
 	o := Observation{Machine: m.ID, At: now}
 	v, err := c.Version(ctx)
@@ -114,10 +124,11 @@ func observe(ctx context.Context, c *client.Client, m Machine, now time.Time) Ob
 	if err := o.readConfig(ctx, c); err != nil {
 		errs = append(errs, err.Error())
 	}
+	if err := o.readServices(ctx, c); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if m.ControlPlane {
-		if err := o.readServices(ctx, c); err != nil {
-			errs = append(errs, err.Error())
-		}
+		o.Etcd = membership(etcdMembers(ctx, c), o.Hostname)
 	}
 	o.Error = strings.Join(errs, "; ")
 	return o
@@ -144,14 +155,17 @@ func (o *Observation) readConfig(ctx context.Context, c *client.Client) error {
 	return nil
 }
 
-// readServices fills the etcd and kube-apiserver facts of a control plane.
+// readServices fills the services, and the etcd and kube-apiserver facts
+// of a control plane.
 func (o *Observation) readServices(ctx context.Context, c *client.Client) error {
 	resp, err := c.ServiceList(ctx)
 	if err != nil {
 		return errors.New(callError("ServiceList", err))
 	}
+	o.Services = nil
 	for _, msg := range resp.GetMessages() {
 		for _, s := range msg.GetServices() {
+			o.Services = append(o.Services, serviceOf(s))
 			switch s.GetId() {
 			case "etcd":
 				o.EtcdPreparing = s.GetState() == "Preparing"
@@ -161,7 +175,42 @@ func (o *Observation) readServices(ctx context.Context, c *client.Client) error 
 			}
 		}
 	}
+	slices.SortFunc(o.Services, func(a, b schema.MachineService) int { return strings.Compare(a.Name, b.Name) })
 	return nil
+}
+
+// maxServiceMessage bounds the health message kept of an unhealthy service.
+const maxServiceMessage = 200
+
+// serviceOf is a service as the machine's status keeps it: its state and
+// health, and the health message only of an unhealthy one (a healthy
+// service's says nothing, and a message that changed alone would write
+// the status again).
+func serviceOf(s *machine.ServiceInfo) schema.MachineService {
+	ms := schema.MachineService{Name: s.GetId(), State: s.GetState()}
+	switch h := s.GetHealth(); {
+	case h == nil || h.GetUnknown():
+	case h.GetHealthy():
+		ms.Health = schema.ServiceHealthy
+	default:
+		ms.Health = schema.ServiceUnhealthy
+		ms.Message = h.GetLastMessage()
+		if len(ms.Message) > maxServiceMessage {
+			ms.Message = strings.ToValidUTF8(ms.Message[:maxServiceMessage], "") + "…"
+		}
+	}
+	return ms
+}
+
+// membership is a control plane's etcd membership from its answer to
+// EtcdMemberList: whether hostname (its own) is among the members.
+func membership(a etcdAnswer, hostname string) *schema.EtcdMembership {
+	e := &schema.EtcdMembership{Members: slices.Sorted(slices.Values(a.Members))}
+	if a.Err != nil {
+		e.Error = callError("EtcdMemberList", a.Err)
+	}
+	e.Member = hostname != "" && slices.Contains(e.Members, hostname)
+	return e
 }
 
 // imageTag returns the tag of an image reference, "" without one.

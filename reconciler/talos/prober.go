@@ -40,6 +40,7 @@ type Prober struct {
 type probeEntry struct {
 	obs      Observation
 	have     bool
+	answered time.Time     // when the machine last answered a probe
 	inFlight chan struct{} // closed when the probe in flight is done
 }
 
@@ -120,6 +121,10 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 
 		obs := p.probe(ctx, tenant, bundle, m)
 		p.mu.Lock()
+		if obs.Connected {
+			e.answered = obs.At
+		}
+		obs.LastAnswered = e.answered
 		if ctx.Err() == nil {
 			e.obs, e.have = obs, true
 		}

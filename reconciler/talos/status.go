@@ -13,8 +13,10 @@ import (
 
 // MachineStatusOf is a machine's status from an observation: what the
 // machine said, or, when it did not answer, the last stage it was seen in
-// (ready no more) with connected false and the error. configSHA256 is the
-// hash of the config rendered for its node group ("" when unknown).
+// (ready no more, its services and etcd membership unknown) with
+// connected false, the error and the last time it answered. configSHA256
+// is the hash of the config rendered for its node group ("" when
+// unknown).
 func MachineStatusOf(prev schema.MachineStatus, o Observation, configSHA256, address string) schema.MachineStatus {
 	s := prev
 	s.Connected, s.LastError, s.Message = o.Connected, o.Error, ""
@@ -22,7 +24,10 @@ func MachineStatusOf(prev schema.MachineStatus, o Observation, configSHA256, add
 		s.Addresses = []string{address}
 	}
 	if !o.Connected {
-		s.Ready = false
+		s.Ready, s.Services, s.Etcd = false, nil, nil
+		if o.LastAnswered.After(s.LastSeen) {
+			s.LastSeen = o.LastAnswered
+		}
 		switch {
 		case o.Stage == schema.StageMaintenance:
 			s.Stage, s.ConfigUpToDate = o.Stage, false
@@ -37,11 +42,13 @@ func MachineStatusOf(prev schema.MachineStatus, o Observation, configSHA256, add
 	}
 	s.TalosVersion, s.KubernetesVersion = o.TalosVersion, o.KubernetesVersion
 	s.ConfigUpToDate = configSHA256 != "" && o.ConfigSHA256 == configSHA256
+	s.Services, s.Etcd = o.Services, o.Etcd
 	s.LastSeen = o.At
 	return s
 }
 
-// sameStatus compares observed facts, not when they were seen.
+// sameStatus compares observed facts, not when they were seen: a machine
+// whose facts stay as they are is not written again.
 func sameStatus(a, b schema.MachineStatus) bool {
 	a.LastSeen, b.LastSeen = time.Time{}, time.Time{}
 	return reflect.DeepEqual(a, b)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -76,10 +78,25 @@ func TestObserveMachinesWritesWhatTheMachinesSay(t *testing.T) {
 		cp.KubernetesVersion != "v1.34.1" || cp.LastSeen.IsZero() || cp.LastError != "" {
 		t.Errorf("control plane status %+v", cp)
 	}
-	if w := tr.storedStatus(tr.ms[1].ID); !w.Ready || !w.Connected || w.ConfigUpToDate {
+	// Every machine's services; a control plane's etcd membership.
+	if !hasService(cp.Services, "etcd", "Running", schema.ServiceHealthy) || !hasService(cp.Services, "kube-apiserver", "Running", schema.ServiceHealthy) ||
+		!hasService(cp.Services, "machined", "Running", schema.ServiceHealthy) || !hasService(cp.Services, "auditd", "Running", "") {
+		t.Errorf("control plane services %+v", cp.Services)
+	}
+	var host string
+	for _, o := range obs {
+		if o.Key == tr.ms[0].ID {
+			host = o.Obs.Hostname
+		}
+	}
+	if cp.Etcd == nil || !cp.Etcd.Member || len(cp.Etcd.Members) != 1 || cp.Etcd.Members[0] != host || cp.Etcd.Error != "" {
+		t.Errorf("control plane %s: etcd %+v, want it the one member", host, cp.Etcd)
+	}
+	if w := tr.storedStatus(tr.ms[1].ID); !w.Ready || !w.Connected || w.ConfigUpToDate ||
+		!hasService(w.Services, "kubelet", "Running", schema.ServiceHealthy) || hasService(w.Services, "etcd", "Running", schema.ServiceHealthy) || w.Etcd != nil {
 		t.Errorf("worker with an old config: %+v", w)
 	}
-	if w := tr.storedStatus(tr.ms[2].ID); w.Ready || w.Connected || w.LastError == "" || w.Stage != schema.StageInitializing {
+	if w := tr.storedStatus(tr.ms[2].ID); w.Ready || w.Connected || w.LastError == "" || w.Stage != schema.StageInitializing || w.Services != nil || w.Etcd != nil {
 		t.Errorf("worker that refuses connections: %+v", w)
 	}
 	// Nothing changed: nothing is written.
@@ -175,5 +192,73 @@ func TestObservePassHoldsNoStoredMachines(t *testing.T) {
 	}
 	if perMachine := (during - before) / (tenants * perTenant); perMachine > 400 {
 		t.Errorf("during the pass the heap holds %d bytes more per stored machine, want at most 400 (where its API is)", perMachine)
+	}
+}
+
+// hasService reports whether services has name in state with health.
+func hasService(services []schema.MachineService, name, state, health string) bool {
+	for _, s := range services {
+		if s.Name == name {
+			return s.State == state && s.Health == health
+		}
+	}
+	return false
+}
+
+// TestObserveMachinesLastSeen: a machine that answers keeps the status it
+// had, lastSeen included, as long as nothing it says changes; once it no
+// longer answers, lastSeen is the last probe it answered, and its
+// services and etcd membership are no longer claimed. An unhealthy
+// service is written with its health message.
+func TestObserveMachinesLastSeen(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	tr.putMachines()
+	ctx := ctxT(t)
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	opts := r.opts
+	opts.Now = func() time.Time { return now }
+	pl := r.newPlane(opts)
+	bundles := func(string) []byte { return tr.secrets }
+	observe := func() {
+		t.Helper()
+		if _, err := pl.ObserveMachines(ctx, bundles); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observe()
+	first := now
+	cp := tr.ms[0].ID
+	if st := tr.storedStatus(cp); !st.Connected || !st.LastSeen.Equal(first) {
+		t.Fatalf("status after the first probe: %+v", st)
+	}
+	now = now.Add(time.Minute) // past the prober's TTL: a new probe
+	observe()
+	answered := now
+	if st := tr.storedStatus(cp); !st.LastSeen.Equal(first) {
+		t.Errorf("a probe that found nothing new moved lastSeen from %v to %v", first, st.LastSeen)
+	}
+	if err := r.host.SetFault(cp, talosnodeRefuse); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	observe()
+	st := tr.storedStatus(cp)
+	if st.Connected || !st.LastSeen.Equal(answered) || st.Services != nil || st.Etcd != nil {
+		t.Errorf("a machine that stopped answering: lastSeen %v (want the last probe it answered, %v), status %+v", st.LastSeen, answered, st)
+	}
+	if err := r.host.SetFault(cp, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	observe()
+	st = tr.storedStatus(cp)
+	if !st.Connected || !st.LastSeen.Equal(now) || !hasService(st.Services, "kubelet", "Running", schema.ServiceUnhealthy) {
+		t.Fatalf("a machine back with an unhealthy kubelet: %+v", st)
+	}
+	for _, s := range st.Services {
+		if s.Name == "kubelet" && !strings.Contains(s.Message, "connection refused") {
+			t.Errorf("unhealthy kubelet's message %q", s.Message)
+		}
 	}
 }

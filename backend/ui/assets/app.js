@@ -96,10 +96,14 @@
     show();
   }
 
+  // show sets #live from the streams' own states, at each of their open
+  // and error events: live while every stream is open; reconnecting…
+  // while one that failed (lost, or refused) is not open again;
+  // connecting… while one waits for its first answer.
   function show() {
     if (!indicator) return;
     var down = streams.filter(function (s) { return !s.es || s.es.readyState !== EventSource.OPEN; });
-    var lost = down.some(function (s) { return s.opened; });
+    var lost = down.some(function (s) { return s.failed; });
     indicator.hidden = false;
     indicator.className = "live" + (ended ? " ended" : lost ? " reconnecting" : down.length ? " connecting" : "");
     indicator.textContent = ended || (lost ? "reconnecting…" : down.length ? "connecting…" : "live");
@@ -114,7 +118,7 @@
     var es = new EventSource(url);
     s.es = es;
     es.onopen = function () {
-      s.opened = true;
+      s.failed = false;
       show();
     };
     es.onmessage = function (e) {
@@ -123,6 +127,7 @@
       if (ev && ev.object && ev.object.kind) markKind(ev.object.kind);
     };
     es.onerror = function () {
+      s.failed = true;
       show();
       if (es.readyState === EventSource.CLOSED && !ended) {
         setTimeout(function () {
@@ -169,28 +174,52 @@
     });
   }
 
-  // tail follows a machine's log into the <pre> of its section, which
-  // stays hidden until the first line arrives.
+  // tail follows a machine's log into the <pre> of its section, hidden
+  // until the first line; the line above it (data-log-state) says why
+  // there is none. A stream that ends (the machine restarted) opens again
+  // by itself and sends the log's tail anew, which replaces what is shown.
   function tail(section) {
     var pre = section.querySelector("pre");
+    var state = section.querySelector("[data-log-state]");
     var url = section.getAttribute("data-logs");
-    var es = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "sse=true");
-    logs.push(es);
-    es.onmessage = function (e) {
-      section.hidden = false;
-      pre.appendChild(document.createTextNode(e.data + "\n"));
-      while (pre.childNodes.length > 1000) pre.removeChild(pre.firstChild);
-      pre.scrollTop = pre.scrollHeight;
-    };
-    es.onerror = function () {
-      if (es.readyState === EventSource.CLOSED && !pre.firstChild) es.close();
-    };
+    var es = null;
+    function say(text) {
+      if (!state) return;
+      state.textContent = text;
+      state.hidden = !text;
+    }
+    function start() {
+      es = new EventSource(url + (url.indexOf("?") < 0 ? "?" : "&") + "sse=true");
+      es.onopen = function () {
+        while (pre.firstChild) pre.removeChild(pre.firstChild);
+        pre.hidden = true;
+        say("No lines yet: they show as the machine writes them.");
+      };
+      es.onmessage = function (e) {
+        say("");
+        pre.hidden = false;
+        pre.appendChild(document.createTextNode(e.data + "\n"));
+        while (pre.childNodes.length > 1000) pre.removeChild(pre.firstChild);
+        pre.scrollTop = pre.scrollHeight;
+      };
+      es.addEventListener("end", function () {
+        say("The machine ended its log; it is followed again once the machine answers.");
+      });
+      es.onerror = function (e) {
+        if (e.data) say("The log stopped: " + e.data); // the server's own error event
+        if (es.readyState === EventSource.CLOSED) {
+          say(pre.firstChild ? "The log stopped." : "The machine's log could not be read: the machine does not answer, or the session ended.");
+        }
+      };
+    }
+    start();
+    logs.push({ start: start, stop: function () { if (es) es.close(); } });
   }
 
   if (window.EventSource) {
     var rv = body.getAttribute("data-rv") || "";
     watches.forEach(function (url) {
-      var s = { url: url, es: null, opened: false };
+      var s = { url: url, es: null, failed: false };
       streams.push(s);
       open(s, rv);
     });
@@ -201,11 +230,13 @@
     // comes back from the back-forward cache opens them again.
     window.addEventListener("pagehide", function () {
       streams.forEach(function (s) { if (s.es) s.es.close(); });
-      logs.forEach(function (es) { es.close(); });
+      logs.forEach(function (l) { l.stop(); });
     });
     window.addEventListener("pageshow", function (e) {
       if (!e.persisted || ended) return;
       streams.forEach(function (s) { open(s, ""); });
+      logs.forEach(function (l) { l.start(); });
+      show();
       markAll();
     });
   }
