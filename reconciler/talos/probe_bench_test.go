@@ -19,6 +19,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"go.yaml.in/yaml/v4"
 )
 
 // benchHostEnv makes the test binary a host of simulated nodes for the
@@ -57,12 +58,15 @@ func runBenchHost(dir string) error {
 	for t := range benchTenants {
 		tenant := fmt.Sprintf("t%03d", t)
 		// One CA for all, but each tenant its own cluster.
-		patch := fmt.Sprintf("cluster:\n  id: %s\n  secret: %s\n", benchValue("id", t), benchValue("secret", t))
-		cp, err := benchConfig(tenant, secrets, "controlplane", patch)
+		own, err := clusterSecrets(secrets, t)
 		if err != nil {
 			return err
 		}
-		w, err := benchConfig(tenant, secrets, "worker", patch)
+		cp, err := benchConfig(tenant, own, "controlplane")
+		if err != nil {
+			return err
+		}
+		w, err := benchConfig(tenant, own, "worker")
 		if err != nil {
 			return err
 		}
@@ -86,11 +90,23 @@ func runBenchHost(dir string) error {
 	return err
 }
 
-func benchConfig(tenant string, secrets []byte, role, patch string) ([]byte, error) {
+func benchConfig(tenant string, secrets []byte, role string) ([]byte, error) {
 	return rtalos.MachineConfig(rtalos.ConfigInput{
 		ClusterName: tenant, ControlPlaneEndpoint: "https://127.9.9.9:6443", KubernetesVersion: "1.34.1",
-		TalosVersion: "1.12.6", Role: role, Secrets: secrets, Now: testNow, Patches: []rtalos.Patch{{Name: "cluster", Patch: patch}},
+		TalosVersion: "1.12.6", Role: role, Secrets: secrets, Now: testNow,
 	})
+}
+
+// clusterSecrets returns the bundle secrets with the cluster ID and secret
+// of tenant t: the certificates stay shared, the cluster is its own (the
+// bundle owns these fields, so no patch may set them).
+func clusterSecrets(secrets []byte, t int) ([]byte, error) {
+	b, err := rtalos.ParseSecrets(secrets)
+	if err != nil {
+		return nil, err
+	}
+	b.Cluster.ID, b.Cluster.Secret = benchValue("id", t), benchValue("secret", t)
+	return yaml.Marshal(b)
 }
 
 func benchValue(what string, i int) string {
