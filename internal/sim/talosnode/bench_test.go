@@ -18,6 +18,9 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/rezuscloud/rezuscloud/render/talos"
 )
 
 // benchNodes is how many idle nodes the benchmarks start:
@@ -73,9 +76,9 @@ func startFleet(b *testing.B) *idleFleet {
 		secrets := bundle(b, "a")
 		var cps, ws [][]byte
 		for c := range 100 {
-			patch := fmt.Sprintf("cluster:\n  id: %s\n  secret: %s\n", clusterValue("id", c), clusterValue("secret", c))
-			cps = append(cps, machineConfig(b, secrets, "controlplane", false, patch))
-			ws = append(ws, machineConfig(b, secrets, "worker", false, patch))
+			own := clusterSecrets(b, secrets, c)
+			cps = append(cps, machineConfig(b, own, "controlplane", false))
+			ws = append(ws, machineConfig(b, own, "worker", false))
 		}
 		dir, err := os.MkdirTemp("", "talosnode-bench-")
 		if err != nil {
@@ -111,6 +114,22 @@ func startFleet(b *testing.B) *idleFleet {
 		fleet = f
 	})
 	return fleet
+}
+
+// clusterSecrets returns secrets with the cluster id and secret of cluster
+// c: the certificates stay shared, the cluster is its own (the bundle owns
+// these fields, so no patch may set them).
+func clusterSecrets(b *testing.B, secrets []byte, c int) []byte {
+	bundle, err := talos.ParseSecrets(secrets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bundle.Cluster.ID, bundle.Cluster.Secret = clusterValue("id", c), clusterValue("secret", c)
+	out, err := yaml.Marshal(bundle)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
 }
 
 // clusterValue is a cluster id or secret: 32 bytes, base64.
