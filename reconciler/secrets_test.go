@@ -180,8 +180,8 @@ func TestFormerSecretsStateCarriedOver(t *testing.T) {
 		scaled[f].Data = []byte(strings.Replace(string(scaled[f].Data), "count: 1", "count: 2", 1))
 		c = r.reconcile("rev2", "scale", scaled)
 		mustSucceed(t, c)
-		if p := c.Status.Tenants[0].Plan; p != (schema.PlanSummary{Add: 1}) {
-			t.Errorf("scaling planned %s, want +1", p)
+		if p := c.Status.Tenants[0].Plan; p != (schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}) {
+			t.Errorf("scaling planned %s, want one machine added", p.Text())
 		}
 
 		snap := sources.Snapshot{Revision: "rev3", Ref: "refs/heads/main", FS: fstest.MapFS{"README.md": {Data: []byte("none")}}, Root: "."}
@@ -253,8 +253,8 @@ func TestFormerSecretsStateDestroyed(t *testing.T) {
 		}
 		mustSucceed(t, c)
 		res := c.Status.Tenants[0]
-		if res.Plan != (schema.PlanSummary{Destroy: 2}) {
-			t.Errorf("the destroy planned %s, want the two machines destroyed", res.Plan)
+		if res.Plan != (schema.PlanSummary{Destroy: 2, Machines: schema.PlanCounts{Destroy: 2}}) {
+			t.Errorf("the destroy planned %s, want the two machines destroyed", res.Plan.Text())
 		}
 		if strings.Contains(res.OutputTail, "talos_secrets\" {") || strings.Contains(res.OutputTail, "EOT") {
 			t.Errorf("the destroy prints the former resource or a heredoc value:\n%s", res.OutputTail)
