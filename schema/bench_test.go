@@ -34,7 +34,7 @@ func genFleet(n int, layout manifestfleet.Layout) fstest.MapFS {
 			t.Groups[0].Count, t.Groups[1].Count = 1+t.Index%3, 1+t.Index%3
 			t.Patches = []manifestfleet.Patch{{Name: "cluster-name", Text: "cluster:\n  clusterName: " + t.Name + "\n"}}
 			for p := 1; p < len(t.ConfigPatches); p += 3 {
-				t.ConfigPatches[p].TargetRole = manifestfleet.RoleWorker
+				t.ConfigPatches[p].TargetRole = RoleWorker
 			}
 		}}.MapFS()
 }

@@ -12,15 +12,16 @@ import (
 )
 
 // Layout is how a tenant's documents are spread over files, under the
-// fleet's Dir. A file of several documents starts each with "---".
+// fleet's Dir. The files of several documents (nodegroups.yaml,
+// patches.yaml, NAME.yaml) start each document with "---".
 type Layout int
 
 const (
 	// FilePerDocument is NAME/tenant.yaml, NAME/ng-GROUP.yaml for each
 	// node group and NAME/PATCH.yaml for each ConfigPatch.
 	FilePerDocument Layout = iota
-	// FilePerKind is NAME/tenant.yaml, NAME/nodegroups.yaml and, when the
-	// tenant has ConfigPatches, NAME/patches.yaml.
+	// FilePerKind is NAME/tenant.yaml, NAME/nodegroups.yaml and
+	// NAME/patches.yaml, the last two when the tenant has such documents.
 	FilePerKind
 	// FilePerTenant is NAME.yaml, all of the tenant's documents in one
 	// file, so that a change to a tenant changes one file.
@@ -61,9 +62,10 @@ func (o Options) TenantFiles(i int) map[string][]byte {
 		out[path.Join(root, t.Name+".yaml")] = several(append(append([]string{tenant}, groups...), patches...))
 	case FilePerKind:
 		out[path.Join(dir, "tenant.yaml")] = []byte(tenant)
-		out[path.Join(dir, "nodegroups.yaml")] = several(groups)
-		if len(patches) > 0 {
-			out[path.Join(dir, "patches.yaml")] = several(patches)
+		for name, docs := range map[string][]string{"nodegroups.yaml": groups, "patches.yaml": patches} {
+			if len(docs) > 0 {
+				out[path.Join(dir, name)] = several(docs)
+			}
 		}
 	default:
 		out[path.Join(dir, "tenant.yaml")] = []byte(tenant)

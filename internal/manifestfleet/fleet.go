@@ -53,7 +53,8 @@ type Options struct {
 }
 
 // Tenant is one tenant of a fleet and its documents, as Options make it
-// and Options.Edit may change it. Empty fields are left out of the YAML.
+// and Options.Edit may change it. Empty strings, lists and maps are left
+// out of the YAML; a node group's name, role and count are always in it.
 type Tenant struct {
 	// Index is the tenant's number in the fleet, from 0. Name names its
 	// files as well as the tenant.
@@ -96,12 +97,6 @@ type Patch struct {
 	// Text is the patch, YAML.
 	Text string
 }
-
-// The node groups' roles, as manifests spell them.
-const (
-	RoleControlPlane = "controlplane"
-	RoleWorker       = "worker"
-)
 
 // TenFiles is the fleet of the load benchmarks: tenants of ten manifest
 // files each (a Tenant, a control plane and a worker in two NodeGroups,
@@ -147,8 +142,8 @@ func (o Options) Tenant(i int) Tenant {
 		ServiceNetwork:    []string{"10.96.0.0/12"},
 		CNI:               "flannel",
 		Groups: []Group{
-			{Name: "controlplane", Role: RoleControlPlane, Count: o.ControlPlanes, ProviderClass: provider, ProviderConfig: config},
-			{Name: "workers", Role: RoleWorker, Count: o.Workers, ProviderClass: provider, ProviderConfig: config},
+			{Name: "controlplane", Role: "controlplane", Count: o.ControlPlanes, ProviderClass: provider, ProviderConfig: config},
+			{Name: "workers", Role: "worker", Count: o.Workers, ProviderClass: provider, ProviderConfig: config},
 		},
 	}
 	for p := range o.Patches {

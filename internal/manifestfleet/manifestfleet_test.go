@@ -84,7 +84,7 @@ func TestLayouts(t *testing.T) {
 			t.Labels["env"], t.Labels["zone"] = "prod", "a"
 			t.Patches = []Patch{{Name: "name", Text: "cluster:\n  clusterName: " + t.Name + "\n"}}
 			t.Groups[1].Patches = []Patch{{Name: "own", Text: "machine:\n  sysctls:\n    vm.swappiness: \"1\"\n"}}
-			t.ConfigPatches[1].TargetRole = RoleWorker
+			t.ConfigPatches[1].TargetRole = schema.RoleWorker
 		}}
 	want := map[Layout][]string{
 		FilePerDocument: {"tenants/t001/ng-controlplane.yaml", "tenants/t001/ng-workers.yaml", "tenants/t001/patch-0.yaml", "tenants/t001/patch-1.yaml", "tenants/t001/tenant.yaml"},
@@ -109,7 +109,7 @@ func TestLayouts(t *testing.T) {
 		d := load(t, o)
 		td := d.Tenant("t001")
 		if td == nil || len(td.NodeGroups) != 2 || len(td.Patches) != 2 || len(td.Tenant.Spec.ConfigPatches) != 1 ||
-			len(td.NodeGroups[1].Spec.ConfigPatches) != 1 || td.Patches[1].Spec.TargetRole != RoleWorker || td.Tenant.Metadata.Labels["zone"] != "a" {
+			len(td.NodeGroups[1].Spec.ConfigPatches) != 1 || td.Patches[1].Spec.TargetRole != schema.RoleWorker || td.Tenant.Metadata.Labels["zone"] != "a" {
 			t.Fatalf("layout %d: t001 is %+v", layout, td)
 		}
 		if v := values(t, d); first == "" {
@@ -153,6 +153,10 @@ func TestOptions(t *testing.T) {
 	}
 	if cfg := (Options{Tenants: 1, ControlPlanes: 1}).Tenant(0).Groups[0].ProviderConfig; cfg != "shape: small" {
 		t.Errorf("the default provider's config is %q, want shape: small", cfg)
+	}
+	bare := Options{Tenants: 1, Layout: FilePerKind, Edit: func(t *Tenant) { t.Groups = nil }}
+	if files := bare.TenantFiles(0); len(files) != 1 || files["tenants/t0000/tenant.yaml"] == nil {
+		t.Errorf("a tenant without node groups and patches has the files %v, want its tenant.yaml", slices.Sorted(maps.Keys(files)))
 	}
 }
 
