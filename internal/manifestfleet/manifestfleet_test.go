@@ -131,11 +131,12 @@ func TestOptions(t *testing.T) {
 		{Options{Tenants: 43, Digits: 3, Dir: "."}, "t042", "t042/tenant.yaml"},
 		{Options{Tenants: 1043, Digits: 2, Dir: "clusters/prod"}, "t1042", "clusters/prod/t1042/tenant.yaml"},
 	} {
-		if got := c.o.Name(c.o.Tenants - 1); got != c.name {
-			t.Errorf("%+v: name %s, want %s", c.o, got, c.name)
+		last := c.o.Tenants - 1
+		if got := c.o.Name(last); got != c.name {
+			t.Errorf("Digits %d: tenant %d is %s, want %s", c.o.Digits, last, got, c.name)
 		}
-		if _, ok := c.o.TenantFiles(c.o.Tenants - 1)[c.file]; !ok {
-			t.Errorf("%+v: no %s", c.o, c.file)
+		if files := c.o.TenantFiles(last); files[c.file] == nil {
+			t.Errorf("Digits %d, Dir %q: files %v, want %s among them", c.o.Digits, c.o.Dir, slices.Sorted(maps.Keys(files)), c.file)
 		}
 	}
 	o := Options{Tenants: 4, ControlPlanes: 3, Workers: 0, Patches: 1, Provider: "openstack",
