@@ -2,24 +2,12 @@ package reconciler
 
 import (
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
 )
-
-// fleetFS is the manifest tree of n tenants of manifestfleet.
-func fleetFS(n int) fstest.MapFS {
-	m := fstest.MapFS{}
-	for i := range n {
-		for name, content := range manifestfleet.Files(i, 1) {
-			m[name] = &fstest.MapFile{Data: []byte(content)}
-		}
-	}
-	return m
-}
 
 // The record of a commit carries every tenant's result, so writing it at
 // every tenant's event costs the square of the fleet. A revision whose
@@ -30,7 +18,7 @@ func TestCommitProgressWritesAreSpaced(t *testing.T) {
 	const n = 300
 	r := newRigWith(t, func(o *Options) { o.Debounce = time.Hour })
 	writes := countWrites(r.srv.Store())
-	fleet := fleetFS(n)
+	fleet := manifestfleet.TenFiles(n).MapFS()
 	first := r.rec.Submit(sources.Snapshot{Revision: "rev1", Ref: "refs/heads/main", FS: fleet, Root: "."})
 	if c := first.Commit(); c.Status.Phase != schema.CommitPlanning || len(c.Status.Tenants) != n {
 		t.Fatalf("rev1 %s with %d results: want %d tenants queued", c.Status.Phase, len(c.Status.Tenants), n)

@@ -44,9 +44,12 @@ type seeded struct {
 	writes  *storeWrites
 }
 
-// seededTenant writes the ten manifest files of tenant i under dir.
+// seededTenant writes the ten manifest files of tenant i, with workers
+// workers, under dir.
 func seededTenant(b *testing.B, dir string, i, workers int) {
-	if err := manifestfleet.WriteTenant(dir, i, workers); err != nil {
+	fleet := manifestfleet.TenFiles(*seedFleet)
+	fleet.Workers = workers
+	if err := fleet.WriteTenant(dir, i); err != nil {
 		b.Fatal(err)
 	}
 }

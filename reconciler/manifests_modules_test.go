@@ -1,11 +1,11 @@
 package reconciler
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 	"testing/fstest"
 
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/render/module"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -26,14 +26,12 @@ func (m countingModule) Validate(ng *schema.NodeGroup) []schema.Problem {
 // node groups a revision changed, and the problems are those of a check of
 // every node group, at the same file:line.
 func TestModuleChecksOnlyChangedGroups(t *testing.T) {
-	fsys := fstest.MapFS{}
-	group := func(tenant, shape string) []byte {
-		return fmt.Appendf(nil, "apiVersion: rezuscloud.io/v1\nkind: NodeGroup\nmetadata:\n  name: workers\n  labels:\n    rezuscloud.io/tenant: %s\n    rezuscloud.io/role: worker\nspec:\n  count: 1\n  providerClass: sim\n  providerConfig:\n    shape: %s\n", tenant, shape)
-	}
-	for i := range 3 {
-		name := fmt.Sprintf("t%d", i)
-		fsys[name+"/tenant.yaml"] = &fstest.MapFile{Data: fmt.Appendf(nil, "apiVersion: rezuscloud.io/v1\nkind: Tenant\nmetadata: {name: %s}\nspec:\n  kubernetesVersion: \"1.34.1\"\n  talosVersion: \"1.12.6\"\n  controlPlaneEndpoint: https://%s.example.internal:6443\n", name, name)}
-		fsys[name+"/workers.yaml"] = &fstest.MapFile{Data: group(name, "small")}
+	fleet := manifestfleet.Options{Tenants: 3, ControlPlanes: 1, Workers: 1}
+	fsys := fleet.MapFS()
+	// shape gives the workers of t0001, in a file of their own, shape s.
+	shape := func(s string) {
+		fleet.Edit = func(t *manifestfleet.Tenant) { t.Groups[1].ProviderConfig = "shape: " + s }
+		fsys["tenants/t0001/ng-workers.yaml"] = &fstest.MapFile{Data: fleet.TenantFiles(1)["tenants/t0001/ng-workers.yaml"]}
 	}
 	n := 0
 	mods := render.Modules{}
@@ -58,12 +56,12 @@ func TestModuleChecksOnlyChangedGroups(t *testing.T) {
 			t.Errorf("problems %+v, want %+v", got, all)
 		}
 	}
-	check(3, false)
+	check(6, false)
 	check(0, false)
-	fsys["t1/workers.yaml"] = &fstest.MapFile{Data: group("t1", "enormous")}
+	shape("enormous")
 	check(1, true)
 	check(1, true) // a node group with a problem is checked again
-	fsys["t1/workers.yaml"] = &fstest.MapFile{Data: group("t1", "large")}
+	shape("large")
 	check(1, false)
 	check(0, false)
 }

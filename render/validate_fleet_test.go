@@ -1,73 +1,39 @@
 package render
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
 
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// Patch texts that tenants of fleetTree share, as fleets do.
+// Patch texts that break a tenant.
 const (
-	sharedPatch = "machine:\n      sysctls:\n        net.core.somaxconn: \"1024\"\n"
 	// unknownField does not load: Talos's loader rejects the key.
-	unknownField = "machine:\n      nosuchfield: 1\n"
+	unknownField = "machine:\n  nosuchfield: 1\n"
 	// badSubnet loads and applies; the config is invalid after it.
-	badSubnet = "cluster:\n      network:\n        podSubnets: [not-a-cidr]\n"
+	badSubnet = "cluster:\n  network:\n    podSubnets: [not-a-cidr]\n"
 )
 
-// fleetTenant writes tenant i of a fleet into fsys: a Tenant, two node
-// groups and two ConfigPatches, the second of them with patch text extra
-// (sharedPatch by default), and in the worker group's own spec.configPatches
-// the text group, when it is not "".
-func fleetTenant(fsys fstest.MapFS, i int, extra, group string) {
-	name := fmt.Sprintf("t%04d", i)
-	dir := "tenants/" + name + "/"
-	fsys[dir+"tenant.yaml"] = &fstest.MapFile{Data: fmt.Appendf(nil, `apiVersion: rezuscloud.io/v1
-kind: Tenant
-metadata:
-  name: %[1]s
-spec:
-  kubernetesVersion: "1.34.1"
-  talosVersion: "1.12.6"
-  controlPlaneEndpoint: https://%[1]s.example.internal:6443
-`, name)}
-	for _, role := range []string{"controlplane", "worker"} {
-		own := ""
-		if role == "worker" && group != "" {
-			own = "  configPatches:\n    - name: own\n      patch: |\n        " +
-				strings.ReplaceAll(strings.TrimSuffix(group, "\n"), "\n", "\n    ") + "\n"
-		}
-		fsys[dir+"ng-"+role+".yaml"] = &fstest.MapFile{Data: fmt.Appendf(nil, `apiVersion: rezuscloud.io/v1
-kind: NodeGroup
-metadata:
-  name: %s
-  labels:
-    rezuscloud.io/tenant: %s
-    rezuscloud.io/role: %s
-spec:
-  count: 1
-  providerClass: sim
-%s`, role, name, role, own)}
-	}
-	if extra == "" {
-		extra = sharedPatch
-	}
-	for p, text := range []string{sharedPatch, extra} {
-		fsys[fmt.Sprintf("%spatch-%d.yaml", dir, p)] = &fstest.MapFile{Data: fmt.Appendf(nil, `apiVersion: rezuscloud.io/v1
-kind: ConfigPatch
-metadata:
-  name: patch-%d
-  labels:
-    rezuscloud.io/tenant: %s
-spec:
-  patch: |
-    %s`, p, name, text)}
-	}
+// validationFleet is a fleet of n tenants of one machine in each node
+// group and two ConfigPatches, whose texts all tenants share, as fleets
+// do. Tenant i of broken has the text broken[i][0] in its second
+// ConfigPatch, and broken[i][1], when it is not "", in its worker
+// group's own spec.configPatches.
+func validationFleet(n int, broken map[int][2]string) manifestfleet.Options {
+	return manifestfleet.Options{Tenants: n, ControlPlanes: 1, Workers: 1, Patches: 2,
+		Edit: func(t *manifestfleet.Tenant) {
+			if b, ok := broken[t.Index]; ok {
+				t.ConfigPatches[1].Text = b[0]
+				if b[1] != "" {
+					t.Groups[1].Patches = []manifestfleet.Patch{{Name: "own", Text: b[1]}}
+				}
+			}
+		}}
 }
 
 // validateAll validates every tenant of d on four goroutines, as the
@@ -100,10 +66,8 @@ func TestValidateTalosFleetSameProblemsAsAlone(t *testing.T) {
 		8:     {badSubnet, unknownField},
 		n - 1: {unknownField, badSubnet},
 	}
-	fleet := fstest.MapFS{}
-	for i := range n {
-		fleetTenant(fleet, i, broken[i][0], broken[i][1])
-	}
+	opts := validationFleet(n, broken)
+	fleet := opts.MapFS()
 	load := func(fsys fstest.MapFS) *schema.Desired {
 		t.Helper()
 		d, err := schema.Load(fsys, ".", nil)
@@ -115,16 +79,17 @@ func TestValidateTalosFleetSameProblemsAsAlone(t *testing.T) {
 	for round := range 2 {
 		got := validateAll(load(fleet))
 		for i := range n {
-			name := fmt.Sprintf("t%04d", i)
-			b, ok := broken[i]
-			if !ok {
+			name := opts.Name(i)
+			if _, ok := broken[i]; !ok {
 				if len(got[name]) > 0 {
 					t.Errorf("round %d: %s, valid, has %v", round, name, got[name])
 				}
 				continue
 			}
 			alone := fstest.MapFS{}
-			fleetTenant(alone, i, b[0], b[1])
+			for p, data := range opts.TenantFiles(i) {
+				alone[p] = &fstest.MapFile{Data: data}
+			}
 			want := ValidateTalos(load(alone).Tenants[0])
 			if !slices.Equal(got[name], want) {
 				t.Errorf("round %d: in the fleet %s has %v, alone %v", round, name, got[name], want)
@@ -137,7 +102,7 @@ func TestValidateTalosFleetSameProblemsAsAlone(t *testing.T) {
 	t8 := ValidateTalos(load(fleet).Tenants[8])
 	if len(last) != 2 || last[0].File != "tenants/t0079/patch-1.yaml" || last[0].Line != 8 || last[1].File != last[0].File ||
 		len(t8) != 2 || t8[0].File != "tenants/t0008/patch-1.yaml" || !strings.Contains(t8[0].Message, "invalid after this patch") ||
-		t8[1].File != "tenants/t0008/ng-worker.yaml" || t8[1].Line != 13 || !strings.Contains(t8[1].Message, "unknown keys") {
+		t8[1].File != "tenants/t0008/ng-workers.yaml" || t8[1].Line != 15 || !strings.Contains(t8[1].Message, "unknown keys") {
 		t.Errorf("t0079: %v\nt0008: %v", last, t8)
 	}
 }

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 )
 
 type runtimeMem struct{ totalAlloc uint64 }
@@ -19,73 +20,23 @@ func (m *runtimeMem) read() {
 	m.totalAlloc = s.TotalAlloc
 }
 
-// genTree generates n tenants, each a directory with one Tenant, two
-// NodeGroups and seven ConfigPatches: ten documents in three files.
-func genTree(n int) fstest.MapFS {
-	fsys := fstest.MapFS{}
-	for i := range n {
-		name := fmt.Sprintf("t%03d", i)
-		fsys[name+"/tenant.yaml"] = &fstest.MapFile{Mode: 0o644, Data: fmt.Appendf(nil, `# yaml-language-server: $schema=../schema/tenant.schema.json
-apiVersion: rezuscloud.io/v1
-kind: Tenant
-metadata:
-  name: %[1]s
-  labels: {team: team-%[2]d}
-spec:
-  kubernetesVersion: "1.34.1"
-  talosVersion: "1.12.6"
-  controlPlaneEndpoint: https://%[1]s.example.internal:6443
-  podNetwork: [10.244.0.0/16]
-  serviceNetwork: [10.96.0.0/12]
-  plugins:
-    cni: {type: flannel}
-  configPatches:
-    - name: cluster-name
-      patch: |
-        cluster:
-          clusterName: %[1]s
-`, name, i%7)}
-		groups := ""
-		for _, g := range []struct{ name, role string }{{"controlplane", "controlplane"}, {"workers", "worker"}} {
-			groups += fmt.Sprintf(`---
-apiVersion: rezuscloud.io/v1
-kind: NodeGroup
-metadata:
-  name: %s
-  labels:
-    rezuscloud.io/tenant: %s
-    rezuscloud.io/role: %s
-spec:
-  count: %d
-  providerClass: sim
-  providerConfig:
-    shape: small
-`, g.name, name, g.role, 1+i%3)
-		}
-		fsys[name+"/nodegroups.yaml"] = &fstest.MapFile{Mode: 0o644, Data: []byte(groups)}
-		patches := ""
-		for p := range 7 {
-			target := ""
-			if p%3 == 1 {
-				target = "  targetRole: worker\n"
+// genTree generates n tenants (t000, t001, …), each a directory with one
+// Tenant, two NodeGroups and seven ConfigPatches: ten documents in three
+// files.
+func genTree(n int) fstest.MapFS { return genFleet(n, manifestfleet.FilePerKind) }
+
+// genFleet generates the fleet of genTree in layout. Tenant i has 1+i%3
+// machines in each node group and its name in a patch of its own, and
+// every third ConfigPatch from the second on targets its workers.
+func genFleet(n int, layout manifestfleet.Layout) fstest.MapFS {
+	return manifestfleet.Options{Tenants: n, Digits: 3, Dir: ".", Layout: layout, Patches: 7, SchemaComment: true,
+		Edit: func(t *manifestfleet.Tenant) {
+			t.Groups[0].Count, t.Groups[1].Count = 1+t.Index%3, 1+t.Index%3
+			t.Patches = []manifestfleet.Patch{{Name: "cluster-name", Text: "cluster:\n  clusterName: " + t.Name + "\n"}}
+			for p := 1; p < len(t.ConfigPatches); p += 3 {
+				t.ConfigPatches[p].TargetRole = RoleWorker
 			}
-			patches += fmt.Sprintf(`---
-apiVersion: rezuscloud.io/v1
-kind: ConfigPatch
-metadata:
-  name: patch-%d
-  labels:
-    rezuscloud.io/tenant: %s
-spec:
-%s  patch: |
-    machine:
-      sysctls:
-        net.core.somaxconn: "%d"
-`, p, name, target, 1024+p)
-		}
-		fsys[name+"/patches.yaml"] = &fstest.MapFile{Mode: 0o644, Data: []byte(patches)}
-	}
-	return fsys
+		}}.MapFS()
 }
 
 // BenchmarkLoad10k loads and validates 10,000 manifests: 1,000 tenants, each

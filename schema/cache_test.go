@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
+
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 )
 
 // mustLoad loads fsys with cache and fails the test on any problem.
@@ -193,15 +195,7 @@ func TestCacheBounded(t *testing.T) {
 }
 
 // genFiles generates the tree of genTree with one document per file.
-func genFiles(tenants int) fstest.MapFS {
-	out := fstest.MapFS{}
-	for name, f := range genTree(tenants) {
-		for i, doc := range strings.Split(strings.TrimPrefix(string(f.Data), "---\n"), "---\n") {
-			out[fmt.Sprintf("%s-%d.yaml", strings.TrimSuffix(name, ".yaml"), i)] = &fstest.MapFile{Mode: 0o644, Data: []byte(doc)}
-		}
-	}
-	return out
-}
+func genFiles(tenants int) fstest.MapFS { return genFleet(tenants, manifestfleet.FilePerDocument) }
 
 // writeTree writes fsys into a new directory and returns it.
 func writeTree(b *testing.B, fsys fstest.MapFS) string {
@@ -247,7 +241,7 @@ func BenchmarkLoad20kOneChanged(b *testing.B) {
 	dir := os.DirFS(root)
 	cache := NewCache(0)
 	mustLoad(b, dir, cache)
-	name := "t1234/nodegroups-1.yaml"
+	name := "t1234/ng-workers.yaml"
 	orig := string(fsys[name].Data)
 	i := 0
 	for b.Loop() {

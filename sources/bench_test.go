@@ -10,17 +10,24 @@ import (
 	"testing"
 
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// benchFleet is the manifests of the benchmarks: n tenants, each a Tenant
+// alone in clusters/NAME/tenant.yaml (t000, t001, …).
+func benchFleet(n int) manifestfleet.Options {
+	return manifestfleet.Options{Tenants: n, Digits: 3, Dir: "clusters", Edit: func(t *manifestfleet.Tenant) { t.Groups = nil }}
+}
 
 // manifestRepo pushes a repository of n small manifests to d.
 func manifestRepo(b *testing.B, d *gittest.Daemon, n int) *gittest.Workdir {
 	b.Helper()
 	d.CreateBare("bench.git")
 	w := gittest.NewWorkdir(b, d.URL("bench.git"))
-	for i := range n {
-		w.Write(fmt.Sprintf("clusters/t%03d/tenant.yaml", i), fmt.Sprintf("apiVersion: rezuscloud.io/v1\nkind: Tenant\nmetadata:\n  name: t%03d\n", i))
+	if err := benchFleet(n).WriteDir(w.Dir()); err != nil {
+		b.Fatal(err)
 	}
 	w.Commit("manifests")
 	w.Push()
@@ -103,11 +110,9 @@ func BenchmarkTreeFSReadAll(b *testing.B) {
 // Reading a directory of 100 manifests into a snapshot.
 func BenchmarkDirSnapshot(b *testing.B) {
 	dir := b.TempDir()
-	files := map[string]string{}
-	for i := range 100 {
-		files[fmt.Sprintf("clusters/t%03d/tenant.yaml", i)] = fmt.Sprintf("kind: Tenant\nname: t%03d\n", i)
+	if err := benchFleet(100).WriteDir(dir); err != nil {
+		b.Fatal(err)
 	}
-	writeFiles(b, dir, files)
 	d, err := NewDir(DirOptions{Path: dir, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)

@@ -166,10 +166,8 @@ func pushManifestFleet(b *testing.B, n int) (url, rev string) {
 	d := gittest.NewDaemon(b)
 	d.CreateBare("fleet.git")
 	w := gittest.NewWorkdir(b, d.URL("fleet.git"))
-	for i := range n {
-		for name, content := range manifestfleet.Files(i, 1) {
-			w.Write(name, content)
-		}
+	if err := manifestfleet.TenFiles(n).WriteDir(w.Dir()); err != nil {
+		b.Fatal(err)
 	}
 	rev = w.Commit("the fleet")
 	w.Push()

@@ -13,10 +13,10 @@ package reconcile
 import (
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"testing/fstest"
 
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -54,10 +54,7 @@ func (f Fleet) ControlPlanes() int {
 }
 
 // TenantName is the name of the i-th tenant of a fleet.
-func TenantName(i int) string { return fmt.Sprintf("t%03d", i) }
-
-// TenantFile is the path, inside the repository, of a tenant's manifests.
-func TenantFile(tenant string) string { return path.Join("tenants", tenant+".yaml") }
+func TenantName(i int) string { return Fleet{}.manifests().Name(i) }
 
 // WorkersOf returns the worker count the fleet declares for tenant.
 func (f Fleet) WorkersOf(tenant string) int {
@@ -89,104 +86,30 @@ func (f Fleet) WithAll(n, delta int) Fleet {
 }
 
 // Machines is how many machines the fleet declares.
-func (f Fleet) Machines() int {
-	n := 0
-	for i := range f.Tenants {
-		n += f.ControlPlanes() + f.WorkersOf(TenantName(i))
-	}
-	return n
-}
-
-// Files returns the repository's files by path.
-func (f Fleet) Files() map[string][]byte {
-	out := make(map[string][]byte, f.Tenants+1)
-	out["README.md"] = []byte(fmt.Sprintf("# Benchmark fleet\n\n%d tenants on the simulated cloud.\n", f.Tenants))
-	for i := range f.Tenants {
-		name := TenantName(i)
-		out[TenantFile(name)] = tenantManifests(i, name, f.ControlPlanes(), f.WorkersOf(name))
-	}
-	return out
-}
+func (f Fleet) Machines() int { return f.manifests().Machines() }
 
 // MapFS returns the repository as an in-memory tree for a Snapshot.
-func (f Fleet) MapFS() fstest.MapFS {
-	m := fstest.MapFS{}
-	for p, b := range f.Files() {
-		m[p] = &fstest.MapFile{Data: b, Mode: 0o644}
-	}
-	return m
-}
+func (f Fleet) MapFS() fstest.MapFS { return f.manifests().MapFS() }
 
 // WriteDir writes the repository under dir, rewriting only the files whose
 // content differs, so that a watcher sees only real changes.
-func (f Fleet) WriteDir(dir string) error {
-	for p, b := range f.Files() {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if old, err := os.ReadFile(full); err == nil && string(old) == string(b) {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return fmt.Errorf("write fleet: %w", err)
-		}
-		tmp := full + ".tmp"
-		if err := os.WriteFile(tmp, b, 0o644); err != nil {
-			return fmt.Errorf("write fleet: %w", err)
-		}
-		if err := os.Rename(tmp, full); err != nil {
-			return fmt.Errorf("write fleet: %w", err)
-		}
-	}
-	return nil
-}
+func (f Fleet) WriteDir(dir string) error { return f.manifests().WriteDir(dir) }
 
-// tenantManifests is one tenant's Tenant and its two node groups. Each
-// tenant gets its own networks so that the manifests differ as real ones
-// would.
-func tenantManifests(i int, name string, controlPlanes, workers int) []byte {
-	return []byte(fmt.Sprintf(`apiVersion: rezuscloud.io/v1
-kind: Tenant
-metadata:
-  name: %[1]s
-  labels:
-    environment: bench
-spec:
-  kubernetesVersion: "1.34.1"
-  talosVersion: "1.12.6"
-  controlPlaneEndpoint: https://%[1]s.bench.internal:6443
-  podNetwork:
-    - 10.%[2]d.0.0/16
-  serviceNetwork:
-    - 172.%[3]d.%[4]d.0/24
-  plugins:
-    cni:
-      type: flannel
----
-apiVersion: rezuscloud.io/v1
-kind: NodeGroup
-metadata:
-  name: controlplane
-  labels:
-    rezuscloud.io/tenant: %[1]s
-    rezuscloud.io/role: controlplane
-spec:
-  count: %[6]d
-  providerClass: sim
-  providerConfig:
-    shape: small
----
-apiVersion: rezuscloud.io/v1
-kind: NodeGroup
-metadata:
-  name: workers
-  labels:
-    rezuscloud.io/tenant: %[1]s
-    rezuscloud.io/role: worker
-spec:
-  count: %[5]d
-  providerClass: sim
-  providerConfig:
-    shape: medium
-`, name, 10+i%200, 16+i/256%16, i%256, workers, controlPlanes))
+// manifests is the fleet's repository: a README and each tenant's Tenant
+// and two node groups in one file, tenants/NAME.yaml. Each tenant gets its
+// own networks so that the manifests differ as real ones would.
+func (f Fleet) manifests() manifestfleet.Options {
+	return manifestfleet.Options{Tenants: f.Tenants, Digits: 3, Layout: manifestfleet.FilePerTenant, ControlPlanes: f.ControlPlanes(),
+		Extra: map[string][]byte{"README.md": fmt.Appendf(nil, "# Benchmark fleet\n\n%d tenants on the simulated cloud.\n", f.Tenants)},
+		Edit: func(t *manifestfleet.Tenant) {
+			i := t.Index
+			t.Labels = map[string]string{"environment": "bench"}
+			t.Endpoint = "https://" + t.Name + ".bench.internal:6443"
+			t.PodNetwork = []string{fmt.Sprintf("10.%d.0.0/16", 10+i%200)}
+			t.ServiceNetwork = []string{fmt.Sprintf("172.%d.%d.0/24", 16+i/256%16, i%256)}
+			t.Groups[1].Count = f.WorkersOf(t.Name)
+			t.Groups[1].ProviderConfig = "shape: medium"
+		}}
 }
 
 // WriteVarFile writes the values of the sensitive variables of tenant's

@@ -1,10 +1,7 @@
 package reconcile
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -37,48 +34,6 @@ func TestFleetLoads(t *testing.T) {
 	if got := d.Tenant("t042").NodeGroups[1].Spec.Count; got != 3 {
 		t.Fatalf("t042 workers = %d, want 3", got)
 	}
-}
-
-func TestFleetWriteDirRewritesOnlyChanges(t *testing.T) {
-	dir := t.TempDir()
-	f := Fleet{Tenants: 3}
-	if err := f.WriteDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	old := filepath.Join(dir, "tenants", "t000.yaml")
-	changed := filepath.Join(dir, "tenants", "t001.yaml")
-	past := mustStat(t, old).ModTime().Add(-2 * time.Second)
-	for _, p := range []string{old, changed} {
-		if err := os.Chtimes(p, past, past); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.With("t001", 5).WriteDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	if !mustStat(t, old).ModTime().Equal(past) {
-		t.Errorf("%s was rewritten though it did not change", old)
-	}
-	b, err := os.ReadFile(changed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := schema.Load(os.DirFS(dir), ".", nil)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
-	if got := d.Tenant("t001").NodeGroups[1].Spec.Count; got != 5 {
-		t.Fatalf("t001 workers = %d after the rewrite, want 5", got)
-	}
-}
-
-func mustStat(t *testing.T, p string) os.FileInfo {
-	t.Helper()
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi
 }
 
 func TestFleetOfEightMachinesPerTenant(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/container"
+
+	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 )
 
 // resetShapes forgets every kept shape.
@@ -244,17 +246,24 @@ func copyShapes(t *testing.T) map[*shape][2][]config.Document {
 	return out
 }
 
-// BenchmarkCheckFleetConfigs: one op checks the worker config of 100
-// tenants that share seven patch texts, as a fleet's first load does, with
+// BenchmarkCheckFleetConfigs: one op checks the worker config of the first
+// 100 tenants of the load benchmarks' fleet (manifestfleet.TenFiles), which
+// share seven patch texts, as a fleet's first load does, with
 // CheckMachineConfig (check=shapes) or MachineConfig (check=round-trip).
 func BenchmarkCheckFleetConfigs(b *testing.B) {
 	bundle, err := ValidationSecrets("1.12.6")
 	if err != nil {
 		b.Fatal(err)
 	}
+	fleet := manifestfleet.TenFiles(100)
 	var patches []string
-	for p := range 7 {
-		patches = append(patches, fmt.Sprintf("machine:\n  sysctls:\n    net.core.somaxconn: \"%d\"\n", 1024+p))
+	for _, p := range fleet.Tenant(0).ConfigPatches {
+		patches = append(patches, p.Text)
+	}
+	tenants := make([][2]string, fleet.Tenants) // name and endpoint
+	for i := range tenants {
+		t := fleet.Tenant(i)
+		tenants[i] = [2]string{t.Name, t.Endpoint}
 	}
 	for _, c := range []struct {
 		name  string
@@ -263,8 +272,7 @@ func BenchmarkCheckFleetConfigs(b *testing.B) {
 		b.Run("check="+c.name, func(b *testing.B) {
 			for b.Loop() {
 				resetShapes()
-				for i := range 100 {
-					tn := [2]string{fmt.Sprintf("t%04d", i), fmt.Sprintf("https://t%04d.example.internal:6443", i)}
+				for _, tn := range tenants {
 					if err := c.check(shapeInput(bundle, tn, RoleWorker, patches)); err != nil {
 						b.Fatal(err)
 					}
