@@ -279,9 +279,9 @@ func TestReports(t *testing.T) {
 		if got, want := forge.contexts(e.first), []string{commitCtx, tenantCtx("production"), tenantCtx("staging")}; strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("contexts on the first commit %v, want %v", got, want)
 		}
-		waitNotes(t, e.repo, e.first, commitCtx+": success applied 2 tenants: +9 ~0 -0",
-			tenantCtx("production")+": success applied: +6 ~0 -0",
-			tenantCtx("staging")+": success applied: +3 ~0 -0")
+		waitNotes(t, e.repo, e.first, commitCtx+": success applied 2 tenants: machines +7, other +2",
+			tenantCtx("production")+": success applied: machines +5, other +1",
+			tenantCtx("staging")+": success applied: machines +2, other +1")
 	})
 
 	e.setCount("production", "workers", 3)
@@ -292,13 +292,13 @@ func TestReports(t *testing.T) {
 			t.Fatalf("production plan %s, want +1 ~0 -0", r.Plan)
 		}
 		got := forge.checkFinal(up, tenantCtx("production"), target(up))
-		if got.Description != "applied: +1 ~0 -0" {
-			t.Errorf("production status %q, want \"applied: +1 ~0 -0\"", got.Description)
+		if got.Description != "applied: machines +1" {
+			t.Errorf("production status %q, want \"applied: machines +1\"", got.Description)
 		}
-		if got := forge.checkFinal(up, commitCtx, target(up)); !strings.Contains(got.Description, "+1 ~0 -0") {
-			t.Errorf("commit status %q does not show the plan +1 ~0 -0", got.Description)
+		if got := forge.checkFinal(up, commitCtx, target(up)); !strings.Contains(got.Description, "machines +1") {
+			t.Errorf("commit status %q does not show the plan, machines +1", got.Description)
 		}
-		log := waitNotes(t, e.repo, up, tenantCtx("production")+": success applied: +1 ~0 -0")
+		log := waitNotes(t, e.repo, up, tenantCtx("production")+": success applied: machines +1")
 		if !strings.Contains(log, "Scale production workers to 3") {
 			t.Errorf("git log of %s does not show the commit:\n%s", up[:12], log)
 		}
@@ -313,15 +313,15 @@ func TestReports(t *testing.T) {
 			t.Fatalf("production plan %s while the forge fails, want +0 ~0 -1", r.Plan)
 		}
 		// The notes do not wait for the forge.
-		waitNotes(t, e.repo, down, tenantCtx("production")+": success applied: +0 ~0 -1")
+		waitNotes(t, e.repo, down, tenantCtx("production")+": success applied: machines -1")
 		s.waitFor("the forge to have refused a status of "+down[:12], func() bool { return forge.failures(down) > 0 })
 		if h := forge.history(down, commitCtx); len(h) != 0 {
 			t.Fatalf("the failing forge accepted %+v", h)
 		}
 		forge.setFailing(false)
 		got := forge.checkFinal(down, tenantCtx("production"), target(down))
-		if got.Description != "applied: +0 ~0 -1" {
-			t.Errorf("production status after the forge recovered %q, want \"applied: +0 ~0 -1\"", got.Description)
+		if got.Description != "applied: machines -1" {
+			t.Errorf("production status after the forge recovered %q, want \"applied: machines -1\"", got.Description)
 		}
 		forge.checkFinal(down, commitCtx, target(down))
 		t.Logf("the forge refused %d statuses of %s before it recovered", forge.failures(down), down[:12])
