@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Machine logs are read-only streams from the Talos API of a tenant's
@@ -239,7 +240,7 @@ func (ls *logServer) serve(w http.ResponseWriter, r *http.Request, dmesg bool) {
 func (ls *logServer) writeOpenError(w http.ResponseWriter, r *http.Request, tenant, machine string, err error) {
 	code := 0
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, ErrMachineUnreachable):
 		code = http.StatusBadGateway

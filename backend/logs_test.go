@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // machineLogs serves log streams made of fixed chunks: machine "m-1" of
@@ -40,7 +41,7 @@ func (l *machineLogs) OpenLogs(ctx context.Context, tenant, machine string, req 
 		return nil, errors.New("read /var/lib/secret/bundle: permission denied")
 	}
 	if tenant != "alpha" || machine != "m-1" {
-		return nil, fmt.Errorf("machine %s of %s: %w", machine, tenant, ErrNotFound)
+		return nil, fmt.Errorf("machine %s of %s: %w", machine, tenant, store.ErrNotFound)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 var _ backend.MachineLogs = (*Reconciler)(nil)
@@ -16,7 +17,7 @@ var _ backend.MachineLogs = (*Reconciler)(nil)
 // the tenant's secrets bundle.
 func (r *Reconciler) OpenLogs(ctx context.Context, tenant, machine string, req backend.LogRequest) (backend.LogStream, error) {
 	var m *schema.Machine
-	err := r.store.View(func(tx *backend.Tx) error {
+	err := r.store.View(func(tx store.Tx) error {
 		var err error
 		m, err = getJSON[schema.Machine](tx, schema.KindMachine, machine)
 		return err
@@ -25,7 +26,7 @@ func (r *Reconciler) OpenLogs(ctx context.Context, tenant, machine string, req b
 		return nil, fmt.Errorf("machine %s: %w", machine, err)
 	}
 	if owner := schema.TenantOf(schema.KindMachine, &m.Metadata); owner != tenant {
-		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, owner, tenant, backend.ErrNotFound)
+		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, owner, tenant, store.ErrNotFound)
 	}
 	if m.Spec.ManagementAddress == "" {
 		return nil, fmt.Errorf("machine %s has no management address yet: %w", machine, backend.ErrMachineUnreachable)

@@ -7,6 +7,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Requests returns the reconciler's answer to reconcile requests
@@ -62,7 +63,7 @@ func (r *Reconciler) hurry(tenant string) api.ReconcileTenant {
 			Message: "the tenant is suspended (" + schema.AnnotationSuspend + "); nothing runs for it until a commit resumes it"}
 	}
 	var tn *schema.Tenant
-	_ = r.store.View(func(tx *backend.Tx) (err error) {
+	_ = r.store.View(func(tx store.Tx) (err error) {
 		tn, err = getJSON[schema.Tenant](tx, schema.KindTenant, tenant)
 		return err
 	})

@@ -17,6 +17,22 @@ type Lock struct {
 	Info    json.RawMessage `json:"info"`
 }
 
+// LockInfo holds the fields of a client's LockInfo (tofu's lock request)
+// that the server reads.
+type LockInfo struct {
+	ID        string `json:"ID"`
+	Operation string `json:"Operation"`
+	Who       string `json:"Who"`
+}
+
+// Holder returns what the lock's LockInfo says of its holder: empty
+// fields where it says nothing.
+func (l *Lock) Holder() LockInfo {
+	var li LockInfo
+	_ = json.Unmarshal(l.Info, &li)
+	return li
+}
+
 // HeldLock is a lock held on a TF state, named by the state.
 type HeldLock struct {
 	State string

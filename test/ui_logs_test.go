@@ -13,6 +13,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/ui"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // TestUIBrowserLogTail: the machine page of an edit session shows the
@@ -41,7 +42,7 @@ func TestUIBrowserLogTail(t *testing.T) {
 	}
 	logs := &numberedLogs{asked: make(chan backend.LogRequest, 1)}
 	srv.ServeMachineLogs(logs, nil)
-	err = srv.Store().Update(func(tx *backend.Tx) error {
+	err = srv.Store().Update(func(tx store.Tx) error {
 		m := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
 			Metadata: schema.ObjectMeta{Name: "m-1", Labels: map[string]string{schema.LabelTenant: "t"}},
 			Spec:     schema.MachineSpec{Hostname: "m-1", Tenant: "t", NodeGroup: "workers", Role: schema.RoleWorker, ManagementAddress: "127.0.0.9"}}

@@ -25,6 +25,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // tofuVersion is the OpenTofu release `make tools` builds and caches.
@@ -303,7 +304,9 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
 			AfterFirstPass: p.startup.observedOnce})
 	})
-	goRun(func() { releaseMemory(ctx, p.m.Server.Store(), p.startup.done, mappedRelease, p.log) })
+	if mapped, ok := p.m.Server.Store().(*bolt.Store); ok {
+		goRun(func() { releaseMemory(ctx, mapped, p.startup.done, mappedRelease, p.log) })
+	}
 	if p.previews != nil {
 		ups := make(chan sources.PreviewUpdate)
 		goRun(func() { p.previews.Run(ctx, p.f.pollInterval, ups) })
