@@ -7,13 +7,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 )
-
-var _ backend.TenantSecrets = (*Reconciler)(nil)
 
 // appliedTenant rebuilds a tenant's desired state as last applied, from the
 // store's records, together with its secrets bundle.

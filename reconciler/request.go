@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
@@ -13,11 +12,13 @@ import (
 // Requests returns the reconciler's answer to reconcile requests
 // (POST /api/v1/reconcile): fetch is called first (the source's Trigger,
 // nil when there is none), then the tenant's pending retry runs now.
-func (r *Reconciler) Requests(fetch func()) backend.Reconcile {
-	return requests{r: r, fetch: fetch}
+func (r *Reconciler) Requests(fetch func()) ReconcileRequests {
+	return ReconcileRequests{r: r, fetch: fetch}
 }
 
-type requests struct {
+// ReconcileRequests answers reconcile requests for a reconciler; see
+// Reconciler.Requests.
+type ReconcileRequests struct {
 	r     *Reconciler
 	fetch func()
 }
@@ -27,7 +28,7 @@ type requests struct {
 // left alone; one with nothing pending is reported as stalled, gets a
 // drift check now when it is drifted (see driftNow), or is reported up to
 // date. Nothing of the desired state changes.
-func (q requests) RequestReconcile(tenant string) api.ReconcileResponse {
+func (q ReconcileRequests) RequestReconcile(tenant string) api.ReconcileResponse {
 	var res api.ReconcileResponse
 	if q.fetch != nil {
 		q.fetch()

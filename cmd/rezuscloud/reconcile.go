@@ -239,6 +239,15 @@ func providerModules(f *serveFlags) render.Modules {
 	return render.BuiltinWith(render.Options{AllowLoopbackMetal: f.allowLoopbackMetal})
 }
 
+// The reconciler implements the ports the API calls, declared in backend;
+// the reconciler does not import backend, so they are checked here.
+var (
+	_ backend.TenantSecrets = (*reconciler.Reconciler)(nil)
+	_ backend.MachineLogs   = (*reconciler.Reconciler)(nil)
+	_ backend.Previewer     = (*reconciler.Reconciler)(nil)
+	_ backend.Reconcile     = reconciler.ReconcileRequests{}
+)
+
 // mount puts the reconciler's parts into the server: its status and
 // readiness, metrics, downloads of tenant secrets, previews and webhooks.
 func (p *reconcilerPart) mount() (err error) {
