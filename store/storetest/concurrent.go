@@ -94,7 +94,7 @@ func testConcurrentWriters(t *testing.T, open Opener) {
 				err := s.View(func(tx store.Tx) error {
 					sum, _, err := balances(tx, writers)
 					if err == nil && sum != accountsTotal {
-						err = fmt.Errorf("a reader saw the accounts sum to %d, want %d: a transaction was seen half done", sum, accountsTotal)
+						err = fmt.Errorf("a reader saw the accounts sum to %d, want %d: a transaction was half done or lost", sum, accountsTotal)
 					}
 					return err
 				})

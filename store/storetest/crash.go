@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"regexp"
@@ -25,9 +26,12 @@ const (
 	// crashDirEnv names the store's dir to the child; set, the crash
 	// check runs as the child.
 	crashDirEnv = "REZUSCLOUD_STORETEST_CRASH_DIR"
-	// crashCommits is how many commits the parent waits for before the
-	// kill.
-	crashCommits = 25
+	// crashRounds is how many times the child is killed; each child
+	// continues where the last one was killed.
+	crashRounds = 3
+	// crashCommits is how many commits of its own the parent waits for
+	// before each kill.
+	crashCommits = 15
 	// crashChildLimit ends a child that nobody killed.
 	crashChildLimit = time.Minute
 	// crashLock is the lock the child takes and writes its state under.
@@ -50,22 +54,31 @@ func testCrash(t *testing.T, open Opener) {
 		return
 	}
 	dir := t.TempDir()
-	seen := runCrashChild(t, dir)
-	s := reopen(t, open, dir, Options{})
 	var latest uint64
-	view(t, s, func(tx store.Tx) error {
-		n := checkCrashRecords(t, tx)
-		if n < seen {
-			t.Errorf("the records hold transaction %d, but the child had committed %d: a commit was lost", n, seen)
+	for round := range crashRounds {
+		seen := runCrashChild(t, dir)
+		s := open(t, dir, Options{})
+		view(t, s, func(tx store.Tx) error {
+			n := checkCrashRecords(t, tx)
+			if n < seen {
+				t.Errorf("crash %d: the records hold transaction %d, but the child had committed %d: a commit was lost", round, n, seen)
+			}
+			checkCrashLog(t, tx)
+			if rv := tx.ResourceVersion(); rv <= latest {
+				t.Errorf("crash %d: the latest revision %d, after %d before: revisions went back", round, rv, latest)
+			}
+			latest = tx.ResourceVersion()
+			return nil
+		})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
-		checkCrashLog(t, tx)
-		latest = tx.ResourceVersion()
-		return nil
-	})
+	}
+	s := reopen(t, open, dir, Options{})
 	rec := record(s)
 	update(t, s, func(tx store.Tx) error { _, err := putRecord(tx, "Crash", "after", 1); return err })
 	if rvs := rec.revisions(); len(rvs) != 1 || rvs[0] <= latest {
-		t.Errorf("the first change after the crash has revision %v, want one above %d", rvs, latest)
+		t.Errorf("the first change after the crashes has revision %v, want one above %d", rvs, latest)
 	}
 }
 
@@ -88,20 +101,29 @@ func runCrashChild(t *testing.T, dir string) int {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	seen := 0
+	first, seen := 0, 0
+	var start time.Time
 	sc := bufio.NewScanner(out)
-	for seen < crashCommits && sc.Scan() {
+	for (first == 0 || seen-first+1 < crashCommits) && sc.Scan() {
 		if n, ok := strings.CutPrefix(sc.Text(), "committed "); ok {
 			seen, _ = strconv.Atoi(n)
+			if first == 0 {
+				first, start = seen, time.Now()
+			}
 		}
 	}
-	// The child is in the middle of its next transaction.
+	// The child has begun its next transaction as it reported this one.
+	// A pause of up to one transaction's time (not a wait for anything)
+	// puts the kill at a random point of it rather than at its start.
+	if per := time.Since(start) / time.Duration(max(seen-first, 1)); per > 0 {
+		time.Sleep(rand.N(per))
+	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	err = cmd.Wait()
-	if seen < crashCommits {
-		t.Fatalf("the child stopped after %d commits (%v):\n%s", seen, err, stderr.String())
+	if first == 0 || seen-first+1 < crashCommits {
+		t.Fatalf("the child stopped after committing %d to %d (%v):\n%s", first, seen, err, stderr.String())
 	}
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != -1 {
@@ -111,25 +133,38 @@ func runCrashChild(t *testing.T, dir string) int {
 }
 
 // crashChild is the child's side: it writes transaction after
-// transaction into the store in dir and reports each commit on stdout,
-// until it is killed.
+// transaction into the store in dir, from the one after the last the
+// store holds, and reports each commit on stdout, until it is killed.
 func crashChild(t *testing.T, open Opener, dir string) {
 	s := open(t, dir, Options{})
+	next := 1
 	update(t, s, func(tx store.Tx) error {
+		var a crashRecord
+		if err := getRecord(tx, "Crash", "a", &a); err == nil {
+			next = a.I + 1
+		}
 		return store.LockState(tx, "crash", store.Lock{ID: crashLock, Token: crashToken, Created: SeedTime, Info: []byte(`{}`)})
 	})
 	deadline := time.Now().Add(crashChildLimit)
-	for i := 1; time.Now().Before(deadline); i++ {
+	for i := next; time.Now().Before(deadline); i++ {
 		update(t, s, func(tx store.Tx) error { return crashStep(tx, i) })
 		fmt.Printf("committed %d\n", i)
 	}
 	t.Fatal("the crash child was never killed")
 }
 
-// crashStep is transaction i of the child: records a, b and c and a
-// machine all say i, record even exists when i is even, and the state
-// crash is at serial i.
+// crashStep is transaction i of the child: the state crash is at serial
+// i (written first, so that most of the transaction lies between it and
+// the commit), records a, b and c and a machine all say i, and record
+// even exists when i is even.
 func crashStep(tx store.Tx, i int) error {
+	_, err := store.WriteState(tx, "crash", store.StateWrite{
+		Data: State(uint64(i), "lin-crash", 256<<10), Serial: uint64(i), Lineage: "lin-crash",
+		Token: crashToken, LockID: crashLock, Time: SeedTime, Keep: 3,
+	})
+	if err != nil {
+		return err
+	}
 	for _, k := range []string{"a", "b", "c"} {
 		if _, err := putRecord(tx, "Crash", k, crashRecord{I: i, Pad: crashPad}); err != nil {
 			return err
@@ -141,16 +176,10 @@ func crashStep(tx store.Tx, i int) error {
 		return err
 	}
 	if i%2 == 0 {
-		if _, err := putRecord(tx, "Crash", "even", crashRecord{I: i}); err != nil {
-			return err
-		}
-	} else if _, err := tx.Delete("Crash", "even"); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+		_, err = putRecord(tx, "Crash", "even", crashRecord{I: i})
+	} else if _, err = tx.Delete("Crash", "even"); errors.Is(err, store.ErrNotFound) {
+		err = nil
 	}
-	_, err := store.WriteState(tx, "crash", store.StateWrite{
-		Data: State(uint64(i), "lin-crash", 256<<10), Serial: uint64(i), Lineage: "lin-crash",
-		Token: crashToken, LockID: crashLock, Time: SeedTime, Keep: 3,
-	})
 	return err
 }
 
