@@ -26,8 +26,10 @@
 // any records, a tenant's objects, its records and its state among them;
 // it commits whole or not at all.
 //
-// Every change takes the next revision of one sequence per store,
-// strictly increasing, also across restarts; the API calls it
+// Every change takes the next revision of one sequence per store: 1 for
+// the first, then each the next number, also across restarts; a
+// transaction that rolls back takes none. So revisions strictly increase
+// and the event log has no gaps. The API calls a revision
 // resourceVersion. A Change carries the resource as stored after it (for
 // a delete, as it was, with the delete's revision).
 //
