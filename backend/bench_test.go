@@ -108,7 +108,7 @@ func BenchmarkStatePost10MB(b *testing.B) {
 			if withMD5 {
 				sum = md5Header(state)
 			}
-			rawDir := filepath.Dir(ts.store.Path())
+			rawDir := ts.cfg.DataDir
 			var post, raw time.Duration
 			b.SetBytes(int64(len(state)))
 			b.ResetTimer()

@@ -10,14 +10,13 @@ import (
 	"sync/atomic"
 
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
-// Errors a Subscription or Hub.Subscribe reports.
+// Errors a Subscription or Hub.Subscribe reports, besides store.ErrGone
+// for a resourceVersion older than the events the hub keeps (the client
+// must list, or watch without a resourceVersion, again).
 var (
-	// ErrGone says a resourceVersion is older than the events the hub
-	// keeps: the client must list (or watch without a resourceVersion)
-	// again.
-	ErrGone = errors.New("resourceVersion is older than the kept event history")
 	// ErrSlowSubscriber ends a subscription whose buffer was full when an
 	// event came: it fell behind, and the hub does not wait for anyone.
 	ErrSlowSubscriber = errors.New("subscriber fell behind and was cut off")
@@ -26,14 +25,14 @@ var (
 	ErrHubClosed = errors.New("event hub closed")
 )
 
-// goneError is the ErrGone of one resourceVersion.
+// goneError is the store.ErrGone of one resourceVersion.
 type goneError struct{ after, floor uint64 }
 
 func (e *goneError) Error() string {
 	return fmt.Sprintf("resourceVersion %d is older than the kept event history, which starts after %d", e.after, e.floor)
 }
 
-func (e *goneError) Is(target error) bool { return target == ErrGone }
+func (e *goneError) Is(target error) bool { return target == store.ErrGone }
 
 // DefaultWatchBuffer is how many commits' events a subscriber may have
 // waiting unless HubOptions.Buffer says otherwise.
@@ -55,7 +54,7 @@ func servedKind(kind string) bool {
 type HubOptions struct {
 	// History is how many of the latest events the hub keeps in memory,
 	// so that a watch resumes from a recent resourceVersion without a
-	// store read. Default DefaultEventHistory.
+	// store read. Default store.DefaultEventHistory.
 	History int
 	// HistoryBytes bounds the encoded size of those events: the oldest
 	// go first beyond it. Default DefaultHistoryBytes. A watch resuming
@@ -72,7 +71,7 @@ type HubOptions struct {
 // Event is one change of a served resource, encoded once for every
 // subscriber. It must not be modified.
 type Event struct {
-	Type EventType
+	Type store.EventType
 	Kind string
 	// Name is the store key: NAME, or TENANT/NAME for node groups and
 	// config patches.
@@ -104,13 +103,13 @@ func (e *Event) SSE() []byte { return e.frame }
 
 // newEvent encodes a change of a served kind. The change's object may
 // point into a transaction; the event does not keep it.
-func newEvent(c Change) (*Event, error) {
+func newEvent(c store.Change) (*Event, error) {
 	r := c.Resource
-	var head metaHead
-	if err := r.decodeMeta(&head); err != nil {
+	var head store.MetaHead
+	if err := r.DecodeMeta(&head); err != nil {
 		return nil, err
 	}
-	m := head.meta()
+	m := head.Meta()
 	ev := &Event{Type: c.Type, Kind: r.Kind, Name: r.Name, ResourceVersion: r.ResourceVersion,
 		Labels: m.Labels, Tenant: schema.TenantOf(r.Kind, &m)}
 	switch r.Kind {
@@ -149,7 +148,7 @@ func encodeFrame(id, typ string, obj []byte) ([]byte, int) {
 // subscriber can resume from a resourceVersion without loss or repetition:
 // from the ring's latest History events (at most HistoryBytes of frames)
 // or, further back, from the event log of the store it is attached to
-// (StoreOptions.EventHistory changes, kept across restarts). A Hub is safe
+// (Config.EventHistory changes, kept across restarts). A Hub is safe
 // for concurrent use; it must not be used to write the store.
 type Hub struct {
 	log      *slog.Logger
@@ -157,7 +156,7 @@ type Hub struct {
 	maxBytes int
 	// store is the store Attach attached, whose event log replays what
 	// the ring no longer holds; nil before.
-	store *Store
+	store store.Store
 
 	mu sync.Mutex
 	// ring holds the latest events in resourceVersion order, from
@@ -180,7 +179,7 @@ type Hub struct {
 // NewHub returns an empty hub. Attach it to a store to fill it.
 func NewHub(opts HubOptions) *Hub {
 	if opts.History <= 0 {
-		opts.History = DefaultEventHistory
+		opts.History = store.DefaultEventHistory
 	}
 	if opts.Buffer <= 0 {
 		opts.Buffer = DefaultWatchBuffer
@@ -205,12 +204,12 @@ func NewHub(opts HubOptions) *Hub {
 // store's event log the hub's history beyond its ring, so that watches
 // resume from resourceVersions given out before the store was last
 // opened. Nothing of the log is read until a watch resumes from it.
-func (h *Hub) Attach(s *Store) error {
+func (h *Hub) Attach(s store.Store) error {
 	s.OnCommit(h.Publish)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.store = s
-	return s.View(func(tx *Tx) error {
+	return s.View(func(tx store.Tx) error {
 		rv := tx.ResourceVersion()
 		if h.n == 0 {
 			h.floor = max(h.floor, rv)
@@ -230,7 +229,7 @@ func (h *Hub) Attach(s *Store) error {
 // they match and keeps them for resuming. Changes of internal kinds are
 // left out, and so are changes at or below the latest resourceVersion
 // published. It never blocks on a subscriber.
-func (h *Hub) Publish(changes []Change) {
+func (h *Hub) Publish(changes []store.Change) {
 	var batch []*Event
 	top := uint64(0)
 	for _, c := range changes {
@@ -366,11 +365,11 @@ func (h *Hub) replayLog(sub *Subscription, after uint64) ([]*Event, error) {
 	}
 	last := h.last.Load()
 	var replay []*Event
-	err := h.store.View(func(tx *Tx) error {
+	err := h.store.View(func(tx store.Tx) error {
 		if from := tx.EventsFrom(); after < from {
 			return &goneError{after: after, floor: min(from, h.floor)}
 		}
-		return tx.Events(after, func(c Change) error {
+		return tx.Events(after, func(c store.Change) error {
 			if c.Resource.ResourceVersion > last {
 				return errReplayed
 			}

@@ -12,6 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
+	"github.com/rezuscloud/rezuscloud/store/storetest"
 )
 
 // TestHubHistoryBytes bounds the ring by the size of its frames: the
@@ -26,21 +29,21 @@ func TestHubHistoryBytes(t *testing.T) {
 	size := len(ev.frame)
 	h := NewHub(HubOptions{History: 100, HistoryBytes: 3*size + size/2})
 	for rv := uint64(1); rv <= 6; rv++ {
-		h.Publish([]Change{machineChange(t, rv, "m1")})
+		h.Publish([]store.Change{machineChange(t, rv, "m1")})
 	}
 	if h.n != 3 || h.bytes > 3*size+size/2 {
 		t.Fatalf("ring holds %d events, %d bytes; want 3 of about %d bytes", h.n, h.bytes, size)
 	}
-	if _, _, err := h.Subscribe(SubscribeOptions{Resume: true, After: 2}); !errors.Is(err, ErrGone) {
-		t.Errorf("resume after 2 with 4..6 kept: %v, want ErrGone", err)
+	if _, _, err := h.Subscribe(SubscribeOptions{Resume: true, After: 2}); !errors.Is(err, store.ErrGone) {
+		t.Errorf("resume after 2 with 4..6 kept: %v, want store.ErrGone", err)
 	}
 	_, replay, err := h.Subscribe(SubscribeOptions{Resume: true, After: 3})
 	if err != nil || !cmp.Equal([]uint64{4, 5, 6}, rvsOf(replay)) {
 		t.Errorf("resume after 3: %v, %v; want 4..6", err, rvsOf(replay))
 	}
-	big := machineObj("m2", "alpha", "workers", schema.RoleWorker, "small", 7)
+	big := storetest.Machine("m2", "alpha", "workers", schema.RoleWorker, "small", 7)
 	big.Meta().Labels = map[string]string{"pad": strings.Repeat("x", 10*size)}
-	h.Publish([]Change{change(t, Added, schema.KindMachine, "m2", 7, big)})
+	h.Publish([]store.Change{change(t, store.Added, schema.KindMachine, "m2", 7, big)})
 	_, replay, err = h.Subscribe(SubscribeOptions{Resume: true, After: 6})
 	if err != nil || !cmp.Equal([]uint64{7}, rvsOf(replay)) || h.n != 1 {
 		t.Errorf("after an event over the budget: resume after 6 %v, %v, ring of %d; want just 7", err, rvsOf(replay), h.n)
@@ -52,7 +55,7 @@ func TestHubHistoryBytes(t *testing.T) {
 // matching events up to the latest, then live ones with no gap or repeat;
 // ErrGone only before the log.
 func TestHubResumeFromStoreLog(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "data"), &StoreOptions{EventHistory: 20})
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "data"), &bolt.Options{EventHistory: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +66,7 @@ func TestHubResumeFromStoreLog(t *testing.T) {
 	}
 	var m1 []uint64
 	for i := range 30 {
-		rv := putObj(t, s, schema.KindMachine, fmt.Sprint("m", i%3), machineObj(fmt.Sprint("m", i%3), "alpha", "w", schema.RoleWorker, "small", i))
+		rv := putObj(t, s, schema.KindMachine, fmt.Sprint("m", i%3), storetest.Machine(fmt.Sprint("m", i%3), "alpha", "w", schema.RoleWorker, "small", i))
 		if i%3 == 1 && rv > 16 {
 			m1 = append(m1, rv)
 		}
@@ -72,8 +75,8 @@ func TestHubResumeFromStoreLog(t *testing.T) {
 		}
 	}
 	// 36 versions, of which the log keeps the last 20, 17..36.
-	if _, _, err := h.Subscribe(SubscribeOptions{Resume: true, After: 15}); !errors.Is(err, ErrGone) {
-		t.Fatalf("resume after 15 with the log at 17..36: %v, want ErrGone", err)
+	if _, _, err := h.Subscribe(SubscribeOptions{Resume: true, After: 15}); !errors.Is(err, store.ErrGone) {
+		t.Fatalf("resume after 15 with the log at 17..36: %v, want store.ErrGone", err)
 	}
 	only := func(ev *Event) bool { return ev.Name == "m1" }
 	sub, replay, err := h.Subscribe(SubscribeOptions{Resume: true, After: 16, Match: only})
@@ -85,7 +88,7 @@ func TestHubResumeFromStoreLog(t *testing.T) {
 	if diff := cmp.Diff(want, rvsOf(replay)); diff != "" {
 		t.Fatalf("m1 after 16 from the log (-want +got):\n%s", diff)
 	}
-	rv := putObj(t, s, schema.KindMachine, "m1", machineObj("m1", "alpha", "w", schema.RoleWorker, "small", 99))
+	rv := putObj(t, s, schema.KindMachine, "m1", storetest.Machine("m1", "alpha", "w", schema.RoleWorker, "small", 99))
 	if b := <-sub.Events(); !cmp.Equal([]uint64{rv}, rvsOf(b)) {
 		t.Fatalf("live after the replay: %v, want %d", rvsOf(b), rv)
 	}
@@ -103,7 +106,7 @@ func TestHubResumeFromLogWhileWriting(t *testing.T) {
 	}
 	const writes = 300
 	put := func(i int) {
-		putObj(t, s, schema.KindMachine, fmt.Sprint("m", i%10), machineObj(fmt.Sprint("m", i%10), "alpha", "w", schema.RoleWorker, fmt.Sprint(i), i))
+		putObj(t, s, schema.KindMachine, fmt.Sprint("m", i%10), storetest.Machine(fmt.Sprint("m", i%10), "alpha", "w", schema.RoleWorker, fmt.Sprint(i), i))
 	}
 	for i := range 50 {
 		put(i)

@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,31 +12,36 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
+	"github.com/rezuscloud/rezuscloud/store/storetest"
 )
 
 // change builds a Change of kind/name at rv with obj as JSON; an API
 // object gets rv into its metadata and its header, as the store writes it.
-func change(t testing.TB, typ EventType, kind, name string, rv uint64, obj any) Change {
+func change(t testing.TB, typ store.EventType, kind, name string, rv uint64, obj any) store.Change {
 	t.Helper()
-	r := Resource{Kind: kind, Name: name, ResourceVersion: rv}
+	r := store.Resource{Kind: kind, Name: name, ResourceVersion: rv}
 	var err error
 	if o, ok := obj.(schema.Object); ok {
 		o.Meta().ResourceVersion = fmt.Sprint(rv)
-		r.Object, r.head, err = encodeObject(o)
+		var v []byte
+		if v, err = store.ObjectValue(rv, o); err == nil {
+			r, err = store.DecodeValue(kind, name, v)
+		}
 	} else {
 		r.Object, err = json.Marshal(obj)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Change{Type: typ, Resource: r}
+	return store.Change{Type: typ, Resource: r}
 }
 
-func machineChange(t testing.TB, rv uint64, id string) Change {
-	return change(t, Added, schema.KindMachine, id, rv, machineObj(id, "alpha", "workers", schema.RoleWorker, "small", int(rv)))
+func machineChange(t testing.TB, rv uint64, id string) store.Change {
+	return change(t, store.Added, schema.KindMachine, id, rv, storetest.Machine(id, "alpha", "workers", schema.RoleWorker, "small", int(rv)))
 }
 
 func rvsOf(evs []*Event) []uint64 {
@@ -54,13 +58,13 @@ func TestHubEncodesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := machineObj("sim-1", "alpha", "workers", schema.RoleWorker, "small", 1)
+	m := storetest.Machine("sim-1", "alpha", "workers", schema.RoleWorker, "small", 1)
 	m.Spec.Tenant, m.Spec.NodeGroup = "beta", "cp" // the labels decide, not the spec
-	h.Publish([]Change{
-		change(t, Added, schema.KindTenant, "alpha", 1, tenantObj("alpha", "prod", 1)),
-		change(t, Added, applied, "alpha", 2, map[string]any{"tenant": "alpha"}),
-		change(t, Modified, schema.KindMachine, "sim-1", 3, m),
-		change(t, Added, schema.KindNodeGroup, "alpha/cp", 4, nodeGroupObj("alpha", "cp", schema.RoleControlPlane, 1, 4)),
+	h.Publish([]store.Change{
+		change(t, store.Added, schema.KindTenant, "alpha", 1, storetest.Tenant("alpha", "prod", 1)),
+		change(t, store.Added, applied, "alpha", 2, map[string]any{"tenant": "alpha"}),
+		change(t, store.Modified, schema.KindMachine, "sim-1", 3, m),
+		change(t, store.Added, schema.KindNodeGroup, "alpha/cp", 4, storetest.NodeGroup("alpha", "cp", schema.RoleControlPlane, 1, 4)),
 	})
 	batch := <-sub.Events()
 	if len(batch) != 3 {
@@ -77,7 +81,7 @@ func TestHubEncodesOnce(t *testing.T) {
 			t.Errorf("SSE frame %q, want %q", sse, wantFrame)
 		}
 		var e struct {
-			Type   EventType
+			Type   store.EventType
 			Object struct{ Metadata schema.ObjectMeta }
 		}
 		if err := json.Unmarshal(line, &e); err != nil || e.Type != ev.Type || e.Object.Metadata.ResourceVersion != fmt.Sprint(ev.ResourceVersion) {
@@ -100,7 +104,7 @@ func TestHubEncodesOnce(t *testing.T) {
 		t.Errorf("Last %d, want 4", h.Last())
 	}
 	// A change that cannot be served is dropped, not sent half-made.
-	h.Publish([]Change{{Type: Added, Resource: Resource{Kind: schema.KindTenant, Name: "bad", ResourceVersion: 5, Object: []byte(`[1,2]`)}}})
+	h.Publish([]store.Change{{Type: store.Added, Resource: store.Resource{Kind: schema.KindTenant, Name: "bad", ResourceVersion: 5, Object: []byte(`[1,2]`)}}})
 	select {
 	case b := <-sub.Events():
 		t.Errorf("unservable change published: %v", rvsOf(b))
@@ -111,10 +115,10 @@ func TestHubEncodesOnce(t *testing.T) {
 func TestHubResume(t *testing.T) {
 	h := NewHub(HubOptions{History: 5})
 	for rv := uint64(1); rv <= 8; rv++ {
-		h.Publish([]Change{machineChange(t, rv, fmt.Sprint("m", rv%3))})
+		h.Publish([]store.Change{machineChange(t, rv, fmt.Sprint("m", rv%3))})
 	}
-	if _, _, err := h.Subscribe(SubscribeOptions{Resume: true, After: 2}); !errors.Is(err, ErrGone) {
-		t.Fatalf("resume after 2 with 4..8 kept: %v, want ErrGone", err)
+	if _, _, err := h.Subscribe(SubscribeOptions{Resume: true, After: 2}); !errors.Is(err, store.ErrGone) {
+		t.Fatalf("resume after 2 with 4..8 kept: %v, want store.ErrGone", err)
 	}
 	sub, replay, err := h.Subscribe(SubscribeOptions{Resume: true, After: 3})
 	if err != nil {
@@ -133,13 +137,13 @@ func TestHubResume(t *testing.T) {
 	if len(replay) != 0 || len(fresh) != 0 {
 		t.Errorf("replay after the latest: %v; without resume: %v; want none", rvsOf(replay), rvsOf(fresh))
 	}
-	h.Publish([]Change{machineChange(t, 9, "m0")})
+	h.Publish([]store.Change{machineChange(t, 9, "m0")})
 	if b := <-sub.Events(); rvsOf(b)[0] != 9 {
 		t.Errorf("live after replay: %v, want 9", rvsOf(b))
 	}
 	// Internal changes do not use up the history.
 	for rv := uint64(10); rv < 30; rv++ {
-		h.Publish([]Change{change(t, Added, applied, "x", rv, map[string]any{"n": rv})})
+		h.Publish([]store.Change{change(t, store.Added, applied, "x", rv, map[string]any{"n": rv})})
 	}
 	if _, replay, err := h.Subscribe(SubscribeOptions{Resume: true, After: 4}); err != nil || len(replay) != 5 {
 		t.Errorf("resume after 4: %v, %v; want 5..9", err, rvsOf(replay))
@@ -148,7 +152,7 @@ func TestHubResume(t *testing.T) {
 		t.Errorf("Last %d, want 29", h.Last())
 	}
 	// Old or repeated changes are not published again.
-	h.Publish([]Change{machineChange(t, 9, "m0")})
+	h.Publish([]store.Change{machineChange(t, 9, "m0")})
 	select {
 	case b := <-sub.Events():
 		t.Errorf("old change published again: %v", rvsOf(b))
@@ -164,7 +168,7 @@ func TestHubSlowSubscriber(t *testing.T) {
 	other, _, _ := h.Subscribe(SubscribeOptions{Match: func(ev *Event) bool { return ev.Name == "never" }})
 	start := time.Now()
 	for rv := uint64(1); rv <= 1000; rv++ {
-		h.Publish([]Change{machineChange(t, rv, "m")})
+		h.Publish([]store.Change{machineChange(t, rv, "m")})
 		if b := <-fast.Events(); b[0].ResourceVersion != rv {
 			t.Fatalf("fast subscriber got %d, want %d", b[0].ResourceVersion, rv)
 		}
@@ -205,7 +209,7 @@ func TestHubClose(t *testing.T) {
 	if _, _, err := h.Subscribe(SubscribeOptions{}); !errors.Is(err, ErrHubClosed) {
 		t.Errorf("Subscribe after Close: %v, want ErrHubClosed", err)
 	}
-	h.Publish([]Change{machineChange(t, 1, "m")})
+	h.Publish([]store.Change{machineChange(t, 1, "m")})
 	if h.Subscribers() != 0 {
 		t.Errorf("%d subscribers after Close", h.Subscribers())
 	}
@@ -226,7 +230,7 @@ func TestHubConcurrent(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range writes {
-			putObj(t, s, schema.KindMachine, fmt.Sprint("m", i%10), machineObj(fmt.Sprint("m", i%10), "alpha", "w", schema.RoleWorker, fmt.Sprint(i), i))
+			putObj(t, s, schema.KindMachine, fmt.Sprint("m", i%10), storetest.Machine(fmt.Sprint("m", i%10), "alpha", "w", schema.RoleWorker, fmt.Sprint(i), i))
 		}
 	}()
 	var wg sync.WaitGroup
@@ -278,12 +282,12 @@ func TestHubConcurrent(t *testing.T) {
 // resourceVersion from before the store was reopened resumes exactly.
 func TestHubAttach(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	s, err := Open(dir, &StoreOptions{EventHistory: 6})
+	s, err := bolt.Open(dir, &bolt.Options{EventHistory: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		putObj(t, s, schema.KindMachine, fmt.Sprint("m", i), machineObj(fmt.Sprint("m", i), "alpha", "w", schema.RoleWorker, "small", i))
+		putObj(t, s, schema.KindMachine, fmt.Sprint("m", i), storetest.Machine(fmt.Sprint("m", i), "alpha", "w", schema.RoleWorker, "small", i))
 		if i%3 == 0 {
 			putObj(t, s, applied, fmt.Sprint("m", i), map[string]any{"n": i})
 		}
@@ -291,7 +295,7 @@ func TestHubAttach(t *testing.T) {
 	deleteObj(t, s, schema.KindMachine, "m9")
 	s.Close()
 
-	s, err = Open(dir, &StoreOptions{EventHistory: 6})
+	s, err = bolt.Open(dir, &bolt.Options{EventHistory: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,8 +309,8 @@ func TestHubAttach(t *testing.T) {
 	if h.Last() != 15 {
 		t.Fatalf("Last %d, want 15", h.Last())
 	}
-	if _, _, err := h.Subscribe(SubscribeOptions{Resume: true, After: 8}); !errors.Is(err, ErrGone) {
-		t.Errorf("resume after 8: %v, want ErrGone", err)
+	if _, _, err := h.Subscribe(SubscribeOptions{Resume: true, After: 8}); !errors.Is(err, store.ErrGone) {
+		t.Errorf("resume after 8: %v, want store.ErrGone", err)
 	}
 	sub, replay, err := h.Subscribe(SubscribeOptions{Resume: true, After: 9})
 	if err != nil {
@@ -321,13 +325,13 @@ func TestHubAttach(t *testing.T) {
 		t.Fatalf("replay after 9 (-want +got):\n%s", diff)
 	}
 	// Commits after Attach come through the hook, once.
-	rv := putObj(t, s, schema.KindMachine, "m10", machineObj("m10", "alpha", "w", schema.RoleWorker, "small", 10))
+	rv := putObj(t, s, schema.KindMachine, "m10", storetest.Machine("m10", "alpha", "w", schema.RoleWorker, "small", 10))
 	if b := <-sub.Events(); len(b) != 1 || b[0].ResourceVersion != rv {
 		t.Fatalf("live: %v, want %d", rvsOf(b), rv)
 	}
-	s.View(func(tx *Tx) error {
-		return tx.Events(14, func(c Change) error {
-			h.Publish([]Change{c})
+	s.View(func(tx store.Tx) error {
+		return tx.Events(14, func(c store.Change) error {
+			h.Publish([]store.Change{c})
 			return nil
 		})
 	})
@@ -336,114 +340,6 @@ func TestHubAttach(t *testing.T) {
 		t.Errorf("a change published twice: %v", rvsOf(b))
 	default:
 	}
-}
-
-func TestStoreEventLog(t *testing.T) {
-	const record = "Record" // an internal kind: stored as it is given
-	dir := filepath.Join(t.TempDir(), "data")
-	s, err := Open(dir, &StoreOptions{EventHistory: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logged := func(s *Store) (uint64, []string) {
-		var from uint64
-		var got []string
-		err := s.View(func(tx *Tx) error {
-			from = tx.EventsFrom()
-			return tx.Events(0, func(c Change) error {
-				got = append(got, fmt.Sprintf("%d %s %s/%s %s", c.Resource.ResourceVersion, c.Type, c.Resource.Kind, c.Resource.Name, c.Resource.Object))
-				return nil
-			})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return from, got
-	}
-	if from, got := logged(s); from != 0 || len(got) != 0 {
-		t.Fatalf("new store: from %d, %v", from, got)
-	}
-	err = s.Update(func(tx *Tx) error {
-		for i := range 4 {
-			if _, err := tx.Put(record, fmt.Sprint("t", i), []byte(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A rolled back transaction logs nothing.
-	s.Update(func(tx *Tx) error {
-		tx.Put(record, "gone", []byte(`{}`))
-		return errors.New("roll back")
-	})
-	putObj(t, s, record, "t0", map[string]int{"n": 10})
-	deleteObj(t, s, record, "t1")
-	putObj(t, s, "AppliedTenant", "t2", map[string]int{"n": 2})
-	from, got := logged(s)
-	want := []string{
-		`4 ADDED Record/t3 {"n":3}`,
-		`5 MODIFIED Record/t0 {"n":10}`,
-		`6 DELETED Record/t1 {"n":1}`,
-		`7 ADDED AppliedTenant/t2 {"n":2}`,
-	}
-	if from != 2 || !cmp.Equal(want[0:], got[1:]) || len(got) != 5 || got[0] != `3 ADDED Record/t2 {"n":2}` {
-		t.Fatalf("log: from %d\n%s\nwant from 2, 3..7", from, bytes.Join(toBytes(got), []byte("\n")))
-	}
-	s.Close()
-
-	// Reopened with a longer history, the log keeps what it has.
-	s, err = Open(dir, &StoreOptions{EventHistory: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, g := logged(s); f != 2 || len(g) != 5 {
-		t.Errorf("reopened: from %d, %d changes; want 2 and 5", f, len(g))
-	}
-	s.Close()
-
-	// A file whose resources changed without a log (as an older build
-	// wrote it) starts its log at the current version.
-	db, err := bolt.Open(filepath.Join(dir, DBFile), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bucketEvents); err != nil {
-			return err
-		}
-		seq := tx.Bucket(bucketMeta).Sequence()
-		if err := tx.Bucket(bucketMeta).SetSequence(seq + 3); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketMeta).Delete(keyEventsFrom)
-	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if f, g := logged(s); f != 10 || len(g) != 0 {
-		t.Errorf("older file: from %d, %v; want 10 and none", f, g)
-	}
-	rv := putObj(t, s, record, "t9", map[string]int{"n": 9})
-	if f, g := logged(s); f != 10 || len(g) != 1 || rv != 11 {
-		t.Errorf("after a change: from %d, %v, rv %d", f, g, rv)
-	}
-}
-
-func toBytes(ss []string) [][]byte {
-	var out [][]byte
-	for _, s := range ss {
-		out = append(out, []byte(s))
-	}
-	return out
 }
 
 // BenchmarkHubPublish publishes one machine change to 1,000 subscribers
@@ -470,7 +366,7 @@ func BenchmarkHubPublish(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		c.Resource.ResourceVersion = uint64(i + 1)
-		h.Publish([]Change{c})
+		h.Publish([]store.Change{c})
 	}
 	b.StopTimer()
 	if h.CutOffs() != 0 {
@@ -487,21 +383,21 @@ func ExampleHub() {
 	dir, _ := os.MkdirTemp("", "rezuscloud-example")
 	defer os.RemoveAll(dir)
 	clock := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
-	store, err := Open(filepath.Join(dir, "data"), &StoreOptions{Now: clock})
+	st, err := bolt.Open(filepath.Join(dir, "data"), &bolt.Options{Now: clock})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	hub := NewHub(HubOptions{})
-	if err := hub.Attach(store); err != nil {
+	if err := hub.Attach(st); err != nil {
 		log.Fatal(err)
 	}
 	prod := &schema.Provider{Kind: schema.KindProvider, Metadata: schema.ObjectMeta{Name: "sim", UID: "u-1", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}
 	put := func(p *schema.Provider) {
-		store.Update(func(tx *Tx) error { _, err := tx.PutObject(schema.KindProvider, "sim", p); return err })
+		st.Update(func(tx store.Tx) error { _, err := tx.PutObject(schema.KindProvider, "sim", p); return err })
 	}
 	put(prod)
-	store.Update(func(tx *Tx) error {
+	st.Update(func(tx store.Tx) error {
 		_, err := tx.Put("AppliedTenant", "prod", []byte(`{"revision":"abc"}`))
 		return err
 	})

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/machinelog"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Machine logs are read-only streams from the Talos API of a tenant's
@@ -40,47 +42,14 @@ import (
 // Every access, granted, refused or failed, is written to the audit log
 // with who, what and when, and so is the end of a stream with its size.
 
-// LogRequest is what a client asked of a machine's logs.
-type LogRequest struct {
-	// Dmesg asks for the kernel log instead of a service's.
-	Dmesg bool
-	// Service names the service (apid, etcd, kubelet, machined, ...);
-	// empty for Dmesg.
-	Service string
-	// Follow keeps the stream open for new lines.
-	Follow bool
-	// TailLines is how many of the last lines to send first.
-	TailLines int
-}
-
-// LogStream is one open log stream.
-type LogStream interface {
-	// Next returns the next chunk of text: whole lines, except perhaps
-	// for a very long one. It returns io.EOF when the stream is over.
-	Next() ([]byte, error)
-	// Close ends the stream and frees what it holds.
-	Close() error
-}
-
 // MachineLogs opens log streams of tenants' machines. The reconciler
-// implements it. Errors that wrap ErrNotFound answer 404,
-// ErrMachineUnreachable 502, ErrMachineTimeout 504, ErrBadLogRequest 400;
-// their messages reach the client, so they must not hold secrets.
+// implements it. Errors that wrap store.ErrNotFound answer 404,
+// machinelog.ErrUnreachable 502, machinelog.ErrTimeout 504 and
+// machinelog.ErrBadRequest 400; their messages reach the client, so they
+// must not hold secrets.
 type MachineLogs interface {
-	OpenLogs(ctx context.Context, tenant, machine string, req LogRequest) (LogStream, error)
+	OpenLogs(ctx context.Context, tenant, machine string, req machinelog.Request) (machinelog.Stream, error)
 }
-
-// Errors a MachineLogs wraps.
-var (
-	// ErrMachineUnreachable: the machine refused the connection, or did
-	// not accept the tenant's credentials.
-	ErrMachineUnreachable = errors.New("the machine's Talos API does not answer")
-	// ErrMachineTimeout: the machine did not answer in time.
-	ErrMachineTimeout = errors.New("the machine's Talos API did not answer in time")
-	// ErrBadLogRequest: the machine refused the request itself, such as
-	// a service it does not have.
-	ErrBadLogRequest = errors.New("the machine refused the log request")
-)
 
 // Bounds of the log endpoints.
 const (
@@ -114,7 +83,7 @@ type logServer struct {
 	stop context.Context
 }
 
-// ServeMachineLogs mounts the log endpoints (see LogRequest) on p. Every
+// ServeMachineLogs mounts the log endpoints (see machinelog.Request) on p. Every
 // access is written to audit (the server's logger when nil). Streams end
 // when the server shuts down. Call it before Run.
 func (s *Server) ServeMachineLogs(p MachineLogs, audit *slog.Logger) {
@@ -142,9 +111,9 @@ func (s *Server) ServeMachineLogs(p MachineLogs, audit *slog.Logger) {
 }
 
 // parseLogRequest reads a log request's query.
-func parseLogRequest(r *http.Request, dmesg bool) (LogRequest, bool, error) {
+func parseLogRequest(r *http.Request, dmesg bool) (machinelog.Request, bool, error) {
 	q := r.URL.Query()
-	req := LogRequest{Dmesg: dmesg, TailLines: DefaultTailLines}
+	req := machinelog.Request{Dmesg: dmesg, TailLines: DefaultTailLines}
 	if !dmesg {
 		req.Service = "machined"
 		if s, ok := first(q, "service"); ok {
@@ -239,13 +208,13 @@ func (ls *logServer) serve(w http.ResponseWriter, r *http.Request, dmesg bool) {
 func (ls *logServer) writeOpenError(w http.ResponseWriter, r *http.Request, tenant, machine string, err error) {
 	code := 0
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, ErrMachineUnreachable):
+	case errors.Is(err, machinelog.ErrUnreachable):
 		code = http.StatusBadGateway
-	case errors.Is(err, ErrMachineTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, machinelog.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusGatewayTimeout
-	case errors.Is(err, ErrBadLogRequest):
+	case errors.Is(err, machinelog.ErrBadRequest):
 		code = http.StatusBadRequest
 	}
 	if code == 0 || r.Context().Err() != nil {
@@ -265,7 +234,7 @@ type next struct {
 // pump copies the stream to the client until it ends, the client goes
 // away or the server shuts down. It returns the bytes of log text sent and
 // the error that ended the stream early, if any.
-func (ls *logServer) pump(ctx context.Context, w http.ResponseWriter, r *http.Request, stream LogStream, sse bool) (int64, error) {
+func (ls *logServer) pump(ctx context.Context, w http.ResponseWriter, r *http.Request, stream machinelog.Stream, sse bool) (int64, error) {
 	out := &logWriter{w: w, rc: http.NewResponseController(w), sse: sse}
 	chunks := make(chan next)
 	go func() {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/machinelog"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // machineLogs serves log streams made of fixed chunks: machine "m-1" of
@@ -26,21 +28,21 @@ type machineLogs struct {
 	block bool
 
 	mu   sync.Mutex
-	reqs []LogRequest
+	reqs []machinelog.Request
 	open int
 }
 
-func (l *machineLogs) OpenLogs(ctx context.Context, tenant, machine string, req LogRequest) (LogStream, error) {
+func (l *machineLogs) OpenLogs(ctx context.Context, tenant, machine string, req machinelog.Request) (machinelog.Stream, error) {
 	switch machine {
 	case "refused":
-		return nil, fmt.Errorf("machine refused at 127.9.0.1 does not answer: connection refused: %w", ErrMachineUnreachable)
+		return nil, fmt.Errorf("machine refused at 127.9.0.1 does not answer: connection refused: %w", machinelog.ErrUnreachable)
 	case "silent":
-		return nil, fmt.Errorf("machine silent: %w", ErrMachineTimeout)
+		return nil, fmt.Errorf("machine silent: %w", machinelog.ErrTimeout)
 	case "broken":
 		return nil, errors.New("read /var/lib/secret/bundle: permission denied")
 	}
 	if tenant != "alpha" || machine != "m-1" {
-		return nil, fmt.Errorf("machine %s of %s: %w", machine, tenant, ErrNotFound)
+		return nil, fmt.Errorf("machine %s of %s: %w", machine, tenant, store.ErrNotFound)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -95,7 +97,7 @@ func startLogs(t *testing.T, cfg Config, l *machineLogs) (*testServer, *syncBuff
 	return ts, audit
 }
 
-// TestLogsQueryAndChunks: the query reaches the stream as a LogRequest,
+// TestLogsQueryAndChunks: the query reaches the stream as a machinelog.Request,
 // with its defaults and bounds, and the chunks come back as they are.
 func TestLogsQueryAndChunks(t *testing.T) {
 	l := &machineLogs{chunks: [][]byte{[]byte("one\ntw"), []byte("o\n")}}
@@ -106,7 +108,7 @@ func TestLogsQueryAndChunks(t *testing.T) {
 	}
 	ts.do(t, req{method: "GET", path: "/api/v1/tenants/alpha/machines/m-1/logs?service=etcd&follow=true&tailLines=7", token: "admin"})
 	ts.do(t, req{method: "GET", path: "/api/v1/tenants/alpha/machines/m-1/dmesg?tailLines=0", token: "admin"})
-	want := []LogRequest{
+	want := []machinelog.Request{
 		{Service: "machined", TailLines: DefaultTailLines},
 		{Service: "etcd", Follow: true, TailLines: 7},
 		{Dmesg: true},
@@ -173,7 +175,7 @@ func TestLogsSSE(t *testing.T) {
 // a text answer with the error in a trailer, an SSE answer with an error
 // event.
 func TestLogsErrorAfterStart(t *testing.T) {
-	l := &machineLogs{chunks: [][]byte{[]byte("line\n")}, end: fmt.Errorf("machine m-1 does not answer: connection reset: %w", ErrMachineUnreachable)}
+	l := &machineLogs{chunks: [][]byte{[]byte("line\n")}, end: fmt.Errorf("machine m-1 does not answer: connection reset: %w", machinelog.ErrUnreachable)}
 	ts, audit := startLogs(t, Config{}, l)
 	resp := ts.doResp(t, req{method: "GET", path: "/api/v1/tenants/alpha/machines/m-1/logs?follow=true", token: "editor"})
 	body, err := io.ReadAll(resp.Body)

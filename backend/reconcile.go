@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // maxReconcileBody bounds the body of POST /api/v1/reconcile: a tenant
@@ -36,7 +37,7 @@ func (s *Server) ServeReconcile(rc Reconcile) {
 			return
 		}
 		if req.Tenant != "" {
-			if err := s.store.View(func(tx *Tx) error { return needTenant(tx, req.Tenant) }); err != nil {
+			if err := s.store.View(func(tx store.Tx) error { return needTenant(tx, req.Tenant) }); err != nil {
 				api.WriteError(w, err)
 				return
 			}

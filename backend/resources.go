@@ -20,6 +20,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/labels"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Paging of list endpoints: `limit` defaults to DefaultListLimit and may be
@@ -76,7 +77,7 @@ func (o Origin) readOnlyMessage() string {
 // naming the Origin. It expects Authenticate in front of it and needs the
 // view role.
 type resourceAPI struct {
-	store   *Store
+	store   store.Store
 	log     *slog.Logger
 	origin  Origin
 	version string
@@ -89,8 +90,8 @@ type resourceAPI struct {
 	heartbeat time.Duration
 }
 
-func newResourceAPI(store *Store, hub *Hub, heartbeat time.Duration, log *slog.Logger, origin Origin, version string) *resourceAPI {
-	a := &resourceAPI{store: store, hub: hub, heartbeat: heartbeat, log: log, origin: origin, version: version, started: time.Now()}
+func newResourceAPI(st store.Store, hub *Hub, heartbeat time.Duration, log *slog.Logger, origin Origin, version string) *resourceAPI {
+	a := &resourceAPI{store: st, hub: hub, heartbeat: heartbeat, log: log, origin: origin, version: version, started: time.Now()}
 	r := httprouter.New()
 	r.RedirectFixedPath = false
 	r.HandleOPTIONS = false
@@ -232,7 +233,7 @@ func first(q url.Values, key string) (string, bool) {
 type listSpec struct {
 	kind string
 	// tenant keeps only the objects that belong to it (see
-	// Tx.TenantObjects).
+	// store.Tx.TenantObjects).
 	tenant string
 	// newestFirst orders by metadata.createdAt, newest first, then by
 	// key; otherwise the order is by key.
@@ -250,14 +251,14 @@ type hit struct {
 // an object is decoded, and only the part the filter or the order needs,
 // when they need it; only the objects of the requested page are copied
 // out. Encoding the answer checks that they are JSON (see writeResult).
-func list(tx *Tx, spec listSpec, q listQuery) (api.List[json.RawMessage], error) {
+func list(tx store.Tx, spec listSpec, q listQuery) (api.List[json.RawMessage], error) {
 	out := api.List[json.RawMessage]{Items: []json.RawMessage{}}
 	var hits []hit
-	visit := func(r Resource) error {
+	visit := func(r store.Resource) error {
 		h := hit{obj: r.Object}
 		if len(q.sel) > 0 {
-			var head metaHead
-			if err := r.decodeMeta(&head); err != nil {
+			var head store.MetaHead
+			if err := r.DecodeMeta(&head); err != nil {
 				return err
 			}
 			if !q.sel.Matches(head.Labels) {
@@ -265,11 +266,13 @@ func list(tx *Tx, spec listSpec, q listQuery) (api.List[json.RawMessage], error)
 			}
 		}
 		if spec.newestFirst {
-			created, err := r.createdAt()
+			created, err := r.CreatedAt()
 			if err != nil {
 				return err
 			}
-			h.created = created
+			if !created.IsZero() {
+				h.created = created.UnixNano()
+			}
 		}
 		hits = append(hits, h)
 		return nil
@@ -298,9 +301,9 @@ func list(tx *Tx, spec listSpec, q listQuery) (api.List[json.RawMessage], error)
 
 // getServed returns the stored object kind/key as served, or nil when it
 // does not exist.
-func getServed(tx *Tx, kind, key string) (json.RawMessage, error) {
+func getServed(tx store.Tx, kind, key string) (json.RawMessage, error) {
 	r, err := tx.Get(kind, key)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	return r.Object, err
@@ -317,8 +320,8 @@ func notFound(kind, name string) *api.Error {
 }
 
 // needTenant returns a 404 naming the tenant unless it exists.
-func needTenant(tx *Tx, tenant string) error {
-	if _, err := tx.Get(schema.KindTenant, tenant); errors.Is(err, ErrNotFound) {
+func needTenant(tx store.Tx, tenant string) error {
+	if _, err := tx.Get(schema.KindTenant, tenant); errors.Is(err, store.ErrNotFound) {
 		return api.Errorf(http.StatusNotFound, "tenant %q not found; GET %stenants lists the tenants", tenant, APIPrefix)
 	} else if err != nil {
 		return err
@@ -329,7 +332,7 @@ func needTenant(tx *Tx, tenant string) error {
 // serveList parses the list query and answers with list(spec) unless check
 // (when given) fails first in the same transaction. With ?watch=true it
 // serves a watch of the list's scope instead, without check.
-func (a *resourceAPI) serveList(w http.ResponseWriter, r *http.Request, spec listSpec, check func(*Tx) error) {
+func (a *resourceAPI) serveList(w http.ResponseWriter, r *http.Request, spec listSpec, check func(store.Tx) error) {
 	if watch, err := wantsWatch(r.URL.Query()); err != nil {
 		api.WriteError(w, err)
 		return
@@ -343,7 +346,7 @@ func (a *resourceAPI) serveList(w http.ResponseWriter, r *http.Request, spec lis
 		return
 	}
 	var body api.List[json.RawMessage]
-	err = a.store.View(func(tx *Tx) error {
+	err = a.store.View(func(tx store.Tx) error {
 		if check != nil {
 			if err := check(tx); err != nil {
 				return err
@@ -362,7 +365,7 @@ func (a *resourceAPI) listTenants(w http.ResponseWriter, r *http.Request, _ http
 func (a *resourceAPI) getTenant(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	name := p.ByName("tenant")
 	var obj json.RawMessage
-	err := a.store.View(func(tx *Tx) (err error) {
+	err := a.store.View(func(tx store.Tx) (err error) {
 		if obj, err = getServed(tx, schema.KindTenant, name); err == nil && obj == nil {
 			err = needTenant(tx, name)
 		}
@@ -383,7 +386,7 @@ func (a *resourceAPI) getOne(kind string) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		name := p.ByName("name")
 		var obj json.RawMessage
-		err := a.store.View(func(tx *Tx) (err error) {
+		err := a.store.View(func(tx store.Tx) (err error) {
 			if obj, err = getServed(tx, kind, name); err == nil && obj == nil {
 				err = notFound(kind, name)
 			}
@@ -397,7 +400,7 @@ func (a *resourceAPI) getOne(kind string) httprouter.Handle {
 func (a *resourceAPI) listScoped(kind string) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		tenant := p.ByName("tenant")
-		a.serveList(w, r, listSpec{kind: kind, tenant: tenant}, func(tx *Tx) error {
+		a.serveList(w, r, listSpec{kind: kind, tenant: tenant}, func(tx store.Tx) error {
 			return needTenant(tx, tenant)
 		})
 	}
@@ -408,7 +411,7 @@ func (a *resourceAPI) getScoped(kind string) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		tenant, name := p.ByName("tenant"), p.ByName("name")
 		var obj json.RawMessage
-		err := a.store.View(func(tx *Tx) (err error) {
+		err := a.store.View(func(tx store.Tx) (err error) {
 			if err := needTenant(tx, tenant); err != nil {
 				return err
 			}
@@ -423,7 +426,7 @@ func (a *resourceAPI) getScoped(kind string) httprouter.Handle {
 
 func (a *resourceAPI) listTenantMachines(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	tenant := p.ByName("tenant")
-	a.serveList(w, r, listSpec{kind: schema.KindMachine, tenant: tenant}, func(tx *Tx) error {
+	a.serveList(w, r, listSpec{kind: schema.KindMachine, tenant: tenant}, func(tx store.Tx) error {
 		return needTenant(tx, tenant)
 	})
 }
@@ -431,20 +434,20 @@ func (a *resourceAPI) listTenantMachines(w http.ResponseWriter, r *http.Request,
 func (a *resourceAPI) getTenantMachine(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	tenant, name := p.ByName("tenant"), p.ByName("name")
 	var obj json.RawMessage
-	err := a.store.View(func(tx *Tx) (err error) {
+	err := a.store.View(func(tx store.Tx) (err error) {
 		if err := needTenant(tx, tenant); err != nil {
 			return err
 		}
 		m, err := tx.Get(schema.KindMachine, name)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		if err == nil {
-			var head metaHead
-			if err := m.decodeMeta(&head); err != nil {
+			var head store.MetaHead
+			if err := m.DecodeMeta(&head); err != nil {
 				return err
 			}
-			if meta := head.meta(); schema.TenantOf(schema.KindMachine, &meta) == tenant {
+			if meta := head.Meta(); schema.TenantOf(schema.KindMachine, &meta) == tenant {
 				obj = m.Object
 			}
 		}
@@ -468,7 +471,7 @@ func (a *resourceAPI) getCommit(w http.ResponseWriter, r *http.Request, p httpro
 	rev := p.ByName("name")
 	key := schema.CommitName(rev)
 	var obj json.RawMessage
-	err := a.store.View(func(tx *Tx) (err error) {
+	err := a.store.View(func(tx store.Tx) (err error) {
 		if obj, err = getServed(tx, schema.KindCommit, key); err != nil || obj != nil {
 			return err
 		}
@@ -498,14 +501,14 @@ func (a *resourceAPI) getCommit(w http.ResponseWriter, r *http.Request, p httpro
 
 // commitsWithPrefix returns the names of the commits that start with
 // prefix, or with "sha256-" and prefix.
-func commitsWithPrefix(tx *Tx, prefix string) ([]string, error) {
+func commitsWithPrefix(tx store.Tx, prefix string) ([]string, error) {
 	prefixes := []string{prefix}
 	if !strings.HasPrefix(prefix, "sha256-") {
 		prefixes = append(prefixes, "sha256-"+prefix)
 	}
 	var names []string
 	for _, p := range prefixes {
-		err := tx.Scan(schema.KindCommit, p, func(r Resource) error {
+		err := tx.Scan(schema.KindCommit, p, func(r store.Resource) error {
 			names = append(names, r.Name)
 			return nil
 		})

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // Defaults of Config.
@@ -28,7 +30,8 @@ const (
 
 // Config configures a Server. Zero values select the defaults.
 type Config struct {
-	// DataDir holds the store; see Open. Required.
+	// DataDir holds the store, which NewServer opens with the bbolt
+	// engine (see bolt.Open). Required.
 	DataDir string
 	// Listen is the TCP address to serve on. Default DefaultListen.
 	Listen string
@@ -70,7 +73,7 @@ type Config struct {
 	// EventHistory is how many resource changes the server keeps in the
 	// store for watches to resume from; the latest of them, up to
 	// DefaultHistoryBytes of frames, are also kept in memory. Default
-	// DefaultEventHistory.
+	// store.DefaultEventHistory.
 	EventHistory int
 	// WatchBuffer is how many commits' events a watch may have waiting
 	// before it is cut off. Default DefaultWatchBuffer.
@@ -94,7 +97,7 @@ type Config struct {
 type Server struct {
 	cfg      Config
 	log      *slog.Logger
-	store    *Store
+	store    store.Store
 	tokens   *Tokens
 	sessions *Sessions
 	state    *StateHandler
@@ -140,24 +143,24 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	store, err := Open(cfg.DataDir, &StoreOptions{EventHistory: cfg.EventHistory})
+	st, err := bolt.Open(cfg.DataDir, &bolt.Options{EventHistory: cfg.EventHistory})
 	if err != nil {
 		return nil, err
 	}
 	hub := NewHub(HubOptions{History: cfg.EventHistory, Buffer: cfg.WatchBuffer, Logger: log})
-	if err := hub.Attach(store); err != nil {
-		store.Close()
+	if err := hub.Attach(st); err != nil {
+		st.Close()
 		return nil, err
 	}
 	s := &Server{
 		cfg:      cfg,
 		log:      log,
-		store:    store,
+		store:    st,
 		hub:      hub,
 		tokens:   tokens,
 		sessions: newSessions(tokens, cfg.SessionTTL),
 		mux:      http.NewServeMux(),
-		state: NewStateHandler(store, StateOptions{
+		state: NewStateHandler(st, StateOptions{
 			MaxBytes:     cfg.MaxStateBytes,
 			History:      cfg.StateHistory,
 			StaleLockAge: cfg.StaleLockAge,
@@ -342,8 +345,9 @@ func (s *Server) AddReadyCheck(name string, fn func(context.Context) error) {
 // tests and for embedding.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
-// Store returns the server's store.
-func (s *Server) Store() *Store { return s.store }
+// Store returns the server's store. It is the bbolt engine's *bolt.Store,
+// whose ReleaseMapped the server's owner may call.
+func (s *Server) Store() store.Store { return s.store }
 
 // Tokens returns the server's tokens, for minting ephemeral ones.
 func (s *Server) Tokens() *Tokens { return s.tokens }

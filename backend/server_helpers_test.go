@@ -13,7 +13,21 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
+
+// openStore opens the bbolt store in dir, as a server would, with a
+// short wait for its file lock.
+func openStore(t testing.TB, dir string) *bolt.Store {
+	t.Helper()
+	s, err := bolt.Open(dir, &bolt.Options{OpenTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // testTokens are the tokens the test servers know, by name.
 type testTokens map[string]string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // StatusFunc fills the members of /api/v1/status that the server does not
@@ -57,7 +58,7 @@ func (a *resourceAPI) statusBody() (api.Status, error) {
 		Uptime:        up.String(),
 		UptimeSeconds: int64(up / time.Second),
 	}
-	err := a.store.View(func(tx *Tx) error {
+	err := a.store.View(func(tx store.Tx) error {
 		body.Server.ResourceVersion = strconv.FormatUint(tx.ResourceVersion(), 10)
 		body.Counts = api.ResourceCounts{
 			Tenants:       tx.Count(schema.KindTenant),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/preview"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // TenantSecrets produces the credentials and configs of a tenant that only
@@ -51,7 +52,7 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 			b, err := get(r)
 			if err != nil {
 				audit.Warn("download failed", append(attrs, "err", err.Error())...)
-				if errors.Is(err, ErrNotFound) {
+				if errors.Is(err, store.ErrNotFound) {
 					api.WriteError(w, api.Errorf(http.StatusNotFound, "%v", err))
 					return
 				}
@@ -148,7 +149,7 @@ func (s *Server) ServePreviews(p Previewer) {
 		}
 		b, err := p.RenderedWorkspace(r.Context(), r.PathValue("name"))
 		if err != nil {
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, store.ErrNotFound) {
 				api.WriteError(w, api.Errorf(http.StatusNotFound, "%v", err))
 				return
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/preview"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // secrets serves one tenant's downloads; any other tenant is not found,
@@ -25,7 +26,7 @@ func (secrets) answer(tenant, what string) ([]byte, error) {
 	case "failing":
 		return nil, errors.New(secretsFailure)
 	}
-	return nil, fmt.Errorf("tenant %s: %w", tenant, ErrNotFound)
+	return nil, fmt.Errorf("tenant %s: %w", tenant, store.ErrNotFound)
 }
 
 func (s secrets) Kubeconfig(_ context.Context, tenant string) ([]byte, error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Defaults of StateOptions.
@@ -51,7 +52,7 @@ type StateOptions struct {
 // listing on /api/v1/tfstate/{name}/versions. It expects Authenticate in
 // front of it.
 type StateHandler struct {
-	store *Store
+	store store.Store
 	opts  StateOptions
 	log   *slog.Logger
 	now   func() time.Time
@@ -64,7 +65,7 @@ const (
 )
 
 // NewStateHandler returns the state backend over store.
-func NewStateHandler(store *Store, opts StateOptions) *StateHandler {
+func NewStateHandler(st store.Store, opts StateOptions) *StateHandler {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxStateBytes
 	}
@@ -84,7 +85,7 @@ func NewStateHandler(store *Store, opts StateOptions) *StateHandler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &StateHandler{store: store, opts: opts, log: log, now: time.Now}
+	return &StateHandler{store: st, opts: opts, log: log, now: time.Now}
 }
 
 var labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -156,12 +157,12 @@ func (h *StateHandler) get(w http.ResponseWriter, r *http.Request, name string) 
 			return
 		}
 		var data []byte
-		var meta *stateMeta
-		err = h.store.View(func(tx *Tx) (err error) {
-			data, meta, _, err = tx.stateVersion(name, v)
+		var meta *store.StateMeta
+		err = h.store.View(func(tx store.Tx) (err error) {
+			data, meta, _, err = tx.StateVersion(name, v)
 			return err
 		})
-		if errors.Is(err, errNoState) {
+		if errors.Is(err, store.ErrNoState) {
 			api.WriteError(w, api.Errorf(http.StatusNotFound, "state %q has no version %d; %s%s/versions lists the kept ones", name, v, VersionsPrefix, name))
 			return
 		}
@@ -176,12 +177,12 @@ func (h *StateHandler) get(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	}
 	var data []byte
-	var meta *stateMeta
-	err := h.store.View(func(tx *Tx) (err error) {
-		data, meta, err = tx.currentState(name)
+	var meta *store.StateMeta
+	err := h.store.View(func(tx store.Tx) (err error) {
+		data, meta, err = tx.State(name)
 		return err
 	})
-	if errors.Is(err, errNoState) {
+	if errors.Is(err, store.ErrNoState) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -192,7 +193,7 @@ func (h *StateHandler) get(w http.ResponseWriter, r *http.Request, name string) 
 	writeState(w, data, meta)
 }
 
-func writeState(w http.ResponseWriter, data []byte, meta *stateMeta) {
+func writeState(w http.ResponseWriter, data []byte, meta *store.StateMeta) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	if meta != nil && meta.MD5 != "" {
@@ -216,39 +217,18 @@ func (h *StateHandler) post(w http.ResponseWriter, r *http.Request, name string)
 		api.WriteError(w, api.Errorf(http.StatusBadRequest, "POST %s%s: empty body; DELETE removes a state", StatePrefix, name))
 		return
 	}
-	serial, lineage, err := parseState(body)
+	serial, lineage, err := store.ParseState(body)
 	if err != nil {
 		api.WriteError(w, api.Errorf(http.StatusBadRequest, "POST %s%s: not a TF state, nothing stored: %v. A state is a JSON object with version, serial and lineage, or OpenTofu's encrypted state with serial and lineage in clear text", StatePrefix, name, err))
 		return
 	}
-	lockID := r.URL.Query().Get("ID")
-	now := h.now().UTC()
 	var version uint64
-	err = h.store.Update(func(tx *Tx) error {
-		l, err := tx.lock(name)
-		if err != nil {
-			return err
-		}
-		switch {
-		case l != nil && lockID != l.ID:
-			why := "this POST carries no lock ID"
-			if lockID != "" {
-				why = fmt.Sprintf("this POST carries lock ID %s", lockID)
-			}
-			return &lockedError{name: name, lock: l, why: why}
-		case l != nil && id.Name != l.Token && id.Role < RoleAdmin:
-			return &lockedError{name: name, lock: l, why: fmt.Sprintf("the lock ID matches but token %q did not take the lock", id.Name)}
-		case l == nil && lockID != "":
-			return api.Errorf(http.StatusConflict, "state %q is not locked, but this POST carries lock ID %s: the lock was released (force-unlocked?) while the writer ran; pull the state and run again", name, lockID)
-		}
-		if err := checkGuards(tx, name, id, serial, lineage); err != nil {
-			return err
-		}
-		meta := &stateMeta{
-			Serial: &serial, Lineage: lineage, Size: int64(len(body)), MD5: sum,
-			Time: now, Token: id.Name, Lock: l,
-		}
-		version, err = tx.putState(name, body, meta, h.opts.History)
+	err = h.store.Update(func(tx store.Tx) (err error) {
+		version, err = store.WriteState(tx, name, store.StateWrite{
+			Data: body, Serial: serial, Lineage: lineage, MD5: sum,
+			Token: id.Name, Admin: id.Role >= RoleAdmin, LockID: r.URL.Query().Get("ID"),
+			Time: h.now().UTC(), Keep: h.opts.History,
+		})
 		return err
 	})
 	if err != nil {
@@ -259,29 +239,20 @@ func (h *StateHandler) post(w http.ResponseWriter, r *http.Request, name string)
 	w.WriteHeader(http.StatusOK)
 }
 
-// checkGuards refuses a POST of serial and lineage that would replace a
-// different state (another lineage) or a newer one (a higher serial). The
-// guards compare with the newest kept version that has a lineage (see
-// Tx.guardMeta). When the current version's lineage is unknown, because
-// an older server stored bytes that are not a state, only an admin token
-// may overwrite it; anyone may after a DELETE.
-func checkGuards(tx *Tx, name string, id Identity, serial uint64, lineage string) error {
-	ref, err := tx.guardMeta(name)
-	switch {
-	case errors.Is(err, errNoState):
-		return nil
-	case err != nil:
-		return err
-	case ref == nil && id.Role >= RoleAdmin:
-		return nil
-	case ref == nil:
-		return api.Errorf(http.StatusConflict, "state %q holds bytes that are not a TF state, so its lineage is unknown and this POST of lineage %s may belong to another state; an admin token may overwrite it, or DELETE %s%s first to replace it", name, lineage, StatePrefix, name)
-	case ref.Lineage != lineage:
-		return api.Errorf(http.StatusConflict, "state %q has lineage %s, but this POST has lineage %s: it is a different state. Pull the current state, or DELETE %s%s first to replace it", name, ref.Lineage, lineage, StatePrefix, name)
-	case ref.Serial != nil && serial < *ref.Serial:
-		return api.Errorf(http.StatusConflict, "state %q is at serial %d, but this POST has serial %d: a stale writer. Pull the current state and run again", name, *ref.Serial, serial)
+// guardMessage says why a POST was refused by a guard of
+// store.WriteState, and what to do instead.
+func guardMessage(e *store.GuardError) string {
+	name, w := e.Name, e.Write
+	switch e.Reason {
+	case store.LockReleased:
+		return fmt.Sprintf("state %q is not locked, but this POST carries lock ID %s: the lock was released (force-unlocked?) while the writer ran; pull the state and run again", name, w.LockID)
+	case store.UnknownLineage:
+		return fmt.Sprintf("state %q holds bytes that are not a TF state, so its lineage is unknown and this POST of lineage %s may belong to another state; an admin token may overwrite it, or DELETE %s%s first to replace it", name, w.Lineage, StatePrefix, name)
+	case store.OtherLineage:
+		return fmt.Sprintf("state %q has lineage %s, but this POST has lineage %s: it is a different state. Pull the current state, or DELETE %s%s first to replace it", name, e.Stored.Lineage, w.Lineage, StatePrefix, name)
+	default:
+		return fmt.Sprintf("state %q is at serial %d, but this POST has serial %d: a stale writer. Pull the current state and run again", name, *e.Stored.Serial, w.Serial)
 	}
-	return nil
 }
 
 func (h *StateHandler) delete(w http.ResponseWriter, r *http.Request, name string) {
@@ -289,18 +260,10 @@ func (h *StateHandler) delete(w http.ResponseWriter, r *http.Request, name strin
 	if !ok {
 		return
 	}
-	lockID := r.URL.Query().Get("ID")
-	err := h.store.Update(func(tx *Tx) error {
-		l, err := tx.lock(name)
-		if err != nil {
-			return err
-		}
-		if l != nil && (l.Token != id.Name || (lockID != "" && lockID != l.ID)) {
-			return &lockedError{name: name, lock: l, why: "only the token that holds the lock may delete the state"}
-		}
-		return tx.deleteState(name)
+	err := h.store.Update(func(tx store.Tx) error {
+		return store.RemoveState(tx, name, id.Name, r.URL.Query().Get("ID"))
 	})
-	if errors.Is(err, errNoState) {
+	if errors.Is(err, store.ErrNoState) {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, "state %q has no current version to delete", name))
 		return
 	}
@@ -322,27 +285,15 @@ func (h *StateHandler) lock(w http.ResponseWriter, r *http.Request, name string)
 		api.WriteError(w, err)
 		return
 	}
-	var info lockInfo
+	var info store.LockInfo
 	if err := json.Unmarshal(body, &info); err != nil || info.ID == "" {
 		api.WriteError(w, api.Errorf(http.StatusBadRequest, "LOCK %s%s: body must be a LockInfo JSON object with an ID", StatePrefix, name))
 		return
 	}
 	var compact bytes.Buffer
 	json.Compact(&compact, body)
-	now := h.now().UTC()
-	err = h.store.Update(func(tx *Tx) error {
-		l, err := tx.lock(name)
-		if err != nil {
-			return err
-		}
-		if l != nil {
-			if l.ID == info.ID && l.Token == id.Name {
-				return nil
-			}
-			return &lockedError{name: name, lock: l, why: "already locked"}
-		}
-		return tx.putLock(name, &lockRecord{ID: info.ID, Token: id.Name, Created: now, Info: compact.Bytes()})
-	})
+	l := store.Lock{ID: info.ID, Token: id.Name, Created: h.now().UTC(), Info: compact.Bytes()}
+	err = h.store.Update(func(tx store.Tx) error { return store.LockState(tx, name, l) })
 	if err != nil {
 		h.writeErr(w, r, name, err)
 		return
@@ -361,33 +312,17 @@ func (h *StateHandler) unlock(w http.ResponseWriter, r *http.Request, name strin
 		api.WriteError(w, err)
 		return
 	}
-	var info lockInfo
+	var info store.LockInfo
 	if len(bytes.TrimSpace(body)) > 0 {
 		if err := json.Unmarshal(body, &info); err != nil {
 			api.WriteError(w, api.Errorf(http.StatusBadRequest, "UNLOCK %s%s: body must be empty or a LockInfo JSON object", StatePrefix, name))
 			return
 		}
 	}
-	var released *lockRecord
-	err = h.store.Update(func(tx *Tx) error {
-		l, err := tx.lock(name)
-		if err != nil {
-			return err
-		}
-		if l == nil {
-			return api.Errorf(http.StatusConflict, "state %q is not locked", name)
-		}
-		if info.ID != "" && info.ID != l.ID {
-			return &lockedError{name: name, lock: l, why: fmt.Sprintf("UNLOCK names lock ID %s", info.ID)}
-		}
-		if info.ID == "" && id.Role < RoleAdmin {
-			return api.Errorf(http.StatusForbidden, "state %q is locked by token %q (lock ID %s); an UNLOCK without the lock ID (terraform force-unlock sends none) is a force-unlock, which needs an admin token", name, l.Token, l.ID)
-		}
-		if l.Token != id.Name && id.Role < RoleAdmin {
-			return api.Errorf(http.StatusForbidden, "state %q is locked by token %q (lock ID %s); releasing another token's lock is a force-unlock, which needs an admin token", name, l.Token, l.ID)
-		}
-		released = l
-		return tx.deleteLock(name)
+	var released *store.Lock
+	err = h.store.Update(func(tx store.Tx) (err error) {
+		released, err = store.UnlockState(tx, name, info.ID, id.Name, id.Role >= RoleAdmin)
+		return err
 	})
 	if err != nil {
 		h.writeErr(w, r, name, err)
@@ -412,29 +347,29 @@ func (h *StateHandler) versions(w http.ResponseWriter, r *http.Request, name str
 		return
 	}
 	var list api.StateVersionList
-	err := h.store.View(func(tx *Tx) error {
-		items, err := tx.stateVersions(name)
+	err := h.store.View(func(tx store.Tx) error {
+		versions, err := tx.StateVersions(name)
 		if err != nil {
 			return err
 		}
-		l, err := tx.lock(name)
+		l, err := tx.Lock(name)
 		if err != nil {
 			return err
 		}
-		if items == nil && l == nil {
-			return errNoState
+		if len(versions) == 0 && l == nil {
+			return store.ErrNoState
 		}
-		list.Items = items
-		if list.Items == nil {
-			list.Items = []api.StateVersion{}
+		list.Items = make([]api.StateVersion, 0, len(versions))
+		for _, v := range versions {
+			list.Items = append(list.Items, versionView(v))
 		}
-		list.Total = len(items)
+		list.Total = len(versions)
 		if l != nil {
-			list.Lock = l.view(h.opts.StaleLockAge, h.now())
+			list.Lock = lockView(l, h.opts.StaleLockAge, h.now())
 		}
 		return nil
 	})
-	if errors.Is(err, errNoState) {
+	if errors.Is(err, store.ErrNoState) {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, "no state %q", name))
 		return
 	}
@@ -448,23 +383,22 @@ func (h *StateHandler) versions(w http.ResponseWriter, r *http.Request, name str
 // writeErr answers a state operation's error: 423 with the holder's
 // LockInfo for a held lock, the API error's own code, or 500.
 func (h *StateHandler) writeErr(w http.ResponseWriter, r *http.Request, name string, err error) {
-	var le *lockedError
+	var le *store.LockedError
 	if errors.As(err, &le) {
-		if age := h.now().Sub(le.lock.Created); h.opts.StaleLockAge > 0 && age > h.opts.StaleLockAge {
+		if age := h.now().Sub(le.Lock.Created); h.opts.StaleLockAge > 0 && age > h.opts.StaleLockAge {
 			h.log.Warn("state lock conflict with a stale lock; an admin token can force-unlock it", "state", name, "method", r.Method,
-				"lock", le.lock.ID, "holder", le.lock.Token, "age", age.Round(time.Second), "detail", le.Error())
+				"lock", le.Lock.ID, "holder", le.Lock.Token, "age", age.Round(time.Second), "detail", le.Error())
 		} else {
 			h.log.Info("state lock conflict", "state", name, "method", r.Method, "detail", le.Error())
 		}
-		body := le.lock.holderInfo()
+		body := holderInfo(le.Lock)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusLocked)
 		w.Write(body)
 		return
 	}
-	var ae *api.Error
-	if errors.As(err, &ae) {
+	if ae := stateAPIError(name, err); ae != nil {
 		if ae.Code == http.StatusConflict {
 			h.log.Warn("state request refused", "state", name, "method", r.Method, "reason", ae.Message)
 		}
@@ -477,4 +411,43 @@ func (h *StateHandler) writeErr(w http.ResponseWriter, r *http.Request, name str
 func (h *StateHandler) internal(w http.ResponseWriter, r *http.Request, name string, err error) {
 	h.log.Error("state request failed", "state", name, "method", r.Method, "err", err)
 	api.WriteError(w, err)
+}
+
+// stateAPIError maps the errors of the store's state and lock rules
+// besides a held lock to their API errors; nil for any other error.
+func stateAPIError(name string, err error) *api.Error {
+	var ge *store.GuardError
+	var fe *store.ForceUnlockError
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ge):
+		return api.Errorf(http.StatusConflict, "%s", guardMessage(ge))
+	case errors.As(err, &fe) && fe.NoID:
+		return api.Errorf(http.StatusForbidden, "state %q is locked by token %q (lock ID %s); an UNLOCK without the lock ID (terraform force-unlock sends none) is a force-unlock, which needs an admin token", fe.Name, fe.Lock.Token, fe.Lock.ID)
+	case errors.As(err, &fe):
+		return api.Errorf(http.StatusForbidden, "state %q is locked by token %q (lock ID %s); releasing another token's lock is a force-unlock, which needs an admin token", fe.Name, fe.Lock.Token, fe.Lock.ID)
+	case errors.Is(err, store.ErrNotLocked):
+		return api.Errorf(http.StatusConflict, "state %q is not locked", name)
+	case errors.As(err, &ae):
+		return ae
+	}
+	return nil
+}
+
+// versionView is the API view of a kept state version.
+func versionView(v store.StateVersion) api.StateVersion {
+	sv := api.StateVersion{
+		Version: v.Version,
+		Current: v.Current,
+		Serial:  v.Serial,
+		Lineage: v.Lineage,
+		Size:    v.Size,
+		MD5:     v.MD5,
+		Time:    v.Time,
+		Token:   v.Token,
+	}
+	if v.Lock != nil {
+		sv.LockHolder = lockView(v.Lock, 0, v.Time)
+	}
+	return sv
 }

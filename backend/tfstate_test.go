@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 func stateJSON(serial int, lineage string, extra string) []byte {
@@ -301,8 +303,8 @@ func TestStateGuardsOverGarbage(t *testing.T) {
 	}
 	garbage := func(name string) {
 		t.Helper()
-		err := ts.Store().Update(func(tx *Tx) error {
-			_, err := tx.putState(name, []byte("not a state\x00"), &stateMeta{Size: 12, Token: "old-server"}, 10)
+		err := ts.Store().Update(func(tx store.Tx) error {
+			_, err := tx.PutState(name, []byte("not a state\x00"), store.StateMeta{Size: 12, Token: "old-server"}, 10)
 			return err
 		})
 		if err != nil {
@@ -629,13 +631,13 @@ func TestServerGracefulShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The store was closed cleanly and holds the state.
-	s, err := Open(ts.cfg.DataDir, &StoreOptions{OpenTimeout: time.Second})
+	s, err := bolt.Open(ts.cfg.DataDir, &bolt.Options{OpenTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.View(func(tx *Tx) error {
-		if got := tx.CurrentState("g"); !bytes.Equal(got, state) {
+	s.View(func(tx store.Tx) error {
+		if got := store.CurrentState(tx, "g"); !bytes.Equal(got, state) {
 			t.Errorf("state after shutdown has %d bytes, want %d", len(got), len(state))
 		}
 		return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/labels"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Watches stream the changes of the resources one endpoint covers:
@@ -249,7 +250,7 @@ func (a *resourceAPI) serveWatch(w http.ResponseWriter, r *http.Request, scope w
 // reached.
 func (a *resourceAPI) checkResume(after uint64) error {
 	var latest uint64
-	if err := a.store.View(func(tx *Tx) error { latest = tx.ResourceVersion(); return nil }); err != nil {
+	if err := a.store.View(func(tx store.Tx) error { latest = tx.ResourceVersion(); return nil }); err != nil {
 		return err
 	}
 	if after > latest {
@@ -268,7 +269,7 @@ func (a *resourceAPI) subscribe(scope watchScope, wq watchQuery, st *watchStream
 		OnEnd:  st.ended,
 	})
 	switch {
-	case errors.Is(err, ErrGone):
+	case errors.Is(err, store.ErrGone):
 		return nil, nil, api.Errorf(http.StatusGone, "%v; watch again without resourceVersion to get the current state", err)
 	case errors.Is(err, ErrHubClosed):
 		return nil, nil, api.Errorf(http.StatusServiceUnavailable, "the server is shutting down")
@@ -383,11 +384,11 @@ var errWatchEnded = errors.New("watch ended")
 func (a *resourceAPI) snapshot(scope watchScope, sel labels.Selector) ([]*Event, uint64, error) {
 	var evs []*Event
 	var rv uint64
-	err := a.store.View(func(tx *Tx) error {
+	err := a.store.View(func(tx store.Tx) error {
 		rv = tx.ResourceVersion()
 		for _, p := range scope {
-			add := func(r Resource) error {
-				ev, err := newEvent(Change{Type: Added, Resource: r})
+			add := func(r store.Resource) error {
+				ev, err := newEvent(store.Change{Type: store.Added, Resource: r})
 				if err != nil {
 					return err
 				}
@@ -399,10 +400,10 @@ func (a *resourceAPI) snapshot(scope watchScope, sel labels.Selector) ([]*Event,
 			var err error
 			switch {
 			case p.key != "":
-				var r Resource
+				var r store.Resource
 				if r, err = tx.Get(p.kind, p.key); err == nil {
 					err = add(r)
-				} else if errors.Is(err, ErrNotFound) {
+				} else if errors.Is(err, store.ErrNotFound) {
 					err = nil
 				}
 			case p.tenant != "":

@@ -21,6 +21,8 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/storetest"
 )
 
 // item is one thing a watch stream delivered: an event, a bookmark, or
@@ -345,19 +347,19 @@ func itemNames(its []item) []string {
 }
 
 // putObj stores obj and returns its resourceVersion.
-func putObj(t testing.TB, s *Store, kind, key string, obj any) uint64 {
+func putObj(t testing.TB, s store.Store, kind, key string, obj any) uint64 {
 	t.Helper()
 	var rv uint64
-	if err := s.Update(func(tx *Tx) (err error) { rv, err = txPut(tx, kind, key, obj); return err }); err != nil {
+	if err := s.Update(func(tx store.Tx) (err error) { rv, err = txPut(tx, kind, key, obj); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return rv
 }
 
-func deleteObj(t testing.TB, s *Store, kind, key string) uint64 {
+func deleteObj(t testing.TB, s store.Store, kind, key string) uint64 {
 	t.Helper()
 	var rv uint64
-	if err := s.Update(func(tx *Tx) (err error) { rv, err = tx.Delete(kind, key); return err }); err != nil {
+	if err := s.Update(func(tx store.Tx) (err error) { rv, err = tx.Delete(kind, key); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return rv
@@ -381,19 +383,19 @@ func TestWatchChunked(t *testing.T) {
 		}
 	}
 	var latest uint64
-	ts.Store().View(func(tx *Tx) error { latest = tx.ResourceVersion(); return nil })
+	ts.Store().View(func(tx store.Tx) error { latest = tx.ResourceVersion(); return nil })
 	if rv != latest {
 		t.Errorf("current state ends at resourceVersion %d, want the store's %d", rv, latest)
 	}
 
 	// Changes arrive in order, one event each, internal kinds never.
-	gamma := tenantObj("gamma", "dev", 20)
+	gamma := storetest.Tenant("gamma", "dev", 20)
 	rvAdd := putObj(t, ts.Store(), schema.KindTenant, "gamma", gamma)
 	putObj(t, ts.Store(), applied, "gamma", map[string]any{"metadata": map[string]any{"name": "gamma"}})
 	putObj(t, ts.Store(), schema.KindTenant, "gamma", gamma) // same bytes: no event
 	gamma.Metadata.Labels["env"] = "prod"
 	rvMod := putObj(t, ts.Store(), schema.KindTenant, "gamma", gamma)
-	putObj(t, ts.Store(), schema.KindMachine, "sim-g0", machineObj("sim-g0", "gamma", "cp", schema.RoleControlPlane, "small", 21))
+	putObj(t, ts.Store(), schema.KindMachine, "sim-g0", storetest.Machine("sim-g0", "gamma", "cp", schema.RoleControlPlane, "small", 21))
 	rvDel := deleteObj(t, ts.Store(), schema.KindTenant, "gamma")
 	got := w.events(t, 3, 5*time.Second)
 	if diff := cmp.Diff([]string{"ADDED gamma", "MODIFIED gamma", "DELETED gamma"}, itemNames(got)); diff != "" {
@@ -452,7 +454,7 @@ func TestWatchSSE(t *testing.T) {
 					t.Errorf("ADDED %s at %d is past the end of the current state, %d", ev.Name, ev.RV, end)
 				}
 			}
-			rv := putObj(t, ts.Store(), schema.KindMachine, "sim-b1", machineObj("sim-b1", "beta", "cp", schema.RoleControlPlane, "small", 30))
+			rv := putObj(t, ts.Store(), schema.KindMachine, "sim-b1", storetest.Machine("sim-b1", "beta", "cp", schema.RoleControlPlane, "small", 30))
 			ev := w.nextEvent(t, 5*time.Second)
 			if ev.Type != "ADDED" || ev.Name != "sim-b1" || ev.ID != fmt.Sprint(rv) || ev.RV != rv {
 				t.Errorf("event %+v, want ADDED sim-b1 with id %d", ev, rv)
@@ -552,24 +554,24 @@ const revNext = "fedcba9876543210fedcba9876543210fedcba98"
 // changeEverything changes something of every kind and scope, in this
 // order, and undoEverything takes back what it added. Each gen changes
 // the tenant and the provider anew.
-func changeEverything(t *testing.T, s *Store, gen int) {
-	putObj(t, s, schema.KindMachine, "sim-x1", machineObj("sim-x1", "alpha", "workers", schema.RoleWorker, "large", 40))
-	putObj(t, s, schema.KindMachine, "sim-y1", machineObj("sim-y1", "beta", "cp", schema.RoleControlPlane, "small", 41))
-	putObj(t, s, schema.KindMachine, "sim-z1", machineObj("sim-z1", "alphabet", "workers", schema.RoleWorker, "small", 41))
-	putObj(t, s, schema.KindNodeGroup, "alpha/big", nodeGroupObj("alpha", "big", schema.RoleWorker, 5, 42))
-	putObj(t, s, schema.KindNodeGroup, "alphabet/workers", nodeGroupObj("alphabet", "workers", schema.RoleWorker, 5, 42))
-	putObj(t, s, schema.KindConfigPatch, "beta/more", patchObj("beta", "more", 43))
+func changeEverything(t *testing.T, s store.Store, gen int) {
+	putObj(t, s, schema.KindMachine, "sim-x1", storetest.Machine("sim-x1", "alpha", "workers", schema.RoleWorker, "large", 40))
+	putObj(t, s, schema.KindMachine, "sim-y1", storetest.Machine("sim-y1", "beta", "cp", schema.RoleControlPlane, "small", 41))
+	putObj(t, s, schema.KindMachine, "sim-z1", storetest.Machine("sim-z1", "alphabet", "workers", schema.RoleWorker, "small", 41))
+	putObj(t, s, schema.KindNodeGroup, "alpha/big", storetest.NodeGroup("alpha", "big", schema.RoleWorker, 5, 42))
+	putObj(t, s, schema.KindNodeGroup, "alphabet/workers", storetest.NodeGroup("alphabet", "workers", schema.RoleWorker, 5, 42))
+	putObj(t, s, schema.KindConfigPatch, "beta/more", storetest.Patch("beta", "more", 43))
 	putObj(t, s, applied, "alpha", map[string]any{"metadata": map[string]any{"name": "alpha"}, "changed": true})
-	putObj(t, s, schema.KindTenant, "alpha", tenantObj("alpha", fmt.Sprint("staging", gen), 1))
-	putObj(t, s, schema.KindTenant, "alphabet", tenantObj("alphabet", "dev", 44))
-	putObj(t, s, schema.KindProvider, "metal", &schema.Provider{APIVersion: schema.APIVersion, Kind: schema.KindProvider, Metadata: meta("metal", 45, nil)})
-	putObj(t, s, schema.KindProvider, "sim", &schema.Provider{APIVersion: schema.APIVersion, Kind: schema.KindProvider, Metadata: meta("sim", 46, nil),
+	putObj(t, s, schema.KindTenant, "alpha", storetest.Tenant("alpha", fmt.Sprint("staging", gen), 1))
+	putObj(t, s, schema.KindTenant, "alphabet", storetest.Tenant("alphabet", "dev", 44))
+	putObj(t, s, schema.KindProvider, "metal", &schema.Provider{APIVersion: schema.APIVersion, Kind: schema.KindProvider, Metadata: storetest.Meta("metal", 45, nil)})
+	putObj(t, s, schema.KindProvider, "sim", &schema.Provider{APIVersion: schema.APIVersion, Kind: schema.KindProvider, Metadata: storetest.Meta("sim", 46, nil),
 		Spec: schema.ProviderSpec{Version: fmt.Sprint(gen)}})
-	putObj(t, s, schema.KindCommit, revNext, commitObj(revNext, seedTime.Add(5*time.Hour), schema.CommitSucceeded))
+	putObj(t, s, schema.KindCommit, revNext, storetest.Commit(revNext, storetest.SeedTime.Add(5*time.Hour), schema.CommitSucceeded))
 	deleteObj(t, s, schema.KindMachine, "sim-x1")
 }
 
-func undoEverything(t *testing.T, s *Store) {
+func undoEverything(t *testing.T, s store.Store) {
 	for _, k := range []struct{ kind, key string }{
 		{schema.KindMachine, "sim-y1"}, {schema.KindMachine, "sim-z1"},
 		{schema.KindNodeGroup, "alpha/big"}, {schema.KindNodeGroup, "alphabet/workers"},
@@ -620,10 +622,10 @@ func TestWatchLabelSelector(t *testing.T) {
 			tenant = "beta"
 		}
 		id := fmt.Sprintf("sim-l%d", i)
-		putObj(t, ts.Store(), schema.KindMachine, id, machineObj(id, tenant, "workers", schema.RoleWorker, shape, 50+i))
+		putObj(t, ts.Store(), schema.KindMachine, id, storetest.Machine(id, tenant, "workers", schema.RoleWorker, shape, 50+i))
 	}
 	// sim-a1 leaves the selection: its MODIFIED does not match any more.
-	putObj(t, ts.Store(), schema.KindMachine, "sim-a1", machineObj("sim-a1", "alpha", "workers", schema.RoleWorker, "small", 9))
+	putObj(t, ts.Store(), schema.KindMachine, "sim-a1", storetest.Machine("sim-a1", "alpha", "workers", schema.RoleWorker, "small", 9))
 	got := w.events(t, 2, 5*time.Second)
 	if diff := cmp.Diff([]string{"ADDED sim-l1", "ADDED sim-l2"}, itemNames(got)); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
@@ -647,7 +649,7 @@ func wantRefused(t *testing.T, code int, body []byte, wantCode int, inMessage st
 func TestWatchBadRequests(t *testing.T) {
 	ts := startServer(t, Config{EventHistory: 10}, false)
 	for i := range 30 {
-		putObj(t, ts.Store(), schema.KindMachine, fmt.Sprintf("m%d", i), machineObj(fmt.Sprintf("m%d", i), "alpha", "w", schema.RoleWorker, "small", i))
+		putObj(t, ts.Store(), schema.KindMachine, fmt.Sprintf("m%d", i), storetest.Machine(fmt.Sprintf("m%d", i), "alpha", "w", schema.RoleWorker, "small", i))
 	}
 	for _, tc := range []struct {
 		path   string
@@ -698,7 +700,7 @@ func TestWatchResume(t *testing.T) {
 	ts := startServer(t, Config{}, false)
 	seedResources(t, ts.Store())
 	var start uint64
-	ts.Store().View(func(tx *Tx) error { start = tx.ResourceVersion(); return nil })
+	ts.Store().View(func(tx store.Tx) error { start = tx.ResourceVersion(); return nil })
 
 	const writes = 400
 	var mu sync.Mutex
@@ -710,14 +712,14 @@ func TestWatchResume(t *testing.T) {
 			id := fmt.Sprintf("sim-r%d", i%7)
 			tenant := []string{"alpha", "beta"}[i%2]
 			var rv uint64
-			err := ts.Store().Update(func(tx *Tx) (err error) {
+			err := ts.Store().Update(func(tx store.Tx) (err error) {
 				if i%5 == 4 {
-					if rv, err = tx.Delete(schema.KindMachine, id); errors.Is(err, ErrNotFound) {
+					if rv, err = tx.Delete(schema.KindMachine, id); errors.Is(err, store.ErrNotFound) {
 						err = nil
 					}
 					return err
 				}
-				m := machineObj(id, tenant, "workers", schema.RoleWorker, fmt.Sprint(i), 60+i)
+				m := storetest.Machine(id, tenant, "workers", schema.RoleWorker, fmt.Sprint(i), 60+i)
 				rv, err = txPut(tx, schema.KindMachine, id, m)
 				if err == nil {
 					_, err = txPut(tx, applied, id, m)
@@ -816,7 +818,7 @@ func checkExactlyOnce(t *testing.T, got []uint64, mu *sync.Mutex, want *[]uint64
 // every event quickly.
 func TestWatchSlowClient(t *testing.T) {
 	ts := startServer(t, Config{WatchBuffer: 4}, false)
-	putObj(t, ts.Store(), schema.KindTenant, "alpha", tenantObj("alpha", "prod", 1))
+	putObj(t, ts.Store(), schema.KindTenant, "alpha", storetest.Tenant("alpha", "prod", 1))
 
 	// The slow client has a small receive buffer and reads nothing.
 	d := net.Dialer{Control: func(network, address string, c syscall.RawConn) error {
@@ -845,7 +847,7 @@ func TestWatchSlowClient(t *testing.T) {
 	var latencies []time.Duration
 	cutAt := -1
 	for i := range n {
-		m := machineObj(fmt.Sprintf("sim-%d", i), "alpha", "workers", schema.RoleWorker, "small", i)
+		m := storetest.Machine(fmt.Sprintf("sim-%d", i), "alpha", "workers", schema.RoleWorker, "small", i)
 		m.Metadata.Annotations = map[string]string{"pad": pad}
 		rv := putObj(t, ts.Store(), schema.KindMachine, m.Metadata.Name, m)
 		// Timed from the end of the commit (the event is published just
@@ -911,15 +913,15 @@ func TestWatchRestart(t *testing.T) {
 	_, last := w.initial(t)
 	var want []string
 	for i := range 3 {
-		putObj(t, ts.Store(), schema.KindMachine, fmt.Sprintf("sim-p%d", i), machineObj(fmt.Sprintf("sim-p%d", i), "alpha", "cp", schema.RoleControlPlane, "small", 70+i))
+		putObj(t, ts.Store(), schema.KindMachine, fmt.Sprintf("sim-p%d", i), storetest.Machine(fmt.Sprintf("sim-p%d", i), "alpha", "cp", schema.RoleControlPlane, "small", 70+i))
 	}
 	for _, ev := range w.events(t, 3, 5*time.Second) {
 		last = ev.RV
 	}
 	w.close()
 	// Missed while the client was away, before the restart.
-	putObj(t, ts.Store(), schema.KindMachine, "sim-p3", machineObj("sim-p3", "alpha", "cp", schema.RoleControlPlane, "small", 73))
-	putObj(t, ts.Store(), schema.KindMachine, "sim-q0", machineObj("sim-q0", "beta", "cp", schema.RoleControlPlane, "small", 74))
+	putObj(t, ts.Store(), schema.KindMachine, "sim-p3", storetest.Machine("sim-p3", "alpha", "cp", schema.RoleControlPlane, "small", 73))
+	putObj(t, ts.Store(), schema.KindMachine, "sim-q0", storetest.Machine("sim-q0", "beta", "cp", schema.RoleControlPlane, "small", 74))
 	deleteObj(t, ts.Store(), schema.KindMachine, "sim-p0")
 	want = append(want, "ADDED sim-p3", "DELETED sim-p0")
 	if err := ts.stop(); err != nil {
@@ -928,7 +930,7 @@ func TestWatchRestart(t *testing.T) {
 
 	ts2 := startServer(t, Config{DataDir: dir}, false)
 	// Missed after the restart.
-	putObj(t, ts2.Store(), schema.KindTenant, "alpha", tenantObj("alpha", "staging", 1))
+	putObj(t, ts2.Store(), schema.KindTenant, "alpha", storetest.Tenant("alpha", "staging", 1))
 	want = append(want, "MODIFIED alpha")
 	w2 := openWatch(t, ts2, fmt.Sprintf("/api/v1/tenants/alpha/events?resourceVersion=%d", last), nil)
 	got := w2.events(t, len(want), 5*time.Second)
@@ -942,7 +944,7 @@ func TestWatchRestart(t *testing.T) {
 	}
 	w2.quiet(t, 100*time.Millisecond)
 	// And it goes on live.
-	putObj(t, ts2.Store(), schema.KindMachine, "sim-p4", machineObj("sim-p4", "alpha", "cp", schema.RoleControlPlane, "small", 75))
+	putObj(t, ts2.Store(), schema.KindMachine, "sim-p4", storetest.Machine("sim-p4", "alpha", "cp", schema.RoleControlPlane, "small", 75))
 	if ev := w2.nextEvent(t, 5*time.Second); ev.Type != "ADDED" || ev.Name != "sim-p4" {
 		t.Fatalf("live after resume: %+v", ev)
 	}

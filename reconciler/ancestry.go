@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // A commit of the main ref descends from the last one applied, unless the
@@ -42,9 +42,9 @@ type lineage struct {
 // stands for the last applied (a store from before the record existed).
 func (r *Reconciler) lineage() (lineage, error) {
 	var l lineage
-	err := r.store.View(func(tx *backend.Tx) error {
+	err := r.store.View(func(tx store.Tx) error {
 		res, err := tx.Get(kindLineage, "main")
-		if errors.Is(err, backend.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			if res, err := tx.Get(kindObserved, "main"); err == nil {
 				return json.Unmarshal(res.Object, &l.Applied)
 			}
@@ -62,7 +62,7 @@ func (r *Reconciler) lineage() (lineage, error) {
 // applied again writes nothing).
 func (r *Reconciler) putLineage(l lineage) error {
 	var same bool
-	_ = r.store.View(func(tx *backend.Tx) error {
+	_ = r.store.View(func(tx store.Tx) error {
 		var old lineage
 		res, err := tx.Get(kindLineage, "main")
 		same = err == nil && json.Unmarshal(res.Object, &old) == nil && old == l
@@ -71,7 +71,7 @@ func (r *Reconciler) putLineage(l lineage) error {
 	if same {
 		return nil
 	}
-	return r.store.Update(func(tx *backend.Tx) error {
+	return r.store.Update(func(tx store.Tx) error {
 		_, err := tx.Put(kindLineage, "main", mustJSON(l))
 		return err
 	})

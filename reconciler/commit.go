@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // CommitRun follows one revision through revisionSteps and the queue. Its
@@ -94,12 +94,12 @@ func (run *CommitRun) recordObserved(context.Context) (stepResult, error) {
 
 // observed returns the write that names the revision as the last one
 // received, once: nil when it is done or not needed.
-func (run *CommitRun) observed() func(*backend.Tx) error {
+func (run *CommitRun) observed() func(store.Tx) error {
 	if !run.observe.Swap(false) {
 		return nil
 	}
 	rev := run.snap.Revision
-	return func(tx *backend.Tx) error {
+	return func(tx store.Tx) error {
 		_, err := tx.Put(kindObserved, "main", mustJSON(rev))
 		return err
 	}

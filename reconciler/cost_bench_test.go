@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
 	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
@@ -20,6 +19,8 @@ import (
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // The benchmarks of this file measure what a commit costs the reconciler
@@ -38,7 +39,7 @@ type seeded struct {
 	b       *testing.B
 	dataDir string
 	rec     *Reconciler
-	store   *backend.Store
+	store   store.Store
 	work    *gittest.Workdir
 	src     *sources.Git
 	writes  *storeWrites
@@ -57,12 +58,12 @@ func seededTenant(b *testing.B, dir string, i, workers int) {
 // newBenchReconciler opens a reconciler on store, with the tofu runner of
 // the tests and queue's debounce: an hour holds changed tenants back, so
 // that a benchmark measures a commit up to its decision and no tofu runs.
-func newBenchReconciler(b *testing.B, store *backend.Store, dataDir string, debounce time.Duration) *Reconciler {
+func newBenchReconciler(b *testing.B, st store.Store, dataDir string, debounce time.Duration) *Reconciler {
 	runner, err := tofu.NewRunner(tofu.Options{Binary: testenv.Tofu(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec, err := New(store, runner, render.Builtin(), Options{DataDir: dataDir, StateURL: "http://127.0.0.1:1", Debounce: debounce})
+	rec, err := New(st, runner, render.Builtin(), Options{DataDir: dataDir, StateURL: "http://127.0.0.1:1", Debounce: debounce})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,12 +74,12 @@ func newBenchReconciler(b *testing.B, store *backend.Store, dataDir string, debo
 func seed(b *testing.B, debounce time.Duration) *seeded {
 	b.Helper()
 	dir := b.TempDir()
-	store, err := backend.Open(filepath.Join(dir, "data"), nil)
+	st, err := bolt.Open(filepath.Join(dir, "data"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = store.Close() })
-	s := &seeded{b: b, dataDir: filepath.Join(dir, "data"), store: store, work: gittest.NewWorkdir(b, "")}
+	b.Cleanup(func() { _ = st.Close() })
+	s := &seeded{b: b, dataDir: filepath.Join(dir, "data"), store: st, work: gittest.NewWorkdir(b, "")}
 	for i := range *seedFleet {
 		seededTenant(b, s.work.Dir(), i, 1)
 	}
@@ -87,7 +88,7 @@ func seed(b *testing.B, debounce time.Duration) *seeded {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s.rec = newBenchReconciler(b, store, filepath.Join(dir, "data"), debounce)
+	s.rec = newBenchReconciler(b, st, filepath.Join(dir, "data"), debounce)
 	b.Cleanup(func() { s.rec.Close() })
 	snap := s.fetch()
 	desired, err := schema.Load(snap.FS, ".", &schema.Options{Cache: s.rec.manifests})
@@ -107,7 +108,7 @@ func seed(b *testing.B, debounce time.Duration) *seeded {
 			b.Fatal(err)
 		}
 	}
-	s.writes = countWrites(store)
+	s.writes = countWrites(st)
 	// The garbage of seeding is no part of what a commit costs.
 	runtime.GC()
 	return s

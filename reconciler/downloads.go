@@ -7,24 +7,22 @@ import (
 	"sort"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
-
-var _ backend.TenantSecrets = (*Reconciler)(nil)
 
 // appliedTenant rebuilds a tenant's desired state as last applied, from the
 // store's records, together with its secrets bundle.
 func (r *Reconciler) appliedTenant(ctx context.Context, tenant string) (*schema.TenantDesired, []byte, error) {
 	td := &schema.TenantDesired{}
-	err := r.store.View(func(tx *backend.Tx) error {
+	err := r.store.View(func(tx store.Tx) error {
 		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, tenant)
 		if err != nil {
 			return err
 		}
 		td.Tenant = t
-		err = tx.TenantObjects(tenant, schema.KindNodeGroup, func(res backend.Resource) error {
+		err = tx.TenantObjects(tenant, schema.KindNodeGroup, func(res store.Resource) error {
 			ng := new(schema.NodeGroup)
 			td.NodeGroups = append(td.NodeGroups, ng)
 			return json.Unmarshal(res.Object, ng)
@@ -32,7 +30,7 @@ func (r *Reconciler) appliedTenant(ctx context.Context, tenant string) (*schema.
 		if err != nil {
 			return err
 		}
-		return tx.TenantObjects(tenant, schema.KindConfigPatch, func(res backend.Resource) error {
+		return tx.TenantObjects(tenant, schema.KindConfigPatch, func(res store.Resource) error {
 			cp := new(schema.ConfigPatch)
 			td.Patches = append(td.Patches, cp)
 			return json.Unmarshal(res.Object, cp)
@@ -48,7 +46,7 @@ func (r *Reconciler) appliedTenant(ctx context.Context, tenant string) (*schema.
 		return nil, nil, err
 	}
 	if prev == nil {
-		return nil, nil, fmt.Errorf("tenant %s has not been applied yet: %w", tenant, backend.ErrNotFound)
+		return nil, nil, fmt.Errorf("tenant %s has not been applied yet: %w", tenant, store.ErrNotFound)
 	}
 	dir, err := r.workDir(tenant)
 	if err != nil {
@@ -61,7 +59,7 @@ func (r *Reconciler) appliedTenant(ctx context.Context, tenant string) (*schema.
 		return nil, nil, err
 	}
 	if fresh {
-		return nil, nil, fmt.Errorf("tenant %s has no secrets in its state: %w", tenant, backend.ErrNotFound)
+		return nil, nil, fmt.Errorf("tenant %s has no secrets in its state: %w", tenant, store.ErrNotFound)
 	}
 	return td, bundle, nil
 }
@@ -102,7 +100,7 @@ func (r *Reconciler) Talosconfig(ctx context.Context, tenant string) ([]byte, er
 // machine's node group, rendered from the manifests last applied.
 func (r *Reconciler) MachineConfig(ctx context.Context, tenant, machine string) ([]byte, error) {
 	var m *schema.Machine
-	err := r.store.View(func(tx *backend.Tx) error {
+	err := r.store.View(func(tx store.Tx) error {
 		var err error
 		m, err = getJSON[schema.Machine](tx, schema.KindMachine, machine)
 		return err
@@ -111,7 +109,7 @@ func (r *Reconciler) MachineConfig(ctx context.Context, tenant, machine string) 
 		return nil, err
 	}
 	if owner := schema.TenantOf(schema.KindMachine, &m.Metadata); owner != tenant {
-		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, owner, tenant, backend.ErrNotFound)
+		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, owner, tenant, store.ErrNotFound)
 	}
 	td, bundle, err := r.appliedTenant(ctx, tenant)
 	if err != nil {
@@ -122,7 +120,7 @@ func (r *Reconciler) MachineConfig(ctx context.Context, tenant, machine string) 
 			return talos.MachineConfig(talos.InputFor(td, ng, bundle))
 		}
 	}
-	return nil, fmt.Errorf("node group %s of machine %s: %w", m.Metadata.Labels[schema.LabelNodeGroup], machine, backend.ErrNotFound)
+	return nil, fmt.Errorf("node group %s of machine %s: %w", m.Metadata.Labels[schema.LabelNodeGroup], machine, store.ErrNotFound)
 }
 
 func defaultValidity(d time.Duration) time.Duration {

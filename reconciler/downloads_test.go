@@ -10,10 +10,10 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // stateCA reads the tenant's Kubernetes CA from its TF state as the backend
@@ -21,8 +21,8 @@ import (
 func stateCA(t *testing.T, r *rig, tenant string) *x509.Certificate {
 	t.Helper()
 	var raw []byte
-	if err := r.srv.Store().View(func(tx *backend.Tx) error {
-		raw = append([]byte(nil), tx.CurrentState(tenant)...)
+	if err := r.srv.Store().View(func(tx store.Tx) error {
+		raw = append([]byte(nil), store.CurrentState(tx, tenant)...)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

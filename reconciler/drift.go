@@ -11,12 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Drift detection. Every Options.DriftInterval (jittered, so that tenants
@@ -437,7 +437,7 @@ func (d *driftRun) talosConfig(context.Context) (stepResult, error) {
 	if d.r.opts.Talos == nil {
 		return stepNext, nil
 	}
-	return stepNext, d.r.store.View(func(tx *backend.Tx) error {
+	return stepNext, d.r.store.View(func(tx store.Tx) error {
 		tn, err := getJSON[schema.Tenant](tx, schema.KindTenant, d.name)
 		if err != nil || tn.Status.Conditions.IsTrue(schema.ConditionUpgrading) {
 			return err
@@ -504,8 +504,8 @@ func (r *Reconciler) driftNow(tenant string) api.ReconcileTenant {
 // driftedTenants lists the tenants whose Drifted condition is True.
 func (r *Reconciler) driftedTenants() []string {
 	var out []string
-	_ = r.store.View(func(tx *backend.Tx) error {
-		return tx.Scan(schema.KindTenant, "", func(res backend.Resource) error {
+	_ = r.store.View(func(tx store.Tx) error {
+		return tx.Scan(schema.KindTenant, "", func(res store.Resource) error {
 			var tn schema.Tenant
 			if json.Unmarshal(res.Object, &tn) == nil && tn.Status.Conditions.IsTrue(schema.ConditionDrifted) {
 				out = append(out, tn.Metadata.Name)

@@ -3,8 +3,8 @@ package reconciler
 import (
 	"fmt"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // record writes what a drift check found: the tenant's Drifted condition
@@ -90,7 +90,7 @@ func (r *Reconciler) setDrifted(tenant string, cond schema.Condition) (was schem
 			old.ObservedGeneration == cond.ObservedGeneration
 	}
 	// Most checks find what the last one found: they read, and write nothing.
-	err = r.store.View(func(tx *backend.Tx) error {
+	err = r.store.View(func(tx store.Tx) error {
 		tn, err := getJSON[schema.Tenant](tx, schema.KindTenant, tenant)
 		if err == nil && same(tn.Status.Conditions.Get(schema.ConditionDrifted)) {
 			was = cond.Status
@@ -100,7 +100,7 @@ func (r *Reconciler) setDrifted(tenant string, cond schema.Condition) (was schem
 	if err != nil || was != "" {
 		return was, false, err
 	}
-	err = r.store.Update(func(tx *backend.Tx) error {
+	err = r.store.Update(func(tx store.Tx) error {
 		tn, err := getJSON[schema.Tenant](tx, schema.KindTenant, tenant)
 		if err != nil {
 			return err

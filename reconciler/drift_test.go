@@ -14,7 +14,6 @@ import (
 	tfjson "github.com/hashicorp/terraform-json"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
@@ -22,6 +21,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 const testDriftInterval = 200 * time.Millisecond
@@ -65,7 +65,7 @@ func newDriftRigEvery(t *testing.T, policy string, interval time.Duration) (*dri
 func (d *driftRig) tenant(name string) *schema.Tenant {
 	d.t.Helper()
 	var tn *schema.Tenant
-	if err := d.srv.Store().View(func(tx *backend.Tx) (err error) {
+	if err := d.srv.Store().View(func(tx store.Tx) (err error) {
 		tn, err = getJSON[schema.Tenant](tx, schema.KindTenant, name)
 		return err
 	}); err != nil {

@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 func (r *rig) rawState(tenant string) string {
 	var raw []byte
-	_ = r.srv.Store().View(func(tx *backend.Tx) error {
-		raw = append([]byte(nil), tx.CurrentState(tenant)...)
+	_ = r.srv.Store().View(func(tx store.Tx) error {
+		raw = append([]byte(nil), store.CurrentState(tx, tenant)...)
 		return nil
 	})
 	return string(raw)

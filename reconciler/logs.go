@@ -4,19 +4,18 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/machinelog"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
-var _ backend.MachineLogs = (*Reconciler)(nil)
-
-// OpenLogs implements backend.MachineLogs: a log stream from the Talos API
+// OpenLogs opens a log stream (the API's machine logs, see cmd/rezuscloud): a log stream from the Talos API
 // of one of a tenant's machines, with an os:admin client certificate of
 // the tenant's secrets bundle.
-func (r *Reconciler) OpenLogs(ctx context.Context, tenant, machine string, req backend.LogRequest) (backend.LogStream, error) {
+func (r *Reconciler) OpenLogs(ctx context.Context, tenant, machine string, req machinelog.Request) (machinelog.Stream, error) {
 	var m *schema.Machine
-	err := r.store.View(func(tx *backend.Tx) error {
+	err := r.store.View(func(tx store.Tx) error {
 		var err error
 		m, err = getJSON[schema.Machine](tx, schema.KindMachine, machine)
 		return err
@@ -25,10 +24,10 @@ func (r *Reconciler) OpenLogs(ctx context.Context, tenant, machine string, req b
 		return nil, fmt.Errorf("machine %s: %w", machine, err)
 	}
 	if owner := schema.TenantOf(schema.KindMachine, &m.Metadata); owner != tenant {
-		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, owner, tenant, backend.ErrNotFound)
+		return nil, fmt.Errorf("machine %s belongs to tenant %s, not %s: %w", machine, owner, tenant, store.ErrNotFound)
 	}
 	if m.Spec.ManagementAddress == "" {
-		return nil, fmt.Errorf("machine %s has no management address yet: %w", machine, backend.ErrMachineUnreachable)
+		return nil, fmt.Errorf("machine %s has no management address yet: %w", machine, machinelog.ErrUnreachable)
 	}
 	_, bundle, err := r.appliedTenant(ctx, tenant)
 	if err != nil {

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/render"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // The Talos plane's steps of a tenant run (see steps.go): after Finish has
@@ -218,8 +218,8 @@ func (r *Reconciler) TalosBundle(tenant string) []byte {
 		return b
 	}
 	var raw []byte
-	_ = r.store.View(func(tx *backend.Tx) error {
-		raw = append([]byte(nil), tx.CurrentState(tenant)...)
+	_ = r.store.View(func(tx store.Tx) error {
+		raw = append([]byte(nil), store.CurrentState(tx, tenant)...)
 		return nil
 	})
 	if len(raw) == 0 || r.secrets.missed(tenant, raw) {

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing/fstest"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/internal/preview"
 	"github.com/rezuscloud/rezuscloud/internal/redact"
@@ -23,6 +22,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Preview shows what a tree of manifests would do, without applying
@@ -330,7 +330,7 @@ func (j *previewJob) Run(ctx context.Context) {
 func (r *Reconciler) RenderedWorkspace(_ context.Context, tenant string) ([]byte, error) {
 	b, err := r.appliedWorkspace(tenant)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("tenant %s has no applied workspace: %w", tenant, backend.ErrNotFound)
+		return nil, fmt.Errorf("tenant %s has no applied workspace: %w", tenant, store.ErrNotFound)
 	}
 	return b, err
 }

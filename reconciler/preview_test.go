@@ -8,11 +8,11 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/internal/preview"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 func files(t *testing.T, m fstest.MapFS) map[string]string {
@@ -123,7 +123,7 @@ func TestPreviewRefRecordsCommit(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		found := false
-		_ = r.srv.Store().View(func(tx *backend.Tx) error {
+		_ = r.srv.Store().View(func(tx store.Tx) error {
 			res, err := tx.Get(schema.KindCommit, "preview-abc123")
 			if err == nil && json.Unmarshal(res.Object, &c) == nil && c.Status.Phase.Done() {
 				found = true

@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
@@ -29,6 +28,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Annotations and trailers the reconciler reads.
@@ -142,7 +142,7 @@ type Options struct {
 
 // Reconciler turns snapshots of the repository into applied state.
 type Reconciler struct {
-	store   *backend.Store
+	store   store.Store
 	runner  *tofu.Runner
 	modules render.Modules
 	opts    Options
@@ -181,7 +181,7 @@ type Reconciler struct {
 
 // New returns a Reconciler. It records the built-in provider modules as
 // Provider resources.
-func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts Options) (*Reconciler, error) {
+func New(st store.Store, runner *tofu.Runner, modules render.Modules, opts Options) (*Reconciler, error) {
 	if opts.DataDir == "" || opts.StateURL == "" {
 		return nil, errors.New("reconciler: DataDir and StateURL are required")
 	}
@@ -208,10 +208,10 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 	}
 	opts.RetryMax = max(opts.RetryMax, opts.RetryBase)
 	opts.KubeconfigValidity = defaultValidity(opts.KubeconfigValidity)
-	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger,
+	r := &Reconciler{store: st, runner: runner, modules: modules, opts: opts, log: opts.Logger,
 		backoff: Backoff{Base: opts.RetryBase, Max: opts.RetryMax}, runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
-	idx, err := openIndex(store)
+	idx, err := openIndex(st)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +257,7 @@ func (r *Reconciler) Queue() *Queue { return r.queue }
 // received, also from before a restart; "" when none.
 func (r *Reconciler) LastObserved() string {
 	var rev string
-	_ = r.store.View(func(tx *backend.Tx) error {
+	_ = r.store.View(func(tx store.Tx) error {
 		if res, err := tx.Get(kindObserved, "main"); err == nil {
 			_ = json.Unmarshal(res.Object, &rev)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // rig is a reconciler wired to a real state backend on loopback, the real
@@ -122,7 +123,7 @@ func (r *rig) reconcile(rev, msg string, fsys fs.FS) *schema.Commit {
 func (r *rig) machines() map[string]schema.Machine {
 	r.t.Helper()
 	out := map[string]schema.Machine{}
-	err := r.srv.Store().View(func(tx *backend.Tx) error {
+	err := r.srv.Store().View(func(tx store.Tx) error {
 		list, err := tx.List(schema.KindMachine)
 		for _, res := range list {
 			var m schema.Machine
@@ -275,11 +276,11 @@ func TestDeletionGuards(t *testing.T) {
 	if countBy(ms, "staging", "") != 0 || countBy(ms, "production", "") != 5 {
 		t.Fatalf("after removing staging: %d staging, %d production machines", countBy(ms, "staging", ""), countBy(ms, "production", ""))
 	}
-	err := r.srv.Store().View(func(tx *backend.Tx) error {
+	err := r.srv.Store().View(func(tx store.Tx) error {
 		if _, err := tx.Get(schema.KindTenant, "staging"); err == nil {
 			t.Error("tenant staging still recorded after its destroy")
 		}
-		if tx.CurrentState("staging") != nil {
+		if store.CurrentState(tx, "staging") != nil {
 			t.Error("staging still has a current state")
 		}
 		return nil
@@ -301,7 +302,7 @@ func TestRerunKeepsRecord(t *testing.T) {
 		t.Fatal("a rerun of an applied revision ran tofu")
 	}
 	var stored schema.Commit
-	err := r.srv.Store().View(func(tx *backend.Tx) error {
+	err := r.srv.Store().View(func(tx store.Tx) error {
 		res, err := tx.Get(schema.KindCommit, "rev1")
 		if err != nil {
 			return err

@@ -14,12 +14,12 @@ import (
 
 	tfjson "github.com/hashicorp/terraform-json"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Store keys of the resources the reconciler writes. Tenant-scoped kinds
@@ -33,9 +33,9 @@ import (
 //	Provider     PROVIDER-CLASS
 func scopedKey(tenant, name string) string { return tenant + "/" + name }
 
-func (r *Reconciler) putCommit(c *schema.Commit, also func(*backend.Tx) error) {
+func (r *Reconciler) putCommit(c *schema.Commit, also func(store.Tx) error) {
 	status.Commit(&c.Status, r.opts.Now())
-	err := r.store.Update(func(tx *backend.Tx) error {
+	err := r.store.Update(func(tx store.Tx) error {
 		if also != nil {
 			if err := also(tx); err != nil {
 				return err
@@ -61,7 +61,7 @@ func (r *Reconciler) putCommit(c *schema.Commit, also func(*backend.Tx) error) {
 // else nil.
 func (r *Reconciler) finishedCommit(name string) *schema.Commit {
 	var c *schema.Commit
-	_ = r.store.View(func(tx *backend.Tx) error {
+	_ = r.store.View(func(tx store.Tx) error {
 		v, err := getJSON[schema.Commit](tx, schema.KindCommit, name)
 		if err == nil && v.Status.Phase.Done() {
 			c = v
@@ -73,7 +73,7 @@ func (r *Reconciler) finishedCommit(name string) *schema.Commit {
 
 // putProviders records the provider modules of this build.
 func (r *Reconciler) putProviders() error {
-	return r.store.Update(func(tx *backend.Tx) error {
+	return r.store.Update(func(tx store.Tx) error {
 		for _, name := range r.modules.Names() {
 			m := r.modules[name]
 			p := m.Provider()
@@ -94,7 +94,7 @@ func (r *Reconciler) putProviders() error {
 
 func (r *Reconciler) appliedRecords() (map[string]*appliedRecord, error) {
 	out := map[string]*appliedRecord{}
-	err := r.store.View(func(tx *backend.Tx) error {
+	err := r.store.View(func(tx store.Tx) error {
 		list, err := tx.List(kindApplied)
 		if err != nil {
 			return err
@@ -115,9 +115,9 @@ func (r *Reconciler) appliedRecords() (map[string]*appliedRecord, error) {
 // nil when it never did.
 func (r *Reconciler) appliedRecord(tenant string) (*appliedRecord, error) {
 	var rec *appliedRecord
-	err := r.store.View(func(tx *backend.Tx) error {
+	err := r.store.View(func(tx store.Tx) error {
 		v, err := getJSON[appliedRecord](tx, kindApplied, tenant)
-		if errors.Is(err, backend.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		rec = v
@@ -126,7 +126,7 @@ func (r *Reconciler) appliedRecord(tenant string) (*appliedRecord, error) {
 	return rec, err
 }
 
-func getJSON[T any](tx *backend.Tx, kind, key string) (*T, error) {
+func getJSON[T any](tx store.Tx, kind, key string) (*T, error) {
 	v := new(T)
 	if err := tx.GetObject(kind, key, v); err != nil {
 		return nil, err
@@ -142,12 +142,12 @@ func getJSON[T any](tx *backend.Tx, kind, key string) (*T, error) {
 // there is nothing to record.
 func (r *Reconciler) recordOutcome(name string, td *schema.TenantDesired, gen int64, outcome func(*schema.Tenant) status.Outcome) error {
 	now := r.opts.Now()
-	return r.store.Update(func(tx *backend.Tx) error {
+	return r.store.Update(func(tx store.Tx) error {
 		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
 		switch {
-		case errors.Is(err, backend.ErrNotFound) && td == nil:
+		case errors.Is(err, store.ErrNotFound) && td == nil:
 			return nil
-		case errors.Is(err, backend.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			t = &schema.Tenant{APIVersion: td.Tenant.APIVersion, Kind: td.Tenant.Kind, Metadata: cleanMeta(td.Tenant.Metadata), Spec: td.Tenant.Spec}
 		case err != nil:
 			return err
@@ -166,12 +166,12 @@ func (r *Reconciler) recordOutcome(name string, td *schema.TenantDesired, gen in
 }
 
 // storedParts returns a tenant's node groups and machines as stored.
-func storedParts(tx *backend.Tx, tenant string) ([]*schema.NodeGroup, []*schema.Machine, error) {
-	ngs, err := backend.DecodeTenantObjects[schema.NodeGroup](tx, tenant, schema.KindNodeGroup)
+func storedParts(tx store.Tx, tenant string) ([]*schema.NodeGroup, []*schema.Machine, error) {
+	ngs, err := store.DecodeTenantObjects[schema.NodeGroup](tx, tenant, schema.KindNodeGroup)
 	if err != nil {
 		return nil, nil, err
 	}
-	machines, err := backend.DecodeTenantObjects[schema.Machine](tx, tenant, schema.KindMachine)
+	machines, err := store.DecodeTenantObjects[schema.Machine](tx, tenant, schema.KindMachine)
 	return ngs, machines, err
 }
 
@@ -320,8 +320,8 @@ func projectCloudFacts(mc *schema.Machine, f render.MachineFacts) {
 // storedMachines returns the machines of a tenant as the store has them.
 func (r *Reconciler) storedMachines(tenant string) ([]*schema.Machine, error) {
 	var out []*schema.Machine
-	err := r.store.View(func(tx *backend.Tx) error {
-		return tx.TenantObjects(tenant, schema.KindMachine, func(res backend.Resource) error {
+	err := r.store.View(func(tx store.Tx) error {
+		return tx.TenantObjects(tenant, schema.KindMachine, func(res store.Resource) error {
 			m := new(schema.Machine)
 			if err := json.Unmarshal(res.Object, m); err != nil {
 				return fmt.Errorf("machine %s: %w", res.Name, err)
@@ -360,7 +360,7 @@ func indexOf(v any) int {
 func (r *Reconciler) finishTenant(td *schema.TenantDesired, rec *appliedRecord, machines []*schema.Machine) error {
 	name := td.Tenant.Metadata.Name
 	now := r.opts.Now()
-	return r.store.Update(func(tx *backend.Tx) error {
+	return r.store.Update(func(tx store.Tx) error {
 		// Machines: put the projected ones, drop the ones that are gone.
 		seen := map[string]bool{}
 		for _, mc := range machines {
@@ -450,9 +450,9 @@ func patchMachines(td *schema.TenantDesired, p *schema.ConfigPatch) int {
 
 // deleteTenantObjects deletes the objects of kind that belong to tenant,
 // except those keep names.
-func deleteTenantObjects(tx *backend.Tx, tenant, kind string, keep map[string]bool) error {
+func deleteTenantObjects(tx store.Tx, tenant, kind string, keep map[string]bool) error {
 	var gone []string
-	err := tx.TenantObjects(tenant, kind, func(res backend.Resource) error {
+	err := tx.TenantObjects(tenant, kind, func(res store.Resource) error {
 		if !keep[res.Name] {
 			gone = append(gone, res.Name)
 		}
@@ -487,7 +487,7 @@ func (r *Reconciler) markDeleting(name string, gen int64) error {
 // finalizer clears, the current state goes (its history stays) and the
 // secrets finalizer clears, then the tenant's records go.
 func (r *Reconciler) removeTenant(ctx context.Context, name string, creds tofu.Creds) error {
-	err := r.store.Update(func(tx *backend.Tx) error {
+	err := r.store.Update(func(tx store.Tx) error {
 		if err := deleteTenantObjects(tx, name, schema.KindMachine, nil); err != nil {
 			return err
 		}
@@ -505,7 +505,7 @@ func (r *Reconciler) removeTenant(ctx context.Context, name string, creds tofu.C
 	if err := deleteState(ctx, creds); err != nil {
 		return err
 	}
-	return r.store.Update(func(tx *backend.Tx) error {
+	return r.store.Update(func(tx store.Tx) error {
 		for _, kind := range []string{schema.KindNodeGroup, schema.KindConfigPatch} {
 			if err := deleteTenantObjects(tx, name, kind, nil); err != nil {
 				return err
@@ -520,7 +520,7 @@ func (r *Reconciler) removeTenant(ctx context.Context, name string, creds tofu.C
 				return err
 			}
 		}
-		if _, err := tx.Delete(kindApplied, name); err != nil && !errors.Is(err, backend.ErrNotFound) {
+		if _, err := tx.Delete(kindApplied, name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		return nil
@@ -569,24 +569,24 @@ type appliedIndex struct {
 // hooks it to the store's commits. The reading happens in a write
 // transaction, which the next write waits for, and the hook is in place
 // before it ends: no change is missed, none is applied to stale data.
-func openIndex(store *backend.Store) (*appliedIndex, error) {
+func openIndex(st store.Store) (*appliedIndex, error) {
 	idx := &appliedIndex{applied: map[string]*appliedRecord{}, settled: map[string]bool{}, bad: map[string]error{}}
-	err := store.Update(func(tx *backend.Tx) error {
-		err := tx.Scan(kindApplied, "", func(res backend.Resource) error {
+	err := st.Update(func(tx store.Tx) error {
+		err := tx.Scan(kindApplied, "", func(res store.Resource) error {
 			idx.putApplied(res.Name, res.Object)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		err = tx.Scan(schema.KindTenant, "", func(res backend.Resource) error {
+		err = tx.Scan(schema.KindTenant, "", func(res store.Resource) error {
 			idx.settled[res.Name] = settledStatus(res.Object)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		store.OnCommit(idx.follow)
+		st.OnCommit(idx.follow)
 		return nil
 	})
 	if err != nil {
@@ -615,7 +615,7 @@ func (idx *appliedIndex) putApplied(tenant string, data []byte) {
 }
 
 // follow is the index's commit hook.
-func (idx *appliedIndex) follow(changes []backend.Change) {
+func (idx *appliedIndex) follow(changes []store.Change) {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
 	if idx.stopped {
@@ -624,12 +624,12 @@ func (idx *appliedIndex) follow(changes []backend.Change) {
 	for _, c := range changes {
 		res := c.Resource
 		switch {
-		case res.Kind == kindApplied && c.Type == backend.Deleted:
+		case res.Kind == kindApplied && c.Type == store.Deleted:
 			delete(idx.applied, res.Name)
 			delete(idx.bad, res.Name)
 		case res.Kind == kindApplied:
 			idx.putApplied(res.Name, res.Object)
-		case res.Kind == schema.KindTenant && c.Type == backend.Deleted:
+		case res.Kind == schema.KindTenant && c.Type == store.Deleted:
 			delete(idx.settled, res.Name)
 		case res.Kind == schema.KindTenant:
 			idx.settled[res.Name] = settledStatus(res.Object)

@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Recover clears what a server process that died (SIGKILL, power loss)
@@ -70,8 +70,8 @@ func (r *Reconciler) releaseOwnLocks(context.Context) (stepResult, error) {
 	if r.opts.LockHolder == nil {
 		return stepNext, nil
 	}
-	var locks []backend.HeldLock
-	if err := r.store.View(func(tx *backend.Tx) (err error) {
+	var locks []store.HeldLock
+	if err := r.store.View(func(tx store.Tx) (err error) {
 		locks, err = tx.Locks()
 		return err
 	}); err != nil {
@@ -116,8 +116,8 @@ func (r *Reconciler) releaseStaleLock(tenant string) error {
 		return nil
 	}
 	holder := r.opts.LockHolder(tenant)
-	var released *backend.HeldLock
-	err := r.store.Update(func(tx *backend.Tx) error {
+	var released *store.HeldLock
+	err := r.store.Update(func(tx store.Tx) error {
 		locks, err := tx.Locks()
 		if err != nil {
 			return err
@@ -126,7 +126,7 @@ func (r *Reconciler) releaseStaleLock(tenant string) error {
 			if l.State != tenant || l.Token != holder {
 				continue
 			}
-			ok, err := tx.ReleaseLock(l.State, l.ID, l.Token)
+			ok, err := store.ReleaseLock(tx, l.State, l.ID, l.Token)
 			if ok {
 				released = &l
 			}
@@ -141,7 +141,7 @@ func (r *Reconciler) releaseStaleLock(tenant string) error {
 		return nil
 	}
 	attrs := []any{"state", tenant, "lock", released.ID, "holder", released.Token,
-		"operation", released.Operation, "locked_at", released.Created,
+		"operation", released.Holder().Operation, "locked_at", released.Created,
 		"reason", "left by a run of the reconciler that ended without releasing it (the server or tofu died)"}
 	r.log.Warn("released a state lock left by an earlier run", attrs...)
 	if r.opts.Audit != nil {
@@ -162,7 +162,7 @@ func (r *Reconciler) needsRecovery(tenant string) bool {
 		return false
 	}
 	held := false
-	_ = r.store.View(func(tx *backend.Tx) error {
+	_ = r.store.View(func(tx store.Tx) error {
 		locks, err := tx.Locks()
 		for _, l := range locks {
 			held = held || (l.State == tenant && l.Token == r.opts.LockHolder(tenant))

@@ -14,6 +14,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // lockState takes a lock on a tenant's state through the backend, as a
@@ -38,7 +39,7 @@ func (r *rig) lockState(tenant, id string) {
 func (r *rig) locks() map[string]string {
 	r.t.Helper()
 	out := map[string]string{}
-	err := r.srv.Store().View(func(tx *backend.Tx) error {
+	err := r.srv.Store().View(func(tx store.Tx) error {
 		ls, err := tx.Locks()
 		for _, l := range ls {
 			out[l.State] = l.ID

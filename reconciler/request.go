@@ -4,19 +4,21 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Requests returns the reconciler's answer to reconcile requests
 // (POST /api/v1/reconcile): fetch is called first (the source's Trigger,
 // nil when there is none), then the tenant's pending retry runs now.
-func (r *Reconciler) Requests(fetch func()) backend.Reconcile {
-	return requests{r: r, fetch: fetch}
+func (r *Reconciler) Requests(fetch func()) ReconcileRequests {
+	return ReconcileRequests{r: r, fetch: fetch}
 }
 
-type requests struct {
+// ReconcileRequests answers reconcile requests for a reconciler; see
+// Reconciler.Requests.
+type ReconcileRequests struct {
 	r     *Reconciler
 	fetch func()
 }
@@ -26,7 +28,7 @@ type requests struct {
 // left alone; one with nothing pending is reported as stalled, gets a
 // drift check now when it is drifted (see driftNow), or is reported up to
 // date. Nothing of the desired state changes.
-func (q requests) RequestReconcile(tenant string) api.ReconcileResponse {
+func (q ReconcileRequests) RequestReconcile(tenant string) api.ReconcileResponse {
 	var res api.ReconcileResponse
 	if q.fetch != nil {
 		q.fetch()
@@ -62,7 +64,7 @@ func (r *Reconciler) hurry(tenant string) api.ReconcileTenant {
 			Message: "the tenant is suspended (" + schema.AnnotationSuspend + "); nothing runs for it until a commit resumes it"}
 	}
 	var tn *schema.Tenant
-	_ = r.store.View(func(tx *backend.Tx) (err error) {
+	_ = r.store.View(func(tx store.Tx) (err error) {
 		tn, err = getJSON[schema.Tenant](tx, schema.KindTenant, tenant)
 		return err
 	})

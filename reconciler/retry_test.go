@@ -13,10 +13,10 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // fastRetries gives a rig retries that come quickly.
@@ -43,7 +43,7 @@ func (r *rig) unlockState(tenant, id string) {
 func (r *rig) tenant(name string) schema.Tenant {
 	r.t.Helper()
 	var t schema.Tenant
-	if err := r.srv.Store().View(func(tx *backend.Tx) error { return tx.GetObject(schema.KindTenant, name, &t) }); err != nil {
+	if err := r.srv.Store().View(func(tx store.Tx) error { return tx.GetObject(schema.KindTenant, name, &t) }); err != nil {
 		r.t.Fatal(err)
 	}
 	return t
@@ -52,7 +52,7 @@ func (r *rig) tenant(name string) schema.Tenant {
 func (r *rig) storedCommit(rev string) schema.Commit {
 	r.t.Helper()
 	var c schema.Commit
-	if err := r.srv.Store().View(func(tx *backend.Tx) error { return tx.GetObject(schema.KindCommit, rev, &c) }); err != nil {
+	if err := r.srv.Store().View(func(tx store.Tx) error { return tx.GetObject(schema.KindCommit, rev, &c) }); err != nil {
 		r.t.Fatal(err)
 	}
 	return c

@@ -10,12 +10,12 @@ import (
 
 	tfjson "github.com/hashicorp/terraform-json"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/version"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // secretsCache keeps each tenant's Talos secrets bundle in memory once read
@@ -86,8 +86,8 @@ func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, d
 		return b, false, nil
 	}
 	var raw []byte
-	if err := r.store.View(func(tx *backend.Tx) error {
-		raw = append([]byte(nil), tx.CurrentState(name)...)
+	if err := r.store.View(func(tx store.Tx) error {
+		raw = append([]byte(nil), store.CurrentState(tx, name)...)
 		return nil
 	}); err != nil {
 		return nil, false, err
@@ -148,8 +148,8 @@ func (r *Reconciler) storedSecrets(ctx context.Context, name string, raw []byte,
 // the state goes once the destroy is done.
 func (r *Reconciler) formerSecretsKept(tenant string) []string {
 	var raw []byte
-	_ = r.store.View(func(tx *backend.Tx) error {
-		raw = append([]byte(nil), tx.CurrentState(tenant)...)
+	_ = r.store.View(func(tx store.Tx) error {
+		raw = append([]byte(nil), store.CurrentState(tx, tenant)...)
 		return nil
 	})
 	var st struct {
@@ -179,8 +179,8 @@ func (r *Reconciler) formerSecretsKept(tenant string) []string {
 // encrypted.
 func (r *Reconciler) plainState(tenant string) bool {
 	plain := false
-	_ = r.store.View(func(tx *backend.Tx) error {
-		raw := tx.CurrentState(tenant)
+	_ = r.store.View(func(tx store.Tx) error {
+		raw := store.CurrentState(tx, tenant)
 		if len(raw) > 0 {
 			_, encrypted, err := secretsFromStateFile(raw)
 			plain = err == nil && !encrypted

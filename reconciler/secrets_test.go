@@ -10,13 +10,13 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // formerWorkspace is staging's workspace as earlier versions rendered it
@@ -239,7 +239,7 @@ func TestFormerSecretsStateDestroyed(t *testing.T) {
 			t.Fatalf("the state is not as the test means it (encrypted: %v)", encrypted)
 		}
 		rec := &appliedRecord{Tenant: "staging", Revision: "rev0", InitInputs: initInputs}
-		if err := r.srv.Store().Update(func(tx *backend.Tx) error {
+		if err := r.srv.Store().Update(func(tx store.Tx) error {
 			_, err := tx.Put(kindApplied, "staging", mustJSON(rec))
 			return err
 		}); err != nil {

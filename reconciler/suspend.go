@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Suspension. A Tenant whose manifest carries schema.AnnotationSuspend:
@@ -66,7 +66,7 @@ func (run *CommitRun) noteSuspended(context.Context) (stepResult, error) {
 	for _, td := range run.desired.Tenants {
 		want[td.Tenant.Metadata.Name] = schema.Suspended(td.Tenant.Metadata.Annotations)
 	}
-	err := r.store.Update(func(tx *backend.Tx) error {
+	err := r.store.Update(func(tx store.Tx) error {
 		recs, err := suspendRecords(tx)
 		if err != nil {
 			return err
@@ -106,7 +106,7 @@ func (run *CommitRun) noteSuspended(context.Context) (stepResult, error) {
 }
 
 // suspendRecords reads every suspend record.
-func suspendRecords(tx *backend.Tx) (map[string]*suspendRecord, error) {
+func suspendRecords(tx store.Tx) (map[string]*suspendRecord, error) {
 	list, err := tx.List(kindSuspended)
 	if err != nil {
 		return nil, err
@@ -124,9 +124,9 @@ func suspendRecords(tx *backend.Tx) (map[string]*suspendRecord, error) {
 
 // dropUnapplied removes what a suspended tenant that was never applied
 // left in the store, once it is gone from git: its record and its status.
-func dropUnapplied(tx *backend.Tx, name string) error {
+func dropUnapplied(tx store.Tx, name string) error {
 	for _, kind := range []string{kindSuspended, schema.KindTenant} {
-		if _, err := tx.Delete(kind, name); err != nil && !errors.Is(err, backend.ErrNotFound) {
+		if _, err := tx.Delete(kind, name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
@@ -137,9 +137,9 @@ func dropUnapplied(tx *backend.Tx, name string) error {
 // suspended.
 func (r *Reconciler) suspension(tenant string) (*suspendRecord, error) {
 	var rec *suspendRecord
-	err := r.store.View(func(tx *backend.Tx) error {
+	err := r.store.View(func(tx store.Tx) error {
 		v, err := getJSON[suspendRecord](tx, kindSuspended, tenant)
-		if errors.Is(err, backend.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		rec = v
@@ -229,21 +229,21 @@ func (r *Reconciler) recordSuspended(name string, td *schema.TenantDesired, gen 
 // only when there is something to clear.
 func (r *Reconciler) resumed(name string) error {
 	var was bool
-	err := r.store.View(func(tx *backend.Tx) (err error) {
+	err := r.store.View(func(tx store.Tx) (err error) {
 		_, was, err = suspendedStatus(tx, name)
 		return err
 	})
 	if err != nil || !was {
 		return err
 	}
-	return r.store.Update(func(tx *backend.Tx) error { return r.resumedTx(tx, name) })
+	return r.store.Update(func(tx store.Tx) error { return r.resumedTx(tx, name) })
 }
 
 // suspendedStatus reads a tenant and reports whether its status records a
 // suspension.
-func suspendedStatus(tx *backend.Tx, name string) (*schema.Tenant, bool, error) {
+func suspendedStatus(tx store.Tx, name string) (*schema.Tenant, bool, error) {
 	t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
-	if errors.Is(err, backend.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
@@ -253,7 +253,7 @@ func suspendedStatus(tx *backend.Tx, name string) (*schema.Tenant, bool, error) 
 }
 
 // resumedTx is resumed in transaction tx.
-func (r *Reconciler) resumedTx(tx *backend.Tx, name string) error {
+func (r *Reconciler) resumedTx(tx store.Tx, name string) error {
 	t, was, err := suspendedStatus(tx, name)
 	if err != nil || !was {
 		return err
@@ -268,17 +268,17 @@ func (r *Reconciler) resumedTx(tx *backend.Tx, name string) error {
 // the rest of it from its node groups and machines as stored. A tenant not
 // stored yet is created from td; without td there is nothing to change.
 func (r *Reconciler) updateTenant(name string, td *schema.TenantDesired, gen int64, change func(*schema.Tenant)) error {
-	return r.store.Update(func(tx *backend.Tx) error { return r.updateTenantTx(tx, name, td, gen, change) })
+	return r.store.Update(func(tx store.Tx) error { return r.updateTenantTx(tx, name, td, gen, change) })
 }
 
 // updateTenantTx is updateTenant in transaction tx.
-func (r *Reconciler) updateTenantTx(tx *backend.Tx, name string, td *schema.TenantDesired, gen int64, change func(*schema.Tenant)) error {
+func (r *Reconciler) updateTenantTx(tx store.Tx, name string, td *schema.TenantDesired, gen int64, change func(*schema.Tenant)) error {
 	now := r.opts.Now()
 	t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
 	switch {
-	case errors.Is(err, backend.ErrNotFound) && td == nil:
+	case errors.Is(err, store.ErrNotFound) && td == nil:
 		return nil
-	case errors.Is(err, backend.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		t = &schema.Tenant{APIVersion: td.Tenant.APIVersion, Kind: td.Tenant.Kind, Metadata: cleanMeta(td.Tenant.Metadata), Spec: td.Tenant.Spec}
 		t.Metadata.Generation = gen
 	case err != nil:

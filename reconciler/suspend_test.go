@@ -6,11 +6,11 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // annotate returns repo with annotation key: value added to the Tenant of
@@ -234,7 +234,7 @@ func TestSuspendedNewTenant(t *testing.T) {
 		t.Fatalf("pending %+v", p)
 	}
 	mustSucceed(t, r.reconcile("rev2", "drop staging", withoutTenant(examples(t), "staging")))
-	err := r.srv.Store().View(func(tx *backend.Tx) error {
+	err := r.srv.Store().View(func(tx store.Tx) error {
 		for _, kind := range []string{schema.KindTenant, kindSuspended} {
 			if _, err := tx.Get(kind, "staging"); err == nil {
 				t.Errorf("%s staging is still stored", kind)

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // A revision's tenants fall in two sets. Those it changed (or that have
@@ -35,7 +35,7 @@ func (r *Reconciler) quietTenants(tenants []*schema.TenantDesired, applied map[s
 		return map[string]bool{}, nil
 	}
 	var held map[string]bool
-	err := r.store.View(func(tx *backend.Tx) (err error) {
+	err := r.store.View(func(tx store.Tx) (err error) {
 		held, err = r.ownLocks(tx)
 		return err
 	})
@@ -76,7 +76,7 @@ func (r *Reconciler) nothingLeft(td *schema.TenantDesired) (bool, error) {
 
 // ownLocks returns the tenants whose state a lock of the reconciler's own
 // holds (see needsRecovery).
-func (r *Reconciler) ownLocks(tx *backend.Tx) (map[string]bool, error) {
+func (r *Reconciler) ownLocks(tx store.Tx) (map[string]bool, error) {
 	held := map[string]bool{}
 	if r.opts.LockHolder == nil {
 		return held, nil

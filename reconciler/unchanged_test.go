@@ -11,10 +11,11 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // storeWrites counts the resources written to a store, by kind, and the
@@ -24,9 +25,9 @@ type storeWrites struct {
 	keys map[string][]string
 }
 
-func countWrites(s *backend.Store) *storeWrites {
+func countWrites(s store.Store) *storeWrites {
 	w := &storeWrites{keys: map[string][]string{}}
-	s.OnCommit(func(changes []backend.Change) {
+	s.OnCommit(func(changes []store.Change) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for _, c := range changes {
@@ -241,16 +242,16 @@ func TestRestartDecodesManifests(t *testing.T) {
 // statuses starts from what the store holds and follows every write to
 // it, whoever makes it, so that the quiet check reads no record.
 func TestAppliedIndexFollowsStore(t *testing.T) {
-	store, err := backend.Open(t.TempDir(), nil)
+	st, err := bolt.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
-	putTenant := func(name string, st schema.TenantStatus) {
+	t.Cleanup(func() { _ = st.Close() })
+	putTenant := func(name string, status schema.TenantStatus) {
 		t.Helper()
-		err := store.Update(func(tx *backend.Tx) error {
+		err := st.Update(func(tx store.Tx) error {
 			_, err := tx.PutObject(schema.KindTenant, name, &schema.Tenant{APIVersion: schema.APIVersion, Kind: schema.KindTenant,
-				Metadata: schema.ObjectMeta{Name: name}, Status: st})
+				Metadata: schema.ObjectMeta{Name: name}, Status: status})
 			if err == nil {
 				_, err = tx.Put(kindApplied, name, mustJSON(&appliedRecord{Tenant: name, Revision: "rev1", InputHash: "h-" + name,
 					Annotations: map[string]string{AnnotationDeletionProtection: "true"}, Model: modeldiff.Model{}}))
@@ -263,7 +264,7 @@ func TestAppliedIndexFollowsStore(t *testing.T) {
 	}
 	ok := schema.TenantStatus{ObservedCommit: "rev1"}
 	putTenant("a", ok)
-	idx, err := openIndex(store)
+	idx, err := openIndex(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestAppliedIndexFollowsStore(t *testing.T) {
 		t.Fatalf("records %v, %v: want a, b and c with their hashes and annotations", recs, err)
 	}
 	putTenant("c", ok)
-	err = store.Update(func(tx *backend.Tx) error {
+	err = st.Update(func(tx store.Tx) error {
 		if _, err := tx.Delete(kindApplied, "a"); err != nil {
 			return err
 		}
@@ -308,7 +309,7 @@ func TestObservedWithFirstRecord(t *testing.T) {
 	r := newRig(t)
 	var mu sync.Mutex
 	var writes [][]string
-	r.srv.Store().OnCommit(func(changes []backend.Change) {
+	r.srv.Store().OnCommit(func(changes []store.Change) {
 		var kinds []string
 		for _, c := range changes {
 			kinds = append(kinds, c.Resource.Kind)

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/internal/window"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Maintenance windows (a Tenant's spec.maintenanceWindows). While none of
@@ -121,8 +121,8 @@ func (t *tenantRun) holdBack() (held *schema.TenantDesired, waits []string, err 
 		out.NodeGroups = append(out.NodeGroups, ng)
 	}
 	var stored []*schema.NodeGroup
-	err = t.r.store.View(func(tx *backend.Tx) (err error) {
-		stored, err = backend.DecodeTenantObjects[schema.NodeGroup](tx, t.name, schema.KindNodeGroup)
+	err = t.r.store.View(func(tx store.Tx) (err error) {
+		stored, err = store.DecodeTenantObjects[schema.NodeGroup](tx, t.name, schema.KindNodeGroup)
 		return err
 	})
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // TestHardeningSubjectTrailerKeepsTenants pushes a commit that removes
@@ -104,7 +104,7 @@ func TestHardeningHugeCommitMessages(t *testing.T) {
 	if code != http.StatusOK || len(body) > 1<<20 {
 		t.Errorf("GET /api/v1/commits: %d, %d bytes; want 200 and at most 1 MiB for 6 commits", code, len(body))
 	}
-	db, err := os.Stat(filepath.Join(e.data, backend.DBFile))
+	db, err := os.Stat(filepath.Join(e.data, bolt.DBFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/ui"
+	"github.com/rezuscloud/rezuscloud/internal/machinelog"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // TestUIBrowserLogTail: the machine page of an edit session shows the
@@ -39,9 +41,9 @@ func TestUIBrowserLogTail(t *testing.T) {
 	if err := ui.Serve(srv, ui.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &numberedLogs{asked: make(chan backend.LogRequest, 1)}
+	logs := &numberedLogs{asked: make(chan machinelog.Request, 1)}
 	srv.ServeMachineLogs(logs, nil)
-	err = srv.Store().Update(func(tx *backend.Tx) error {
+	err = srv.Store().Update(func(tx store.Tx) error {
 		m := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
 			Metadata: schema.ObjectMeta{Name: "m-1", Labels: map[string]string{schema.LabelTenant: "t"}},
 			Spec:     schema.MachineSpec{Hostname: "m-1", Tenant: "t", NodeGroup: "workers", Role: schema.RoleWorker, ManagementAddress: "127.0.0.9"}}
@@ -90,10 +92,10 @@ func TestUIBrowserLogTail(t *testing.T) {
 // numberedLogs serves every machine's log as numbered lines, one every
 // 100 ms, until the request ends.
 type numberedLogs struct {
-	asked chan backend.LogRequest
+	asked chan machinelog.Request
 }
 
-func (l *numberedLogs) OpenLogs(ctx context.Context, tenant, machine string, req backend.LogRequest) (backend.LogStream, error) {
+func (l *numberedLogs) OpenLogs(ctx context.Context, tenant, machine string, req machinelog.Request) (machinelog.Stream, error) {
 	select {
 	case l.asked <- req:
 	default:

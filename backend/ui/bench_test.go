@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // The fleet of the render benchmarks: 1,000 tenants of 3 control planes
@@ -30,7 +30,7 @@ func benchRig(b *testing.B) *rig {
 	for i := range benchTenants {
 		names[i] = fmt.Sprintf("tenant-%04d", i)
 	}
-	err := r.srv.Store().Update(func(tx *backend.Tx) error {
+	err := r.srv.Store().Update(func(tx store.Tx) error {
 		for _, name := range names {
 			for _, o := range fleet(name, 3, 5) {
 				if err := putOne(tx, o); err != nil {

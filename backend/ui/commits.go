@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // commitsPerPage is how many commits one page of the list shows.
@@ -26,7 +26,7 @@ func (h *handler) commits(r *http.Request, v *view) (string, error) {
 		return "", err
 	}
 	p := commitsPage{Page: page}
-	err = h.srv.Store().View(func(tx *backend.Tx) error {
+	err = h.srv.Store().View(func(tx store.Tx) error {
 		v.RV = tx.ResourceVersion()
 		refs, err := commitRefs(tx)
 		if err != nil {
@@ -74,7 +74,7 @@ type problemRow struct {
 func (h *handler) commit(r *http.Request, v *view) (string, error) {
 	name := r.PathValue("commit")
 	var p commitPage
-	err := h.srv.Store().View(func(tx *backend.Tx) error {
+	err := h.srv.Store().View(func(tx store.Tx) error {
 		v.RV = tx.ResourceVersion()
 		key, err := commitKey(tx, name)
 		if err != nil {
@@ -106,16 +106,16 @@ func (h *handler) commit(r *http.Request, v *view) (string, error) {
 
 // commitKey finds the commit named name, or the only one whose name
 // starts with it (at least 7 characters), as the API does.
-func commitKey(tx *backend.Tx, name string) (string, error) {
+func commitKey(tx store.Tx, name string) (string, error) {
 	key := schema.CommitName(name)
 	if _, err := tx.Get(schema.KindCommit, key); err == nil {
 		return key, nil
-	} else if !errors.Is(err, backend.ErrNotFound) {
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", err
 	}
 	var matches []string
 	if len(key) >= 7 {
-		err := tx.Scan(schema.KindCommit, key, func(r backend.Resource) error {
+		err := tx.Scan(schema.KindCommit, key, func(r store.Resource) error {
 			matches = append(matches, r.Name)
 			return nil
 		})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // testNow is the clock of the fixtures and of the pages under test.
@@ -115,7 +116,7 @@ func (r *rig) do(method, target string, header http.Header, body string) *http.R
 // put stores objects, failing the test on an error.
 func (r *rig) put(objs ...schema.Object) {
 	r.t.Helper()
-	err := r.srv.Store().Update(func(tx *backend.Tx) error {
+	err := r.srv.Store().Update(func(tx store.Tx) error {
 		for _, o := range objs {
 			if err := putOne(tx, o); err != nil {
 				return err
@@ -128,7 +129,7 @@ func (r *rig) put(objs ...schema.Object) {
 	}
 }
 
-func putOne(tx *backend.Tx, o schema.Object) error {
+func putOne(tx store.Tx, o schema.Object) error {
 	var kind, key string
 	m := o.Meta()
 	switch o := o.(type) {

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // logTailLines is how many lines of a machine's log the page asks for
@@ -30,10 +30,10 @@ type machinePage struct {
 func (h *handler) machine(r *http.Request, v *view) (string, error) {
 	tenant, name := r.PathValue("tenant"), r.PathValue("machine")
 	p := machinePage{Tenant: tenant}
-	err := h.srv.Store().View(func(tx *backend.Tx) error {
+	err := h.srv.Store().View(func(tx store.Tx) error {
 		v.RV = tx.ResourceVersion()
 		err := tx.GetObject(schema.KindMachine, name, &p.M)
-		if errors.Is(err, backend.ErrNotFound) || (err == nil && schema.TenantOf(schema.KindMachine, &p.M.Metadata) != tenant) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && schema.TenantOf(schema.KindMachine, &p.M.Metadata) != tenant) {
 			return notFound("There is no machine %q in tenant %q.", name, tenant)
 		}
 		return err

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // decode decodes a stored object into into.
-func decode(r backend.Resource, into any) error {
+func decode(r store.Resource, into any) error {
 	if err := json.Unmarshal(r.Object, into); err != nil {
 		return fmt.Errorf("decode %s %q: %w", r.Kind, r.Name, err)
 	}
@@ -23,9 +23,9 @@ func decode(r backend.Resource, into any) error {
 }
 
 // tenantsOf decodes every tenant.
-func tenantsOf(tx *backend.Tx) ([]schema.Tenant, error) {
+func tenantsOf(tx store.Tx) ([]schema.Tenant, error) {
 	var out []schema.Tenant
-	err := tx.Scan(schema.KindTenant, "", func(r backend.Resource) error {
+	err := tx.Scan(schema.KindTenant, "", func(r store.Resource) error {
 		var t schema.Tenant
 		if err := decode(r, &t); err != nil {
 			return err
@@ -37,9 +37,9 @@ func tenantsOf(tx *backend.Tx) ([]schema.Tenant, error) {
 }
 
 // objectsOf decodes the objects of kind that belong to tenant.
-func objectsOf[T any](tx *backend.Tx, tenant, kind string) ([]T, error) {
+func objectsOf[T any](tx store.Tx, tenant, kind string) ([]T, error) {
 	var out []T
-	err := tx.TenantObjects(tenant, kind, func(r backend.Resource) error {
+	err := tx.TenantObjects(tenant, kind, func(r store.Resource) error {
 		var v T
 		if err := decode(r, &v); err != nil {
 			return err
@@ -59,9 +59,9 @@ type commitRef struct {
 
 // commitRefs lists every commit, newest first (by createdAt, then name),
 // as the API lists them.
-func commitRefs(tx *backend.Tx) ([]commitRef, error) {
+func commitRefs(tx store.Tx) ([]commitRef, error) {
 	var refs []commitRef
-	err := tx.Scan(schema.KindCommit, "", func(r backend.Resource) error {
+	err := tx.Scan(schema.KindCommit, "", func(r store.Resource) error {
 		t, err := r.CreatedAt()
 		if err != nil {
 			return err
@@ -106,7 +106,7 @@ const maxSummaries = 4096
 
 // summaries returns the summaries of the commits of refs, decoding those
 // the cache does not have.
-func (c *summaryCache) summaries(tx *backend.Tx, refs []commitRef) ([]commitSummary, error) {
+func (c *summaryCache) summaries(tx store.Tx, refs []commitRef) ([]commitSummary, error) {
 	out := make([]commitSummary, 0, len(refs))
 	for _, ref := range refs {
 		key := summaryKey{ref.name, ref.rv}

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // How many commits the overview shows in its list and its timeline, how
@@ -54,7 +54,7 @@ func (h *handler) overview(r *http.Request, v *view) (string, error) {
 		return "", err
 	}
 	p.Counts, p.Source, p.Problem = st.Counts, st.Source, st.Error
-	err = h.srv.Store().View(func(tx *backend.Tx) error {
+	err = h.srv.Store().View(func(tx store.Tx) error {
 		v.RV = tx.ResourceVersion()
 		tenants, err := tenantsOf(tx)
 		if err != nil {
@@ -110,7 +110,7 @@ func (h *handler) overview(r *http.Request, v *view) (string, error) {
 
 // lastResults gives every row the result of the newest of the commits refs
 // (newest first) that has one for its tenant.
-func lastResults(tx *backend.Tx, refs []commitRef, rows []tenantRow) error {
+func lastResults(tx store.Tx, refs []commitRef, rows []tenantRow) error {
 	index := make(map[string]*tenantRow, len(rows))
 	for i := range rows {
 		index[rows[i].T.Metadata.Name] = &rows[i]

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // historyCommits is how many of the newest commits the tenant page reads
@@ -56,9 +56,9 @@ type historyRow struct {
 func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 	name := r.PathValue("tenant")
 	var p tenantPage
-	err := h.srv.Store().View(func(tx *backend.Tx) error {
+	err := h.srv.Store().View(func(tx store.Tx) error {
 		v.RV = tx.ResourceVersion()
-		if err := tx.GetObject(schema.KindTenant, name, &p.T); errors.Is(err, backend.ErrNotFound) {
+		if err := tx.GetObject(schema.KindTenant, name, &p.T); errors.Is(err, store.ErrNotFound) {
 			return notFound("There is no tenant %q. The overview lists the tenants.", name)
 		} else if err != nil {
 			return err
@@ -100,7 +100,7 @@ func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 
 // history returns the tenant's results in the newest applied commits,
 // newest first.
-func (h *handler) history(tx *backend.Tx, tenant string) ([]historyRow, error) {
+func (h *handler) history(tx store.Tx, tenant string) ([]historyRow, error) {
 	refs, err := commitRefs(tx)
 	if err != nil {
 		return nil, err

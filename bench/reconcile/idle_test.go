@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // idleRSSTarget is issue 16's bound on the server's resident memory with
@@ -71,7 +71,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	db, err := filepath.Abs(filepath.Join(keepDir, "data", backend.DBFile))
+	db, err := filepath.Abs(filepath.Join(keepDir, "data", bolt.DBFile))
 	if err != nil {
 		b.Fatal(err)
 	}

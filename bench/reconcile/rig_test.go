@@ -27,6 +27,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // fleetSizes are the fleet sizes the benchmarks run on, in growing order:
@@ -349,7 +350,7 @@ func (r *rig) runs() int64 { return r.rec.Runner().Runs() }
 // checkMachines checks that the store projects want machines.
 func (r *rig) checkMachines(want int) error {
 	n := 0
-	err := r.srv.Store().View(func(tx *backend.Tx) error {
+	err := r.srv.Store().View(func(tx store.Tx) error {
 		list, err := tx.List(schema.KindMachine)
 		n = len(list)
 		return err

@@ -29,6 +29,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 var (
@@ -109,10 +110,10 @@ func runFanout(b *testing.B) result {
 			b.Error(err)
 		}
 	}()
-	store := srv.Store()
+	st := srv.Store()
 	tenant := &schema.Tenant{APIVersion: schema.APIVersion, Kind: schema.KindTenant,
 		Metadata: schema.ObjectMeta{Name: "bench"}, Spec: schema.TenantSpec{KubernetesVersion: "1.34.1", TalosVersion: "1.12.6"}}
-	if err := store.Update(func(tx *backend.Tx) error { _, err := tx.PutObject(schema.KindTenant, "bench", tenant); return err }); err != nil {
+	if err := st.Update(func(tx store.Tx) error { _, err := tx.PutObject(schema.KindTenant, "bench", tenant); return err }); err != nil {
 		b.Fatal(err)
 	}
 	baseline := procMiB(b, "VmRSS")
@@ -166,7 +167,7 @@ func runFanout(b *testing.B) result {
 
 	b.ResetTimer()
 	began, cpuBefore := time.Now(), cpuTime(b)
-	writes, last, commits, committed := write(b, store, rate, duration)
+	writes, last, commits, committed := write(b, st, rate, duration)
 	took := time.Since(began)
 	b.StopTimer()
 	fmt.Fprintf(toChild, "end %d\n", last)
@@ -221,7 +222,7 @@ func runFanout(b *testing.B) result {
 // catching up when a commit runs late, and returns how many it made, the
 // last resourceVersion, the commits' durations (fsync included) and when
 // each resourceVersion's commit returned (Unix ns).
-func write(b *testing.B, store *backend.Store, rate int, duration time.Duration) (int, uint64, []time.Duration, map[uint64]int64) {
+func write(b *testing.B, st store.Store, rate int, duration time.Duration) (int, uint64, []time.Duration, map[uint64]int64) {
 	interval := time.Second / time.Duration(rate)
 	start := time.Now()
 	var last uint64
@@ -243,7 +244,7 @@ func write(b *testing.B, store *backend.Store, rate int, duration time.Duration)
 		}
 		sent := time.Now()
 		m.Metadata.Annotations = map[string]string{sentAnnotation: strconv.FormatInt(sent.UnixNano(), 10)}
-		err := store.Update(func(tx *backend.Tx) error { _, err := tx.PutObject(schema.KindMachine, id, m); return err })
+		err := st.Update(func(tx store.Tx) error { _, err := tx.PutObject(schema.KindMachine, id, m); return err })
 		if err == nil {
 			last, err = strconv.ParseUint(m.Metadata.ResourceVersion, 10, 64)
 		}

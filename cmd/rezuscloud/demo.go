@@ -27,6 +27,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/render/provider/openstack"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // demoFlags are the settings of `rezuscloud demo`.
@@ -377,8 +378,8 @@ func setDemoIdentity(r *git.Repository) error {
 // demoCommit says what becomes of the demo's commit (step 4) and returns
 // its record once it has finished: the record of a run of the demo before
 // this one, when that run applied it, since nothing runs then.
-func demoCommit(ctx context.Context, store *backend.Store, sha string, stopped <-chan struct{}, step demoStep) (*schema.Commit, error) {
-	prev, err := storedCommit(store, sha)
+func demoCommit(ctx context.Context, st store.Store, sha string, stopped <-chan struct{}, step demoStep) (*schema.Commit, error) {
+	prev, err := storedCommit(st, sha)
 	if err != nil {
 		return nil, err
 	}
@@ -387,17 +388,17 @@ func demoCommit(ctx context.Context, store *backend.Store, sha string, stopped <
 		return prev, nil
 	}
 	step.printf(4, "reconciling commit %.12s with tofu (a first apply takes a few seconds)", sha)
-	return waitForCommit(ctx, store, sha, stopped)
+	return waitForCommit(ctx, st, sha, stopped)
 }
 
 // storedCommit returns the stored Commit of revision sha, or nil.
-func storedCommit(store *backend.Store, sha string) (*schema.Commit, error) {
+func storedCommit(st store.Store, sha string) (*schema.Commit, error) {
 	var c *schema.Commit
-	err := store.View(func(tx *backend.Tx) error {
+	err := st.View(func(tx store.Tx) error {
 		var v schema.Commit
 		err := tx.GetObject(schema.KindCommit, schema.CommitName(sha), &v)
 		switch {
-		case errors.Is(err, backend.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			return nil
 		case err != nil:
 			return err
@@ -410,11 +411,11 @@ func storedCommit(store *backend.Store, sha string) (*schema.Commit, error) {
 
 // waitForCommit waits until the Commit of revision sha has finished, or
 // the server has stopped.
-func waitForCommit(ctx context.Context, store *backend.Store, sha string, stopped <-chan struct{}) (*schema.Commit, error) {
+func waitForCommit(ctx context.Context, st store.Store, sha string, stopped <-chan struct{}) (*schema.Commit, error) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
-		c, err := storedCommit(store, sha)
+		c, err := storedCommit(st, sha)
 		if err != nil {
 			return nil, err
 		}

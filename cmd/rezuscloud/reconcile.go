@@ -25,6 +25,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // tofuVersion is the OpenTofu release `make tools` builds and caches.
@@ -238,6 +239,15 @@ func providerModules(f *serveFlags) render.Modules {
 	return render.BuiltinWith(render.Options{AllowLoopbackMetal: f.allowLoopbackMetal})
 }
 
+// The reconciler implements the ports the API calls, declared in backend;
+// the reconciler does not import backend, so they are checked here.
+var (
+	_ backend.TenantSecrets = (*reconciler.Reconciler)(nil)
+	_ backend.MachineLogs   = (*reconciler.Reconciler)(nil)
+	_ backend.Previewer     = (*reconciler.Reconciler)(nil)
+	_ backend.Reconcile     = reconciler.ReconcileRequests{}
+)
+
 // mount puts the reconciler's parts into the server: its status and
 // readiness, metrics, downloads of tenant secrets, previews and webhooks.
 func (p *reconcilerPart) mount() (err error) {
@@ -303,7 +313,9 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
 			AfterFirstPass: p.startup.observedOnce})
 	})
-	goRun(func() { releaseMemory(ctx, p.m.Server.Store(), p.startup.done, mappedRelease, p.log) })
+	if mapped, ok := p.m.Server.Store().(*bolt.Store); ok {
+		goRun(func() { releaseMemory(ctx, mapped, p.startup.done, mappedRelease, p.log) })
+	}
 	if p.previews != nil {
 		ups := make(chan sources.PreviewUpdate)
 		goRun(func() { p.previews.Run(ctx, p.f.pollInterval, ups) })

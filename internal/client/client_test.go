@@ -19,6 +19,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/client"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // The client is tested against the real server (backend.Server on
@@ -77,7 +78,7 @@ func startServer(t *testing.T, cfg backend.Config, tokens bool) *server {
 // store key (TENANT/NAME for node groups and patches).
 func (s *server) put(t *testing.T, objs ...schema.Object) {
 	t.Helper()
-	err := s.Store().Update(func(tx *backend.Tx) error {
+	err := s.Store().Update(func(tx store.Tx) error {
 		for _, o := range objs {
 			kind, key := storeKey(o)
 			if _, err := tx.PutObject(kind, key, o); err != nil {

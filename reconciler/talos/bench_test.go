@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // BenchmarkRollingUpgrade upgrades a tenant of 3 control planes and 5
@@ -24,7 +24,7 @@ func BenchmarkRollingUpgrade(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer h.Close()
-	st, err := backend.Open(b.TempDir(), nil)
+	st, err := bolt.Open(b.TempDir(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // testTimings keep the simulated stages short but long enough to be
@@ -67,7 +68,7 @@ func renderConfig(t testing.TB, tenant string, secrets []byte, role string, patc
 type rig struct {
 	t     testing.TB
 	host  *talosnode.Host
-	store *backend.Store
+	store store.Store
 	pool  *Pool
 	plane *Plane
 	opts  Options
@@ -81,7 +82,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	st, err := backend.Open(t.TempDir(), nil)
+	st, err := bolt.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

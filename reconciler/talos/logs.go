@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/machinelog"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 )
 
@@ -37,8 +37,8 @@ const maxDmesgTail = 4 << 20
 // It first asks the machine for its version, within LogAnswerTimeout,
 // so that a machine that refuses the connection or the tenant's
 // credentials, or does not answer, fails at once with an error that wraps
-// backend.ErrMachineUnreachable or backend.ErrMachineTimeout.
-func OpenLogs(ctx context.Context, c *client.Client, release func(), label string, req backend.LogRequest) (backend.LogStream, error) {
+// machinelog.ErrUnreachable or machinelog.ErrTimeout.
+func OpenLogs(ctx context.Context, c *client.Client, release func(), label string, req machinelog.Request) (machinelog.Stream, error) {
 	ok := false
 	defer func() {
 		if !ok {
@@ -75,7 +75,7 @@ type dataStream interface {
 	Recv() (*common.Data, error)
 }
 
-// logStream implements backend.LogStream over a Talos data stream.
+// logStream implements machinelog.Stream over a Talos data stream.
 type logStream struct {
 	label   string
 	recv    dataStream
@@ -88,9 +88,9 @@ type logStream struct {
 	done bool
 }
 
-var _ backend.LogStream = (*logStream)(nil)
+var _ machinelog.Stream = (*logStream)(nil)
 
-// Next implements backend.LogStream.
+// Next implements machinelog.Stream.
 func (ls *logStream) Next() ([]byte, error) {
 	if ls.keep > 0 {
 		return ls.tail()
@@ -101,7 +101,7 @@ func (ls *logStream) Next() ([]byte, error) {
 			return nil, ls.streamError(err)
 		}
 		if e := d.GetMetadata().GetError(); e != "" {
-			return nil, fmt.Errorf("machine %s: %s: %w", ls.label, e, backend.ErrBadLogRequest)
+			return nil, fmt.Errorf("machine %s: %s: %w", ls.label, e, machinelog.ErrBadRequest)
 		}
 		if len(d.GetBytes()) > 0 {
 			return d.GetBytes(), nil
@@ -164,7 +164,7 @@ func (ls *logStream) streamError(err error) error {
 	return logError(ls.label, err)
 }
 
-// Close implements backend.LogStream.
+// Close implements machinelog.Stream.
 func (ls *logStream) Close() error {
 	ls.once.Do(func() {
 		ls.cancel()
@@ -182,18 +182,18 @@ func logError(label string, err error) error {
 	case errors.Is(err, context.Canceled), s.Code() == codes.Canceled:
 		return fmt.Errorf("machine %s: %w", label, context.Canceled)
 	case errors.Is(err, context.DeadlineExceeded), s.Code() == codes.DeadlineExceeded:
-		return fmt.Errorf("machine %s did not answer within %s: %w", label, LogAnswerTimeout, backend.ErrMachineTimeout)
+		return fmt.Errorf("machine %s did not answer within %s: %w", label, LogAnswerTimeout, machinelog.ErrTimeout)
 	case s.Code() == codes.Unavailable && strings.Contains(msg, "authentication handshake failed"):
 		return fmt.Errorf("machine %s does not accept the tenant's credentials (a machine in maintenance mode has no config yet): %s: %w",
-			label, handshakeReason(msg), backend.ErrMachineUnreachable)
+			label, handshakeReason(msg), machinelog.ErrUnreachable)
 	case s.Code() == codes.Unavailable:
-		return fmt.Errorf("machine %s does not answer: %s: %w", label, msg, backend.ErrMachineUnreachable)
+		return fmt.Errorf("machine %s does not answer: %s: %w", label, msg, machinelog.ErrUnreachable)
 	case s.Code() == codes.PermissionDenied, s.Code() == codes.Unauthenticated:
-		return fmt.Errorf("machine %s refuses the tenant's credentials: %s: %w", label, msg, backend.ErrMachineUnreachable)
+		return fmt.Errorf("machine %s refuses the tenant's credentials: %s: %w", label, msg, machinelog.ErrUnreachable)
 	case s.Code() == codes.Unimplemented:
-		return fmt.Errorf("machine %s cannot serve logs now: %s: %w", label, msg, backend.ErrMachineUnreachable)
+		return fmt.Errorf("machine %s cannot serve logs now: %s: %w", label, msg, machinelog.ErrUnreachable)
 	case s.Code() == codes.Unknown, s.Code() == codes.NotFound, s.Code() == codes.InvalidArgument:
-		return fmt.Errorf("machine %s: %s: %w", label, msg, backend.ErrBadLogRequest)
+		return fmt.Errorf("machine %s: %s: %w", label, msg, machinelog.ErrBadRequest)
 	}
 	return fmt.Errorf("machine %s: %w", label, err)
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // ObserverOptions configure Plane.RunObserver.
@@ -101,7 +101,7 @@ func (pl *Plane) writeTenants(observed, api map[string]bool) error {
 		}
 	}
 	now := pl.opts.Now()
-	pass := func(tx *backend.Tx, write bool) (bool, error) {
+	pass := func(tx store.Tx, write bool) (bool, error) {
 		changed := false
 		for tenant := range observed {
 			c, err := tenantStatus(tx, tenant, api[tenant], progress[tenant], now, write)
@@ -113,14 +113,14 @@ func (pl *Plane) writeTenants(observed, api map[string]bool) error {
 		return changed, nil
 	}
 	var changed bool
-	err := pl.store.View(func(tx *backend.Tx) (err error) {
+	err := pl.store.View(func(tx store.Tx) (err error) {
 		changed, err = pass(tx, false)
 		return err
 	})
 	if err != nil || !changed {
 		return err
 	}
-	return pl.store.Update(func(tx *backend.Tx) error {
+	return pl.store.Update(func(tx store.Tx) error {
 		_, err := pass(tx, true)
 		return err
 	})
@@ -129,15 +129,15 @@ func (pl *Plane) writeTenants(observed, api map[string]bool) error {
 // tenantStatus computes one tenant's status and its node groups', and
 // reports whether any differs from the stored one; with write it stores
 // them.
-func tenantStatus(tx *backend.Tx, tenant string, apiAnswers bool, p Progress, now time.Time, write bool) (bool, error) {
+func tenantStatus(tx store.Tx, tenant string, apiAnswers bool, p Progress, now time.Time, write bool) (bool, error) {
 	var t schema.Tenant
 	if err := tx.GetObject(schema.KindTenant, tenant, &t); err != nil {
 		return false, nil // not recorded yet, or gone
 	}
-	ngs, err := backend.DecodeTenantObjects[schema.NodeGroup](tx, tenant, schema.KindNodeGroup)
+	ngs, err := store.DecodeTenantObjects[schema.NodeGroup](tx, tenant, schema.KindNodeGroup)
 	var machines []*schema.Machine
 	if err == nil {
-		machines, err = backend.DecodeTenantObjects[schema.Machine](tx, tenant, schema.KindMachine)
+		machines, err = store.DecodeTenantObjects[schema.Machine](tx, tenant, schema.KindMachine)
 	}
 	if err != nil {
 		return false, fmt.Errorf("tenant %s: %w", tenant, err)

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 func TestUpgradingCondition(t *testing.T) {
@@ -162,7 +162,7 @@ func (tr *tenantRig) putTenant() {
 	for _, m := range tr.ms {
 		counts[m.NodeGroup]++
 	}
-	err := tr.store.Update(func(tx *backend.Tx) error {
+	err := tr.store.Update(func(tx store.Tx) error {
 		t := &schema.Tenant{APIVersion: schema.APIVersion, Kind: schema.KindTenant, Metadata: schema.ObjectMeta{Name: tr.tenant, Generation: 1},
 			Status: schema.TenantStatus{ObservedCommit: "0123456789abcdef"}}
 		if _, err := tx.PutObject(schema.KindTenant, tr.tenant, t); err != nil {
@@ -209,15 +209,15 @@ func TestObserverWritesNothingForASteadyTenant(t *testing.T) {
 			}
 		}
 		var rv uint64
-		r.store.View(func(tx *backend.Tx) error { rv = tx.ResourceVersion(); return nil })
+		r.store.View(func(tx store.Tx) error { rv = tx.ResourceVersion(); return nil })
 		for range 2 {
 			if err := pl.ObserveOnce(ctx, bundles); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var events []string
-		r.store.View(func(tx *backend.Tx) error {
-			return tx.Events(rv, func(c backend.Change) error {
+		r.store.View(func(tx store.Tx) error {
+			return tx.Events(rv, func(c store.Change) error {
 				events = append(events, fmt.Sprintf("%s %s %s", c.Type, c.Resource.Kind, c.Resource.Name))
 				return nil
 			})
@@ -226,7 +226,7 @@ func TestObserverWritesNothingForASteadyTenant(t *testing.T) {
 			t.Errorf("%s: two passes over a steady tenant sent a watch %d events: %v", what, len(events), events)
 		}
 		var tn schema.Tenant
-		r.store.View(func(tx *backend.Tx) error { return tx.GetObject(schema.KindTenant, "acme", &tn) })
+		r.store.View(func(tx store.Tx) error { return tx.GetObject(schema.KindTenant, "acme", &tn) })
 		if tn.Status.Phase != schema.TenantActive || tn.Status.Rollout != nil || !tn.Status.Conditions.IsTrue(schema.ConditionReady) {
 			t.Errorf("%s: the tenant is not steady: %+v", what, tn.Status)
 		}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // Store kinds of the plane's internal records, keyed by tenant. The API
@@ -30,7 +30,7 @@ const DefaultInstaller = "ghcr.io/siderolabs/installer"
 
 // Options configure a Plane. Store and Pool are required.
 type Options struct {
-	Store *backend.Store
+	Store store.Store
 	Pool  *Pool
 	// Prober, when set, receives the plane's own fresh observations, so
 	// that status shows what rollouts see; nil makes a private one.
@@ -63,7 +63,7 @@ type Options struct {
 // tenant's steps one at a time); calls for different tenants may.
 type Plane struct {
 	opts   Options
-	store  *backend.Store
+	store  store.Store
 	pool   *Pool
 	prober *Prober
 	log    *slog.Logger
@@ -115,9 +115,9 @@ func vTag(version string) string { return "v" + strings.TrimPrefix(version, "v")
 
 // load reads a record; found is false when there is none.
 func (pl *Plane) load(kind, tenant string, into any) (found bool, err error) {
-	err = pl.store.View(func(tx *backend.Tx) error {
+	err = pl.store.View(func(tx store.Tx) error {
 		res, err := tx.Get(kind, tenant)
-		if errors.Is(err, backend.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -138,7 +138,7 @@ func (pl *Plane) save(kind, tenant string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s record of %s: %w", kind, tenant, err)
 	}
-	err = pl.store.Update(func(tx *backend.Tx) error {
+	err = pl.store.Update(func(tx store.Tx) error {
 		_, err := tx.Put(kind, tenant, b)
 		return err
 	})
@@ -151,9 +151,9 @@ func (pl *Plane) save(kind, tenant string, v any) error {
 // Forget removes a destroyed tenant's records and idle clients.
 func (pl *Plane) Forget(tenant string) error {
 	pl.pool.Forget(tenant)
-	return pl.store.Update(func(tx *backend.Tx) error {
+	return pl.store.Update(func(tx store.Tx) error {
 		for _, kind := range []string{KindBootstrap, KindRollout} {
-			if _, err := tx.Delete(kind, tenant); err != nil && !errors.Is(err, backend.ErrNotFound) {
+			if _, err := tx.Delete(kind, tenant); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}

@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 	"go.yaml.in/yaml/v4"
 )
 
@@ -121,7 +122,7 @@ func benchValue(what string, i int) string {
 //	go test -run '^$' -bench ProbeFleet -benchtime 1x ./reconciler/talos/
 func BenchmarkProbeFleet(b *testing.B) {
 	ms := startBenchHost(b)
-	st, err := backend.Open(b.TempDir(), nil)
+	st, err := bolt.Open(b.TempDir(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -197,8 +198,8 @@ func startBenchHost(b *testing.B) []Machine {
 }
 
 // putFleet stores the machines as projection does.
-func putFleet(b *testing.B, st *backend.Store, ms []Machine) {
-	err := st.Update(func(tx *backend.Tx) error {
+func putFleet(b *testing.B, st store.Store, ms []Machine) {
+	err := st.Update(func(tx store.Tx) error {
 		for _, m := range ms {
 			tenant, _, _ := strings.Cut(m.ID, "-")
 			role := schema.RoleWorker

@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // MachineStatusOf is a machine's status from an observation: what the
@@ -125,8 +125,8 @@ type storedMachine struct {
 // it decodes neither their status nor anything it does not keep.
 func (pl *Plane) storedMachines() (map[string][]Machine, error) {
 	byTenant := map[string][]Machine{}
-	err := pl.store.View(func(tx *backend.Tx) error {
-		return tx.Scan(schema.KindMachine, "", func(res backend.Resource) error {
+	err := pl.store.View(func(tx store.Tx) error {
+		return tx.Scan(schema.KindMachine, "", func(res store.Resource) error {
 			var m storedMachine
 			if err := json.Unmarshal(res.Object, &m); err != nil {
 				return err
@@ -149,14 +149,14 @@ func (pl *Plane) storedMachines() (map[string][]Machine, error) {
 // gone meanwhile has none.
 func (pl *Plane) storedStatuses(ms []Machine) (map[string]schema.MachineStatus, error) {
 	out := make(map[string]schema.MachineStatus, len(ms))
-	err := pl.store.View(func(tx *backend.Tx) error {
+	err := pl.store.View(func(tx store.Tx) error {
 		for _, m := range ms {
 			var st struct {
 				Status schema.MachineStatus `json:"status"`
 			}
 			if err := tx.GetObject(schema.KindMachine, m.ID, &st); err == nil {
 				out[m.ID] = st.Status
-			} else if !errors.Is(err, backend.ErrNotFound) {
+			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}
@@ -182,7 +182,7 @@ func (pl *Plane) writeStatus(changed []Observed) error {
 	if len(changed) == 0 {
 		return nil
 	}
-	return pl.store.Update(func(tx *backend.Tx) error {
+	return pl.store.Update(func(tx store.Tx) error {
 		for _, o := range changed {
 			var m schema.Machine
 			if err := tx.GetObject(schema.KindMachine, o.Key, &m); err != nil || sameStatus(m.Status, o.Status) {

@@ -9,15 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // putMachines stores the tenant's machines as projection does.
 func (tr *tenantRig) putMachines() {
 	tr.t.Helper()
-	err := tr.store.Update(func(tx *backend.Tx) error {
+	err := tr.store.Update(func(tx store.Tx) error {
 		for _, m := range tr.ms {
 			role := schema.RoleWorker
 			if m.ControlPlane {
@@ -41,7 +42,7 @@ func (tr *tenantRig) putMachines() {
 func (tr *tenantRig) storedStatus(id string) schema.MachineStatus {
 	tr.t.Helper()
 	var m schema.Machine
-	if err := tr.store.View(func(tx *backend.Tx) error { return tx.GetObject(schema.KindMachine, id, &m) }); err != nil {
+	if err := tr.store.View(func(tx store.Tx) error { return tx.GetObject(schema.KindMachine, id, &m) }); err != nil {
 		tr.t.Fatal(err)
 	}
 	return m.Status
@@ -101,11 +102,11 @@ func TestObserveMachinesWritesWhatTheMachinesSay(t *testing.T) {
 	}
 	// Nothing changed: nothing is written.
 	var rv uint64
-	r.store.View(func(tx *backend.Tx) error { rv = tx.ResourceVersion(); return nil })
+	r.store.View(func(tx store.Tx) error { rv = tx.ResourceVersion(); return nil })
 	if _, err := pl.ObserveMachines(ctx, bundles); err != nil {
 		t.Fatal(err)
 	}
-	r.store.View(func(tx *backend.Tx) error {
+	r.store.View(func(tx store.Tx) error {
 		if got := tx.ResourceVersion(); got != rv {
 			t.Errorf("an observation that changed nothing wrote the store (rv %d → %d)", rv, got)
 		}
@@ -138,13 +139,13 @@ func TestObserveMachinesStopsWhenCancelled(t *testing.T) {
 // object: while the pass asks for the last tenant's bundle, the heap
 // holds well under the decoded size of the fleet's Machines.
 func TestObservePassHoldsNoStoredMachines(t *testing.T) {
-	st, err := backend.Open(t.TempDir(), nil)
+	st, err := bolt.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	const tenants, perTenant = 250, 8
-	err = st.Update(func(tx *backend.Tx) error {
+	err = st.Update(func(tx store.Tx) error {
 		for i := range tenants * perTenant {
 			tenant, id := fmt.Sprintf("t%03d", i/perTenant), fmt.Sprintf("sim-%06d", i)
 			m := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,

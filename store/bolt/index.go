@@ -1,10 +1,11 @@
-package backend
+package bolt
 
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
+
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // The tenant index answers which objects belong to a tenant, by the one
@@ -52,7 +53,7 @@ func (tx *Tx) reindex(kind, key, from, to string) error {
 // tenants belong to the tenant their schema.LabelTenant label names. As
 // with Scan, the Resource's Object is valid only until fn returns, and fn
 // must not change the store.
-func (tx *Tx) TenantObjects(tenant, kind string, fn func(Resource) error) error {
+func (tx *Tx) TenantObjects(tenant, kind string, fn func(store.Resource) error) error {
 	if tenant == "" {
 		return nil
 	}
@@ -68,16 +69,4 @@ func (tx *Tx) TenantObjects(tenant, kind string, fn func(Resource) error) error 
 		}
 	}
 	return nil
-}
-
-// DecodeTenantObjects decodes every object of kind that belongs to tenant
-// (see Tx.TenantObjects) into a new T each, in key order.
-func DecodeTenantObjects[T any](tx *Tx, tenant, kind string) ([]*T, error) {
-	var out []*T
-	err := tx.TenantObjects(tenant, kind, func(res Resource) error {
-		v := new(T)
-		out = append(out, v)
-		return json.Unmarshal(res.Object, v)
-	})
-	return out, err
 }

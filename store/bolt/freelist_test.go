@@ -1,4 +1,4 @@
-package backend
+package bolt
 
 import (
 	"encoding/binary"
@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/storetest"
 )
 
 // syncedFreelist reads the newer of a bbolt file's two meta pages and
@@ -45,11 +47,11 @@ func TestStoreLeavesFreelistUnwritten(t *testing.T) {
 	s := openStore(t, dir)
 	s.Close()
 	path := filepath.Join(dir, DBFile)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: false})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{NoFreelistSync: false})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("x"), []byte("y")) }); err != nil {
+	if err := db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("x"), []byte("y")) }); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -57,7 +59,12 @@ func TestStoreLeavesFreelistUnwritten(t *testing.T) {
 		t.Fatal("a file written with a freelist has none: the check reads the wrong bytes")
 	}
 	s = openStore(t, dir)
-	putObj(t, s, schema.KindMachine, "m1", machineObj("m1", "alpha", "w", schema.RoleWorker, "small", 1))
+	if err := s.Update(func(tx store.Tx) error {
+		_, err := tx.PutObject(schema.KindMachine, "m1", storetest.Machine("m1", "alpha", "w", schema.RoleWorker, "small", 1))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
 	if syncedFreelist(t, path) {
 		t.Fatal("the store wrote bbolt's freelist with its commits")
@@ -77,7 +84,7 @@ func BenchmarkSmallWriteWithFreePages(b *testing.B) {
 	defer s.Close()
 	big := make([]byte, 64<<10)
 	for i := range 40 {
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.db.Update(func(tx *bbolt.Tx) error {
 			bk, err := tx.CreateBucketIfNotExists([]byte("bench-churn"))
 			if err != nil {
 				return err
@@ -93,12 +100,12 @@ func BenchmarkSmallWriteWithFreePages(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("bench-churn")) }); err != nil {
+	if err := s.db.Update(func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte("bench-churn")) }); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(s.db.Stats().FreePageN), "free-pages")
 	for b.Loop() {
-		if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("bench"), []byte("x")) }); err != nil {
+		if err := s.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("bench"), []byte("x")) }); err != nil {
 			b.Fatal(err)
 		}
 	}

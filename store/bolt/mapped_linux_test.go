@@ -1,4 +1,4 @@
-package backend
+package bolt
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // mappedKiB sums the resident KiB of this process's mappings of file.
@@ -41,9 +43,9 @@ func TestReleaseMappedDropsReadPages(t *testing.T) {
 	s := openStore(t, dir)
 	const states, size = 300, 48 << 10
 	state := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i%26)}, size) }
-	if err := s.Update(func(tx *Tx) error {
+	if err := s.Update(func(tx store.Tx) error {
 		for i := range states {
-			if _, err := tx.putState(fmt.Sprintf("s%03d", i), state(i), &stateMeta{Size: size}, 1); err != nil {
+			if _, err := tx.PutState(fmt.Sprintf("s%03d", i), state(i), store.StateMeta{Size: size}, 1); err != nil {
 				return err
 			}
 		}
@@ -53,10 +55,10 @@ func TestReleaseMappedDropsReadPages(t *testing.T) {
 	}
 	readAll := func() {
 		t.Helper()
-		if err := s.View(func(tx *Tx) error {
+		if err := s.View(func(tx store.Tx) error {
 			for i := range states {
 				// Read in place, as bbolt hands it out.
-				b := tx.stateBucket(fmt.Sprintf("s%03d", i))
+				b := tx.(*Tx).stateBucket(fmt.Sprintf("s%03d", i))
 				if got := versionBytes(b, b.Get(keyCurrent)); !bytes.Equal(got, state(i)) {
 					return fmt.Errorf("state s%03d: %d bytes, not the ones written", i, len(got))
 				}
@@ -90,10 +92,10 @@ func TestOpenReleasesWalkedPages(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	s := openStore(t, dir)
 	const states = 1000
-	if err := s.Update(func(tx *Tx) error {
+	if err := s.Update(func(tx store.Tx) error {
 		for i := range states {
 			data := bytes.Repeat([]byte{'x'}, 3000+i) // a leaf page of its own each
-			if _, err := tx.putState(fmt.Sprintf("s%04d", i), data, &stateMeta{Size: int64(len(data))}, 1); err != nil {
+			if _, err := tx.PutState(fmt.Sprintf("s%04d", i), data, store.StateMeta{Size: int64(len(data))}, 1); err != nil {
 				return err
 			}
 		}
@@ -112,22 +114,22 @@ func TestOpenReleasesWalkedPages(t *testing.T) {
 	}
 }
 
-// TestCurrentStateReleasesItsPages: a state read with CurrentState in a
+// TestStateReleasesItsPages: a state read with State in a
 // read transaction leaves none of its pages mapped; in a write
 // transaction, where a state just written lives in Go's memory, it is
 // read as written and left alone.
-func TestCurrentStateReleasesItsPages(t *testing.T) {
+func TestStateReleasesItsPages(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	s := openStore(t, dir)
 	const states, size = 100, 64 << 10
 	state := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i%26)}, size) }
-	if err := s.Update(func(tx *Tx) error {
+	if err := s.Update(func(tx store.Tx) error {
 		for i := range states {
 			name := fmt.Sprintf("s%03d", i)
-			if _, err := tx.putState(name, state(i), &stateMeta{Size: size}, 1); err != nil {
+			if _, err := tx.PutState(name, state(i), store.StateMeta{Size: size}, 1); err != nil {
 				return err
 			}
-			if got := tx.CurrentState(name); !bytes.Equal(got, state(i)) {
+			if got := store.CurrentState(tx, name); !bytes.Equal(got, state(i)) {
 				return fmt.Errorf("state %s read back in its write transaction: %d bytes, not the ones written", name, len(got))
 			}
 		}
@@ -138,9 +140,9 @@ func TestCurrentStateReleasesItsPages(t *testing.T) {
 	if err := s.ReleaseMapped(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.View(func(tx *Tx) error {
+	if err := s.View(func(tx store.Tx) error {
 		for i := range states {
-			if got := tx.CurrentState(fmt.Sprintf("s%03d", i)); !bytes.Equal(got, state(i)) {
+			if got := store.CurrentState(tx, fmt.Sprintf("s%03d", i)); !bytes.Equal(got, state(i)) {
 				return fmt.Errorf("state s%03d: %d bytes, not the ones written", i, len(got))
 			}
 		}

@@ -1,4 +1,4 @@
-package backend_test
+package bolt_test
 
 import (
 	"fmt"
@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // API objects are stored with PutObject, which stamps their metadata: a
@@ -20,13 +21,13 @@ func ExampleStore_Update() {
 	dir, _ := os.MkdirTemp("", "rezuscloud-example")
 	defer os.RemoveAll(dir)
 	clock := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
-	store, err := backend.Open(filepath.Join(dir, "data"), &backend.StoreOptions{Now: clock})
+	s, err := bolt.Open(filepath.Join(dir, "data"), &bolt.Options{Now: clock})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer store.Close()
+	defer s.Close()
 
-	store.OnCommit(func(changes []backend.Change) {
+	s.OnCommit(func(changes []store.Change) {
 		for _, c := range changes {
 			fmt.Println(c.Type, c.Resource.Kind, c.Resource.Name, c.Resource.ResourceVersion)
 		}
@@ -35,12 +36,12 @@ func ExampleStore_Update() {
 	prod.Spec.KubernetesVersion = "1.34.1"
 	workers := &schema.NodeGroup{Kind: schema.KindNodeGroup, Metadata: schema.ObjectMeta{Name: "workers", UID: "u-workers",
 		Labels: map[string]string{schema.LabelTenant: "prod"}}}
-	store.Update(func(tx *backend.Tx) error {
+	s.Update(func(tx store.Tx) error {
 		tx.PutObject(schema.KindTenant, "prod", prod)
 		tx.PutObject(schema.KindNodeGroup, "prod/workers", workers)
 		return nil
 	})
-	store.Update(func(tx *backend.Tx) error {
+	s.Update(func(tx store.Tx) error {
 		changed, _ := tx.PutObject(schema.KindTenant, "prod", prod)
 		fmt.Println("same object again, changed:", changed)
 		prod.Spec.KubernetesVersion = "1.34.2"
@@ -48,8 +49,8 @@ func ExampleStore_Update() {
 		_, err := tx.Delete(schema.KindNodeGroup, "prod/workers")
 		return err
 	})
-	store.View(func(tx *backend.Tx) error {
-		return tx.TenantObjects("prod", schema.KindTenant, func(r backend.Resource) error {
+	s.View(func(tx store.Tx) error {
+		return tx.TenantObjects("prod", schema.KindTenant, func(r store.Resource) error {
 			fmt.Printf("%s %s rv=%d %s\n", r.Kind, r.Name, r.ResourceVersion, r.Object)
 			return nil
 		})

@@ -1,4 +1,4 @@
-package backend
+package bolt
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 )
 
 // ReleaseMapped tells the kernel that the process no longer needs the
@@ -22,7 +22,7 @@ import (
 func (s *Store) ReleaseMapped() error {
 	// A read transaction holds bbolt's mapping lock: the file cannot be
 	// remapped meanwhile.
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.db.View(func(tx *bbolt.Tx) error {
 		data, size := s.db.Info().Data, tx.Size()
 		if data == 0 || size <= 0 {
 			return nil

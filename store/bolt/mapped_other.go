@@ -1,6 +1,6 @@
 //go:build !linux
 
-package backend
+package bolt
 
 // ReleaseMapped does nothing outside Linux: the server's resident memory
 // keeps the store's pages it has read until the kernel reclaims them.

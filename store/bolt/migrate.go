@@ -1,13 +1,14 @@
-package backend
+package bolt
 
 import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // migrateFormat1 turns a store file of format "1" into the current format,
@@ -20,25 +21,25 @@ import (
 //   - so does every API object in the event log, with the resourceVersion
 //     of its logged change;
 //   - every stored value gets the header of the current format (see
-//     value.go), and the tenant index is built.
+//     store.DecodeValue), and the tenant index is built.
 //
 // An object that does not decode keeps its JSON as it is; the API answers
 // 500 for it, as before.
-func migrateFormat1(btx *bolt.Tx) error {
+func migrateFormat1(btx *bbolt.Tx) error {
 	tx := &Tx{tx: btx}
 	err := btx.Bucket(bucketResources).ForEachBucket(func(kind []byte) error {
 		b := btx.Bucket(bucketResources).Bucket(kind)
-		k, served := schema.LookupKind(string(kind))
+		_, served := schema.LookupKind(string(kind))
 		var keys, values [][]byte
 		err := b.ForEach(func(key, v []byte) error {
 			if len(v) < 8 { // a nested bucket, or nothing of ours
 				return nil
 			}
 			rv, data := binary.BigEndian.Uint64(v), v[8:]
-			value := encodeValue(rv, objectHead{}, data)
+			value := store.RecordValue(rv, data)
 			if served {
-				if obj, head, err := restamp(k, data, rv); err == nil {
-					value = encodeValue(rv, head, obj)
+				if restamped, err := store.RestampValue(string(kind), data, rv); err == nil {
+					value = restamped
 				}
 			}
 			keys, values = append(keys, bytes.Clone(key)), append(values, value)
@@ -51,14 +52,8 @@ func migrateFormat1(btx *bolt.Tx) error {
 			if err := b.Put(key, values[i]); err != nil {
 				return fmt.Errorf("migrate %s %q: %w", kind, key, err)
 			}
-			if !served {
-				continue
-			}
-			r, err := decodeResource(k.Kind, string(key), values[i])
-			var head metaHead
-			if err == nil && r.decodeMeta(&head) == nil {
-				m := head.meta()
-				if err := tx.reindex(k.Kind, string(key), "", schema.TenantOf(k.Kind, &m)); err != nil {
+			if served {
+				if err := tx.indexMigrated(string(kind), string(key), values[i]); err != nil {
 					return err
 				}
 			}
@@ -74,9 +69,21 @@ func migrateFormat1(btx *bolt.Tx) error {
 	return btx.Bucket(bucketMeta).Put(keyFormat, []byte(storeFormat))
 }
 
+// indexMigrated adds a migrated API object to the tenant index, unless its
+// metadata does not decode.
+func (tx *Tx) indexMigrated(kind, key string, value []byte) error {
+	r, err := store.DecodeValue(kind, key, value)
+	var head store.MetaHead
+	if err != nil || r.DecodeMeta(&head) != nil {
+		return nil
+	}
+	m := head.Meta()
+	return tx.reindex(kind, key, "", schema.TenantOf(kind, &m))
+}
+
 // migrateEvents puts the resourceVersion of each logged change of an API
 // kind into its object.
-func migrateEvents(events *bolt.Bucket) error {
+func migrateEvents(events *bbolt.Bucket) error {
 	var keys, values [][]byte
 	err := events.ForEach(func(key, v []byte) error {
 		if len(key) != 8 {
@@ -86,15 +93,18 @@ func migrateEvents(events *bolt.Bucket) error {
 		if err != nil {
 			return nil
 		}
-		k, ok := schema.LookupKind(c.Resource.Kind)
-		if !ok {
+		if _, ok := schema.LookupKind(c.Resource.Kind); !ok {
 			return nil
 		}
-		obj, _, err := restamp(k, c.Resource.Object, c.Resource.ResourceVersion)
+		value, err := store.RestampValue(c.Resource.Kind, c.Resource.Object, c.Resource.ResourceVersion)
 		if err != nil {
 			return nil
 		}
-		c.Resource.Object = obj
+		r, err := store.DecodeValue(c.Resource.Kind, c.Resource.Name, value)
+		if err != nil {
+			return nil
+		}
+		c.Resource.Object = r.Object
 		keys = append(keys, bytes.Clone(key))
 		values = append(values, encodeChange(c))
 		return nil

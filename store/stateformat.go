@@ -1,4 +1,4 @@
-package backend
+package store
 
 import (
 	"bytes"
@@ -8,14 +8,14 @@ import (
 	"strconv"
 )
 
-// stateHead holds the raw top-level members the backend reads of a TF
+// stateHead holds the raw top-level members the store reads of a TF
 // state: those that tell a state from other bytes and that the guards
 // compare.
 type stateHead struct {
 	version, serial, lineage, encryptionVersion, encryptedData []byte
 }
 
-// parseState checks that body is a TF state the backend may store and
+// ParseState checks that body is a TF state the store may keep and
 // returns its serial and lineage. Two shapes are accepted:
 //
 //   - a plain state (tofu or terraform): a JSON object with an integer
@@ -26,9 +26,9 @@ type stateHead struct {
 //
 // The whole body must be valid JSON. Members are matched as Go's
 // encoding/json, which tofu and terraform read states with, matches them:
-// case-insensitively, the last of duplicates winning; so the backend
+// case-insensitively, the last of duplicates winning; so the store
 // reads the serial and lineage they will. The error says what is wrong.
-func parseState(body []byte) (serial uint64, lineage string, err error) {
+func ParseState(body []byte) (serial uint64, lineage string, err error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		if !json.Valid(body) {
 			return 0, "", errors.New("the body is not JSON")
@@ -59,7 +59,7 @@ func parseState(body []byte) (serial uint64, lineage string, err error) {
 	return serial, lineage, nil
 }
 
-// readStateHead decodes the top-level members parseState reads, as
+// readStateHead decodes the top-level members ParseState reads, as
 // encoding/json matches them. The other members, a large state's
 // resources among them, are only scanned; encrypted_data is kept as a
 // view of its first byte, so a large encrypted state is not copied.

@@ -1,4 +1,4 @@
-package backend
+package store
 
 import (
 	"bytes"
@@ -7,20 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // A stored value is a header and the object's JSON. The header holds what
-// lists and events read of an object without decoding it: the
-// resourceVersion (8 bytes, big endian), createdAt (8 bytes, Unix
-// nanoseconds; 0 when unknown), then where the metadata lies in the JSON
-// as two uvarints, its start and its length (0 and 0 when unknown, as for
-// an internal record).
+// lists and events read of an object without decoding it: the revision
+// (8 bytes, big endian), createdAt (8 bytes, Unix nanoseconds; 0 when
+// unknown), then where the metadata lies in the JSON as two uvarints, its
+// start and its length (0 and 0 when unknown, as for an internal record).
+// Engines store resources as these values, so that every engine's lists
+// read as cheaply.
 
 // objectHead is what a value's header says of its object besides the
-// resourceVersion.
+// revision.
 type objectHead struct {
 	created            int64
 	metaStart, metaEnd int // metaEnd 0: not known
@@ -36,8 +36,15 @@ func encodeValue(rv uint64, h objectHead, data []byte) []byte {
 	return append(v, data...)
 }
 
-// decodeResource splits a stored value; Object points into v.
-func decodeResource(kind, key string, v []byte) (Resource, error) {
+// RecordValue returns the stored value of an internal record's data at
+// revision rv: a header that knows nothing of its metadata.
+func RecordValue(rv uint64, data []byte) []byte {
+	return encodeValue(rv, objectHead{}, data)
+}
+
+// DecodeValue splits the stored value v of kind/key into a Resource whose
+// Object points into v.
+func DecodeValue(kind, key string, v []byte) (Resource, error) {
 	r := Resource{Kind: kind, Name: key}
 	if len(v) < 16 {
 		return r, fmt.Errorf("%s %q: stored value of %d bytes is too short", kind, key, len(v))
@@ -80,66 +87,32 @@ func encodeObject(obj schema.Object) ([]byte, objectHead, error) {
 	return data, h, nil
 }
 
-// restamp returns the API object data, of kind k, with its
-// metadata.resourceVersion set to rv, and its header: decoded into its Go
-// type and encoded again, which gives back the bytes PutObject writes.
-func restamp(k schema.KindInfo, data []byte, rv uint64) ([]byte, objectHead, error) {
+// ObjectValue returns the stored value of obj, an API object, at revision
+// rv; obj's metadata is encoded as it is.
+func ObjectValue(rv uint64, obj schema.Object) ([]byte, error) {
+	data, head, err := encodeObject(obj)
+	if err != nil {
+		return nil, err
+	}
+	return encodeValue(rv, head, data), nil
+}
+
+// RestampValue returns the stored value of data, the JSON of an object of
+// the API kind kind, with its metadata.resourceVersion set to rv: decoded
+// into its Go type and encoded again, which gives back the bytes
+// PutObject writes. It is how an engine migrates objects stored without
+// their revision inside.
+func RestampValue(kind string, data []byte, rv uint64) ([]byte, error) {
+	k, ok := schema.LookupKind(kind)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an API kind", kind)
+	}
 	obj := k.New()
 	if err := json.Unmarshal(data, obj); err != nil {
-		return nil, objectHead{}, err
+		return nil, err
 	}
 	obj.Meta().ResourceVersion = strconv.FormatUint(rv, 10)
-	return encodeObject(obj)
-}
-
-// metaHead is the part of an object's metadata that events, lists and the
-// tenant index read; decoding it alone is cheaper than all of it.
-type metaHead struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels"`
-}
-
-func (h metaHead) meta() schema.ObjectMeta { return schema.ObjectMeta{Name: h.Name, Labels: h.Labels} }
-
-// decodeMeta decodes the resource's metadata into into: from the range
-// the header gives, or else from the head of the object (see objectMeta).
-func (r Resource) decodeMeta(into any) error {
-	if r.head.metaEnd > 0 {
-		if err := json.Unmarshal(r.Object[r.head.metaStart:r.head.metaEnd], into); err != nil {
-			return fmt.Errorf("%s %q: metadata: %w", r.Kind, r.Name, err)
-		}
-		return nil
-	}
-	if err := objectMeta(r.Object, into); err != nil {
-		return fmt.Errorf("%s %q: %w", r.Kind, r.Name, err)
-	}
-	return nil
-}
-
-// createdAt returns metadata.createdAt in Unix nanoseconds, from the
-// header when it has it.
-func (r Resource) createdAt() (int64, error) {
-	if r.head.created != 0 || r.head.metaEnd > 0 {
-		return r.head.created, nil
-	}
-	var m struct {
-		CreatedAt time.Time `json:"createdAt"`
-	}
-	if err := r.decodeMeta(&m); err != nil || m.CreatedAt.IsZero() {
-		return 0, err
-	}
-	return m.CreatedAt.UnixNano(), nil
-}
-
-// CreatedAt returns the object's metadata.createdAt, from the stored
-// value's header when it has it, so that ordering objects by age needs
-// no decoding; zero when the object has none.
-func (r Resource) CreatedAt() (time.Time, error) {
-	n, err := r.createdAt()
-	if err != nil || n == 0 {
-		return time.Time{}, err
-	}
-	return time.Unix(0, n).UTC(), nil
+	return ObjectValue(rv, obj)
 }
 
 // objectMeta decodes the metadata of the JSON object data into into, for
