@@ -209,7 +209,7 @@ func New(st store.Store, runner *tofu.Runner, modules render.Modules, opts Optio
 	opts.RetryMax = max(opts.RetryMax, opts.RetryBase)
 	opts.KubeconfigValidity = defaultValidity(opts.KubeconfigValidity)
 	r := &Reconciler{store: st, runner: runner, modules: modules, opts: opts, log: opts.Logger,
-		backoff: Backoff{Base: opts.RetryBase, Max: opts.RetryMax}, runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
+		backoff: newBackoff(opts.RetryBase, opts.RetryMax), runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
 	idx, err := openIndex(st)
 	if err != nil {
