@@ -3,8 +3,9 @@
 // an apply that plans and waits for the server's approval, show), with the credentials of the state
 // backend in the environment only, secrets redacted from its output, and
 // an apply that outlives a dying server to save its state (see
-// applyDetached). It owns the files a run keeps in a work directory, and
-// it reads states as the state backend stores them (statefile.go). It
+// applyDetached). It owns the files a run keeps in a work directory, it
+// reads states as the state backend stores them (statefile.go), and it
+// is the one reader of what tofu prints (output.go). It
 // knows nothing of tenants, manifests or the store: the reconciler renders
 // the workspace and calls it.
 package tofu
@@ -14,14 +15,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -386,55 +385,6 @@ func (s *session) redact(err error) error {
 	return errors.New(oneLine(s.out.redact(err.Error())))
 }
 
-// oneLine condenses tofu's error text to one line: its first line, then
-// each diagnostic ("Error: summary") with the resource it is about and its
-// detail, without the source snippet. Text without diagnostics has its
-// lines joined.
-func oneLine(msg string) string {
-	lines := strings.Split(strings.TrimSpace(msg), "\n")
-	head := strings.TrimSpace(lines[0])
-	type diag struct{ summary, with, detail string }
-	var diags []*diag
-	var loose []string
-	for _, l := range lines[1:] {
-		l = strings.TrimSpace(l)
-		var d *diag
-		if len(diags) > 0 {
-			d = diags[len(diags)-1]
-		}
-		switch {
-		case l == "" || snippetRE.MatchString(l):
-		case strings.HasPrefix(l, "Error: "):
-			diags = append(diags, &diag{summary: strings.TrimPrefix(l, "Error: ")})
-		case d == nil:
-			loose = append(loose, l)
-		case strings.HasPrefix(l, "with ") && d.with == "":
-			d.with = strings.TrimSuffix(l, ",")
-		case strings.HasPrefix(l, "on ") && strings.Contains(l, " line "):
-		default:
-			d.detail = strings.TrimSpace(d.detail + " " + l)
-		}
-	}
-	parts := loose
-	for _, d := range diags {
-		p := d.summary
-		if d.with != "" {
-			p += " (" + d.with + ")"
-		}
-		if d.detail != "" {
-			p += ": " + d.detail
-		}
-		parts = append(parts, p)
-	}
-	if len(parts) == 0 {
-		return head
-	}
-	return head + ": " + strings.Join(parts, "; ")
-}
-
-// snippetRE matches the lines of a diagnostic's source snippet.
-var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
-
 // planApply plans and applies what the plan changes, in one tofu process
 // (applyApproving). A check, when set, sees the resources the plan
 // destroys or replaces before anything is applied; an error from it stops
@@ -693,7 +643,7 @@ func (r *Runner) Plan(ctx context.Context, dir string, initInputs, vars []byte, 
 	if varPath != "" {
 		opts = append(opts, tfexec.VarFile(varPath))
 	}
-	var stream planStream
+	var stream planJSON
 	var changed bool
 	err = s.cmd("plan", func() (err error) {
 		changed, err = s.tf.PlanJSON(ctx, &stream, opts...)
@@ -709,67 +659,6 @@ func (r *Runner) Plan(ctx context.Context, dir string, initInputs, vars []byte, 
 	return res, nil
 }
 
-// planStream reads the JSON lines of `tofu plan -json`: each planned
-// change, and the change summary.
-type planStream struct {
-	buf     []byte
-	sum     schema.PlanSummary
-	changes []PlannedChange
-}
-
-func (p *planStream) Write(b []byte) (int, error) {
-	p.buf = append(p.buf, b...)
-	for {
-		i := bytes.IndexByte(p.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		p.line(p.buf[:i])
-		p.buf = p.buf[i+1:]
-	}
-}
-
-func (p *planStream) line(l []byte) {
-	var msg struct {
-		Type   string `json:"type"`
-		Change struct {
-			Resource struct {
-				Addr string `json:"addr"`
-			} `json:"resource"`
-			Action string `json:"action"`
-		} `json:"change"`
-		Changes struct {
-			Add, Change, Remove int
-		} `json:"changes"`
-	}
-	if json.Unmarshal(l, &msg) != nil {
-		return
-	}
-	switch msg.Type {
-	case "planned_change":
-		var acts []string
-		switch msg.Change.Action {
-		case "replace":
-			acts = []string{"delete", "create"}
-		case "noop", "read":
-			return
-		default:
-			acts = []string{msg.Change.Action}
-		}
-		p.changes = append(p.changes, PlannedChange{Address: msg.Change.Resource.Addr, Actions: acts})
-	case "change_summary":
-		p.sum = schema.PlanSummary{Add: msg.Changes.Add, Change: msg.Changes.Change, Destroy: msg.Changes.Remove}
-	}
-}
-
-func (p *planStream) result() (schema.PlanSummary, []PlannedChange) {
-	if len(p.buf) > 0 {
-		p.line(p.buf)
-		p.buf = nil
-	}
-	return p.sum, p.changes
-}
-
 // State returns the current state of a work directory without changing it.
 func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds Creds) (*tfjson.State, error) {
 	s, err := r.open(ctx, dir, creds)
@@ -781,38 +670,6 @@ func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds
 		return nil, err
 	}
 	return s.show(ctx)
-}
-
-// summarize counts the changes of a plan file's plan, and lists them.
-func summarize(plan *tfjson.Plan) (schema.PlanSummary, []PlannedChange) {
-	var sum schema.PlanSummary
-	var changes []PlannedChange
-	for _, rc := range plan.ResourceChanges {
-		if rc.Change == nil {
-			continue
-		}
-		a := rc.Change.Actions
-		var acts []string
-		switch {
-		case a.Replace():
-			sum.Add++
-			sum.Destroy++
-			acts = []string{"delete", "create"}
-		case a.Create():
-			sum.Add++
-			acts = []string{"create"}
-		case a.Update():
-			sum.Change++
-			acts = []string{"update"}
-		case a.Delete():
-			sum.Destroy++
-			acts = []string{"delete"}
-		default:
-			continue
-		}
-		changes = append(changes, PlannedChange{Address: rc.Address, Actions: acts})
-	}
-	return sum, changes
 }
 
 // tailBuffer keeps the last max bytes written to it and redacts secrets
