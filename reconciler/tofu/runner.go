@@ -56,6 +56,9 @@ type Options struct {
 	// Getenv reads PATH and HOME for tofu's environment; nil means
 	// os.Getenv.
 	Getenv func(string) string
+	// MaxStateBytes bounds a state read from the state backend, as the
+	// backend bounds the states it takes. Default DefaultMaxStateBytes.
+	MaxStateBytes int64
 }
 
 // Creds are the credentials a run uses to reach the server's own state
@@ -119,6 +122,9 @@ func NewRunner(opts Options) (*Runner, error) {
 	}
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
+	}
+	if opts.MaxStateBytes <= 0 {
+		opts.MaxStateBytes = DefaultMaxStateBytes
 	}
 	return &Runner{opts: opts, dirs: map[string]*workDir{}}, nil
 }
@@ -326,6 +332,11 @@ func (s *session) withVars(vars []byte) (path string, remove func(), err error) 
 
 func (s *session) close() { s.unlock() }
 
+// state returns the client of the session's state in the state backend.
+func (s *session) state() StateClient {
+	return StateClient{Creds: s.creds, MaxBytes: s.r.opts.MaxStateBytes}
+}
+
 // cmd runs one tofu command, counting and timing it. The JSON that show
 // prints holds every value of the state or plan, secrets included: it
 // never reaches the output tail.
@@ -517,7 +528,7 @@ func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary,
 // show returns the work directory's current state: read from the state
 // backend when it is a plain state file, else (encrypted) from `tofu show`.
 func (s *session) show(ctx context.Context) (*tfjson.State, error) {
-	if raw, err := s.pullState(ctx); err == nil {
+	if raw, err := s.state().Get(ctx); err == nil {
 		if st, ok := stateFromFile(raw); ok {
 			return st, nil
 		}

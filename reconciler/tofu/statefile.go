@@ -2,11 +2,7 @@ package tofu
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"strings"
 
 	tfjson "github.com/hashicorp/terraform-json"
@@ -156,28 +152,4 @@ func providerName(ref string) string {
 		return ref[i+2 : j]
 	}
 	return ref
-}
-
-// pullState reads the work directory's current state from the state
-// backend, as `tofu state pull` would, without starting tofu.
-func (s *session) pullState(ctx context.Context) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.creds.Address, nil)
-	if err != nil {
-		return nil, err
-	}
-	if s.creds.Username != "" || s.creds.Password != "" {
-		req.SetBasicAuth(s.creds.Username, s.creds.Password)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-		return io.ReadAll(resp.Body)
-	case http.StatusNoContent, http.StatusNotFound:
-		return nil, nil
-	}
-	return nil, fmt.Errorf("state backend answered %s", resp.Status)
 }
