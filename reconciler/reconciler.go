@@ -158,6 +158,10 @@ type Reconciler struct {
 	previews *Queue
 	secrets  secretsCache
 	backoff  Backoff
+	// ownPool is the Talos client pool of a reconciler without a plane
+	// (see talosPool).
+	ownPool     *talos.Pool
+	ownPoolOnce sync.Once
 	// manifests keeps what each manifest file yielded, so that a revision
 	// parses and validates only the files it changed.
 	manifests *schema.Cache
@@ -245,6 +249,7 @@ func (r *Reconciler) Close() {
 	r.previews.Stop()
 	r.queue.Stop()
 	r.index.stop()
+	r.closeTalosPool()
 	if r.manifestStore != nil {
 		_ = r.manifestStore.Close()
 	}
