@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/rezuscloud/rezuscloud/internal/backoff"
 )
 
 // The limits on dashboard logins.
@@ -33,6 +35,10 @@ const (
 	// are remembered; see limitTable.
 	maxLimitEntries = 4096
 )
+
+// failPolicy is the wait of an address after each failed login beyond
+// the free ones, without jitter.
+var failPolicy = backoff.Policy{Base: failBackoff, Max: maxFailBackoff}
 
 // LoginLimitError is Login's answer to a client that must wait before it
 // logs in again: too many attempts from its address, too many failed ones,
@@ -141,10 +147,7 @@ func (l *loginLimits) failed(client string, now time.Time, err error) error {
 	if c.fails <= freeFailures {
 		return err
 	}
-	wait := maxFailBackoff
-	if n := c.fails - freeFailures - 1; n < 20 {
-		wait = min(failBackoff<<n, maxFailBackoff)
-	}
+	wait := failPolicy.Delay(c.fails - freeFailures)
 	c.until = now.Add(wait)
 	return &LoginLimitError{Wait: wait, Why: "too many failed logins from your address", Invalid: true}
 }

@@ -1,9 +1,9 @@
 package reconciler
 
 import (
-	"math/rand/v2"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/internal/backoff"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -13,30 +13,21 @@ const (
 	DefaultRetryMax  = 10 * time.Minute
 )
 
+// retryJitter is the largest fraction of a retry's delay taken off at
+// random: a fifth, so that tenants that failed together spread out.
+const retryJitter = 0.2
+
 // Backoff says when a tenant whose run failed for a passing reason runs
-// again: Base after the first failure, twice as long after each further
-// one, never more than Max. Jitter takes up to a fifth off each delay, so
-// that tenants that failed together spread out while every delay still
-// grows (until the cap) and stays within it.
+// again: after its policy's Delay, Base after the first failure, twice as
+// long after each further one, never more than Max, with up to a fifth
+// taken off each delay (see package backoff).
 type Backoff struct {
-	Base, Max time.Duration
-	// Jitter returns a number in [0, 1); nil means math/rand/v2.
-	Jitter func() float64
+	backoff.Policy
 }
 
-// Delay is the wait after the attempt-th failure in a row (1 for the
-// first).
-func (b Backoff) Delay(attempt int) time.Duration {
-	d := b.Base
-	for i := 1; i < attempt && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	jitter := rand.Float64
-	if b.Jitter != nil {
-		jitter = b.Jitter
-	}
-	return d - time.Duration(jitter()*float64(d/5))
+// newBackoff returns the retry backoff from base to max.
+func newBackoff(base, max time.Duration) Backoff {
+	return Backoff{backoff.Policy{Base: base, Max: max, Jitter: retryJitter}}
 }
 
 // Next returns the retry after one more failure for reason at now, given

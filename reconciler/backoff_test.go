@@ -11,7 +11,8 @@ import (
 // the cap, has jitter, and starts from the base again after a success.
 func TestBackoff(t *testing.T) {
 	for _, jitter := range []float64{0, 0.5, 0.999} {
-		b := Backoff{Base: 10 * time.Second, Max: 10 * time.Minute, Jitter: func() float64 { return jitter }}
+		b := newBackoff(DefaultRetryBase, DefaultRetryMax)
+		b.Rand = func() float64 { return jitter }
 		var prev time.Duration
 		for attempt := 1; attempt <= 12; attempt++ {
 			d := b.Delay(attempt)
@@ -30,14 +31,17 @@ func TestBackoff(t *testing.T) {
 			t.Errorf("jitter %v: a long run of failures waits %v, want about the cap", jitter, got)
 		}
 	}
-	if d := (Backoff{Base: 10 * time.Second, Max: time.Minute, Jitter: func() float64 { return 0.5 }}).Delay(1); d != 9*time.Second {
+	half := newBackoff(10*time.Second, time.Minute)
+	half.Rand = func() float64 { return 0.5 }
+	if d := half.Delay(1); d != 9*time.Second {
 		t.Errorf("first delay with jitter 0.5: %v, want 9s (a tenth taken off)", d)
 	}
 
 	// Next counts failures in a row on the clock it is given; a success
 	// clears the retry (nil), and the count starts again.
 	clock := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	b := Backoff{Base: time.Second, Max: 8 * time.Second, Jitter: func() float64 { return 0 }}
+	b := newBackoff(time.Second, 8*time.Second)
+	b.Rand = func() float64 { return 0 }
 	var r *schema.RetryStatus
 	for i, want := range []time.Duration{1, 2, 4, 8, 8} {
 		n := b.Next(r, schema.ReasonTofuFailed, clock)

@@ -3,8 +3,8 @@ package reconciler
 import (
 	"errors"
 	"fmt"
-	"strings"
 
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -72,7 +72,7 @@ func retryf(reason, format string, args ...any) error {
 // else holds, or any other failure of tofu or a provider. Both are
 // retried.
 func tofuError(err error) error {
-	if err != nil && strings.Contains(err.Error(), "Error acquiring the state lock") {
+	if tofu.LockHeld(err) {
 		return retry(schema.ReasonStateLocked, err)
 	}
 	return retry(schema.ReasonTofuFailed, err)

@@ -33,10 +33,10 @@ func (r *Reconciler) OpenLogs(ctx context.Context, tenant, machine string, req m
 	if err != nil {
 		return nil, err
 	}
-	c, err := talos.AdminClient(tenant, bundle, m.Spec.ManagementAddress, r.opts.Now())
+	c, release, err := r.talosPool().Admin(tenant, bundle, m.Spec.ManagementAddress)
 	if err != nil {
 		return nil, err
 	}
 	label := machine + " at " + m.Spec.ManagementAddress
-	return talos.OpenLogs(ctx, c, func() { c.Close() }, label, req)
+	return talos.OpenLogs(ctx, c, release, label, req)
 }

@@ -167,24 +167,26 @@ func (r *Reconciler) resetRemovedMetal(ctx context.Context, td *schema.TenantDes
 // nothing to reset: it counts as reset.
 func (r *Reconciler) resetMetal(ctx context.Context, tenant string, bundle []byte, m *schema.Machine, peerAddr string) error {
 	probe, cancel := context.WithTimeout(ctx, metalAnswerTimeout)
-	inMaintenance := talos.InMaintenance(probe, m.Spec.ManagementAddress)
+	pool := r.talosPool()
+	inMaintenance := pool.InMaintenance(probe, m.Spec.ManagementAddress)
 	cancel()
 	if inMaintenance {
 		r.log.Info("a removed metal machine waits in maintenance mode: nothing to reset", "tenant", tenant,
 			"machine", m.Metadata.Name, "address", m.Spec.ManagementAddress)
 		return nil
 	}
-	c, err := talos.AdminClient(tenant, bundle, m.Spec.ManagementAddress, r.opts.Now())
+	c, release, err := pool.Admin(tenant, bundle, m.Spec.ManagementAddress)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer release()
 	var peer *client.Client
 	if peerAddr != "" {
-		if peer, err = talos.AdminClient(tenant, bundle, peerAddr, r.opts.Now()); err != nil {
+		var releasePeer func()
+		if peer, releasePeer, err = pool.Admin(tenant, bundle, peerAddr); err != nil {
 			return err
 		}
-		defer peer.Close()
+		defer releasePeer()
 	}
 	return talos.ResetRemoved(ctx, c, peer, m.Spec.Hostname, m.Spec.Role == schema.RoleControlPlane)
 }
@@ -213,7 +215,7 @@ func (r *Reconciler) configureMetal(ctx context.Context, td *schema.TenantDesire
 		if r.acceptsTenant(ctx, td.Tenant.Metadata.Name, bundle, mc.Address) {
 			continue // configured already
 		}
-		if err := applyMetal(ctx, mc, cfg); err != nil && !errors.Is(err, talos.ErrNotInMaintenance) {
+		if err := r.applyMetal(ctx, mc, cfg); err != nil && !errors.Is(err, talos.ErrNotInMaintenance) {
 			errs = append(errs, fmt.Errorf("metal machine %s at %s: %w", m.Metadata.Name, mc.Address, err))
 		}
 	}
@@ -245,23 +247,24 @@ func metalConfigs(td *schema.TenantDesired, ws *render.Workspace, machines []*sc
 // acceptsTenant reports whether the machine at address answers the
 // tenant's credentials, as a machine that has its config does.
 func (r *Reconciler) acceptsTenant(ctx context.Context, tenant string, bundle []byte, address string) bool {
-	c, err := talos.AdminClient(tenant, bundle, address, r.opts.Now())
+	c, release, err := r.talosPool().Admin(tenant, bundle, address)
 	if err != nil {
 		return false
 	}
-	defer c.Close()
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, metalAnswerTimeout)
 	defer cancel()
 	_, err = c.Version(ctx)
 	return err == nil
 }
 
-func applyMetal(ctx context.Context, mc metal.Machine, cfg []byte) error {
-	c, err := talos.MaintenanceClient(mc.Address, mc.Fingerprint)
+// applyMetal gives a machine that waits in maintenance mode its config.
+func (r *Reconciler) applyMetal(ctx context.Context, mc metal.Machine, cfg []byte) error {
+	c, release, err := r.talosPool().Maintenance(mc.Address, mc.Fingerprint)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, metalAnswerTimeout)
 	defer cancel()
 	return talos.ApplyMaintenance(ctx, c, cfg)

@@ -158,6 +158,10 @@ type Reconciler struct {
 	previews *Queue
 	secrets  secretsCache
 	backoff  Backoff
+	// ownPool is the Talos client pool of a reconciler without a plane
+	// (see talosPool).
+	ownPool     *talos.Pool
+	ownPoolOnce sync.Once
 	// manifests keeps what each manifest file yielded, so that a revision
 	// parses and validates only the files it changed.
 	manifests *schema.Cache
@@ -209,7 +213,7 @@ func New(st store.Store, runner *tofu.Runner, modules render.Modules, opts Optio
 	opts.RetryMax = max(opts.RetryMax, opts.RetryBase)
 	opts.KubeconfigValidity = defaultValidity(opts.KubeconfigValidity)
 	r := &Reconciler{store: st, runner: runner, modules: modules, opts: opts, log: opts.Logger,
-		backoff: Backoff{Base: opts.RetryBase, Max: opts.RetryMax}, runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
+		backoff: newBackoff(opts.RetryBase, opts.RetryMax), runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
 	idx, err := openIndex(st)
 	if err != nil {
@@ -245,6 +249,7 @@ func (r *Reconciler) Close() {
 	r.previews.Stop()
 	r.queue.Stop()
 	r.index.stop()
+	r.closeTalosPool()
 	if r.manifestStore != nil {
 		_ = r.manifestStore.Close()
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/rezuscloud/rezuscloud/internal/backoff"
 )
 
 // Defaults of GitOptions.
@@ -303,14 +305,8 @@ func (g *Git) delay(err error) time.Duration {
 	if err == nil || errors.Is(err, ErrPathNotFound) {
 		return g.interval
 	}
-	d := g.interval
-	for range g.Status().Failures {
-		d *= 2
-		if d >= g.maxBackoff {
-			return g.maxBackoff
-		}
-	}
-	return d
+	p := backoff.Policy{Base: g.interval, Max: g.maxBackoff}
+	return p.Delay(g.Status().Failures + 1) // the first failure waits twice the interval
 }
 
 // Fetch polls once: it compares the remote head with what the clone holds,

@@ -139,7 +139,8 @@ func (p *reconcilerPart) openTofu() error {
 		p.encrypt, p.passphrase = true, getenv(envStatePassphrase)
 	}
 	p.metrics = metrics.New()
-	p.runner, err = tofu.NewRunner(tofu.Options{Binary: p.tofuBin, CLIConfigFile: cli, Env: env, Metrics: p.metrics, Getenv: getenv})
+	p.runner, err = tofu.NewRunner(tofu.Options{Binary: p.tofuBin, CLIConfigFile: cli, Env: env, Metrics: p.metrics, Getenv: getenv,
+		MaxStateBytes: p.f.stateMaxBytes})
 	return err
 }
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/backoff"
 )
 
 // Event types of a watch.
@@ -92,7 +94,8 @@ type Watcher struct {
 	scanner *bufio.Scanner
 	idle    *time.Timer
 	rv      string
-	backoff time.Duration
+	backoff backoff.Policy // of MinBackoff and MaxBackoff, without jitter
+	fails   int            // attempts to reconnect since the last event
 
 	mu     sync.Mutex
 	closed bool
@@ -112,7 +115,8 @@ func (c *Client) Watch(ctx context.Context, path string, opts WatchOptions) (*Wa
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 60 * time.Second
 	}
-	w := &Watcher{c: c, path: path, opts: opts, ctx: ctx, rv: opts.ResourceVersion}
+	w := &Watcher{c: c, path: path, opts: opts, ctx: ctx, rv: opts.ResourceVersion,
+		backoff: backoff.Policy{Base: opts.MinBackoff, Max: opts.MaxBackoff}}
 	if err := w.connect(); err != nil {
 		return nil, err
 	}
@@ -199,7 +203,7 @@ func (w *Watcher) Next() (Event, error) {
 		if w.scanner != nil {
 			ev, err := w.read()
 			if err == nil {
-				w.backoff = 0
+				w.fails = 0
 				return ev, nil
 			}
 			w.drop()
@@ -213,8 +217,8 @@ func (w *Watcher) Next() (Event, error) {
 		}
 		// A stream that ended after events reconnects after MinBackoff;
 		// every further failure doubles the delay up to MaxBackoff.
-		w.backoff = min(max(2*w.backoff, w.opts.MinBackoff), w.opts.MaxBackoff)
-		if err := w.wait(reason, w.backoff); err != nil {
+		w.fails++
+		if err := w.wait(reason, w.backoff.Delay(w.fails)); err != nil {
 			return Event{}, err
 		}
 		err := w.connect()

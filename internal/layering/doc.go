@@ -7,7 +7,8 @@
 //   - reconciler and every package under it reach backend only through
 //     its wire shapes, backend/api: the ports the API calls are declared
 //     in backend and implemented by the reconciler structurally, with
-//     the types of their signatures in leaf packages.
+//     the types of their signatures in leaf packages;
+//   - internal/backoff, a leaf, imports nothing of the module.
 //
 // The rules read the imports of the module's Go files (go/parser, no
 // network) and follow them through the module, so an import by way of

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/backoff"
 )
 
 // Defaults of DispatcherOptions.
@@ -63,6 +65,7 @@ type DispatcherOptions struct {
 // GitNotes does) gets every waiting status in one call.
 type Dispatcher struct {
 	opts    DispatcherOptions
+	backoff backoff.Policy // of MinBackoff and MaxBackoff, without jitter
 	log     *slog.Logger
 	workers []*worker
 	ctx     context.Context
@@ -88,7 +91,8 @@ func NewDispatcher(reps []Reporter, opts DispatcherOptions) *Dispatcher {
 	opts.MinBackoff = cmp.Or(max(opts.MinBackoff, 0), DefaultMinBackoff)
 	opts.MaxBackoff = max(cmp.Or(max(opts.MaxBackoff, 0), DefaultMaxBackoff), opts.MinBackoff)
 	opts.Timeout = cmp.Or(max(opts.Timeout, 0), DefaultTimeout)
-	d := &Dispatcher{opts: opts, log: cmp.Or(opts.Logger, slog.Default()), done: make(chan struct{})}
+	d := &Dispatcher{opts: opts, backoff: backoff.Policy{Base: opts.MinBackoff, Max: opts.MaxBackoff},
+		log: cmp.Or(opts.Logger, slog.Default()), done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	for _, r := range reps {
 		w := &worker{d: d, rep: r, pending: map[key]*item{}, last: map[key]Status{}, wake: make(chan struct{}, 1),
@@ -410,11 +414,7 @@ func (w *worker) deliver(items []*item) {
 		return
 	}
 	w.failures++
-	wait := w.d.opts.MinBackoff
-	for i := 1; i < w.failures && wait < w.d.opts.MaxBackoff; i++ {
-		wait *= 2
-	}
-	wait = max(min(wait, w.d.opts.MaxBackoff), retryDelay(err))
+	wait := max(w.d.backoff.Delay(w.failures), retryDelay(err))
 	w.holdUntil = time.Now().Add(wait)
 	now := time.Now()
 	retried, dropped := 0, 0

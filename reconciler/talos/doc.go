@@ -4,7 +4,10 @@
 //
 // It talks to each machine directly (gRPC with mTLS on ADDRESS:50000)
 // with the machinery client and an os:admin client certificate issued from
-// the tenant's secrets bundle (Pool). On top of that it
+// the tenant's secrets bundle, or, to a machine that waits in maintenance
+// mode, over TLS without a client certificate. One Pool makes every such
+// connection, the reconciler's too (log streams, bare-metal configs): it
+// owns their dialing, TLS, idle timeouts and closing. On top of that it
 //
 //   - bootstraps etcd exactly once per tenant, on the first control plane
 //     by stable order, after asking every control plane for its etcd

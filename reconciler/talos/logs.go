@@ -12,13 +12,11 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/client"
-	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/rezuscloud/rezuscloud/internal/machinelog"
-	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 )
 
 // LogAnswerTimeout is how long a machine may take to answer before its
@@ -208,23 +206,4 @@ func handshakeReason(msg string) string {
 		return msg[i:]
 	}
 	return msg
-}
-
-// AdminClient returns a client of the machine at address with an os:admin
-// certificate issued from the tenant's secrets bundle, as the tenant's
-// talosconfig has. It connects at its first call; the caller closes it.
-func AdminClient(tenant string, bundle []byte, address string, now time.Time) (*client.Client, error) {
-	b, err := rtalos.Talosconfig(tenant, []string{address}, bundle, now)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := clientconfig.FromBytes(b)
-	if err != nil {
-		return nil, fmt.Errorf("tenant %s: talosconfig: %w", tenant, err)
-	}
-	c, err := client.New(context.Background(), client.WithConfig(cfg), client.WithEndpoints(address))
-	if err != nil {
-		return nil, fmt.Errorf("talos client of %s: %w", address, err)
-	}
-	return c, nil
 }

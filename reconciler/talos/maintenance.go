@@ -15,12 +15,12 @@ import (
 // (maintenance mode implements Version for no one, or for everyone). A
 // machine that has a config refuses that client in the handshake. It
 // only looks: nothing is sent to the machine but the Version request.
-func InMaintenance(ctx context.Context, address string) bool {
-	c, err := MaintenanceClient(address, "")
+func (p *Pool) InMaintenance(ctx context.Context, address string) bool {
+	c, release, err := p.Maintenance(address, "")
 	if err != nil {
 		return false
 	}
-	defer c.Close()
+	defer release()
 	_, err = c.Version(ctx)
 	switch status.Code(err) {
 	case codes.OK, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
@@ -34,8 +34,8 @@ func InMaintenance(ctx context.Context, address string) bool {
 // (a bare-metal machine before it got its config, or reset), its stage
 // says so. It stays not connected: the tenant's credentials do not reach
 // it.
-func withMaintenance(ctx context.Context, o Observation, address string) Observation {
-	if o.Connected || !isHandshake(o.Error) || !InMaintenance(ctx, address) {
+func (p *Pool) withMaintenance(ctx context.Context, o Observation, address string) Observation {
+	if o.Connected || !isHandshake(o.Error) || !p.InMaintenance(ctx, address) {
 		return o
 	}
 	o.TalosStage, o.Stage = "maintenance", schema.StageMaintenance

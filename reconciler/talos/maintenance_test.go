@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"github.com/siderolabs/talos/pkg/machinery/client"
 
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -20,11 +19,11 @@ func TestInMaintenanceTellsAWaitingMachine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	bundle := bundle(t, "lab")
-	if !InMaintenance(ctx, addrs[0]) {
-		t.Fatal("a machine in maintenance mode not told")
-	}
 	pool := NewPool(PoolOptions{})
 	defer pool.Close()
+	if !pool.InMaintenance(ctx, addrs[0]) {
+		t.Fatal("a machine in maintenance mode not told")
+	}
 	p := NewProber(pool, ProberOptions{Timeout: 2 * time.Second})
 	m := Machine{ID: "lab-0", Address: addrs[0], NodeGroup: "w"}
 	if o := p.Fresh(ctx, "lab", bundle, m); o.Connected || o.Stage != schema.StageMaintenance {
@@ -34,23 +33,23 @@ func TestInMaintenanceTellsAWaitingMachine(t *testing.T) {
 		t.Fatalf("status of a machine in maintenance mode: %+v", st)
 	}
 
-	c, err := MaintenanceClient(addrs[0], "")
+	c, release, err := pool.Maintenance(addrs[0], "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer release()
 	if err := ApplyMaintenance(ctx, c, metalConfig(t, bundle, rtalos.RoleControlPlane, "lab-cp-1")); err != nil {
 		t.Fatal(err)
 	}
 	metalEventually(t, addrs[0]+" running", running(h, addrs[0]))
-	if InMaintenance(ctx, addrs[0]) {
+	if pool.InMaintenance(ctx, addrs[0]) {
 		t.Fatal("a configured machine taken for one in maintenance mode")
 	}
 	metalEventually(t, "the configured machine observed with the tenant's credentials", func() bool {
 		o := p.Fresh(ctx, "lab", bundle, m)
 		return o.Connected && o.Stage != schema.StageMaintenance
 	})
-	if InMaintenance(ctx, "127.0.0.1") {
+	if pool.InMaintenance(ctx, "127.0.0.1") {
 		t.Fatal("an address where nothing listens taken for a machine in maintenance mode")
 	}
 }
@@ -62,20 +61,22 @@ func TestResetRemovedLastControlPlaneWithoutLeave(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	bundle := bundle(t, "lab")
-	mc, err := MaintenanceClient(addrs[0], "")
+	pool := NewPool(PoolOptions{})
+	defer pool.Close()
+	mc, release, err := pool.Maintenance(addrs[0], "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mc.Close()
+	defer release()
 	if err := ApplyMaintenance(ctx, mc, metalConfig(t, bundle, rtalos.RoleControlPlane, "lab-cp-1")); err != nil {
 		t.Fatal(err)
 	}
 	metalEventually(t, addrs[0]+" running", running(h, addrs[0]))
-	c, err := AdminClient("lab", bundle, addrs[0], time.Now())
+	c, releaseAdmin, err := pool.Admin("lab", bundle, addrs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func(c *client.Client) { c.Close() }(c)
+	defer releaseAdmin()
 	if err := c.Bootstrap(ctx, &machine.BootstrapRequest{}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,11 @@ package talos
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/grpc/codes"
@@ -19,7 +17,7 @@ import (
 // records it: it boots the Talos ISO and waits in maintenance mode, where
 // it serves the Talos API with a self-signed certificate and takes only
 // ApplyConfiguration. The plane gives it its config there (ApplyMaintenance,
-// over a MaintenanceClient), after which it installs Talos and is a machine
+// over a Pool's Maintenance client), after which it installs Talos and is a machine
 // like any other, reached with the tenant's credentials. A machine its node
 // group no longer uses is reset (ResetRemoved), a control plane only once
 // it has left etcd.
@@ -27,47 +25,13 @@ import (
 // These functions take machinery clients and hold no state of their own,
 // so that they serve as steps of the plane.
 
-// MaintenanceClient returns a client of the machine at address in
-// maintenance mode: TLS without verification, or, with fingerprint set,
-// verifying that the server's certificate has that SPKI fingerprint (as
-// talosctl prints it). It connects at its first call; the caller closes it.
-func MaintenanceClient(address, fingerprint string) (*client.Client, error) {
-	cfg := &tls.Config{
-		InsecureSkipVerify: true, //nolint:gosec // maintenance mode: the machine has no identity yet; pin a fingerprint to check it
-		// A machine in maintenance mode asks for no client certificate; one
-		// with a config asks for its cluster's. Refusing in the handshake
-		// says so at once, where a TLS 1.3 server would otherwise reject
-		// the missing certificate only after the handshake, as a broken
-		// connection.
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			return nil, errAsksForCertificate
-		},
-	}
-	if fingerprint != "" {
-		fp, err := x509.ParseFingerprint(fingerprint)
-		if err != nil {
-			return nil, fmt.Errorf("machine %s: fingerprint %q: %w", address, fingerprint, err)
-		}
-		cfg.VerifyConnection = x509.MatchSPKIFingerprints(fp)
-	}
-	c, err := client.New(context.Background(), client.WithTLSConfig(cfg), client.WithEndpoints(address))
-	if err != nil {
-		return nil, fmt.Errorf("maintenance client of %s: %w", address, err)
-	}
-	return c, nil
-}
-
-// errAsksForCertificate is the handshake error of a MaintenanceClient at a
-// machine that asks for a client certificate.
-var errAsksForCertificate = errors.New("tls: the machine asks for a client certificate: it has a config already")
-
 // ErrNotInMaintenance is returned, wrapped, by ApplyMaintenance when the
 // machine answers but not as a maintenance server: it has a config
 // already (the tenant's credentials reach it), or it is another tenant's.
 var ErrNotInMaintenance = errors.New("machine is not in maintenance mode")
 
 // ApplyMaintenance gives a machine in maintenance mode its config, through
-// c from MaintenanceClient, in mode auto (it installs and reboots).
+// c from Pool.Maintenance, in mode auto (it installs and reboots).
 func ApplyMaintenance(ctx context.Context, c *client.Client, config []byte) error {
 	_, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: config, Mode: machine.ApplyConfigurationRequest_AUTO})
 	if err == nil {

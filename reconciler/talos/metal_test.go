@@ -89,12 +89,14 @@ func TestApplyMaintenance(t *testing.T) {
 	cfg := metalConfig(t, bundle, rtalos.RoleControlPlane, "lab-cp-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	pool := NewPool(PoolOptions{})
+	defer pool.Close()
 
-	wrong, err := MaintenanceClient(addrs[0], "9tDUR2QTrDwvR9wUpjL6JuojzFc59q9dp3Y8aNs4Gho=")
+	wrong, release, err := pool.Maintenance(addrs[0], "9tDUR2QTrDwvR9wUpjL6JuojzFc59q9dp3Y8aNs4Gho=")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wrong.Close()
+	defer release()
 	if err := ApplyMaintenance(ctx, wrong, cfg); !errors.Is(err, ErrNotInMaintenance) {
 		t.Fatalf("apply with a wrong fingerprint: %v", err)
 	}
@@ -106,11 +108,11 @@ func TestApplyMaintenance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := MaintenanceClient(addrs[0], fp)
+	c, release, err := pool.Maintenance(addrs[0], fp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer release()
 	if err := ApplyMaintenance(ctx, c, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +127,11 @@ func TestApplyMaintenance(t *testing.T) {
 	if i, _ := h.Node(addrs[0]); i.Hostname != "lab-cp-1" || i.ConfigSHA256 != sha(cfg) {
 		t.Fatalf("node after install: %+v", i)
 	}
-	again, err := MaintenanceClient(addrs[0], "")
+	again, release, err := pool.Maintenance(addrs[0], "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer again.Close()
+	defer release()
 	if err := ApplyMaintenance(ctx, again, cfg); !errors.Is(err, ErrNotInMaintenance) {
 		t.Fatalf("apply to a configured machine: %v", err)
 	}
@@ -146,25 +148,27 @@ func TestResetRemovedLeavesEtcdFirst(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	pool := NewPool(PoolOptions{})
+	defer pool.Close()
 	for i, a := range addrs {
-		c, err := MaintenanceClient(a, "")
+		c, release, err := pool.Maintenance(a, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := ApplyMaintenance(ctx, c, metalConfig(t, bundle, rtalos.RoleControlPlane, "lab-cp-"+string(rune('1'+i)))); err != nil {
 			t.Fatal(err)
 		}
-		c.Close()
+		release()
 	}
 	for _, a := range addrs {
 		metalEventually(t, a+" running", running(h, a))
 	}
 	admin := func(a string) *client.Client {
-		c, err := AdminClient("lab", bundle, a, time.Now())
+		c, release, err := pool.Admin("lab", bundle, a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Close() })
+		t.Cleanup(release)
 		return c
 	}
 	peer, gone := admin(addrs[0]), admin(addrs[1])

@@ -105,6 +105,10 @@ func New(opts Options) (*Plane, error) {
 	return &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger, lastProgress: map[string]Progress{}, kick: make(chan struct{}, 1)}, nil
 }
 
+// Pool returns the plane's client pool, which makes every connection to
+// the tenants' machines.
+func (pl *Plane) Pool() *Pool { return pl.pool }
+
 // InstallerImage returns the installer image of a Talos version
 // ("1.12.6" or "v1.12.6").
 func (pl *Plane) InstallerImage(version string) string {

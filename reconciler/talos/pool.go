@@ -4,11 +4,13 @@ import (
 	"container/list"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"google.golang.org/grpc"
@@ -42,10 +44,23 @@ type PoolOptions struct {
 // machine is probed once per probe TTL, longer than IdleTimeout.
 const DefaultMaxIdle = 32
 
-// Pool hands out Talos API clients, one per tenant and machine address,
-// authenticated with an os:admin certificate issued from the tenant's
-// secrets bundle, as a talosconfig of the tenant is. Clients left unused
-// for IdleTimeout close. A Pool is safe for concurrent use.
+// Pool makes every connection of the server to a machine's Talos API: it
+// owns their dialing, their TLS, how long they are kept, and their
+// closing. It hands out three kinds of client:
+//
+//   - Client: shared, one per tenant and machine address, authenticated
+//     with an os:admin certificate issued from the tenant's secrets
+//     bundle, as a talosconfig of the tenant is. Clients left unused for
+//     IdleTimeout close. Probes, bootstraps and rollouts use these.
+//   - Admin: a connection of its own with the same credentials, closed
+//     when handed back: for a log stream, which may last for hours, and
+//     for the checks of bare-metal machines, whose failed handshakes must
+//     not linger in a shared client.
+//   - Maintenance: a connection of its own to a machine in maintenance
+//     mode, which has no identity yet: TLS without verification, or
+//     pinned to the machine's certificate (see Maintenance).
+//
+// A Pool is safe for concurrent use.
 type Pool struct {
 	opts PoolOptions
 
@@ -129,8 +144,7 @@ func (p *Pool) Client(tenant string, bundle []byte, address string) (*client.Cli
 		if err != nil {
 			return nil, nil, err
 		}
-		c, err := client.New(context.Background(), client.WithConfig(cfg), client.WithEndpoints(address),
-			client.WithGRPCDialOptions(grpc.WithConnectParams(connectParams)))
+		c, err := dial(address, client.WithConfig(cfg), client.WithGRPCDialOptions(grpc.WithConnectParams(connectParams)))
 		if err != nil {
 			return nil, nil, fmt.Errorf("talos client of %s: %w", address, err)
 		}
@@ -144,6 +158,96 @@ func (p *Pool) Client(tenant string, bundle []byte, address string) (*client.Cli
 	pc.users++
 	var once sync.Once
 	return pc.c, func() { once.Do(func() { p.release(pc) }) }, nil
+}
+
+// Admin returns a client of the machine at address for tenant, with the
+// credentials Client uses, on a connection of its own, and the function
+// that closes it; the client must not be used after that. The connection
+// is made at the first call, not here.
+func (p *Pool) Admin(tenant string, bundle []byte, address string) (*client.Client, func(), error) {
+	sum := sha256.Sum256(bundle)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, nil, ErrPoolClosed
+	}
+	cfg, err := p.configLocked(tenant, sum, bundle)
+	p.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.own("talos client", address, client.WithConfig(cfg))
+}
+
+// Maintenance returns a client of the machine at address in maintenance
+// mode, on a connection of its own, and the function that closes it: TLS
+// without verification, or, with fingerprint set, verifying that the
+// server's certificate has that SPKI fingerprint (as talosctl prints it).
+// It shows no certificate of its own: a machine that asks for one has a
+// config already, and the handshake fails at once with
+// errAsksForCertificate. The connection is made at the first call.
+func (p *Pool) Maintenance(address, fingerprint string) (*client.Client, func(), error) {
+	if p.isClosed() {
+		return nil, nil, ErrPoolClosed
+	}
+	cfg, err := maintenanceTLS(address, fingerprint)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.own("maintenance client", address, client.WithTLSConfig(cfg))
+}
+
+// maintenanceTLS is the TLS of a Maintenance client.
+func maintenanceTLS(address, fingerprint string) (*tls.Config, error) {
+	cfg := &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // maintenance mode: the machine has no identity yet; pin a fingerprint to check it
+		// A machine in maintenance mode asks for no client certificate; one
+		// with a config asks for its cluster's. Refusing in the handshake
+		// says so at once, where a TLS 1.3 server would otherwise reject
+		// the missing certificate only after the handshake, as a broken
+		// connection.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return nil, errAsksForCertificate
+		},
+	}
+	if fingerprint != "" {
+		fp, err := x509.ParseFingerprint(fingerprint)
+		if err != nil {
+			return nil, fmt.Errorf("machine %s: fingerprint %q: %w", address, fingerprint, err)
+		}
+		cfg.VerifyConnection = x509.MatchSPKIFingerprints(fp)
+	}
+	return cfg, nil
+}
+
+// errAsksForCertificate is the handshake error of a Maintenance client at
+// a machine that asks for a client certificate.
+var errAsksForCertificate = errors.New("tls: the machine asks for a client certificate: it has a config already")
+
+// own dials a connection that is the caller's alone, and returns the
+// function that closes it. what names the client in errors.
+func (p *Pool) own(what, address string, auth client.OptionFunc) (*client.Client, func(), error) {
+	c, err := dial(address, auth)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s of %s: %w", what, address, err)
+	}
+	var once sync.Once
+	return c, func() { once.Do(func() { c.Close() }) }, nil
+}
+
+// dial makes a client of the machine at address with opts, the first of
+// which authenticates it; every connection of a Pool is made here. It
+// connects at its first call. Shared clients add connectParams; a
+// connection of its own, which serves one call or one stream, keeps
+// gRPC's defaults.
+func dial(address string, opts ...client.OptionFunc) (*client.Client, error) {
+	return client.New(context.Background(), append(opts, client.WithEndpoints(address))...)
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // configLocked returns the tenant's talosconfig, issuing a client
@@ -229,7 +333,7 @@ func (p *Pool) Forget(tenant string) {
 	}
 }
 
-// Open returns how many clients the pool holds, in use or idle.
+// Open returns how many shared clients the pool holds, in use or idle.
 func (p *Pool) Open() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -154,7 +154,7 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 	obs := observe(ctx, c, m, p.opts.Now())
 	if !obs.Connected && ctx.Err() == nil {
 		p.pool.Drop(tenant, bundle, m.Address)
-		obs = withMaintenance(ctx, obs, m.Address)
+		obs = p.pool.withMaintenance(ctx, obs, m.Address)
 	}
 	return obs
 }

@@ -3,7 +3,6 @@
 package tofu
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,9 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -100,36 +97,6 @@ func (s *session) detached(ctx context.Context, args []string, talk func(stdin i
 	return nil
 }
 
-// approvalRE matches the end of tofu's output while it waits for the
-// approval of its plan: the question starts a line of its own, which no
-// value in a plan's output does (values are indented).
-var approvalRE = regexp.MustCompile(`\n(Do you want to perform these actions\?|Do you really want to destroy all resources\?)\n(  [^\n]*\n)+\n  Enter a value: $`)
-
-// otherQuestionRE matches the end of tofu's output while it asks for
-// something else, such as a variable without a value: a line of its own
-// (var.NAME), its description indented, then the prompt.
-var otherQuestionRE = regexp.MustCompile(`(^|\n)[^ \n][^\n]*\n(  [^\n]*\n)*  Enter a value: $`)
-
-// askedFor is what tofu waits for at the end of its output so far.
-type askedFor int
-
-const (
-	askedNothing askedFor = iota
-	askedApproval
-	askedOther // a question the server has no answer to
-)
-
-// asked says what tofu waits for when its output ends with tail.
-func asked(tail []byte) askedFor {
-	switch {
-	case approvalRE.Match(tail):
-		return askedApproval
-	case otherQuestionRE.Match(tail):
-		return askedOther
-	}
-	return askedNothing
-}
-
 // promptPoll is how often the output of a tofu that plans is read.
 const promptPoll = 5 * time.Millisecond
 
@@ -155,8 +122,7 @@ func awaitApproval(ctx context.Context, out *os.File, w io.Writer, exited <-chan
 		case askedApproval:
 			return true, nil
 		case askedOther:
-			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
-			return false, errors.New("tofu asked for input it has no answer to: " + strings.TrimSpace(strings.Join(lines[max(0, len(lines)-2):], " ")))
+			return false, errors.New("tofu asked for input it has no answer to: " + question(tail))
 		}
 		select {
 		case <-exited:
@@ -196,23 +162,6 @@ func readTail(f *os.File, n int64) ([]byte, error) {
 		err = nil
 	}
 	return b, err
-}
-
-// errorLines returns the part of tofu's output from its first error on,
-// which is what its error diagnostics say; the last lines when there is
-// none.
-func errorLines(out []byte) []byte {
-	if i := bytes.Index(out, []byte("Error: ")); i >= 0 {
-		if j := bytes.LastIndexByte(out[:i], '\n'); j >= 0 {
-			i = j + 1
-		}
-		return out[i:]
-	}
-	const keep = 2 << 10
-	if len(out) > keep {
-		out = out[len(out)-keep:]
-	}
-	return out
 }
 
 // waitIdle waits until no tofu apply that an earlier server process left

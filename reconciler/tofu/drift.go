@@ -1,14 +1,10 @@
 package tofu
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"sort"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
 	tfjson "github.com/hashicorp/terraform-json"
@@ -60,7 +56,7 @@ func (r *Runner) RefreshPlan(ctx context.Context, dir string, initInputs, vars [
 	if varPath != "" {
 		opts = append(opts, tfexec.VarFile(varPath))
 	}
-	var stream driftStream
+	var stream planJSON
 	err = s.cmd("plan", func() (err error) {
 		_, err = s.tf.PlanJSON(ctx, &stream, opts...)
 		return err
@@ -68,7 +64,7 @@ func (r *Runner) RefreshPlan(ctx context.Context, dir string, initInputs, vars [
 	if err != nil {
 		return res, fmt.Errorf("tofu plan -refresh-only: %w", s.redact(err))
 	}
-	if !stream.drifted {
+	if !stream.drift() {
 		return res, nil
 	}
 	planPath := filepath.Join(s.dir, PlanFile)
@@ -91,68 +87,4 @@ func (r *Runner) RefreshPlan(ctx context.Context, dir string, initInputs, vars [
 	}
 	res.Resources = DriftOf(plan)
 	return res, nil
-}
-
-// driftStream notes whether the JSON lines of `tofu plan -json` report a
-// resource that drifted.
-type driftStream struct {
-	buf     []byte
-	drifted bool
-}
-
-func (d *driftStream) Write(b []byte) (int, error) {
-	d.buf = append(d.buf, b...)
-	for {
-		i := bytes.IndexByte(d.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		var msg struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(d.buf[:i], &msg) == nil && msg.Type == "resource_drift" {
-			d.drifted = true
-		}
-		d.buf = d.buf[i+1:]
-	}
-}
-
-// DriftOf lists the resource_drift of a refresh-only plan: each resource's
-// address, action and the names of its attributes that changed.
-func DriftOf(plan *tfjson.Plan) []DriftedResource {
-	var out []DriftedResource
-	for _, rc := range plan.ResourceDrift {
-		if rc.Change == nil {
-			continue
-		}
-		d := DriftedResource{Address: rc.Address, Action: "update"}
-		if rc.Change.Actions.Delete() {
-			d.Action = "delete"
-		} else {
-			d.Attributes = changedAttributes(rc.Change.Before, rc.Change.After)
-		}
-		out = append(out, d)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
-	return out
-}
-
-// changedAttributes names the top-level attributes whose values differ
-// between before and after.
-func changedAttributes(before, after any) []string {
-	b, _ := before.(map[string]any)
-	a, _ := after.(map[string]any)
-	var names []string
-	for k, v := range b {
-		if w, ok := a[k]; !ok || !reflect.DeepEqual(v, w) {
-			names = append(names, k)
-		}
-	}
-	for k := range a {
-		if _, ok := b[k]; !ok {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
-	return names
 }

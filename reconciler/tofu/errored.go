@@ -1,18 +1,13 @@
 package tofu
 
 import (
-	"bytes"
 	"context"
-	"crypto/md5"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -54,11 +49,12 @@ func (s *session) pushErrored(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.backend(ctx, "LOCK", "", info); err != nil {
+	state := s.state()
+	if err := state.Lock(ctx, info); err != nil {
 		return fail("%v", err)
 	}
-	defer func() { _ = s.backend(context.WithoutCancel(ctx), "UNLOCK", "", info) }()
-	current, err := s.pullState(ctx)
+	defer func() { _ = state.Unlock(context.WithoutCancel(ctx), info) }()
+	current, err := state.Get(ctx)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -71,7 +67,7 @@ func (s *session) pushErrored(ctx context.Context) error {
 			return fail("it has serial %d, lower than the stored state's %d: the stored state is newer", *serial, *curSerial)
 		}
 	}
-	if err := s.backend(ctx, http.MethodPost, "?ID="+id, saved); err != nil {
+	if err := state.Post(ctx, id, saved); err != nil {
 		return fail("%v", err)
 	}
 	fmt.Fprintf(s.out, "rezuscloud: pushed %s (serial %d, lineage %s), the state an interrupted apply saved\n", ErroredState, *serial, lineage)
@@ -89,29 +85,4 @@ func stateSerial(raw []byte) (serial *uint64, lineage string) {
 		return nil, ""
 	}
 	return h.Serial, h.Lineage
-}
-
-// backend sends one request of the HTTP state backend protocol to the
-// session's state, as tofu would, and fails unless it is answered 200.
-func (s *session) backend(ctx context.Context, method, query string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, method, s.creds.Address+query, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	sum := md5.Sum(body)
-	req.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
-	req.Header.Set("Content-Type", "application/json")
-	if s.creds.Username != "" || s.creds.Password != "" {
-		req.SetBasicAuth(s.creds.Username, s.creds.Password)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s of the state: %s: %s", method, resp.Status, bytes.TrimSpace(msg))
-	}
-	return nil
 }

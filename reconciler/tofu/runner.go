@@ -3,8 +3,9 @@
 // an apply that plans and waits for the server's approval, show), with the credentials of the state
 // backend in the environment only, secrets redacted from its output, and
 // an apply that outlives a dying server to save its state (see
-// applyDetached). It owns the files a run keeps in a work directory, and
-// it reads states as the state backend stores them (statefile.go). It
+// applyDetached). It owns the files a run keeps in a work directory, it
+// reads states as the state backend stores them (statefile.go), and it
+// is the one reader of what tofu prints (output.go). It
 // knows nothing of tenants, manifests or the store: the reconciler renders
 // the workspace and calls it.
 package tofu
@@ -14,14 +15,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +56,9 @@ type Options struct {
 	// Getenv reads PATH and HOME for tofu's environment; nil means
 	// os.Getenv.
 	Getenv func(string) string
+	// MaxStateBytes bounds a state read from the state backend, as the
+	// backend bounds the states it takes. Default DefaultMaxStateBytes.
+	MaxStateBytes int64
 }
 
 // Creds are the credentials a run uses to reach the server's own state
@@ -120,6 +122,9 @@ func NewRunner(opts Options) (*Runner, error) {
 	}
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
+	}
+	if opts.MaxStateBytes <= 0 {
+		opts.MaxStateBytes = DefaultMaxStateBytes
 	}
 	return &Runner{opts: opts, dirs: map[string]*workDir{}}, nil
 }
@@ -327,6 +332,11 @@ func (s *session) withVars(vars []byte) (path string, remove func(), err error) 
 
 func (s *session) close() { s.unlock() }
 
+// state returns the client of the session's state in the state backend.
+func (s *session) state() StateClient {
+	return StateClient{Creds: s.creds, MaxBytes: s.r.opts.MaxStateBytes}
+}
+
 // cmd runs one tofu command, counting and timing it. The JSON that show
 // prints holds every value of the state or plan, secrets included: it
 // never reaches the output tail.
@@ -385,55 +395,6 @@ func (s *session) redact(err error) error {
 	}
 	return errors.New(oneLine(s.out.redact(err.Error())))
 }
-
-// oneLine condenses tofu's error text to one line: its first line, then
-// each diagnostic ("Error: summary") with the resource it is about and its
-// detail, without the source snippet. Text without diagnostics has its
-// lines joined.
-func oneLine(msg string) string {
-	lines := strings.Split(strings.TrimSpace(msg), "\n")
-	head := strings.TrimSpace(lines[0])
-	type diag struct{ summary, with, detail string }
-	var diags []*diag
-	var loose []string
-	for _, l := range lines[1:] {
-		l = strings.TrimSpace(l)
-		var d *diag
-		if len(diags) > 0 {
-			d = diags[len(diags)-1]
-		}
-		switch {
-		case l == "" || snippetRE.MatchString(l):
-		case strings.HasPrefix(l, "Error: "):
-			diags = append(diags, &diag{summary: strings.TrimPrefix(l, "Error: ")})
-		case d == nil:
-			loose = append(loose, l)
-		case strings.HasPrefix(l, "with ") && d.with == "":
-			d.with = strings.TrimSuffix(l, ",")
-		case strings.HasPrefix(l, "on ") && strings.Contains(l, " line "):
-		default:
-			d.detail = strings.TrimSpace(d.detail + " " + l)
-		}
-	}
-	parts := loose
-	for _, d := range diags {
-		p := d.summary
-		if d.with != "" {
-			p += " (" + d.with + ")"
-		}
-		if d.detail != "" {
-			p += ": " + d.detail
-		}
-		parts = append(parts, p)
-	}
-	if len(parts) == 0 {
-		return head
-	}
-	return head + ": " + strings.Join(parts, "; ")
-}
-
-// snippetRE matches the lines of a diagnostic's source snippet.
-var snippetRE = regexp.MustCompile(`^(\d+:|[├│╵╷])`)
 
 // planApply plans and applies what the plan changes, in one tofu process
 // (applyApproving). A check, when set, sees the resources the plan
@@ -567,7 +528,7 @@ func (s *session) rewrite(ctx context.Context, vars []byte) (schema.PlanSummary,
 // show returns the work directory's current state: read from the state
 // backend when it is a plain state file, else (encrypted) from `tofu show`.
 func (s *session) show(ctx context.Context) (*tfjson.State, error) {
-	if raw, err := s.pullState(ctx); err == nil {
+	if raw, err := s.state().Get(ctx); err == nil {
 		if st, ok := stateFromFile(raw); ok {
 			return st, nil
 		}
@@ -693,7 +654,7 @@ func (r *Runner) Plan(ctx context.Context, dir string, initInputs, vars []byte, 
 	if varPath != "" {
 		opts = append(opts, tfexec.VarFile(varPath))
 	}
-	var stream planStream
+	var stream planJSON
 	var changed bool
 	err = s.cmd("plan", func() (err error) {
 		changed, err = s.tf.PlanJSON(ctx, &stream, opts...)
@@ -709,67 +670,6 @@ func (r *Runner) Plan(ctx context.Context, dir string, initInputs, vars []byte, 
 	return res, nil
 }
 
-// planStream reads the JSON lines of `tofu plan -json`: each planned
-// change, and the change summary.
-type planStream struct {
-	buf     []byte
-	sum     schema.PlanSummary
-	changes []PlannedChange
-}
-
-func (p *planStream) Write(b []byte) (int, error) {
-	p.buf = append(p.buf, b...)
-	for {
-		i := bytes.IndexByte(p.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		p.line(p.buf[:i])
-		p.buf = p.buf[i+1:]
-	}
-}
-
-func (p *planStream) line(l []byte) {
-	var msg struct {
-		Type   string `json:"type"`
-		Change struct {
-			Resource struct {
-				Addr string `json:"addr"`
-			} `json:"resource"`
-			Action string `json:"action"`
-		} `json:"change"`
-		Changes struct {
-			Add, Change, Remove int
-		} `json:"changes"`
-	}
-	if json.Unmarshal(l, &msg) != nil {
-		return
-	}
-	switch msg.Type {
-	case "planned_change":
-		var acts []string
-		switch msg.Change.Action {
-		case "replace":
-			acts = []string{"delete", "create"}
-		case "noop", "read":
-			return
-		default:
-			acts = []string{msg.Change.Action}
-		}
-		p.changes = append(p.changes, PlannedChange{Address: msg.Change.Resource.Addr, Actions: acts})
-	case "change_summary":
-		p.sum = schema.PlanSummary{Add: msg.Changes.Add, Change: msg.Changes.Change, Destroy: msg.Changes.Remove}
-	}
-}
-
-func (p *planStream) result() (schema.PlanSummary, []PlannedChange) {
-	if len(p.buf) > 0 {
-		p.line(p.buf)
-		p.buf = nil
-	}
-	return p.sum, p.changes
-}
-
 // State returns the current state of a work directory without changing it.
 func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds Creds) (*tfjson.State, error) {
 	s, err := r.open(ctx, dir, creds)
@@ -781,38 +681,6 @@ func (r *Runner) State(ctx context.Context, dir string, initInputs []byte, creds
 		return nil, err
 	}
 	return s.show(ctx)
-}
-
-// summarize counts the changes of a plan file's plan, and lists them.
-func summarize(plan *tfjson.Plan) (schema.PlanSummary, []PlannedChange) {
-	var sum schema.PlanSummary
-	var changes []PlannedChange
-	for _, rc := range plan.ResourceChanges {
-		if rc.Change == nil {
-			continue
-		}
-		a := rc.Change.Actions
-		var acts []string
-		switch {
-		case a.Replace():
-			sum.Add++
-			sum.Destroy++
-			acts = []string{"delete", "create"}
-		case a.Create():
-			sum.Add++
-			acts = []string{"create"}
-		case a.Update():
-			sum.Change++
-			acts = []string{"update"}
-		case a.Delete():
-			sum.Destroy++
-			acts = []string{"delete"}
-		default:
-			continue
-		}
-		changes = append(changes, PlannedChange{Address: rc.Address, Actions: acts})
-	}
-	return sum, changes
 }
 
 // tailBuffer keeps the last max bytes written to it and redacts secrets

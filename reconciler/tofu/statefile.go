@@ -2,21 +2,11 @@ package tofu
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 
 	tfjson "github.com/hashicorp/terraform-json"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
-
-	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // stateFile is the part of a state file, as tofu writes it (version 4),
@@ -162,121 +152,4 @@ func providerName(ref string) string {
 		return ref[i+2 : j]
 	}
 	return ref
-}
-
-// pullState reads the work directory's current state from the state
-// backend, as `tofu state pull` would, without starting tofu.
-func (s *session) pullState(ctx context.Context) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.creds.Address, nil)
-	if err != nil {
-		return nil, err
-	}
-	if s.creds.Username != "" || s.creds.Password != "" {
-		req.SetBasicAuth(s.creds.Username, s.creds.Password)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-		return io.ReadAll(resp.Body)
-	case http.StatusNoContent, http.StatusNotFound:
-		return nil, nil
-	}
-	return nil, fmt.Errorf("state backend answered %s", resp.Status)
-}
-
-// planLineRE matches the summary line of tofu's human plan output, with the
-// import and forget counts tofu adds when it has them.
-var planLineRE = regexp.MustCompile(`^Plan: (?:\d+ to import, )?(\d+) to add, (\d+) to change, (\d+) to destroy(?:, \d+ to forget)?\.$`)
-
-// planResourceRE matches the comment line above each resource of tofu's
-// human plan output that says what becomes of the resource: created,
-// updated in place, destroyed, or replaced (destroyed and created again).
-// A deposed object's line names it after the address.
-var planResourceRE = regexp.MustCompile(`^\s*# (.+?)(?: \(deposed object \S+\))? (will be created|will be updated in-place|will be destroyed|must be replaced|will be replaced|is tainted, so it must be replaced)(?:[, ].*)?$`)
-
-// planActions are the actions of planResourceRE's phrases.
-var planActions = map[string][]string{
-	"will be created":          {"create"},
-	"will be updated in-place": {"update"},
-	"will be destroyed":        {"delete"},
-}
-
-// planLine watches tofu's output for the plan's summary line, and for the
-// resources the plan changes.
-type planLine struct {
-	mu      sync.Mutex
-	partial []byte
-	sum     schema.PlanSummary
-	found   bool
-	changes []PlannedChange
-}
-
-var _ io.Writer = (*planLine)(nil)
-
-func (p *planLine) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := len(b)
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			if len(p.partial)+len(b) <= 256 {
-				p.partial = append(p.partial, b...)
-			} else {
-				p.partial = p.partial[:0]
-			}
-			break
-		}
-		line := b[:i]
-		if len(p.partial) > 0 {
-			line = append(p.partial, line...)
-			p.partial = p.partial[:0]
-		}
-		line = bytes.TrimRight(line, "\r")
-		if m := planLineRE.FindSubmatch(line); m != nil {
-			p.sum.Add, _ = strconv.Atoi(string(m[1]))
-			p.sum.Change, _ = strconv.Atoi(string(m[2]))
-			p.sum.Destroy, _ = strconv.Atoi(string(m[3]))
-			p.found = true
-		} else if m := planResourceRE.FindSubmatch(line); m != nil {
-			acts, ok := planActions[string(m[2])]
-			if !ok {
-				acts = []string{"delete", "create"}
-			}
-			p.changes = append(p.changes, PlannedChange{Address: string(m[1]), Actions: acts})
-		}
-		b = b[i+1:]
-	}
-	return n, nil
-}
-
-// goneResources returns the resources the plan destroys or replaces.
-func (p *planLine) goneResources() []PlannedChange {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []PlannedChange
-	for _, c := range p.changes {
-		if slices.Contains(c.Actions, "delete") {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// planned returns every resource the plan changes.
-func (p *planLine) planned() []PlannedChange {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.changes)
-}
-
-// summary returns the last summary line seen.
-func (p *planLine) summary() (schema.PlanSummary, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.sum, p.found
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -168,32 +167,5 @@ func TestStateFromFile(t *testing.T) {
 	}
 	if o := st.Values.Outputs["ip"]; o == nil || o.Value != "10.0.0.1" || o.Type.FriendlyName() != "string" {
 		t.Errorf("output ip: %+v", o)
-	}
-}
-
-func TestPlanLine(t *testing.T) {
-	for _, c := range []struct {
-		out  string
-		want schema.PlanSummary
-		ok   bool
-	}{
-		{"\nOpenTofu will perform the following actions:\n\nPlan: 1 to add, 2 to change, 3 to destroy.\n", schema.PlanSummary{Add: 1, Change: 2, Destroy: 3}, true},
-		{"Plan: 2 to import, 1 to add, 0 to change, 1 to destroy.\n", schema.PlanSummary{Add: 1, Change: 0, Destroy: 1}, true},
-		{"Plan: 0 to add, 0 to change, 4 to destroy, 1 to forget.\r\n", schema.PlanSummary{Add: 0, Change: 0, Destroy: 4}, true},
-		{"  # x.y will be created\n  + name = \"Plan: 9 to add, 9 to change, 9 to destroy.\"\n", schema.PlanSummary{}, false},
-		{"Changes to Outputs:\n  + ip = \"10.0.0.1\"\n", schema.PlanSummary{}, false},
-	} {
-		for _, size := range []int{1, 7, len(c.out)} {
-			p := &planLine{}
-			for rest := c.out; rest != ""; {
-				n := min(size, len(rest))
-				p.Write([]byte(rest[:n]))
-				rest = rest[n:]
-			}
-			got, ok := p.summary()
-			if got != c.want || ok != c.ok {
-				t.Errorf("%q in writes of %d: %+v %v, want %+v %v", strings.TrimSpace(c.out), size, got, ok, c.want, c.ok)
-			}
-		}
 	}
 }
