@@ -211,7 +211,7 @@ func New(store *backend.Store, runner *tofu.Runner, modules render.Modules, opts
 	r := &Reconciler{store: store, runner: runner, modules: modules, opts: opts, log: opts.Logger,
 		backoff: Backoff{Base: opts.RetryBase, Max: opts.RetryMax}, runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
-	idx, err := openIndex(store)
+	idx, err := openIndex(store, opts.NoTalosAPI)
 	if err != nil {
 		return nil, err
 	}

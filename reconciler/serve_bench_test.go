@@ -169,6 +169,8 @@ func seedPlane(b *testing.B, s *seeded) {
 	}
 }
 
+var servePprof = flag.String("serve-pprof", "", "a loopback `ADDR` on which BenchmarkSeededNoChangeServe's server of this tree serves its runtime profiles (--pprof-listen)")
+
 var serveVs = flag.String("serve-vs", "", "a second rezuscloud binary that BenchmarkSeededNoChangeServe runs beside this tree's, op for op (for instance an earlier main's)")
 
 // buildServeBinary builds ./cmd/rezuscloud of this tree.
@@ -229,9 +231,13 @@ func startServedFleet(b *testing.B, s *seeded, d *gittest.Daemon, name, bin, dat
 	s.work.Run("remote", "add", name, repo)
 	s.work.Run("push", "--quiet", name, "HEAD:refs/heads/main")
 	srv := &servedFleet{b: b, name: name, exited: make(chan error, 1), seen: make(chan commitSeen, 64)}
-	srv.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", dataDir, "--sim-dir", b.TempDir(),
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--data", dataDir, "--sim-dir", b.TempDir(),
 		"--repo", repo, "--poll-interval", "1h", "--drift-interval", "0", "--log-format", "json",
-		"--tofu", testenv.Tofu(b), "--provider-mirror", testenv.ProviderMirror(b))
+		"--tofu", testenv.Tofu(b), "--provider-mirror", testenv.ProviderMirror(b)}
+	if *servePprof != "" && name == "new" {
+		args = append(args, "--pprof-listen", *servePprof)
+	}
+	srv.cmd = exec.Command(bin, args...)
 	srv.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + b.TempDir(), webhook.SecretEnv + "=" + serveHookSecret}
 	srv.start()
 	b.Cleanup(srv.stop)
