@@ -77,27 +77,12 @@ func (t *tenantRun) talosWanted() (bool, error) {
 	if metalWaiting {
 		return true, nil // ConfigureMetal has a machine to configure
 	}
-	if pending, err := pl.Pending(t.name); err != nil || pending {
-		return pending, err
-	}
-	rec, _, err := pl.Rollout(t.name)
-	if err != nil {
-		return false, err
-	}
-	want := map[string]string{"": t.desired.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt]}
+	restarts := talos.RestartValues{Tenant: t.desired.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
+		Groups: map[string]string{}}
 	for _, ng := range t.desired.NodeGroups {
-		want[ng.Metadata.Name] = ng.Metadata.Annotations[schema.AnnotationRestartedAt]
+		restarts.Groups[ng.Metadata.Name] = ng.Metadata.Annotations[schema.AnnotationRestartedAt]
 	}
-	for group, v := range want {
-		done := rec.Restarts.Tenant
-		if group != "" {
-			done = rec.Restarts.Groups[group]
-		}
-		if v != "" && v != done {
-			return true, nil
-		}
-	}
-	return false, nil
+	return pl.Wanted(t.name, restarts)
 }
 
 // talosUnchanged runs the plane's steps for a tenant whose workspace is
