@@ -666,3 +666,43 @@ func TestGitCompaction(t *testing.T) {
 		t.Fatalf("new source on the merged clone: %q, %d fetches", got, g2.Status().Fetches)
 	}
 }
+
+// Run hands a new revision out before it merges the packs its fetch left
+// too many of: the merge rewrites every object of the clone, which takes
+// seconds in a large repository, and the revision does not wait for it.
+// The snapshot reads its files during and after the merge.
+func TestGitRunMergesPacksAfterHandingOut(t *testing.T) {
+	d := gittest.NewDaemon(t)
+	w, _ := seedRepo(t, d)
+	g := newTestGit(t, GitOptions{URL: d.URL("repo.git"), PollInterval: time.Hour})
+	g.maxPacks = 2
+	packs := func() int {
+		m, err := filepath.Glob(filepath.Join(g.CloneDir(), "objects", "pack", "*.pack"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Snapshot) // Run waits in the send until the test receives
+	go g.Run(ctx, out)
+	receive(t, out)
+	for i := 1; i <= g.maxPacks; i++ {
+		waitFor(t, "Run waiting", func() bool { return !g.Status().NextPoll.IsZero() })
+		content := fmt.Sprintf("rev: %d\n", i)
+		w.Write("clusters/a/tenant.yaml", content)
+		sha := w.Commit("edit")
+		w.Push()
+		g.Trigger()
+		waitFor(t, "the fetch of "+sha, func() bool { return g.Status().Revision == sha })
+		if n := packs(); i == g.maxPacks && n <= g.maxPacks {
+			t.Fatalf("the clone holds %d packs while the revision waits to be handed out: its packs were merged first", n)
+		}
+		snap := receive(t, out)
+		if got := readFile(t, snap.FS, "clusters/a/tenant.yaml"); got != content {
+			t.Fatalf("revision %d reads %q, want %q", i, got, content)
+		}
+	}
+	waitFor(t, "the packs merged", func() bool { return packs() == 1 })
+}
