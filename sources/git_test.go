@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -664,6 +665,52 @@ func TestGitCompaction(t *testing.T) {
 	snap, _ := mustFetch(t, g2)
 	if got := readFile(t, snap.FS, "clusters/a/tenant.yaml"); got != contents[len(contents)-1] || g2.Status().Fetches != 0 {
 		t.Fatalf("new source on the merged clone: %q, %d fetches", got, g2.Status().Fetches)
+	}
+}
+
+// A merge leaves the largest pack alone while it holds at least twice as
+// many objects as the others together: it merges what was fetched since,
+// and the snapshots taken before still read their files.
+func TestGitCompactionKeepsTheLargestPack(t *testing.T) {
+	d := gittest.NewDaemon(t)
+	w, _ := seedRepo(t, d)
+	for i := range 40 {
+		w.Write(fmt.Sprintf("clusters/t%02d/tenant.yaml", i), fmt.Sprintf("kind: Tenant\nname: t%02d\n", i))
+	}
+	w.Commit("forty tenants")
+	w.Push()
+	g := newTestGit(t, GitOptions{URL: d.URL("repo.git")})
+	g.maxPacks = 4
+	packs := func() []string {
+		m, err := filepath.Glob(filepath.Join(g.CloneDir(), "objects", "pack", "*.pack"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first, _ := mustFetch(t, g)
+	clone := packs()
+	var snaps []Snapshot
+	for i := range g.maxPacks {
+		w.Write("clusters/a/tenant.yaml", fmt.Sprintf("rev: %d\n", i))
+		w.Commit("edit")
+		w.Push()
+		snap, _ := mustFetch(t, g)
+		snaps = append(snaps, snap)
+	}
+	if got := packs(); len(got) != 2 || !slices.Contains(got, clone[0]) {
+		t.Fatalf("packs after the merge: %v; want the clone's %v and one more", got, clone)
+	}
+	for i, snap := range snaps {
+		if got := readFile(t, snap.FS, "clusters/a/tenant.yaml"); got != fmt.Sprintf("rev: %d\n", i) {
+			t.Fatalf("snapshot %d after the merge reads %q", i, got)
+		}
+		if got := readFile(t, snap.FS, "clusters/t07/tenant.yaml"); got != "kind: Tenant\nname: t07\n" {
+			t.Fatalf("snapshot %d after the merge reads %q", i, got)
+		}
+	}
+	if got := readFile(t, first.FS, "clusters/a/tenant.yaml"); got != "kind: Tenant\nname: a\n" {
+		t.Fatalf("the first snapshot after the merge reads %q", got)
 	}
 }
 
