@@ -71,6 +71,8 @@ type Plane struct {
 	progressMu   sync.Mutex
 	lastProgress map[string]Progress // by tenant, as last reported
 	kick         chan struct{}       // a progress changed: observe now
+
+	machines *machineList // what the observer's passes read of the Machines
 }
 
 // New returns a plane.
@@ -102,7 +104,10 @@ func New(opts Options) (*Plane, error) {
 	if opts.Prober == nil {
 		opts.Prober = NewProber(opts.Pool, ProberOptions{Now: opts.Now, Timeout: opts.CallTimeout})
 	}
-	return &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger, lastProgress: map[string]Progress{}, kick: make(chan struct{}, 1)}, nil
+	pl := &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger,
+		lastProgress: map[string]Progress{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}}
+	opts.Store.OnCommit(pl.machines.follow)
+	return pl, nil
 }
 
 // InstallerImage returns the installer image of a Talos version
