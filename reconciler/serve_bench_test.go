@@ -55,9 +55,11 @@ import (
 // secrets bundle from it, probes none of the machines, and nothing serves
 // them) and tofu's work directories beyond an empty one per tenant.
 //
-// With -test.v each op's figures are logged, with the server's own
-// timestamps of the commit: when it received it, validated it and recorded
-// it finished.
+// With -test.v each op's figures are logged, with the server's own times:
+// when its log says it accepted the hook and fetched, and when the Commit
+// says it received, validated and finished the revision; so is how long
+// after its start each server had reconciled the seeded revision.
+// -serve-pprof ADDR serves the runtime profiles of this tree's server.
 func BenchmarkSeededNoChangeServe(b *testing.B) {
 	s := seedWith(b, 0, servedWorkers, servedMachines)
 	seedPlane(b, s)
@@ -270,6 +272,7 @@ func startServedFleet(b *testing.B, s *seeded, d *gittest.Daemon, name, bin, dat
 	}
 	srv.cmd = exec.Command(bin, args...)
 	srv.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + b.TempDir(), webhook.SecretEnv + "=" + serveHookSecret}
+	started := time.Now()
 	srv.start()
 	b.Cleanup(srv.stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -281,9 +284,10 @@ func startServedFleet(b *testing.B, s *seeded, d *gittest.Daemon, name, bin, dat
 			if c.Status.Phase != schema.CommitSucceeded || len(c.Status.Tenants) != *seedFleet {
 				b.Fatalf("%s: the seeded revision: %s with %d results: %s\n%s", name, c.Status.Phase, len(c.Status.Tenants), c.Status.Message, srv.tail())
 			}
+			b.Logf("%s: the seeded revision Succeeded %v after the start", name, time.Since(started).Round(time.Millisecond))
 			break
 		}
-		srv.sleep(ctx, 50*time.Millisecond)
+		srv.sleep(ctx, 20*time.Millisecond)
 	}
 	w, err := srv.api.Watch(context.Background(), client.CommitEventsPath, client.WatchOptions{})
 	if err != nil {
