@@ -73,6 +73,14 @@ func newBenchReconciler(b *testing.B, st store.Store, dataDir string, debounce t
 // seed builds the fleet, applied, and a reconciler with debounce.
 func seed(b *testing.B, debounce time.Duration) *seeded {
 	b.Helper()
+	return seedWith(b, debounce, 1, nil)
+}
+
+// seedWith is seed with workers machines in each tenant's worker group,
+// and each tenant's Machines, as its apply would have projected them from
+// its state, from machines (none when machines is nil).
+func seedWith(b *testing.B, debounce time.Duration, workers int, machines func(*schema.TenantDesired) []*schema.Machine) *seeded {
+	b.Helper()
 	dir := b.TempDir()
 	st, err := bolt.Open(filepath.Join(dir, "data"), nil)
 	if err != nil {
@@ -81,7 +89,7 @@ func seed(b *testing.B, debounce time.Duration) *seeded {
 	b.Cleanup(func() { _ = st.Close() })
 	s := &seeded{b: b, dataDir: filepath.Join(dir, "data"), store: st, work: gittest.NewWorkdir(b, "")}
 	for i := range *seedFleet {
-		seededTenant(b, s.work.Dir(), i, 1)
+		seededTenant(b, s.work.Dir(), i, workers)
 	}
 	s.work.Commit("the fleet")
 	s.src, err = sources.NewGit(sources.GitOptions{URL: s.work.Dir(), Dir: filepath.Join(dir, "data")})
@@ -100,7 +108,11 @@ func seed(b *testing.B, debounce time.Duration) *seeded {
 		rec := &appliedRecord{Tenant: td.Tenant.Metadata.Name, Revision: snap.Revision, Generation: 1,
 			InputHash: hashes[td.Tenant.Metadata.Name], Annotations: td.Tenant.Metadata.Annotations,
 			Model: modeldiff.AppliedModel(td.Tenant, td.NodeGroups, td.Patches, nil)}
-		if err := s.rec.finishTenant(td, rec, nil); err != nil {
+		var ms []*schema.Machine
+		if machines != nil {
+			ms = machines(td)
+		}
+		if err := s.rec.finishTenant(td, rec, ms); err != nil {
 			b.Fatal(err)
 		}
 		// A work directory, as an apply leaves it, for Recover to look at.

@@ -55,19 +55,6 @@ func (t *tenantRun) configureMetal(ctx context.Context) (stepResult, error) {
 	return stepNext, nil
 }
 
-// metalWaiting reports whether one of a tenant's stored machines is a
-// bare-metal machine that the tenant's credentials do not reach, as the
-// observer saw it last: it waits in maintenance mode (or is off, or has
-// not been probed yet), so ConfigureMetal may have work.
-func metalWaiting(machines []*schema.Machine) bool {
-	for _, m := range machines {
-		if m.Spec.ProviderClass == metal.Class && !m.Status.Connected {
-			return true
-		}
-	}
-	return false
-}
-
 // MetalWaiting is told by the plane's observer that one of the tenant's
 // machines waits in maintenance mode (talos.ObserverOptions.OnMaintenance):
 // a run of the tenant that waits for its backoff starts now, and the run

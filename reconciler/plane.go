@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -22,13 +21,12 @@ import (
 // annotations declare, or a bare-metal machine that waits in maintenance
 // mode (the observer saw it there and asked for the run, MetalWaiting).
 
-// talosMachines returns the machines the plane works on: those with a
-// management address whose provider class has a Talos API this server
-// reaches (Options.NoTalosAPI lists those that have none).
+// talosMachines returns the machines the plane works on (see
+// talosReachable).
 func (r *Reconciler) talosMachines(ms []*schema.Machine) []talos.Machine {
 	var out []talos.Machine
 	for _, m := range ms {
-		if m.Spec.ManagementAddress == "" || slices.Contains(r.opts.NoTalosAPI, m.Spec.ProviderClass) {
+		if !talosReachable(&m.Spec, r.opts.NoTalosAPI) {
 			continue
 		}
 		out = append(out, talos.Machine{
@@ -72,34 +70,19 @@ func (t *tenantRun) talosWanted() (bool, error) {
 	if pl == nil {
 		return false, nil
 	}
-	machines, err := t.r.storedMachines(t.name)
-	if err != nil || len(t.r.talosMachines(machines)) == 0 {
+	reachable, metalWaiting, err := t.r.index.talosFacts(t.name)
+	if err != nil || !reachable {
 		return false, err // no machine the plane works on
 	}
-	if metalWaiting(machines) {
+	if metalWaiting {
 		return true, nil // ConfigureMetal has a machine to configure
 	}
-	if pending, err := pl.Pending(t.name); err != nil || pending {
-		return pending, err
-	}
-	rec, _, err := pl.Rollout(t.name)
-	if err != nil {
-		return false, err
-	}
-	want := map[string]string{"": t.desired.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt]}
+	restarts := talos.RestartValues{Tenant: t.desired.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
+		Groups: map[string]string{}}
 	for _, ng := range t.desired.NodeGroups {
-		want[ng.Metadata.Name] = ng.Metadata.Annotations[schema.AnnotationRestartedAt]
+		restarts.Groups[ng.Metadata.Name] = ng.Metadata.Annotations[schema.AnnotationRestartedAt]
 	}
-	for group, v := range want {
-		done := rec.Restarts.Tenant
-		if group != "" {
-			done = rec.Restarts.Groups[group]
-		}
-		if v != "" && v != done {
-			return true, nil
-		}
-	}
-	return false, nil
+	return pl.Wanted(t.name, restarts)
 }
 
 // talosUnchanged runs the plane's steps for a tenant whose workspace is

@@ -215,7 +215,7 @@ func New(st store.Store, runner *tofu.Runner, modules render.Modules, opts Optio
 	r := &Reconciler{store: st, runner: runner, modules: modules, opts: opts, log: opts.Logger,
 		backoff: newBackoff(opts.RetryBase, opts.RetryMax), runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
-	idx, err := openIndex(st)
+	idx, err := openIndex(st, opts.NoTalosAPI)
 	if err != nil {
 		return nil, err
 	}

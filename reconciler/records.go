@@ -528,24 +528,27 @@ func (r *Reconciler) removeTenant(ctx context.Context, name string, creds tofu.C
 // appliedIndex keeps in memory what a revision's validation and its quiet
 // check read of every tenant's records: of its applied record the input
 // hash, revision, generation and annotations (not the model or the init
-// inputs), and whether its stored Tenant's status is settled. It follows
+// inputs), whether its stored Tenant's status is settled, and what its
+// Machines tell of the Talos plane's work (machineIndex). It follows
 // the store through the store's commit hook: every committed change of an
 // applied record or a Tenant, whoever writes it, updates it before the
 // write returns.
 type appliedIndex struct {
-	mu      sync.Mutex
-	stopped bool
-	applied map[string]*appliedRecord
-	settled map[string]bool
-	bad     map[string]error // applied records that do not decode
+	mu       sync.Mutex
+	stopped  bool
+	applied  map[string]*appliedRecord
+	settled  map[string]bool
+	bad      map[string]error // applied records that do not decode
+	machines machineIndex
 }
 
 // openIndex reads every applied record and Tenant into a new index and
 // hooks it to the store's commits. The reading happens in a write
 // transaction, which the next write waits for, and the hook is in place
 // before it ends: no change is missed, none is applied to stale data.
-func openIndex(st store.Store) (*appliedIndex, error) {
-	idx := &appliedIndex{applied: map[string]*appliedRecord{}, settled: map[string]bool{}, bad: map[string]error{}}
+func openIndex(st store.Store, noTalosAPI []string) (*appliedIndex, error) {
+	idx := &appliedIndex{applied: map[string]*appliedRecord{}, settled: map[string]bool{}, bad: map[string]error{},
+		machines: newMachineIndex(noTalosAPI)}
 	err := st.Update(func(tx store.Tx) error {
 		err := tx.Scan(kindApplied, "", func(res store.Resource) error {
 			idx.putApplied(res.Name, res.Object)
@@ -556,6 +559,13 @@ func openIndex(st store.Store) (*appliedIndex, error) {
 		}
 		err = tx.Scan(schema.KindTenant, "", func(res store.Resource) error {
 			idx.settled[res.Name] = settledStatus(res.Object)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = tx.Scan(schema.KindMachine, "", func(res store.Resource) error {
+			idx.machines.put(res.Name, res.Object)
 			return nil
 		})
 		if err != nil {
@@ -608,6 +618,10 @@ func (idx *appliedIndex) follow(changes []store.Change) {
 			delete(idx.settled, res.Name)
 		case res.Kind == schema.KindTenant:
 			idx.settled[res.Name] = settledStatus(res.Object)
+		case res.Kind == schema.KindMachine && c.Type == store.Deleted:
+			idx.machines.delete(res.Name)
+		case res.Kind == schema.KindMachine:
+			idx.machines.put(res.Name, res.Object)
 		}
 	}
 }
@@ -635,6 +649,15 @@ func (idx *appliedIndex) isSettled(tenants []string) map[string]bool {
 	return out
 }
 
+// talosFacts reports whether the Talos plane works on one of tenant's
+// stored machines, and whether one of them is a bare-metal machine that
+// is not connected (see machineIndex).
+func (idx *appliedIndex) talosFacts(tenant string) (talos, metalWaiting bool, err error) {
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	return idx.machines.of(tenant)
+}
+
 // stop unhooks the index from the store: it is of no use once its
 // reconciler is closed.
 func (idx *appliedIndex) stop() {
@@ -642,4 +665,5 @@ func (idx *appliedIndex) stop() {
 	defer idx.mu.Unlock()
 	idx.stopped = true
 	idx.applied, idx.settled, idx.bad = nil, nil, nil
+	idx.machines = machineIndex{}
 }

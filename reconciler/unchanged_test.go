@@ -264,7 +264,7 @@ func TestAppliedIndexFollowsStore(t *testing.T) {
 	}
 	ok := schema.TenantStatus{ObservedCommit: "rev1"}
 	putTenant("a", ok)
-	idx, err := openIndex(st)
+	idx, err := openIndex(st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,6 +299,61 @@ func TestAppliedIndexFollowsStore(t *testing.T) {
 	if got := idx.isSettled([]string{"e"}); got["e"] {
 		t.Error("a stopped index follows the store")
 	}
+}
+
+// TestAppliedIndexMachines: the index tells, from the Machines it
+// followed, whether the Talos plane works on a tenant's machines and
+// whether a bare-metal one is not connected, as the stored machines say,
+// through puts, status changes and deletes, the ones written before it
+// opened included.
+func TestAppliedIndexMachines(t *testing.T) {
+	st, err := bolt.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	put := func(name, tenant, class, address string, connected bool) {
+		t.Helper()
+		m := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
+			Metadata: schema.ObjectMeta{Name: name, Labels: map[string]string{schema.LabelTenant: tenant}},
+			Spec:     schema.MachineSpec{Tenant: tenant, ProviderClass: class, ManagementAddress: address},
+			Status:   schema.MachineStatus{Connected: connected}}
+		if err := st.Update(func(tx store.Tx) error { _, err := tx.PutObject(schema.KindMachine, name, m); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var idx *appliedIndex
+	check := func(tenant string, wantTalos, wantMetal bool) {
+		t.Helper()
+		talos, metal, err := idx.talosFacts(tenant)
+		if err != nil || talos != wantTalos || metal != wantMetal {
+			t.Errorf("%s: plane's machines %v, a bare-metal one not connected %v (%v); want %v, %v", tenant, talos, metal, err, wantTalos, wantMetal)
+		}
+	}
+	put("a-1", "a", "sim", "127.0.0.2", true)
+	if idx, err = openIndex(st, []string{"oci"}); err != nil {
+		t.Fatal(err)
+	}
+	put("b-1", "b", "metal", "127.0.0.3", false)
+	put("c-1", "c", "oci", "10.0.0.1", true)
+	put("d-1", "d", "sim", "", true)
+	check("a", true, false)
+	check("b", true, true)
+	check("c", false, false) // a provider class without a Talos API
+	check("d", false, false) // no management address
+	check("e", false, false)
+	put("b-2", "b", "metal", "127.0.0.4", true)
+	put("b-1", "b", "metal", "127.0.0.3", true) // the observer saw it connected
+	check("b", true, false)
+	put("b-1", "b", "metal", "127.0.0.3", false)
+	if err := st.Update(func(tx store.Tx) error { _, err := tx.Delete(schema.KindMachine, "b-1"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	check("b", true, false)
+	if err := st.Update(func(tx store.Tx) error { _, err := tx.Delete(schema.KindMachine, "b-2"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	check("b", false, false)
 }
 
 // TestObservedWithFirstRecord: a new revision is named the last one

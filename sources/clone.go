@@ -3,7 +3,10 @@ package sources
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
+	"slices"
 	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -11,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -97,8 +101,12 @@ func (g *Git) snapshot(commit *object.Commit) (Snapshot, error) {
 	return snap, nil
 }
 
-// compact merges the clone's packs into one when there are more than
-// g.maxPacks (maxPacks but in tests). The new pack holds every object of the old ones, reachable or
+// compact merges the clone's packs when there are more than g.maxPacks
+// (maxPacks but in tests): all of them into one, or, while the largest
+// holds at least twice as many objects as the others together, the others
+// into one beside it. So a merge costs about what was fetched since the
+// last one, not the whole repository again (git's geometric repacking).
+// The new pack holds every object of the packs it replaces, reachable or
 // not, so the snapshots already handed out still find theirs: their
 // storage re-reads the list of packs when a pack has gone (see
 // gitTree.retry). The caller holds clone.mu.
@@ -107,21 +115,30 @@ func (g *Git) compact(st *filesystem.Storage) error {
 	if err != nil || len(packs) <= g.maxPacks {
 		return err
 	}
+	objects := make(map[plumbing.Hash][]plumbing.Hash, len(packs))
+	largest, total := packs[0], 0
+	for _, h := range packs {
+		if objects[h], err = packObjects(st, h); err != nil {
+			return err
+		}
+		total += len(objects[h])
+		if len(objects[h]) > len(objects[largest]) {
+			largest = h
+		}
+	}
+	merge := packs
+	if len(objects[largest]) >= 2*(total-len(objects[largest])) {
+		merge = slices.DeleteFunc(slices.Clone(packs), func(h plumbing.Hash) bool { return h == largest })
+	}
 	seen := map[plumbing.Hash]struct{}{}
-	iter, err := st.IterEncodedObjects(plumbing.AnyObject)
-	if err != nil {
-		return err
-	}
-	err = iter.ForEach(func(o plumbing.EncodedObject) error {
-		seen[o.Hash()] = struct{}{}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	hashes := make([]plumbing.Hash, 0, len(seen))
-	for h := range seen {
-		hashes = append(hashes, h)
+	var hashes []plumbing.Hash
+	for _, p := range merge {
+		for _, h := range objects[p] {
+			if _, ok := seen[h]; !ok {
+				seen[h] = struct{}{}
+				hashes = append(hashes, h)
+			}
+		}
 	}
 	w, err := st.PackfileWriter()
 	if err != nil {
@@ -134,7 +151,7 @@ func (g *Git) compact(st *filesystem.Storage) error {
 	if err != nil {
 		return err
 	}
-	for _, h := range packs {
+	for _, h := range merge {
 		if h == merged {
 			continue
 		}
@@ -145,6 +162,35 @@ func (g *Git) compact(st *filesystem.Storage) error {
 	st.Reindex()
 	g.clone.gen++
 	g.gen = g.clone.gen
-	g.log.Debug("merged packs", "packs", len(packs), "objects", len(hashes))
+	g.log.Debug("merged packs", "packs", len(merge), "of", len(packs), "objects", len(hashes))
 	return nil
+}
+
+// packObjects returns the objects of the clone's pack h, from its index.
+func packObjects(st *filesystem.Storage, h plumbing.Hash) ([]plumbing.Hash, error) {
+	f, err := st.Filesystem().Open(path.Join("objects", "pack", "pack-"+h.String()+".idx"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	idx := idxfile.NewMemoryIndex()
+	if err := idxfile.NewDecoder(f).Decode(idx); err != nil {
+		return nil, fmt.Errorf("index of pack %s: %w", h, err)
+	}
+	entries, err := idx.Entries()
+	if err != nil {
+		return nil, err
+	}
+	defer entries.Close()
+	var out []plumbing.Hash
+	for {
+		e, err := entries.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("index of pack %s: %w", h, err)
+		}
+		out = append(out, e.Hash)
+	}
 }

@@ -253,7 +253,7 @@ func (g *Git) Run(ctx context.Context, out chan<- Snapshot) error {
 	}
 	defer g.running.Store(false)
 	for {
-		snap, changed, err := g.Fetch(ctx)
+		snap, changed, err := g.fetchOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -263,6 +263,12 @@ func (g *Git) Run(ctx context.Context, out chan<- Snapshot) error {
 			case <-ctx.Done():
 				return nil
 			}
+		}
+		// A merge rewrites every object of the clone, which takes
+		// seconds in a large repository: the revision is on its way
+		// first.
+		if err == nil {
+			g.compactDue()
 		}
 		if !g.wait(ctx, err) {
 			return nil
@@ -316,8 +322,33 @@ func (g *Git) delay(err error) time.Duration {
 // recorded in Status as well as returned.
 //
 // Fetch is safe to call concurrently with Run, but then one of them sees a
-// change first and the other does not.
+// change first and the other does not. Before it returns, it merges the
+// clone's packs when there are too many (see compact); Run merges them
+// after it has handed the snapshot out.
 func (g *Git) Fetch(ctx context.Context) (Snapshot, bool, error) {
+	snap, changed, err := g.fetchOnce(ctx)
+	if err == nil {
+		g.compactDue()
+	}
+	return snap, changed, err
+}
+
+// compactDue merges the clone's packs when there are too many (see
+// compact).
+func (g *Git) compactDue() {
+	g.clone.mu.Lock()
+	defer g.clone.mu.Unlock()
+	st, err := g.storage()
+	if err == nil {
+		err = g.compact(st)
+	}
+	if err != nil {
+		g.log.Warn("merge packs", "err", err)
+	}
+}
+
+// fetchOnce is Fetch without the merge of the clone's packs.
+func (g *Git) fetchOnce(ctx context.Context) (Snapshot, bool, error) {
 	g.clone.mu.Lock()
 	defer g.clone.mu.Unlock()
 	start := time.Now()
@@ -462,9 +493,6 @@ func (g *Git) fetch(ctx context.Context, st *filesystem.Storage, specs []config.
 	g.mu.Unlock()
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return fmt.Errorf("fetch %s %s: %w", g.remote.url, g.refLabel, remoteError(err, g.remote))
-	}
-	if err := g.compact(st); err != nil {
-		g.log.Warn("merge packs", "err", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -665,4 +666,90 @@ func TestGitCompaction(t *testing.T) {
 	if got := readFile(t, snap.FS, "clusters/a/tenant.yaml"); got != contents[len(contents)-1] || g2.Status().Fetches != 0 {
 		t.Fatalf("new source on the merged clone: %q, %d fetches", got, g2.Status().Fetches)
 	}
+}
+
+// A merge leaves the largest pack alone while it holds at least twice as
+// many objects as the others together: it merges what was fetched since,
+// and the snapshots taken before still read their files.
+func TestGitCompactionKeepsTheLargestPack(t *testing.T) {
+	d := gittest.NewDaemon(t)
+	w, _ := seedRepo(t, d)
+	for i := range 40 {
+		w.Write(fmt.Sprintf("clusters/t%02d/tenant.yaml", i), fmt.Sprintf("kind: Tenant\nname: t%02d\n", i))
+	}
+	w.Commit("forty tenants")
+	w.Push()
+	g := newTestGit(t, GitOptions{URL: d.URL("repo.git")})
+	g.maxPacks = 4
+	packs := func() []string {
+		m, err := filepath.Glob(filepath.Join(g.CloneDir(), "objects", "pack", "*.pack"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first, _ := mustFetch(t, g)
+	clone := packs()
+	var snaps []Snapshot
+	for i := range g.maxPacks {
+		w.Write("clusters/a/tenant.yaml", fmt.Sprintf("rev: %d\n", i))
+		w.Commit("edit")
+		w.Push()
+		snap, _ := mustFetch(t, g)
+		snaps = append(snaps, snap)
+	}
+	if got := packs(); len(got) != 2 || !slices.Contains(got, clone[0]) {
+		t.Fatalf("packs after the merge: %v; want the clone's %v and one more", got, clone)
+	}
+	for i, snap := range snaps {
+		if got := readFile(t, snap.FS, "clusters/a/tenant.yaml"); got != fmt.Sprintf("rev: %d\n", i) {
+			t.Fatalf("snapshot %d after the merge reads %q", i, got)
+		}
+		if got := readFile(t, snap.FS, "clusters/t07/tenant.yaml"); got != "kind: Tenant\nname: t07\n" {
+			t.Fatalf("snapshot %d after the merge reads %q", i, got)
+		}
+	}
+	if got := readFile(t, first.FS, "clusters/a/tenant.yaml"); got != "kind: Tenant\nname: a\n" {
+		t.Fatalf("the first snapshot after the merge reads %q", got)
+	}
+}
+
+// Run hands a new revision out before it merges the packs its fetch left
+// too many of: the merge rewrites every object of the clone, which takes
+// seconds in a large repository, and the revision does not wait for it.
+// The snapshot reads its files during and after the merge.
+func TestGitRunMergesPacksAfterHandingOut(t *testing.T) {
+	d := gittest.NewDaemon(t)
+	w, _ := seedRepo(t, d)
+	g := newTestGit(t, GitOptions{URL: d.URL("repo.git"), PollInterval: time.Hour})
+	g.maxPacks = 2
+	packs := func() int {
+		m, err := filepath.Glob(filepath.Join(g.CloneDir(), "objects", "pack", "*.pack"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Snapshot) // Run waits in the send until the test receives
+	go g.Run(ctx, out)
+	receive(t, out)
+	for i := 1; i <= g.maxPacks; i++ {
+		waitFor(t, "Run waiting", func() bool { return !g.Status().NextPoll.IsZero() })
+		content := fmt.Sprintf("rev: %d\n", i)
+		w.Write("clusters/a/tenant.yaml", content)
+		sha := w.Commit("edit")
+		w.Push()
+		g.Trigger()
+		waitFor(t, "the fetch of "+sha, func() bool { return g.Status().Revision == sha })
+		if n := packs(); i == g.maxPacks && n <= g.maxPacks {
+			t.Fatalf("the clone holds %d packs while the revision waits to be handed out: its packs were merged first", n)
+		}
+		snap := receive(t, out)
+		if got := readFile(t, snap.FS, "clusters/a/tenant.yaml"); got != content {
+			t.Fatalf("revision %d reads %q, want %q", i, got, content)
+		}
+	}
+	waitFor(t, "the packs merged", func() bool { return packs() == 1 })
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 func TestUpgradingCondition(t *testing.T) {
@@ -272,5 +273,68 @@ func TestRolloutProgressMovesOnWhenAMachineIsDone(t *testing.T) {
 	r.plane.track(rec, []work{{m: Machine{ID: "w-0", NodeGroup: "w"}, op: OpUpgrade}})
 	if rec.Finished["w-0"] || !rec.Finished["cp-0"] {
 		t.Fatalf("finished after a plan that needs w-0 again: %v", rec.Finished)
+	}
+}
+
+// TestObserverMachineListFollowsTheStore: the observer's passes read the
+// stored Machines again only after a write changed one of them; until
+// then they share what the last read found.
+func TestObserverMachineListFollowsTheStore(t *testing.T) {
+	st, err := bolt.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	pool := NewPool(PoolOptions{})
+	t.Cleanup(pool.Close)
+	pl, err := New(Options{Store: st, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(fn func(store.Tx) error) {
+		t.Helper()
+		if err := st.Update(fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putMachine := func(name string) func(store.Tx) error {
+		return func(tx store.Tx) error {
+			_, err := tx.PutObject(schema.KindMachine, name, &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
+				Metadata: schema.ObjectMeta{Name: name, Labels: map[string]string{schema.LabelTenant: "acme"}},
+				Spec:     schema.MachineSpec{Tenant: "acme", ManagementAddress: "127.0.0.9", TFAddress: "m." + name}})
+			return err
+		}
+	}
+	ids := func(byTenant map[string][]Machine) []string {
+		var out []string
+		for _, m := range byTenant["acme"] {
+			out = append(out, m.ID)
+		}
+		return out
+	}
+	read := func() map[string][]Machine {
+		t.Helper()
+		byTenant, err := pl.storedMachines()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return byTenant
+	}
+	write(putMachine("a"))
+	first := read()
+	write(func(tx store.Tx) error {
+		_, err := tx.Put(KindBootstrap, "acme", []byte(`{"tenant":"acme"}`))
+		return err
+	})
+	if again := read(); fmt.Sprint(ids(again)) != "[a]" || fmt.Sprintf("%p", again) != fmt.Sprintf("%p", first) {
+		t.Errorf("after a write of no Machine: %v, read again (%p, first %p)", ids(again), again, first)
+	}
+	write(putMachine("b"))
+	if got := ids(read()); fmt.Sprint(got) != "[a b]" {
+		t.Errorf("after a new Machine: %v, want [a b]", got)
+	}
+	write(func(tx store.Tx) error { _, err := tx.Delete(schema.KindMachine, "a"); return err })
+	if got := ids(read()); fmt.Sprint(got) != "[b]" {
+		t.Errorf("after a deleted Machine: %v, want [b]", got)
 	}
 }

@@ -71,6 +71,8 @@ type Plane struct {
 	progressMu   sync.Mutex
 	lastProgress map[string]Progress // by tenant, as last reported
 	kick         chan struct{}       // a progress changed: observe now
+
+	machines *machineList // what the observer's passes read of the Machines
 }
 
 // New returns a plane.
@@ -102,7 +104,10 @@ func New(opts Options) (*Plane, error) {
 	if opts.Prober == nil {
 		opts.Prober = NewProber(opts.Pool, ProberOptions{Now: opts.Now, Timeout: opts.CallTimeout})
 	}
-	return &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger, lastProgress: map[string]Progress{}, kick: make(chan struct{}, 1)}, nil
+	pl := &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger,
+		lastProgress: map[string]Progress{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}}
+	opts.Store.OnCommit(pl.machines.follow)
+	return pl, nil
 }
 
 // Pool returns the plane's client pool, which makes every connection to
@@ -120,20 +125,45 @@ func vTag(version string) string { return "v" + strings.TrimPrefix(version, "v")
 // load reads a record; found is false when there is none.
 func (pl *Plane) load(kind, tenant string, into any) (found bool, err error) {
 	err = pl.store.View(func(tx store.Tx) error {
-		res, err := tx.Get(kind, tenant)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		found = true
-		return json.Unmarshal(res.Object, into)
+		found, err = getRecord(tx, kind, tenant, into)
+		return err
 	})
+	return found, err
+}
+
+// records reads the tenant's bootstrap and rollout records in one
+// transaction; nil for one there is none of.
+func (pl *Plane) records(tenant string) (boot *BootstrapRecord, rec *RolloutRecord, err error) {
+	err = pl.store.View(func(tx store.Tx) error {
+		var b BootstrapRecord
+		var r RolloutRecord
+		found, err := getRecord(tx, KindBootstrap, tenant, &b)
+		if found {
+			boot = &b
+		}
+		if err == nil {
+			if found, err = getRecord(tx, KindRollout, tenant, &r); found {
+				rec = &r
+			}
+		}
+		return err
+	})
+	return boot, rec, err
+}
+
+// getRecord reads a record in tx; found is false when there is none.
+func getRecord(tx store.Tx, kind, tenant string, into any) (found bool, err error) {
+	res, err := tx.Get(kind, tenant)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(res.Object, into)
+	}
 	if err != nil {
 		return false, fmt.Errorf("read %s record of %s: %w", kind, tenant, err)
 	}
-	return found, nil
+	return true, nil
 }
 
 // save writes a record.

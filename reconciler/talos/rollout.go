@@ -216,16 +216,37 @@ func (pl *Plane) Rollout(tenant string) (RolloutRecord, bool, error) {
 // out, or a rollout was under way (a restart of the server interrupted
 // it). A stopped rollout waits for a new commit and is not pending.
 func (pl *Plane) Pending(tenant string) (bool, error) {
-	var b BootstrapRecord
-	found, err := pl.load(KindBootstrap, tenant, &b)
-	if err != nil || !found || !b.Done {
+	boot, rec, err := pl.records(tenant)
+	return err != nil || pending(boot, rec), err
+}
+
+// Wanted reports whether the tenant's machines need the plane although its
+// manifests did not change: it is Pending, or restarts (the restartedAt
+// values its manifests declare, the tenant's and each node group's) name
+// a restart that its rollouts have not done.
+func (pl *Plane) Wanted(tenant string, restarts RestartValues) (bool, error) {
+	boot, rec, err := pl.records(tenant)
+	if err != nil || pending(boot, rec) {
 		return true, err
 	}
-	rec, found, err := pl.Rollout(tenant)
-	if err != nil || !found {
-		return true, err
+	if v := restarts.Tenant; v != "" && v != rec.Restarts.Tenant {
+		return true, nil
 	}
-	return rec.Failed == nil && (rec.Current != nil || !rec.Completed), nil
+	for group, v := range restarts.Groups {
+		if v != "" && v != rec.Restarts.Groups[group] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// pending is Pending of the tenant's bootstrap and rollout records, nil
+// for one there is none of.
+func pending(boot *BootstrapRecord, rec *RolloutRecord) bool {
+	if boot == nil || !boot.Done || rec == nil {
+		return true
+	}
+	return rec.Failed == nil && (rec.Current != nil || !rec.Completed)
 }
 
 // prepare loads the record and brings it to the desired generation.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
 
 // tenantRig is a formed tenant: bootstrapped, every machine ready.
@@ -347,5 +349,77 @@ func TestRollWaitsForHealthyEtcdBeforeAControlPlane(t *testing.T) {
 	}
 	if got := tr.ops("ApplyConfiguration"); len(got) != 0 {
 		t.Fatalf("applies while an etcd member was unhealthy: %v", got)
+	}
+}
+
+// TestWanted: a tenant whose manifests did not change needs the plane
+// while it is not bootstrapped, has no rollout record, or has a rollout
+// under way, and when its manifests declare a restart (of the tenant or
+// of one of its node groups) that its rollouts have not done; a stopped
+// rollout waits for a new commit.
+func TestWanted(t *testing.T) {
+	st, err := bolt.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	pool := NewPool(PoolOptions{})
+	t.Cleanup(pool.Close)
+	pl, err := New(Options{Store: st, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := func(kind string, v any) {
+		t.Helper()
+		if err := pl.save(kind, "acme", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := RestartValues{Tenant: "t1", Groups: map[string]string{"workers": "w1"}}
+	for _, c := range []struct {
+		name     string
+		boot     *BootstrapRecord
+		rollout  *RolloutRecord
+		restarts RestartValues
+		want     bool
+	}{
+		{name: "no records", want: true},
+		{name: "bootstrap under way", boot: &BootstrapRecord{Tenant: "acme"}, want: true},
+		{name: "no rollout yet", boot: &BootstrapRecord{Tenant: "acme", Done: true}, want: true},
+		{name: "rollout under way", boot: &BootstrapRecord{Tenant: "acme", Done: true},
+			rollout: &RolloutRecord{Tenant: "acme", Current: &Operation{Machine: "m1"}}, want: true},
+		{name: "rollout stopped", boot: &BootstrapRecord{Tenant: "acme", Done: true},
+			rollout: &RolloutRecord{Tenant: "acme", Failed: &Failure{Machine: "m1"}}},
+		{name: "rollout complete", boot: &BootstrapRecord{Tenant: "acme", Done: true},
+			rollout: &RolloutRecord{Tenant: "acme", Completed: true, Restarts: done}, restarts: done},
+		{name: "no restart declared", boot: &BootstrapRecord{Tenant: "acme", Done: true},
+			rollout: &RolloutRecord{Tenant: "acme", Completed: true, Restarts: done}, restarts: RestartValues{Groups: map[string]string{"workers": ""}}},
+		{name: "tenant restart not done", boot: &BootstrapRecord{Tenant: "acme", Done: true},
+			rollout:  &RolloutRecord{Tenant: "acme", Completed: true, Restarts: done},
+			restarts: RestartValues{Tenant: "t2", Groups: done.Groups}, want: true},
+		{name: "group restart not done", boot: &BootstrapRecord{Tenant: "acme", Done: true},
+			rollout:  &RolloutRecord{Tenant: "acme", Completed: true, Restarts: done},
+			restarts: RestartValues{Tenant: "t1", Groups: map[string]string{"workers": "w1", "controlplane": "c1"}}, want: true},
+	} {
+		err := st.Update(func(tx store.Tx) error {
+			for _, kind := range []string{KindBootstrap, KindRollout} {
+				if _, err := tx.Delete(kind, "acme"); err != nil && !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.boot != nil {
+			save(KindBootstrap, c.boot)
+		}
+		if c.rollout != nil {
+			save(KindRollout, c.rollout)
+		}
+		if got, err := pl.Wanted("acme", c.restarts); got != c.want || err != nil {
+			t.Errorf("%s: wanted %v (%v), want %v", c.name, got, err, c.want)
+		}
 	}
 }

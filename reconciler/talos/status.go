@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -121,9 +122,53 @@ type storedMachine struct {
 	Spec     schema.MachineSpec `json:"spec"`
 }
 
-// storedMachines reads the Machines with a management address, by tenant;
-// it decodes neither their status nor anything it does not keep.
+// machineList keeps what storedMachines read until a write to the store
+// changes a Machine: every pass of the observer reads the list, which
+// changes far less often (8,000 Machines take about 0.15 s of CPU to
+// read).
+type machineList struct {
+	mu       sync.Mutex
+	stale    bool
+	byTenant map[string][]Machine
+}
+
+// follow is the list's commit hook.
+func (l *machineList) follow(changes []store.Change) {
+	for _, c := range changes {
+		if c.Resource.Kind == schema.KindMachine {
+			l.mu.Lock()
+			l.stale = true
+			l.mu.Unlock()
+			return
+		}
+	}
+}
+
+// storedMachines returns the Machines with a management address, by
+// tenant, as the store holds them; the caller must not modify them.
 func (pl *Plane) storedMachines() (map[string][]Machine, error) {
+	l := pl.machines
+	l.mu.Lock()
+	if !l.stale {
+		defer l.mu.Unlock()
+		return l.byTenant, nil
+	}
+	l.stale = false
+	l.mu.Unlock()
+	byTenant, err := pl.readMachines()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.stale = true
+		return nil, err
+	}
+	l.byTenant = byTenant // stale again if a Machine changed meanwhile
+	return byTenant, nil
+}
+
+// readMachines reads the Machines with a management address, by tenant;
+// it decodes neither their status nor anything it does not keep.
+func (pl *Plane) readMachines() (map[string][]Machine, error) {
 	byTenant := map[string][]Machine{}
 	err := pl.store.View(func(tx store.Tx) error {
 		return tx.Scan(schema.KindMachine, "", func(res store.Resource) error {
