@@ -22,7 +22,6 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
-	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -40,10 +39,6 @@ const (
 	// destroy up to N tenants at once.
 	TrailerAllowDeletions = "Rezuscloud-Allow-Deletions"
 )
-
-// kindApplied is the store kind of the reconciler's own record of what it
-// applied to each tenant. The API does not serve it.
-const kindApplied = "AppliedTenant"
 
 // kindObserved is the store kind of the reconciler's record of the last
 // revision of the main ref it received. The API does not serve it.
@@ -290,18 +285,6 @@ func (r *Reconciler) Run(ctx context.Context, in <-chan sources.Snapshot) {
 			r.Submit(snap)
 		}
 	}
-}
-
-// appliedRecord is what the reconciler remembers of a tenant after a run.
-type appliedRecord struct {
-	Tenant       string            `json:"tenant"`
-	Revision     string            `json:"revision"`
-	Generation   int64             `json:"generation,omitempty"`
-	InputHash    string            `json:"inputHash"`
-	RenderedHash string            `json:"renderedHash"`
-	InitInputs   []byte            `json:"initInputs"`
-	Annotations  map[string]string `json:"annotations,omitempty"`
-	Model        modeldiff.Model   `json:"model"`
 }
 
 // Reconcile runs one revision through its steps (revisionSteps, then
