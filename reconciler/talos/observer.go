@@ -173,30 +173,22 @@ func tenantStatus(tx store.Tx, tenant string, apiAnswers bool, p Progress, now t
 	return changed, nil
 }
 
-// Reasons of the Upgrading condition.
-const (
-	// ReasonRollingOut: machines are being changed one at a time.
-	ReasonRollingOut = "RollingOut"
-	// ReasonUpToDate: every machine runs what its node group declares.
-	ReasonUpToDate = "UpToDate"
-)
-
 // UpgradingCondition is the Upgrading condition a rollout's progress
 // gives a tenant (group ""), or one of its node groups: True while
 // machines remain to be changed, with machine n of N and the current
 // machine's stage; False when the rollout stopped at a failed machine,
 // which it names, or when all is done.
 func UpgradingCondition(p Progress, group string) schema.Condition {
-	c := schema.Condition{Type: schema.ConditionUpgrading, Status: schema.ConditionFalse, Reason: ReasonUpToDate,
+	c := schema.Condition{Type: schema.ConditionUpgrading, Status: schema.ConditionFalse, Reason: schema.ReasonUpToDate,
 		Message: "every machine runs its node group's config and Talos version"}
 	g, inGroup := p.Groups[group]
 	switch {
 	case p.Failed != nil && (group == "" || p.Failed.NodeGroup == group):
 		c.Reason, c.Message = schema.ReasonRolloutFailed, p.Message()
 	case p.Active && group == "":
-		c.Status, c.Reason, c.Message = schema.ConditionTrue, ReasonRollingOut, p.Message()
+		c.Status, c.Reason, c.Message = schema.ConditionTrue, schema.ReasonRollingOut, p.Message()
 	case p.Active && inGroup && g.Finished < g.Total:
-		c.Status, c.Reason = schema.ConditionTrue, ReasonRollingOut
+		c.Status, c.Reason = schema.ConditionTrue, schema.ReasonRollingOut
 		c.Message = fmt.Sprintf("rolling out: %d of %d machines of the node group done", g.Finished, g.Total)
 		if p.NodeGroup == group && p.Machine != "" {
 			c.Message += fmt.Sprintf("; now %s (%s)", p.Machine, p.Op)

@@ -25,7 +25,7 @@ func TestUpgradingCondition(t *testing.T) {
 	p := ProgressOf(rec)
 	p.Stage = "updating"
 	c := UpgradingCondition(p, "")
-	if c.Status != schema.ConditionTrue || c.Reason != ReasonRollingOut ||
+	if c.Status != schema.ConditionTrue || c.Reason != schema.ReasonRollingOut ||
 		c.Message != "rolling out: machine 2 of 3, rezussim_machine.ng_cp[1] (cp-1) (upgrade): updating" {
 		t.Fatalf("tenant, rolling: %+v", c)
 	}
@@ -35,7 +35,7 @@ func TestUpgradingCondition(t *testing.T) {
 	if c := UpgradingCondition(p, "w"); c.Status != schema.ConditionTrue || strings.Contains(c.Message, "now") {
 		t.Fatalf("group w, waiting its turn: %+v", c)
 	}
-	if c := UpgradingCondition(p, "other"); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
+	if c := UpgradingCondition(p, "other"); c.Status != schema.ConditionFalse || c.Reason != schema.ReasonUpToDate {
 		t.Fatalf("a group the rollout does not touch: %+v", c)
 	}
 	// status.rollout names the machine by its host name, for
@@ -57,13 +57,13 @@ func TestUpgradingCondition(t *testing.T) {
 			t.Fatalf("group %q, stopped: %+v", group, c)
 		}
 	}
-	if c := UpgradingCondition(p, "cp"); c.Reason != ReasonUpToDate {
+	if c := UpgradingCondition(p, "cp"); c.Reason != schema.ReasonUpToDate {
 		t.Fatalf("group cp of a rollout stopped in w: %+v", c)
 	}
 	if st := p.Status(nil); st != nil {
 		t.Fatalf("status.rollout of a stopped rollout: %+v", st)
 	}
-	if c := UpgradingCondition(ProgressOf(RolloutRecord{Tenant: "acme", Completed: true}), ""); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
+	if c := UpgradingCondition(ProgressOf(RolloutRecord{Tenant: "acme", Completed: true}), ""); c.Status != schema.ConditionFalse || c.Reason != schema.ReasonUpToDate {
 		t.Fatalf("done: %+v", c)
 	}
 }
