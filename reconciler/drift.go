@@ -446,7 +446,7 @@ func (d *driftRun) talosConfig(context.Context) (stepResult, error) {
 		if err != nil {
 			return err
 		}
-		d.talos = talosDrifted(d.r.talosMachines(machines), machines)
+		d.talos = talosDrifted(talos.MachinesOf(machines), machines)
 		return nil
 	})
 }

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -22,23 +21,6 @@ import (
 // annotations declare, or a bare-metal machine that waits in maintenance
 // mode (the observer saw it there and asked for the run, MetalWaiting).
 
-// talosMachines returns the machines the plane works on: those with a
-// management address whose provider class has a Talos API this server
-// reaches (Options.NoTalosAPI lists those that have none).
-func (r *Reconciler) talosMachines(ms []*schema.Machine) []talos.Machine {
-	var out []talos.Machine
-	for _, m := range ms {
-		if m.Spec.ManagementAddress == "" || slices.Contains(r.opts.NoTalosAPI, m.Spec.ProviderClass) {
-			continue
-		}
-		out = append(out, talos.Machine{
-			ID: m.Metadata.Name, Name: m.Spec.TFAddress, Address: m.Spec.ManagementAddress,
-			NodeGroup: m.Spec.NodeGroup, ControlPlane: m.Spec.Role == schema.RoleControlPlane,
-		})
-	}
-	return out
-}
-
 // talosDesired is what the tenant's machines should run, as this run
 // rendered it: each node group's config, and a bare-metal machine's own
 // (metalConfigs).
@@ -49,7 +31,7 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 		return talos.Desired{}, err
 	}
 	d := talos.Desired{
-		Tenant: t.name, Bundle: t.bundle, Machines: t.r.talosMachines(t.machines),
+		Tenant: t.name, Bundle: t.bundle, Machines: talos.MachinesOf(t.machines),
 		Groups: map[string]talos.GroupTarget{}, Configs: configs,
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
 		Suspended:   func() bool { return t.r.suspended(t.name) },
@@ -73,7 +55,7 @@ func (t *tenantRun) talosWanted() (bool, error) {
 		return false, nil
 	}
 	machines, err := t.r.storedMachines(t.name)
-	if err != nil || len(t.r.talosMachines(machines)) == 0 {
+	if err != nil || len(talos.MachinesOf(machines)) == 0 {
 		return false, err // no machine the plane works on
 	}
 	if metalWaiting(machines) {
@@ -139,7 +121,7 @@ func (t *tenantRun) bootstrap(ctx context.Context) (stepResult, error) {
 	if err != nil {
 		return stepNext, retry(schema.ReasonStoreError, err)
 	}
-	rec, err := pl.Bootstrap(ctx, t.name, t.bundle, t.r.talosMachines(t.machines))
+	rec, err := pl.Bootstrap(ctx, t.name, t.bundle, talos.MachinesOf(t.machines))
 	if rec.Done && !rec.Adopted && (!was.Done || was.Machine != rec.Machine) {
 		t.planeActions().Bootstrap = t.machineName(rec.Machine)
 	}

@@ -114,9 +114,6 @@ type Options struct {
 	// etcd and rolls changes through its machines after every run that
 	// applied them (see plane.go).
 	Talos *talos.Plane
-	// NoTalosAPI lists provider classes whose machines have no Talos API
-	// this server reaches; the plane leaves them alone.
-	NoTalosAPI []string
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time
 	// AllowNonFastForward lets through, with signatures verified, a

@@ -121,8 +121,8 @@ type storedMachine struct {
 	Spec     schema.MachineSpec `json:"spec"`
 }
 
-// storedMachines reads the Machines with a management address, by tenant;
-// it decodes neither their status nor anything it does not keep.
+// storedMachines reads the Machines the plane works on (MachineOf), by
+// tenant; it decodes neither their status nor anything it does not keep.
 func (pl *Plane) storedMachines() (map[string][]Machine, error) {
 	byTenant := map[string][]Machine{}
 	err := pl.store.View(func(tx store.Tx) error {
@@ -131,14 +131,10 @@ func (pl *Plane) storedMachines() (map[string][]Machine, error) {
 			if err := json.Unmarshal(res.Object, &m); err != nil {
 				return err
 			}
-			if m.Spec.ManagementAddress == "" || m.Metadata.DeletionTimestamp != nil {
-				return nil
+			if pm, ok := MachineOf(&schema.Machine{Metadata: m.Metadata, Spec: m.Spec}); ok {
+				tenant := schema.TenantOf(schema.KindMachine, &m.Metadata)
+				byTenant[tenant] = append(byTenant[tenant], pm)
 			}
-			tenant := schema.TenantOf(schema.KindMachine, &m.Metadata)
-			byTenant[tenant] = append(byTenant[tenant], Machine{
-				ID: res.Name, Name: m.Spec.TFAddress, Address: m.Spec.ManagementAddress,
-				NodeGroup: m.Spec.NodeGroup, ControlPlane: m.Spec.Role == schema.RoleControlPlane,
-			})
 			return nil
 		})
 	})
