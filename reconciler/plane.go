@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/rezuscloud/rezuscloud/internal/window"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/render"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
@@ -171,17 +172,19 @@ func (t *tenantRun) machineName(id string) string {
 }
 
 // talosError classifies an error of the plane: a rollout that stopped at
-// a failed machine waits for a new commit; waiting for machines or etcd,
-// and anything else, is retried.
+// a failed machine waits for a new commit; a rollout paused for a closed
+// maintenance window waits for it (windowWait); waiting for machines or
+// etcd, and anything else, is retried.
 func talosError(err error) error {
 	var stopped *talos.StoppedError
 	var waiting *talos.WaitingError
 	var suspended *talos.SuspendedError
+	var wait *window.WaitError
 	switch {
 	case err == nil || errors.As(err, &suspended):
 		return nil // a suspended tenant's rollout resumes when it is resumed
-	case windowErrorOf(err) != err:
-		return windowErrorOf(err)
+	case errors.As(err, &wait):
+		return windowWait(wait)
 	case errors.As(err, &stopped):
 		return stall(schema.ReasonRolloutFailed, err)
 	case errors.As(err, &waiting):
