@@ -100,7 +100,7 @@ func seed(b *testing.B, debounce time.Duration) *seeded {
 		rec := &appliedRecord{Tenant: td.Tenant.Metadata.Name, Revision: snap.Revision, Generation: 1,
 			InputHash: hashes[td.Tenant.Metadata.Name], Annotations: td.Tenant.Metadata.Annotations,
 			Model: modeldiff.AppliedModel(td.Tenant, td.NodeGroups, td.Patches, nil)}
-		if err := s.rec.finishTenant(td, rec, nil); err != nil {
+		if err := s.rec.finishTenant(td, rec, nil, false); err != nil {
 			b.Fatal(err)
 		}
 		// A work directory, as an apply leaves it, for Recover to look at.

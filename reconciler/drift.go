@@ -442,7 +442,7 @@ func (d *driftRun) talosConfig(context.Context) (stepResult, error) {
 		if err != nil || tn.Status.Conditions.IsTrue(schema.ConditionUpgrading) {
 			return err
 		}
-		_, machines, err := storedParts(tx, d.name)
+		machines, err := store.DecodeTenantObjects[schema.Machine](tx, d.name, schema.KindMachine)
 		if err != nil {
 			return err
 		}

@@ -6,21 +6,14 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
-	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // markDeleting gives a tenant that left git its deletionTimestamp and
-// finalizers, and the phase removing.
+// finalizers, and the phase removing (status.Recorder.Removing).
 func (r *Reconciler) markDeleting(name string, gen int64) error {
-	now := r.opts.Now()
-	return r.recordOutcome(name, nil, gen, func(t *schema.Tenant) status.Outcome {
-		if t.Metadata.DeletionTimestamp == nil {
-			t.Metadata.DeletionTimestamp = &now
-		}
-		t.Metadata.Finalizers = []string{schema.FinalizerMachines, schema.FinalizerSecrets}
-		t.Status.Phase = schema.TenantRemoving
-		return status.Destroying(gen)
+	return r.store.Update(func(tx store.Tx) error {
+		return status.Record(tx, r.opts.Now()).Removing(name, gen)
 	})
 }
 
@@ -29,16 +22,7 @@ func (r *Reconciler) markDeleting(name string, gen int64) error {
 // secrets finalizer clears, then the tenant's records go.
 func (r *Reconciler) removeTenant(ctx context.Context, name string, creds tofu.Creds) error {
 	err := r.store.Update(func(tx store.Tx) error {
-		if err := deleteTenantObjects(tx, name, schema.KindMachine, nil); err != nil {
-			return err
-		}
-		t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
-		if err != nil {
-			return nil
-		}
-		t.Metadata.Finalizers = []string{schema.FinalizerSecrets}
-		_, err = tx.PutObject(schema.KindTenant, name, t)
-		return err
+		return status.Record(tx, r.opts.Now()).MachinesDestroyed(name)
 	})
 	if err != nil {
 		return err
@@ -47,44 +31,12 @@ func (r *Reconciler) removeTenant(ctx context.Context, name string, creds tofu.C
 		return err
 	}
 	return r.store.Update(func(tx store.Tx) error {
-		for _, kind := range []string{schema.KindNodeGroup, schema.KindConfigPatch} {
-			if err := deleteTenantObjects(tx, name, kind, nil); err != nil {
-				return err
-			}
-		}
-		if t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name); err == nil {
-			t.Metadata.Finalizers = nil
-			if _, err := tx.PutObject(schema.KindTenant, name, t); err != nil {
-				return err
-			}
-			if _, err := tx.Delete(schema.KindTenant, name); err != nil {
-				return err
-			}
+		if err := status.Record(tx, r.opts.Now()).Removed(name); err != nil {
+			return err
 		}
 		if _, err := tx.Delete(kindApplied, name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		return nil
 	})
-}
-
-// deleteTenantObjects deletes the objects of kind that belong to tenant,
-// except those keep names.
-func deleteTenantObjects(tx store.Tx, tenant, kind string, keep map[string]bool) error {
-	var gone []string
-	err := tx.TenantObjects(tenant, kind, func(res store.Resource) error {
-		if !keep[res.Name] {
-			gone = append(gone, res.Name)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, key := range gone {
-		if _, err := tx.Delete(kind, key); err != nil {
-			return err
-		}
-	}
-	return nil
 }

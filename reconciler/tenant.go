@@ -162,7 +162,7 @@ func (t *tenantRun) finishUnchanged(renderedHash string) error {
 	if renderedHash != "" {
 		rec.RenderedHash = renderedHash
 	}
-	return retry(schema.ReasonStoreError, t.r.finishTenant(t.desired, &rec, machines))
+	return retry(schema.ReasonStoreError, t.r.finishTenant(t.desired, &rec, machines, false))
 }
 
 // settle readies the work directory: no drift check and no tofu of an
@@ -234,7 +234,7 @@ func (t *tenantRun) writeWorkspace(context.Context) (stepResult, error) {
 // tenant appears, forming, while its first apply runs.
 func (t *tenantRun) markApplying(context.Context) (stepResult, error) {
 	rev, gen := t.job.run.snap.Revision, t.generation
-	return stepNext, retry(schema.ReasonStoreError, t.r.recordOutcome(t.name, t.desired, gen, func(*schema.Tenant) status.Outcome {
+	return stepNext, retry(schema.ReasonStoreError, t.r.recordOutcome(t.name, t.desired, gen, func(schema.TenantStatus) status.Outcome {
 		return status.Applying(rev, gen)
 	}))
 }
@@ -297,7 +297,7 @@ func (t *tenantRun) finish(context.Context) (stepResult, error) {
 		Annotations: td.Tenant.Metadata.Annotations,
 		Model:       modeldiff.AppliedModel(td.Tenant, td.NodeGroups, td.Patches, t.machines),
 	}
-	return stepNext, retry(schema.ReasonStoreError, t.r.finishTenant(td, rec, t.machines))
+	return stepNext, retry(schema.ReasonStoreError, t.r.finishTenant(td, rec, t.machines, false))
 }
 
 // markDeleting gives a tenant that left git its deletionTimestamp and
@@ -383,11 +383,11 @@ func (t *tenantRun) failed(err error) {
 		msg = "destroy failed: " + msg
 	}
 	var next *schema.RetryStatus
-	werr := r.recordOutcome(t.name, t.desired, t.generation, func(tn *schema.Tenant) status.Outcome {
+	werr := r.recordOutcome(t.name, t.desired, t.generation, func(stored schema.TenantStatus) status.Outcome {
 		if stalled {
 			return status.Stalled(reason, msg, t.generation)
 		}
-		n := r.backoff.Next(tn.Status.Retry, reason, r.opts.Now())
+		n := r.backoff.Next(stored.Retry, reason, r.opts.Now())
 		next = &n
 		return status.Retrying(reason, msg, n, t.generation)
 	})

@@ -126,7 +126,7 @@ func (t *tenantRun) holdBack() (held *schema.TenantDesired, waits []string, err 
 		if _, ok := applied[ng.Metadata.Name]; !ok || t.desiredGroup(ng.Metadata.Name) {
 			continue
 		}
-		kept := schema.NodeGroup{APIVersion: ng.APIVersion, Kind: ng.Kind, Metadata: cleanMeta(ng.Metadata), Spec: applied[ng.Metadata.Name]}
+		kept := schema.NodeGroup{APIVersion: ng.APIVersion, Kind: ng.Kind, Metadata: ng.Metadata.Declared(), Spec: applied[ng.Metadata.Name]}
 		out.NodeGroups = append(out.NodeGroups, &kept)
 		waits = append(waits, fmt.Sprintf("removal of node group %s (%s)", ng.Metadata.Name, machines(kept.Spec.Count)))
 	}
@@ -219,7 +219,7 @@ func (t *tenantRun) waitForWindow(err error) error {
 		full = t.win.full
 	}
 	t.res.Waiting = msg
-	werr := r.recordOutcome(t.name, t.desired, t.generation, func(*schema.Tenant) status.Outcome {
+	werr := r.recordOutcome(t.name, t.desired, t.generation, func(schema.TenantStatus) status.Outcome {
 		return status.Waiting(wait.What, msg, wait.Next, t.generation)
 	})
 	if werr != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/window"
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 )
 
 // movingClock runs at the rate of the real one from a time the test sets.
@@ -47,7 +48,7 @@ func TestRollPausesBetweenMachinesWhenTheWindowCloses(t *testing.T) {
 	closes := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	opts := r.opts
 	opts.Now = clock.Now
-	opts.OnProgress = func(p Progress) {
+	opts.OnProgress = func(p status.Rollout) {
 		// The window closes while the first machine upgrades.
 		if p.N == 1 && p.Machine != "" && clock.Now().Before(closes) {
 			clock.Set(closes)
