@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/rezuscloud/rezuscloud/internal/window"
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/render"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
@@ -86,11 +87,9 @@ func (t *tenantRun) talosWanted() (bool, error) {
 }
 
 // talosUnchanged runs the plane's steps for a tenant whose workspace is
-// the one applied, on its stored machines, when the plane has work left.
+// the one applied, on its stored machines, when the plane has work left
+// (talosWanted).
 func (t *tenantRun) talosUnchanged(ctx context.Context) error {
-	if want, err := t.talosWanted(); err != nil || !want {
-		return retry(schema.ReasonStoreError, err)
-	}
 	machines, err := t.r.storedMachines(t.name)
 	if err != nil {
 		return retry(schema.ReasonStoreError, err)
@@ -149,6 +148,30 @@ func (t *tenantRun) rollout(ctx context.Context) (stepResult, error) {
 		a.Restarts += rolled.Ops[talos.OpReboot]
 	}
 	return stepNext, talosError(err)
+}
+
+// planeWorks reports whether the plane's steps have work on the run's
+// machines: there is a plane, and it works on one of them at least.
+func (t *tenantRun) planeWorks() bool {
+	return t.r.opts.Talos != nil && len(talos.MachinesOf(t.machines)) > 0
+}
+
+// planeDone is the part of conclude that ends a run in the plane: once
+// the plane's steps have run without error, the tenant's status says that
+// the revision is applied. Finish (or a finish of an unchanged tenant)
+// had recorded it as still applying (status.InPlane); a failure, a wait
+// for a window or work held back for one records its own outcome instead.
+func (t *tenantRun) planeDone(err error) {
+	if err != nil || !t.inPlane || len(t.win.waits) > 0 {
+		return
+	}
+	rev, gen := t.job.run.snap.Revision, t.generation
+	werr := t.r.recordOutcome(t.name, t.desired, gen, func(schema.TenantStatus) status.Outcome {
+		return status.Applied(rev, gen)
+	})
+	if werr != nil {
+		t.r.log.Error("record tenant status", "tenant", t.name, "err", werr)
+	}
 }
 
 // planeActions is the run's record of what the Talos plane did, in its
