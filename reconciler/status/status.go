@@ -15,8 +15,11 @@
 // removal, a drift check's finding, a suspension, what the Talos plane
 // observed) and writes the status that follows from it and from what is
 // stored. The reconciler's runs and drift checks and the plane's observer
-// write status only through it. Commits are the reconciler's own
-// records: it stores them, with the conditions Commit computes.
+// write status only through it, and internal/layering's TestStatusOwner
+// fails when other code stores a Tenant, NodeGroup, Machine or
+// ConfigPatch, or when other code of the reconciler makes or sets a
+// condition. Commits are the reconciler's own records: it stores them,
+// with the conditions Commit computes.
 //
 // Who owns what: a run of the reconciler records its outcome; Compute
 // computes everything else from that and the machines; the plane's
