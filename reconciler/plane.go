@@ -22,6 +22,8 @@ import (
 // done yet, a rollout a restart of the server interrupted, a restart its
 // annotations declare, or a bare-metal machine that waits in maintenance
 // mode (the observer saw it there and asked for the run, MetalWaiting).
+// While they run, the tenant stays Reconciling (status.InPlane, recorded
+// by Finish); planeDone records it applied when they end without error.
 
 // talosDesired is what the tenant's machines should run, as this run
 // rendered it: each node group's config, and a bare-metal machine's own

@@ -102,7 +102,9 @@ func (cs Conditions) Remove(t string) Conditions {
 // one CamelCase word that clients match on; the condition's message says
 // the same for people.
 const (
-	// ReasonApplying: tofu runs for the tenant's newest revision.
+	// ReasonApplying: a run applies the tenant's newest revision: tofu
+	// runs, or the Talos plane bootstraps and rolls it through the
+	// machines.
 	ReasonApplying = "Applying"
 	// ReasonDestroying: tofu destroys a tenant that left git.
 	ReasonDestroying = "Destroying"
