@@ -28,9 +28,10 @@ type ObserverOptions struct {
 // the store up to date with what the machines say, until ctx ends: every
 // interval, and at once when a rollout's progress changes. Machine status
 // comes from the probes (ObserveMachines); the tenants' and node groups'
-// from it through status.Compute, with the Kubernetes API answering when a
-// control plane runs kube-apiserver, and the Upgrading condition and
-// status.rollout from the tenant's rollout record.
+// is recorded through status.Recorder.TenantObserved, with the Kubernetes
+// API answering when a control plane runs kube-apiserver and the rollout's
+// progress from the tenant's rollout record (ProgressOf), which give the
+// Upgrading condition and status.rollout.
 func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 	if opts.Interval <= 0 {
 		opts.Interval = 2 * time.Second

@@ -34,8 +34,8 @@ type Observed struct {
 
 // ObserveMachines probes the store's machines that have a Talos API (a
 // management address) through the prober, at most once each per TTL, and
-// writes the status of those whose observed facts changed, in one
-// transaction. bundle returns a tenant's secrets bundle, or nil when it is
+// records the status of those whose observed facts changed, in one
+// transaction (status.Recorder.MachineObserved). bundle returns a tenant's secrets bundle, or nil when it is
 // not known yet (its machines are then left as they are). It returns the
 // observations, for the tenants' status.
 //
