@@ -141,3 +141,7 @@ func onRefused(snap sources.Snapshot, refused string) bool {
 	ok, err := snap.Descends(refused)
 	return ok && err == nil
 }
+
+// shortRev is a revision as the commit's messages name it: its first 12
+// characters.
+func shortRev(rev string) string { return rev[:min(len(rev), 12)] }

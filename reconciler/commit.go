@@ -196,7 +196,7 @@ func (run *CommitRun) guardDeletions(context.Context) (stepResult, error) {
 func (run *CommitRun) holdBack(name, reason, msg string) {
 	run.results[name] = &schema.TenantResult{Tenant: name, Phase: schema.CommitFailed, Error: msg, Reason: reason, Stalled: true}
 	gen := run.applied[name].Generation
-	if err := run.r.recordOutcome(name, nil, gen, func(*schema.Tenant) status.Outcome {
+	if err := run.r.recordOutcome(name, nil, gen, func(schema.TenantStatus) status.Outcome {
 		return status.Stalled(reason, msg, gen)
 	}); err != nil {
 		run.r.log.Error("record tenant status", "tenant", name, "err", err)

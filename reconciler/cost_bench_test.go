@@ -112,7 +112,7 @@ func seedWith(b *testing.B, debounce time.Duration, workers int, machines func(*
 		if machines != nil {
 			ms = machines(td)
 		}
-		if err := s.rec.finishTenant(td, rec, ms); err != nil {
+		if err := s.rec.finishTenant(td, rec, ms, false); err != nil {
 			b.Fatal(err)
 		}
 		// A work directory, as an apply leaves it, for Recover to look at.

@@ -442,11 +442,11 @@ func (d *driftRun) talosConfig(context.Context) (stepResult, error) {
 		if err != nil || tn.Status.Conditions.IsTrue(schema.ConditionUpgrading) {
 			return err
 		}
-		_, machines, err := storedParts(tx, d.name)
+		machines, err := store.DecodeTenantObjects[schema.Machine](tx, d.name, schema.KindMachine)
 		if err != nil {
 			return err
 		}
-		d.talos = talosDrifted(d.r.talosMachines(machines), machines)
+		d.talos = talosDrifted(talos.MachinesOf(machines), machines)
 		return nil
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -309,8 +310,7 @@ func TestTalosDrifted(t *testing.T) {
 		return mc
 	}
 	machines := []*schema.Machine{m("b", true, false), m("a", true, true), m("c", false, false), m("d", true, false)}
-	r := &Reconciler{}
-	plane := r.talosMachines([]*schema.Machine{
+	plane := talos.MachinesOf([]*schema.Machine{
 		{Metadata: schema.ObjectMeta{Name: "a"}, Spec: schema.MachineSpec{ManagementAddress: "127.0.0.2"}},
 		{Metadata: schema.ObjectMeta{Name: "b"}, Spec: schema.MachineSpec{ManagementAddress: "127.0.0.3"}},
 		{Metadata: schema.ObjectMeta{Name: "c"}, Spec: schema.MachineSpec{ManagementAddress: "127.0.0.4"}},

@@ -8,18 +8,26 @@ import (
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
-// The errors of the loop's steps. Every step (see steps.go) returns nil or
-// one of these two, which tell the loop what to do next:
+// The errors of the loop's steps. Every step of a tenant's run (see
+// steps.go) returns nil or one of these two kinds, wrapping what the code
+// it calls returns (tofuError, talosError, retry, stall); they tell the
+// loop what to do next:
 //
 //   - *StalledError: only a new commit can help, so retrying would not.
 //     Examples: manifests that do not validate or render, the deletion
-//     guard, deletion protection. The tenant is not retried, and its
-//     Stalled condition says why.
+//     guard, deletion protection, a rollout stopped at a failed machine.
+//     The tenant is not retried, and its Stalled condition says why.
 //   - *RetryError: the failure may pass by itself. Examples: a state lock
 //     held elsewhere, a tofu or provider error (a cloud answering 500), the
-//     state backend or the store failing. The tenant runs again by itself
-//     after a backoff (see Backoff), until it succeeds or a new revision
-//     takes over.
+//     state backend or the store failing, machines the Talos plane waits
+//     for. The tenant runs again by itself after a backoff (see Backoff),
+//     until it succeeds or a new revision takes over.
+//
+// Work that waits for a closed maintenance window is a RetryError too,
+// for reason WaitingForMaintenanceWindow, whose error is a
+// *window.WaitError with the time to run again at (windowWait): the run
+// then ends as waiting rather than failed, and runs again at that time
+// instead of after a backoff (window.go).
 //
 // Each carries a reason, a Reason* constant of package schema, that the
 // tenant's conditions and the commit's result show. An error of neither
@@ -35,7 +43,8 @@ type StalledError struct {
 func (e *StalledError) Error() string { return e.Err.Error() }
 func (e *StalledError) Unwrap() error { return e.Err }
 
-// RetryError is a failure that may pass: the run is retried.
+// RetryError is a failure that may pass: the run is retried, after a
+// backoff, or for a maintenance window at its opening (windowWait).
 type RetryError struct {
 	Reason string
 	Err    error

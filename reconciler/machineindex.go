@@ -3,8 +3,8 @@ package reconciler
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/render/provider/metal"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -12,18 +12,17 @@ import (
 // machineIndex is the part of appliedIndex that tells, without reading
 // the store, whether the Talos plane may have work on a tenant whose
 // manifests did not change (talosWanted): whether it has machines the
-// plane works on (talosReachable), and whether one of its machines is a
+// plane works on (talos.MachineOf), and whether one of its machines is a
 // bare-metal machine that is not connected, as the observer saw it last:
 // it waits in maintenance mode (or is off, or has not been probed yet), so
 // ConfigureMetal may have work. Of each stored Machine it keeps only
 // those two facts and its tenant; its methods are called with the
 // appliedIndex's mu held.
 type machineIndex struct {
-	noTalosAPI []string
-	facts      map[string]machineFacts // by Machine name
-	talos      map[string]int          // by tenant: machines the plane works on
-	metal      map[string]int          // by tenant: bare-metal machines not connected
-	bad        map[string]error        // Machines that do not decode
+	facts map[string]machineFacts // by Machine name
+	talos map[string]int          // by tenant: machines the plane works on
+	metal map[string]int          // by tenant: bare-metal machines not connected
+	bad   map[string]error        // Machines that do not decode
 }
 
 type machineFacts struct {
@@ -31,16 +30,8 @@ type machineFacts struct {
 	talos, metal bool
 }
 
-func newMachineIndex(noTalosAPI []string) machineIndex {
-	return machineIndex{noTalosAPI: noTalosAPI, facts: map[string]machineFacts{},
-		talos: map[string]int{}, metal: map[string]int{}, bad: map[string]error{}}
-}
-
-// talosReachable reports whether the plane works on a machine: it has a
-// management address, and its provider class has a Talos API this server
-// reaches (Options.NoTalosAPI lists those that have none).
-func talosReachable(spec *schema.MachineSpec, noTalosAPI []string) bool {
-	return spec.ManagementAddress != "" && !slices.Contains(noTalosAPI, spec.ProviderClass)
+func newMachineIndex() machineIndex {
+	return machineIndex{facts: map[string]machineFacts{}, talos: map[string]int{}, metal: map[string]int{}, bad: map[string]error{}}
 }
 
 // put records the Machine name stored as data.
@@ -59,11 +50,17 @@ func (mi *machineIndex) put(name string, data []byte) {
 	}
 	f := machineFacts{
 		tenant: schema.TenantOf(schema.KindMachine, &m.Metadata),
-		talos:  talosReachable(&m.Spec, mi.noTalosAPI),
+		talos:  worksOn(&schema.Machine{Metadata: m.Metadata, Spec: m.Spec}),
 		metal:  m.Spec.ProviderClass == metal.Class && !m.Status.Connected,
 	}
 	mi.facts[name] = f
 	mi.count(f, 1)
+}
+
+// worksOn reports whether the Talos plane works on m.
+func worksOn(m *schema.Machine) bool {
+	_, ok := talos.MachineOf(m)
+	return ok
 }
 
 // delete forgets the Machine name.

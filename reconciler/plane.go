@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/rezuscloud/rezuscloud/internal/window"
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/render"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
@@ -20,22 +22,8 @@ import (
 // done yet, a rollout a restart of the server interrupted, a restart its
 // annotations declare, or a bare-metal machine that waits in maintenance
 // mode (the observer saw it there and asked for the run, MetalWaiting).
-
-// talosMachines returns the machines the plane works on (see
-// talosReachable).
-func (r *Reconciler) talosMachines(ms []*schema.Machine) []talos.Machine {
-	var out []talos.Machine
-	for _, m := range ms {
-		if !talosReachable(&m.Spec, r.opts.NoTalosAPI) {
-			continue
-		}
-		out = append(out, talos.Machine{
-			ID: m.Metadata.Name, Name: m.Spec.TFAddress, Address: m.Spec.ManagementAddress,
-			NodeGroup: m.Spec.NodeGroup, ControlPlane: m.Spec.Role == schema.RoleControlPlane,
-		})
-	}
-	return out
-}
+// While they run, the tenant stays Reconciling (status.InPlane, recorded
+// by Finish); planeDone records it applied when they end without error.
 
 // talosDesired is what the tenant's machines should run, as this run
 // rendered it: each node group's config, and a bare-metal machine's own
@@ -47,7 +35,7 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 		return talos.Desired{}, err
 	}
 	d := talos.Desired{
-		Tenant: t.name, Bundle: t.bundle, Machines: t.r.talosMachines(t.machines),
+		Tenant: t.name, Bundle: t.bundle, Machines: talos.MachinesOf(t.machines),
 		Groups: map[string]talos.GroupTarget{}, Configs: configs,
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
 		Suspended:   func() bool { return t.r.suspended(t.name) },
@@ -86,11 +74,9 @@ func (t *tenantRun) talosWanted() (bool, error) {
 }
 
 // talosUnchanged runs the plane's steps for a tenant whose workspace is
-// the one applied, on its stored machines, when the plane has work left.
+// the one applied, on its stored machines, when the plane has work left
+// (talosWanted).
 func (t *tenantRun) talosUnchanged(ctx context.Context) error {
-	if want, err := t.talosWanted(); err != nil || !want {
-		return retry(schema.ReasonStoreError, err)
-	}
 	machines, err := t.r.storedMachines(t.name)
 	if err != nil {
 		return retry(schema.ReasonStoreError, err)
@@ -122,7 +108,7 @@ func (t *tenantRun) bootstrap(ctx context.Context) (stepResult, error) {
 	if err != nil {
 		return stepNext, retry(schema.ReasonStoreError, err)
 	}
-	rec, err := pl.Bootstrap(ctx, t.name, t.bundle, t.r.talosMachines(t.machines))
+	rec, err := pl.Bootstrap(ctx, t.name, t.bundle, talos.MachinesOf(t.machines))
 	if rec.Done && !rec.Adopted && (!was.Done || was.Machine != rec.Machine) {
 		t.planeActions().Bootstrap = t.machineName(rec.Machine)
 	}
@@ -151,6 +137,30 @@ func (t *tenantRun) rollout(ctx context.Context) (stepResult, error) {
 	return stepNext, talosError(err)
 }
 
+// planeWorks reports whether the plane's steps have work on the run's
+// machines: there is a plane, and it works on one of them at least.
+func (t *tenantRun) planeWorks() bool {
+	return t.r.opts.Talos != nil && len(talos.MachinesOf(t.machines)) > 0
+}
+
+// planeDone is the part of conclude that ends a run in the plane: once
+// the plane's steps have run without error, the tenant's status says that
+// the revision is applied. Finish (or a finish of an unchanged tenant)
+// had recorded it as still applying (status.InPlane); a failure, a wait
+// for a window or work held back for one records its own outcome instead.
+func (t *tenantRun) planeDone(err error) {
+	if err != nil || !t.inPlane || len(t.win.waits) > 0 {
+		return
+	}
+	rev, gen := t.job.run.snap.Revision, t.generation
+	werr := t.r.recordOutcome(t.name, t.desired, gen, func(schema.TenantStatus) status.Outcome {
+		return status.Applied(rev, gen)
+	})
+	if werr != nil {
+		t.r.log.Error("record tenant status", "tenant", t.name, "err", werr)
+	}
+}
+
 // planeActions is the run's record of what the Talos plane did, in its
 // result.
 func (t *tenantRun) planeActions() *schema.PlaneActions {
@@ -172,17 +182,19 @@ func (t *tenantRun) machineName(id string) string {
 }
 
 // talosError classifies an error of the plane: a rollout that stopped at
-// a failed machine waits for a new commit; waiting for machines or etcd,
-// and anything else, is retried.
+// a failed machine waits for a new commit; a rollout paused for a closed
+// maintenance window waits for it (windowWait); waiting for machines or
+// etcd, and anything else, is retried.
 func talosError(err error) error {
 	var stopped *talos.StoppedError
 	var waiting *talos.WaitingError
 	var suspended *talos.SuspendedError
+	var wait *window.WaitError
 	switch {
 	case err == nil || errors.As(err, &suspended):
 		return nil // a suspended tenant's rollout resumes when it is resumed
-	case windowErrorOf(err) != err:
-		return windowErrorOf(err)
+	case errors.As(err, &wait):
+		return windowWait(wait)
 	case errors.As(err, &stopped):
 		return stall(schema.ReasonRolloutFailed, err)
 	case errors.As(err, &waiting):

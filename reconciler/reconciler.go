@@ -22,7 +22,6 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
-	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -40,10 +39,6 @@ const (
 	// destroy up to N tenants at once.
 	TrailerAllowDeletions = "Rezuscloud-Allow-Deletions"
 )
-
-// kindApplied is the store kind of the reconciler's own record of what it
-// applied to each tenant. The API does not serve it.
-const kindApplied = "AppliedTenant"
 
 // kindObserved is the store kind of the reconciler's record of the last
 // revision of the main ref it received. The API does not serve it.
@@ -119,9 +114,6 @@ type Options struct {
 	// etcd and rolls changes through its machines after every run that
 	// applied them (see plane.go).
 	Talos *talos.Plane
-	// NoTalosAPI lists provider classes whose machines have no Talos API
-	// this server reaches; the plane leaves them alone.
-	NoTalosAPI []string
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time
 	// AllowNonFastForward lets through, with signatures verified, a
@@ -215,7 +207,7 @@ func New(st store.Store, runner *tofu.Runner, modules render.Modules, opts Optio
 	r := &Reconciler{store: st, runner: runner, modules: modules, opts: opts, log: opts.Logger,
 		backoff: newBackoff(opts.RetryBase, opts.RetryMax), runs: map[string]*CommitRun{}, manifests: schema.NewCache(0),
 		queue: NewQueue(QueueOptions{Workers: opts.Workers, Debounce: opts.Debounce, Grace: opts.ShutdownGrace})}
-	idx, err := openIndex(st, opts.NoTalosAPI)
+	idx, err := openIndex(st)
 	if err != nil {
 		return nil, err
 	}
@@ -295,18 +287,6 @@ func (r *Reconciler) Run(ctx context.Context, in <-chan sources.Snapshot) {
 			r.Submit(snap)
 		}
 	}
-}
-
-// appliedRecord is what the reconciler remembers of a tenant after a run.
-type appliedRecord struct {
-	Tenant       string            `json:"tenant"`
-	Revision     string            `json:"revision"`
-	Generation   int64             `json:"generation,omitempty"`
-	InputHash    string            `json:"inputHash"`
-	RenderedHash string            `json:"renderedHash"`
-	InitInputs   []byte            `json:"initInputs"`
-	Annotations  map[string]string `json:"annotations,omitempty"`
-	Model        modeldiff.Model   `json:"model"`
 }
 
 // Reconcile runs one revision through its steps (revisionSteps, then

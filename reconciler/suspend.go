@@ -88,7 +88,7 @@ func (run *CommitRun) noteSuspended(context.Context) (stepResult, error) {
 				}
 				// Resumed: cleared now, also when the revision leaves the
 				// tenant as last applied and no run of it follows.
-				if err := r.resumedTx(tx, name); err != nil {
+				if _, err := status.Record(tx, r.opts.Now()).Resumed(name); err != nil {
 					return err
 				}
 			}
@@ -210,17 +210,15 @@ func (run *CommitRun) holdSuspended(name string) {
 }
 
 // recordSuspended records in a tenant's status that it is suspended and
-// what waits: status.pending and the Suspended condition. A tenant not
-// stored yet is created from its manifests td, as recordOutcome does.
+// what waits (status.Recorder.Suspended). A tenant not stored yet is
+// created from its manifests td, as recordOutcome does.
 func (r *Reconciler) recordSuspended(name string, td *schema.TenantDesired, gen int64, p schema.PendingChanges) error {
-	now := r.opts.Now()
-	if p.Since.IsZero() {
-		p.Since = now
+	var declared *schema.Tenant
+	if td != nil {
+		declared = td.Tenant
 	}
-	return r.updateTenant(name, td, gen, func(t *schema.Tenant) {
-		t.Status.Pending = &p
-		t.Status.Conditions = t.Status.Conditions.Set(schema.Condition{Type: schema.ConditionSuspended,
-			Status: schema.ConditionTrue, Reason: schema.ReasonSuspended, Message: suspendedMessage(p), ObservedGeneration: gen}, now)
+	return r.store.Update(func(tx store.Tx) error {
+		return status.Record(tx, r.opts.Now()).Suspended(name, declared, gen, p)
 	})
 }
 
@@ -228,84 +226,11 @@ func (r *Reconciler) recordSuspended(name string, td *schema.TenantDesired, gen 
 // anything: the run that follows applies the pending changes. It writes
 // only when there is something to clear.
 func (r *Reconciler) resumed(name string) error {
-	var was bool
-	err := r.store.View(func(tx store.Tx) (err error) {
-		_, was, err = suspendedStatus(tx, name)
-		return err
+	_, err := status.WriteChanged(r.store, r.opts.Now(), func(rec status.Recorder) (bool, error) {
+		return rec.Resumed(name)
 	})
-	if err != nil || !was {
-		return err
-	}
-	return r.store.Update(func(tx store.Tx) error { return r.resumedTx(tx, name) })
-}
-
-// suspendedStatus reads a tenant and reports whether its status records a
-// suspension.
-func suspendedStatus(tx store.Tx, name string) (*schema.Tenant, bool, error) {
-	t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return t, t.Status.Pending != nil || t.Status.Conditions.Get(schema.ConditionSuspended) != nil, nil
-}
-
-// resumedTx is resumed in transaction tx.
-func (r *Reconciler) resumedTx(tx store.Tx, name string) error {
-	t, was, err := suspendedStatus(tx, name)
-	if err != nil || !was {
-		return err
-	}
-	return r.updateTenantTx(tx, name, nil, t.Metadata.Generation, func(t *schema.Tenant) {
-		t.Status.Pending = nil
-		t.Status.Conditions = t.Status.Conditions.Remove(schema.ConditionSuspended)
-	})
-}
-
-// updateTenant changes a tenant's status in one transaction and computes
-// the rest of it from its node groups and machines as stored. A tenant not
-// stored yet is created from td; without td there is nothing to change.
-func (r *Reconciler) updateTenant(name string, td *schema.TenantDesired, gen int64, change func(*schema.Tenant)) error {
-	return r.store.Update(func(tx store.Tx) error { return r.updateTenantTx(tx, name, td, gen, change) })
-}
-
-// updateTenantTx is updateTenant in transaction tx.
-func (r *Reconciler) updateTenantTx(tx store.Tx, name string, td *schema.TenantDesired, gen int64, change func(*schema.Tenant)) error {
-	now := r.opts.Now()
-	t, err := getJSON[schema.Tenant](tx, schema.KindTenant, name)
-	switch {
-	case errors.Is(err, store.ErrNotFound) && td == nil:
-		return nil
-	case errors.Is(err, store.ErrNotFound):
-		t = &schema.Tenant{APIVersion: td.Tenant.APIVersion, Kind: td.Tenant.Kind, Metadata: cleanMeta(td.Tenant.Metadata), Spec: td.Tenant.Spec}
-		t.Metadata.Generation = gen
-	case err != nil:
-		return err
-	}
-	change(t)
-	ngs, machines, err := storedParts(tx, name)
-	if err != nil {
-		return err
-	}
-	t.Status = status.Compute(status.Tenant{Status: t.Status, Generation: t.Metadata.Generation, NodeGroups: ngs,
-		Machines: machines, APIAnswers: t.Status.APIReady}, now).Tenant
-	_, err = tx.PutObject(schema.KindTenant, name, t)
 	return err
 }
-
-// suspendedMessage is the Suspended condition's message: the revision
-// that waits and what it would change.
-func suspendedMessage(p schema.PendingChanges) string {
-	if p.Deletion {
-		return fmt.Sprintf("revision %s removed the tenant from git; it is not destroyed while suspended (restore its manifest without %s: \"true\" to resume it; a later removal destroys it)",
-			shortRev(p.Revision), schema.AnnotationSuspend)
-	}
-	return fmt.Sprintf("revision %s pending: %s", shortRev(p.Revision), p.Summary)
-}
-
-func shortRev(rev string) string { return rev[:min(len(rev), 12)] }
 
 // pendingSummary says in a line what a diff of manifests would change:
 // the tenant's spec, node groups added, removed, scaled or changed,

@@ -83,6 +83,7 @@ type tenantRun struct {
 
 	out      *tofu.Result
 	machines []*schema.Machine
+	inPlane  bool        // the Talos plane's steps work on the machines Finish recorded (plane.go)
 	win      windowState // what the MaintenanceWindow step found (window.go)
 	metalErr error       // bare-metal machines ConfigureMetal did not reach (metal.go)
 
@@ -147,12 +148,13 @@ func (t *tenantRun) quickCheck(context.Context) (stepResult, error) {
 	if want, err := t.talosWanted(); err != nil || want {
 		return stepNext, retry(schema.ReasonStoreError, err)
 	}
-	return stepDone, t.finishUnchanged("")
+	return stepDone, t.finishUnchanged("", false)
 }
 
 // finishUnchanged records the revision as applied to a tenant that needs
-// no tofu run, with its machines as stored.
-func (t *tenantRun) finishUnchanged(renderedHash string) error {
+// no tofu run, with its machines as stored; inPlane says that the Talos
+// plane's steps follow.
+func (t *tenantRun) finishUnchanged(renderedHash string, inPlane bool) error {
 	machines, err := t.r.storedMachines(t.name)
 	if err != nil {
 		return retry(schema.ReasonStoreError, err)
@@ -162,7 +164,8 @@ func (t *tenantRun) finishUnchanged(renderedHash string) error {
 	if renderedHash != "" {
 		rec.RenderedHash = renderedHash
 	}
-	return retry(schema.ReasonStoreError, t.r.finishTenant(t.desired, &rec, machines))
+	t.inPlane = inPlane
+	return retry(schema.ReasonStoreError, t.r.finishTenant(t.desired, &rec, machines, inPlane))
 }
 
 // settle readies the work directory: no drift check and no tofu of an
@@ -206,7 +209,11 @@ func (t *tenantRun) render(ctx context.Context) (stepResult, error) {
 	}
 	t.ws = ws
 	if !t.fresh && t.unchanged() && t.prev.RenderedHash == ws.Hash {
-		if err := t.finishUnchanged(ws.Hash); err != nil {
+		want, err := t.talosWanted()
+		if err != nil {
+			return stepDone, retry(schema.ReasonStoreError, err)
+		}
+		if err := t.finishUnchanged(ws.Hash, want); err != nil || !want {
 			return stepDone, err
 		}
 		return stepDone, t.talosUnchanged(ctx)
@@ -234,7 +241,7 @@ func (t *tenantRun) writeWorkspace(context.Context) (stepResult, error) {
 // tenant appears, forming, while its first apply runs.
 func (t *tenantRun) markApplying(context.Context) (stepResult, error) {
 	rev, gen := t.job.run.snap.Revision, t.generation
-	return stepNext, retry(schema.ReasonStoreError, t.r.recordOutcome(t.name, t.desired, gen, func(*schema.Tenant) status.Outcome {
+	return stepNext, retry(schema.ReasonStoreError, t.r.recordOutcome(t.name, t.desired, gen, func(schema.TenantStatus) status.Outcome {
 		return status.Applying(rev, gen)
 	}))
 }
@@ -288,7 +295,8 @@ func (t *tenantRun) project(context.Context) (stepResult, error) {
 }
 
 // finish records what the run applied: the tenant, its node groups,
-// patches and machines, and the applied record.
+// patches and machines, and the applied record; the tenant stays
+// Reconciling when the Talos plane has machines to work on next.
 func (t *tenantRun) finish(context.Context) (stepResult, error) {
 	td := t.desired
 	rec := &appliedRecord{
@@ -297,7 +305,8 @@ func (t *tenantRun) finish(context.Context) (stepResult, error) {
 		Annotations: td.Tenant.Metadata.Annotations,
 		Model:       modeldiff.AppliedModel(td.Tenant, td.NodeGroups, td.Patches, t.machines),
 	}
-	return stepNext, retry(schema.ReasonStoreError, t.r.finishTenant(td, rec, t.machines))
+	t.inPlane = t.planeWorks()
+	return stepNext, retry(schema.ReasonStoreError, t.r.finishTenant(td, rec, t.machines, t.inPlane))
 }
 
 // markDeleting gives a tenant that left git its deletionTimestamp and
@@ -347,6 +356,7 @@ func (t *tenantRun) conclude(err error) {
 	if t.release != nil {
 		t.release()
 	}
+	t.planeDone(err)
 	err = t.waitForWindow(err)
 	res.FinishedAt = r.opts.Now()
 	res.Phase = schema.CommitSucceeded
@@ -383,11 +393,11 @@ func (t *tenantRun) failed(err error) {
 		msg = "destroy failed: " + msg
 	}
 	var next *schema.RetryStatus
-	werr := r.recordOutcome(t.name, t.desired, t.generation, func(tn *schema.Tenant) status.Outcome {
+	werr := r.recordOutcome(t.name, t.desired, t.generation, func(stored schema.TenantStatus) status.Outcome {
 		if stalled {
 			return status.Stalled(reason, msg, t.generation)
 		}
-		n := r.backoff.Next(tn.Status.Retry, reason, r.opts.Now())
+		n := r.backoff.Next(stored.Retry, reason, r.opts.Now())
 		next = &n
 		return status.Retrying(reason, msg, n, t.generation)
 	})

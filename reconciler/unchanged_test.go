@@ -264,7 +264,7 @@ func TestAppliedIndexFollowsStore(t *testing.T) {
 	}
 	ok := schema.TenantStatus{ObservedCommit: "rev1"}
 	putTenant("a", ok)
-	idx, err := openIndex(st, nil)
+	idx, err := openIndex(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,15 +331,15 @@ func TestAppliedIndexMachines(t *testing.T) {
 		}
 	}
 	put("a-1", "a", "sim", "127.0.0.2", true)
-	if idx, err = openIndex(st, []string{"oci"}); err != nil {
+	if idx, err = openIndex(st); err != nil {
 		t.Fatal(err)
 	}
 	put("b-1", "b", "metal", "127.0.0.3", false)
-	put("c-1", "c", "oci", "10.0.0.1", true)
+	put("c-1", "c", "oci", "127.0.0.5", true)
 	put("d-1", "d", "sim", "", true)
 	check("a", true, false)
 	check("b", true, true)
-	check("c", false, false) // a provider class without a Talos API
+	check("c", true, false) // every provider class whose machine has an address
 	check("d", false, false) // no management address
 	check("e", false, false)
 	put("b-2", "b", "metal", "127.0.0.4", true)

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/internal/window"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
-	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
@@ -35,9 +33,11 @@ import (
 // is not applied (windowCheck). The plane checks the window before each
 // machine of a rollout (talos.Desired.Windows).
 //
-// When work waits, the run ends with the tenant's Reconciling condition at
-// reason WaitingForMaintenanceWindow and status.maintenance naming what
-// waits and the next opening, and the full desired state is queued to run
+// Work that waits is a Retry for reason WaitingForMaintenanceWindow whose
+// error is a *window.WaitError (windowWait), from this step, the plan check
+// or the plane. The run then ends with the tenant's Reconciling condition
+// at that reason and status.maintenance naming what waits and the next
+// opening, not as a failure, and the full desired state is queued to run
 // again at that opening, as a retry is (waitForWindow).
 
 // windowState is what the MaintenanceWindow step found for a run.
@@ -49,14 +49,6 @@ type windowState struct {
 	// waits says what waits, one entry per kind of work.
 	waits []string
 }
-
-// windowError says that work waits for a maintenance window: nothing of
-// it ran. It is not a failure: conclude records it as waiting.
-type windowError struct {
-	what string
-}
-
-func (e *windowError) Error() string { return e.what + " waits for a maintenance window" }
 
 // maintenanceWindow is the step that holds back disruptive work while the
 // tenant's windows are closed (see above).
@@ -71,11 +63,13 @@ func (t *tenantRun) maintenanceWindow(context.Context) (stepResult, error) {
 	}
 	t.win.set = set
 
-	if set.Open(t.r.opts.Now()) {
+	now := t.r.opts.Now()
+	if set.Open(now) {
 		return stepNext, nil
 	}
 	if t.desired == nil {
-		return stepNext, &windowError{what: fmt.Sprintf("destruction of the tenant, which left git (%s)", machines(len(t.prev.Model.Machines)))}
+		what := fmt.Sprintf("destruction of the tenant, which left git (%s)", machines(len(t.prev.Model.Machines)))
+		return stepNext, windowWait(set.Wait(what, now))
 	}
 	held, waits, err := t.holdBack()
 	if err != nil || len(waits) == 0 {
@@ -132,7 +126,7 @@ func (t *tenantRun) holdBack() (held *schema.TenantDesired, waits []string, err 
 		if _, ok := applied[ng.Metadata.Name]; !ok || t.desiredGroup(ng.Metadata.Name) {
 			continue
 		}
-		kept := schema.NodeGroup{APIVersion: ng.APIVersion, Kind: ng.Kind, Metadata: cleanMeta(ng.Metadata), Spec: applied[ng.Metadata.Name]}
+		kept := schema.NodeGroup{APIVersion: ng.APIVersion, Kind: ng.Kind, Metadata: ng.Metadata.Declared(), Spec: applied[ng.Metadata.Name]}
 		out.NodeGroups = append(out.NodeGroups, &kept)
 		waits = append(waits, fmt.Sprintf("removal of node group %s (%s)", ng.Metadata.Name, machines(kept.Spec.Count)))
 	}
@@ -167,7 +161,8 @@ func (t *tenantRun) desiredGroup(name string) bool {
 // plan that destroys or replaces anything is not applied.
 func (t *tenantRun) windowCheck(check tofu.Check) tofu.Check {
 	return func(gone []tofu.PlannedChange) error {
-		if err := check(gone); err != nil || len(gone) == 0 || t.win.set.Open(t.r.opts.Now()) {
+		now := t.r.opts.Now()
+		if err := check(gone); err != nil || len(gone) == 0 || t.win.set.Open(now) {
 			return err
 		}
 		var replaced, destroyed []string
@@ -185,59 +180,55 @@ func (t *tenantRun) windowCheck(check tofu.Check) tofu.Check {
 		if len(destroyed) > 0 {
 			what = append(what, fmt.Sprintf("destruction of %d resources (%s)", len(destroyed), strings.Join(destroyed, ", ")))
 		}
-		return &windowError{what: strings.Join(what, " and ") + ", and the rest of the plan with it,"}
+		return windowWait(t.win.set.Wait(strings.Join(what, " and ")+", and the rest of the plan with it,", now))
 	}
 }
 
+// windowWait is the step error of work that waits for a maintenance window:
+// a Retry for reason WaitingForMaintenanceWindow, at w.Next.
+func windowWait(w *window.WaitError) error {
+	return &RetryError{Reason: schema.ReasonWaitingForMaintenanceWindow, Err: w}
+}
+
 // waitForWindow is the part of conclude that records waiting work: when
-// the run held work back or a step said that work waits (a *windowError),
-// the tenant's status says what waits and when the next window opens, and
-// the commit's full desired state is queued for that opening. It returns
-// the error conclude records: nil for waiting work, which is no failure.
+// the run held work back or a step's error is a wait (windowWait), the
+// tenant's status says what waits and when the next window opens, and the
+// commit's full desired state is queued for that opening. It returns the
+// error conclude records: nil for waiting work, which is no failure.
 func (t *tenantRun) waitForWindow(err error) error {
-	var we *windowError
+	r, now := t.r, t.r.opts.Now()
+	wait := &window.WaitError{Next: t.win.set.NextOpen(now)}
+	var stepWait *window.WaitError
 	switch {
-	case errors.As(err, &we):
-		t.win.waits = append(t.win.waits, we.what)
+	case errors.As(err, &stepWait):
+		t.win.waits = append(t.win.waits, stepWait.What)
+		wait.Next = stepWait.Next
 	case err != nil && t.win.full != nil:
 		t.desired = t.win.full // a retry runs the commit as declared, and holds back again
 		return err
 	case err != nil || len(t.win.waits) == 0:
 		return err
 	}
-	r, now := t.r, t.r.opts.Now()
-	next := t.win.set.NextOpen(now)
-	if next.IsZero() {
-		return stall(schema.ReasonInvalidManifests, fmt.Errorf("%s waits for a maintenance window, but none of the tenant's windows opens again: change spec.maintenanceWindows",
-			strings.Join(t.win.waits, "; ")))
+	wait.What = strings.Join(t.win.waits, "; ")
+	if wait.Next.IsZero() {
+		return stall(schema.ReasonInvalidManifests, fmt.Errorf("%v, but none of the tenant's windows opens again: change spec.maintenanceWindows", wait))
 	}
-	what := strings.Join(t.win.waits, "; ")
-	msg := fmt.Sprintf("%s waits for the window opening %s", what, next.UTC().Format(time.RFC3339))
+	msg := wait.Message()
 	full := t.desired
 	if t.win.full != nil {
 		full = t.win.full
 	}
 	t.res.Waiting = msg
-	werr := r.recordOutcome(t.name, t.desired, t.generation, func(*schema.Tenant) status.Outcome {
-		return status.Waiting(what, msg, next, t.generation)
+	werr := r.recordOutcome(t.name, t.desired, t.generation, func(schema.TenantStatus) status.Outcome {
+		return status.Waiting(wait.What, msg, wait.Next, t.generation)
 	})
 	if werr != nil {
 		r.log.Error("record tenant status", "tenant", t.name, "err", werr)
 	}
 	job := &tenantJob{run: t.job.run, tenant: t.name, desired: full, attempt: t.job.attempt + 1}
-	if r.queue.Retry(t.name, job, next.Sub(now)) {
-		t.res.NextAttemptAt = next
+	if r.queue.Retry(t.name, job, wait.Next.Sub(now)) {
+		t.res.NextAttemptAt = wait.Next
 	}
-	r.log.Info("disruptive work waits for a maintenance window", "tenant", t.name, "waits", msg, "next_window", next)
+	r.log.Info("disruptive work waits for a maintenance window", "tenant", t.name, "waits", msg, "next_window", wait.Next)
 	return nil
-}
-
-// windowErrorOf turns the plane's pause for a closed window into a
-// windowError; other errors stay as they are.
-func windowErrorOf(err error) error {
-	var we *talos.WindowError
-	if errors.As(err, &we) {
-		return &windowError{what: we.What()}
-	}
-	return err
 }

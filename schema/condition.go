@@ -97,10 +97,14 @@ func (cs Conditions) Remove(t string) Conditions {
 	return slices.DeleteFunc(cs, func(c Condition) bool { return c.Type == t })
 }
 
-// Condition reasons. A reason is one CamelCase word that clients match on;
-// the condition's message says the same for people.
+// Condition reasons, every one of them: the reasons of tenants', node
+// groups' and commits' conditions live here and nowhere else. A reason is
+// one CamelCase word that clients match on; the condition's message says
+// the same for people.
 const (
-	// ReasonApplying: tofu runs for the tenant's newest revision.
+	// ReasonApplying: a run applies the tenant's newest revision: tofu
+	// runs, or the Talos plane bootstraps and rolls it through the
+	// machines.
 	ReasonApplying = "Applying"
 	// ReasonDestroying: tofu destroys a tenant that left git.
 	ReasonDestroying = "Destroying"
@@ -171,4 +175,20 @@ const (
 	ReasonPartiallyFailed = "PartiallyFailed"
 	// ReasonSuperseded: newer revisions reached every tenant first.
 	ReasonSuperseded = "Superseded"
+
+	// Reasons of the Drifted condition.
+
+	// ReasonInfrastructureDrifted: a drift check found resources or
+	// machine configs that differ from what was applied.
+	ReasonInfrastructureDrifted = "InfrastructureDrifted"
+	// ReasonNoDrift: the last drift check found everything as applied.
+	ReasonNoDrift = "NoDrift"
+
+	// Reasons of the Upgrading condition (RolloutFailed above when a
+	// rollout stopped).
+
+	// ReasonRollingOut: the Talos plane changes machines one at a time.
+	ReasonRollingOut = "RollingOut"
+	// ReasonUpToDate: every machine runs what its node group declares.
+	ReasonUpToDate = "UpToDate"
 )

@@ -30,12 +30,3 @@ func checkDriftPolicy(d *document, obj map[string]any) []Problem {
 	}
 	return []Problem{d.problem(path, "must be %q or %q, not %q", DriftPolicyDetect, DriftPolicyCorrect, v)}
 }
-
-// Reasons of the Drifted condition.
-const (
-	// ReasonInfrastructureDrifted: a drift check found resources or
-	// machine configs that differ from what was applied.
-	ReasonInfrastructureDrifted = "InfrastructureDrifted"
-	// ReasonNoDrift: the last drift check found everything as applied.
-	ReasonNoDrift = "NoDrift"
-)

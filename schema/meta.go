@@ -92,6 +92,12 @@ type ObjectMeta struct {
 	Annotations       map[string]string `json:"annotations,omitempty"`
 }
 
+// Declared returns what a manifest may set of m: its name, labels and
+// annotations.
+func (m ObjectMeta) Declared() ObjectMeta {
+	return ObjectMeta{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}
+}
+
 // NamedPatch is a Talos machine config patch with a name, carried inside a
 // Tenant or NodeGroup spec.
 type NamedPatch struct {

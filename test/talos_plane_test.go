@@ -232,6 +232,43 @@ func TestTalosPlaneBootstrapAfterSIGKILL(t *testing.T) {
 	}
 }
 
+// TestTalosPlaneReconcilingUntilBootstrapped: while a run waits in the
+// plane for machines that take seconds to boot, the tenant stays
+// Reconciling (reason Applying, naming the plane), as its Commit stays
+// Applying; Reconciling turns False, Applied, only after the bootstrap,
+// when the run ends.
+func TestTalosPlaneReconcilingUntilBootstrapped(t *testing.T) {
+	e := newE2E(t, e2eOptions{args: planeArgs("--sim-timings", "boot=3s,install=200ms,reboot=400ms")})
+	for _, tenant := range []string{"production", "staging"} {
+		boot := planeCalls(t, e, tenant, "Bootstrap")
+		if len(boot) != 1 {
+			t.Fatalf("%s: %d bootstraps, want 1", tenant, len(boot))
+		}
+		inPlane, applied := false, false
+		for _, v := range planeTenantHistory(t, e, tenant) {
+			rec := v.Status.Conditions.Get(schema.ConditionReconciling)
+			if v.Status.ObservedCommit == "" || rec == nil {
+				continue
+			}
+			if rec.Status == schema.ConditionTrue && rec.Reason == schema.ReasonApplying && strings.Contains(rec.Message, "Talos plane") {
+				inPlane = true
+			}
+			if rec.Status != schema.ConditionFalse {
+				continue
+			}
+			if !rec.LastTransitionTime.After(boot[0].Time) {
+				t.Errorf("%s: Reconciling False (%s: %s) since %s, before the bootstrap at %s (resourceVersion %s)", tenant,
+					rec.Reason, rec.Message, rec.LastTransitionTime.Format(time.RFC3339Nano), boot[0].Time.Format(time.RFC3339Nano), v.Metadata.ResourceVersion)
+				break
+			}
+			applied = applied || rec.Reason == schema.ReasonApplied
+		}
+		if !inPlane || !applied {
+			t.Errorf("%s: a version applying in the plane %v, applied after the bootstrap %v; want both", tenant, inPlane, applied)
+		}
+	}
+}
+
 // planeTalosClient returns a Talos client with the tenant's talosconfig as
 // the API hands it out, pointed at address.
 func planeTalosClient(t *testing.T, e *e2e, tenant, address string) *client.Client {

@@ -52,7 +52,6 @@ type reconcilerPart struct {
 	onDrift         func(reconciler.DriftReport)
 	closeReports    func()
 	plane           *talos.Plane
-	noTalosAPI      []string
 	nodes           *talosnode.Host
 	rec             *reconciler.Reconciler
 	previews        *sources.Previews
@@ -222,7 +221,6 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		LockHolder: runToken,
 		Audit:      p.audit,
 		Talos:      p.plane,
-		NoTalosAPI: p.noTalosAPI,
 		Now:        p.now,
 	})
 	if err != nil {

@@ -1,5 +1,6 @@
-// Package layering holds the import rules of the house as tests, so that
-// an arrow that runs the wrong way fails `go test` where it is added:
+// Package layering holds the rules of the house as tests, so that an
+// arrow that runs the wrong way, or a status written outside its owner,
+// fails `go test` where it is added:
 //
 //   - store and its engines import nothing of backend, reconciler,
 //     render, cmd or sources: the HTTP API and the reconciler are built
@@ -9,10 +10,14 @@
 //     in backend and implemented by the reconciler structurally, with
 //     the types of their signatures in leaf packages;
 //   - internal/backoff, a leaf, imports nothing of the module.
+//   - status has one owner, reconciler/status (TestStatusOwner): no other
+//     code stores a Tenant, NodeGroup, Machine or ConfigPatch, and no
+//     other code of the reconciler makes or sets a condition.
 //
-// The rules read the imports of the module's Go files (go/parser, no
-// network) and follow them through the module, so an import by way of
-// another package of the module breaks them too. They hold for the code a
-// package builds from; its tests may import more (the reconciler's tests
-// boot a real state backend).
+// The import rules read the imports of the module's Go files (go/parser,
+// no network) and follow them through the module, so an import by way of
+// another package of the module breaks them too; the status rule reads
+// their syntax. They hold for the code a package builds from; its tests
+// may import and set up more (the reconciler's tests boot a real state
+// backend).
 package layering

@@ -1,8 +1,11 @@
-// Package window is the arithmetic of maintenance windows: a window opens
-// at each time a cron schedule names, in a time zone, and stays open for a
-// duration. It answers whether a set of windows is open at an instant,
-// when the next one opens and when the open one closes. It knows nothing
-// of tenants or of what waits for a window; it reads no clock of its own.
+// Package window is the one home of maintenance windows' logic: a window
+// opens at each time a cron schedule names, in a time zone, and stays open
+// for a duration. It answers whether a set of windows is open at an
+// instant, when the next one opens and when the open one closes, and says
+// what waits for the next opening (WaitError), for the reconciler's steps
+// and the Talos plane alike. Package schema parses and checks a tenant's
+// windows with it. It knows nothing of tenants, machines or runs, and
+// reads no clock of its own.
 package window
 
 import (
@@ -172,4 +175,27 @@ func (s Set) CloseAt(now time.Time) time.Time {
 		}
 	}
 	return end
+}
+
+// WaitError says that work waits for a maintenance window: nothing of it
+// ran, and it may run from Next on.
+type WaitError struct {
+	// What says what waits, for a status message: "scale-down of
+	// workers (2 machines)".
+	What string
+	// Next is when the next window opens; zero when none opens again.
+	Next time.Time
+}
+
+// Wait returns the wait of what, which may not run at now: it runs at the
+// set's next opening.
+func (s Set) Wait(what string, now time.Time) *WaitError {
+	return &WaitError{What: what, Next: s.NextOpen(now)}
+}
+
+func (e *WaitError) Error() string { return e.What + " waits for a maintenance window" }
+
+// Message says in a sentence what waits and when it runs.
+func (e *WaitError) Message() string {
+	return fmt.Sprintf("%s waits for the window opening %s", e.What, e.Next.UTC().Format(time.RFC3339))
 }

@@ -156,3 +156,23 @@ func BenchmarkOpen(b *testing.B) {
 		}
 	}
 }
+
+// TestWait: a wait names the set's next opening, and says what waits
+// until when; a set whose windows never open again gives no time.
+func TestWait(t *testing.T) {
+	s := mustSet(t, [3]string{"0 2 * * *", "4h", "UTC"})
+	w := s.Wait("scale-down of workers (2 machines)", utc("2026-12-02T07:00:00Z"))
+	if !w.Next.Equal(utc("2026-12-03T02:00:00Z")) {
+		t.Fatalf("next = %v, want the next day's opening", w.Next)
+	}
+	if got, want := w.Message(), "scale-down of workers (2 machines) waits for the window opening 2026-12-03T02:00:00Z"; got != want {
+		t.Fatalf("message %q, want %q", got, want)
+	}
+	if got, want := w.Error(), "scale-down of workers (2 machines) waits for a maintenance window"; got != want {
+		t.Fatalf("error %q, want %q", got, want)
+	}
+	never := mustSet(t, [3]string{"0 2 30 2 *", "1h", "UTC"})
+	if w := never.Wait("reboot", utc("2026-12-02T07:00:00Z")); !w.Next.IsZero() {
+		t.Fatalf("next = %v for windows on 30 February, want none", w.Next)
+	}
+}

@@ -8,9 +8,10 @@ import (
 )
 
 // Outcome is what a run of a tenant records in its status: the
-// conditions Reconciling and Stalled, the message and the retry. Make one
-// with Applying, Destroying, Applied, Retrying or Stalled; Record writes
-// it, and Compute then derives Ready from it.
+// conditions Reconciling and Stalled, the message, the retry and the
+// maintenance wait. Make one with Applying, Destroying, InPlane, Applied,
+// Retrying, Waiting or Stalled; Record writes it into a status, and
+// Compute then derives Ready from it.
 type Outcome struct {
 	reconciling schema.ConditionStatus
 	stalled     schema.ConditionStatus
@@ -41,6 +42,14 @@ func Destroying(gen int64) Outcome {
 func Applied(rev string, gen int64) Outcome {
 	return Outcome{reconciling: schema.ConditionFalse, stalled: schema.ConditionFalse, reason: schema.ReasonApplied,
 		message: "revision " + short(rev) + " applied", generation: gen}
+}
+
+// InPlane: tofu applied revision rev, and the run goes on in the Talos
+// plane, which bootstraps the tenant and rolls the revision through its
+// machines; its end records the next outcome (Applied, Retrying, ...).
+func InPlane(rev string, gen int64) Outcome {
+	return Outcome{reconciling: schema.ConditionTrue, stalled: schema.ConditionFalse, reason: schema.ReasonApplying,
+		message: "applying revision " + short(rev) + ": tofu applied it; the Talos plane bootstraps and configures the machines", generation: gen}
 }
 
 // Retrying: the run failed for reason, saying msg, and runs again as

@@ -1,15 +1,31 @@
-// Package status computes the status of tenants, node groups and commits:
-// phases, machine counts, readiness and the conditions that follow from
-// them. Its functions are pure: they read what is declared, the machines
-// that exist and what the runs recorded, and return the status. Every
-// writer of a status goes through them: the reconciler after each run, and
-// the observers of machines whenever what they observe changes.
+// Package status owns the status of tenants, node groups and machines:
+// it computes it, and it is the one code that stores it.
 //
-// Who owns what: a run of the reconciler records its outcome (see
-// Outcome): the conditions Reconciling and Stalled, the message and the
-// retry. Tenant computes everything else from that and the machines:
-// phase, counts, the readiness flags and the condition Ready. The package
-// reads and writes no store, and must not: callers do.
+// Its functions compute and are pure. Compute derives a tenant's phase,
+// machine counts, readiness flags and condition Ready, and its node
+// groups', from what is declared, the machines that exist and what the
+// runs recorded. An Outcome is what a run records (the conditions
+// Reconciling and Stalled, the message, the retry, the maintenance wait).
+// Machine is a machine's status after a probe; Upgrading and
+// Rollout.Status follow a rollout's progress; Drifted is a drift check's
+// condition; Commit sets a commit's conditions and totals.
+//
+// Recorder stores them (record.go): each of its methods records, in a
+// store transaction, what happened (a run's outcome, what it applied, a
+// removal, a drift check's finding, a suspension, what the Talos plane
+// observed) and writes the status that follows from it and from what is
+// stored. The reconciler's runs and drift checks and the plane's observer
+// write status only through it, and internal/layering's TestStatusOwner
+// fails when other code stores a Tenant, NodeGroup, Machine or
+// ConfigPatch, or when other code of the reconciler makes or sets a
+// condition. Commits are the reconciler's own records: it stores them,
+// with the conditions Commit computes.
+//
+// Who owns what: a run of the reconciler records its outcome; Compute
+// computes everything else from that and the machines; the plane's
+// observer records the machines' status, the Kubernetes API's readiness
+// and the Upgrading condition. The package imports the store and schema,
+// and nothing of the reconciler or its plane.
 package status
 
 import (

@@ -23,7 +23,9 @@
 //   - observes machines for their status: stage, readiness, versions and
 //     the hash of the running config, one probe per machine per TTL with
 //     bounded concurrency (Prober); a machine that waits in maintenance
-//     mode shows stage maintenance;
+//     mode shows stage maintenance. What it observes, and where a
+//     rollout stands, is recorded through package reconciler/status, the
+//     one writer of status (RunObserver);
 //   - gives bare-metal machines their config in maintenance mode and
 //     resets those a node group no longer uses (metal.go).
 //
@@ -32,6 +34,8 @@
 // records of the store before the call it guards is made.
 //
 // The plane never changes spec or TF state, never writes a rendered
-// config or a secret to disk or to a log, and imports nothing of the
-// reconciler: the reconciler calls it.
+// config or a secret to disk or to a log, and never writes a status but
+// through reconciler/status. It imports nothing of package reconciler:
+// the reconciler calls it, and a rollout that waits for a maintenance
+// window says so with internal/window's WaitError.
 package talos

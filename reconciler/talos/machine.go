@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // Machine is one machine of a tenant as the plane addresses it.
@@ -17,6 +19,32 @@ type Machine struct {
 	Address      string
 	NodeGroup    string
 	ControlPlane bool
+}
+
+// MachineOf returns the stored machine m as the plane addresses it, and
+// whether the plane works on it at all: not when it has no management
+// address (no Talos API to reach) or is being deleted. The reconciler's
+// runs and the observer take their machines from it alike.
+func MachineOf(m *schema.Machine) (Machine, bool) {
+	if m.Spec.ManagementAddress == "" || m.Metadata.DeletionTimestamp != nil {
+		return Machine{}, false
+	}
+	return Machine{
+		ID: m.Metadata.Name, Name: m.Spec.TFAddress, Address: m.Spec.ManagementAddress,
+		NodeGroup: m.Spec.NodeGroup, ControlPlane: m.Spec.Role == schema.RoleControlPlane,
+	}, true
+}
+
+// MachinesOf returns those of ms that the plane works on (MachineOf), in
+// their order.
+func MachinesOf(ms []*schema.Machine) []Machine {
+	var out []Machine
+	for _, m := range ms {
+		if pm, ok := MachineOf(m); ok {
+			out = append(out, pm)
+		}
+	}
+	return out
 }
 
 // label is how messages name the machine.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -29,7 +30,7 @@ func TestInMaintenanceTellsAWaitingMachine(t *testing.T) {
 	if o := p.Fresh(ctx, "lab", bundle, m); o.Connected || o.Stage != schema.StageMaintenance {
 		t.Fatalf("observation of a machine in maintenance mode: %+v", o)
 	}
-	if st := MachineStatusOf(schema.MachineStatus{Stage: schema.StageReady}, p.Fresh(ctx, "lab", bundle, m), "", addrs[0]); st.Stage != schema.StageMaintenance || st.Connected {
+	if st := status.Machine(schema.MachineStatus{Stage: schema.StageReady}, p.Fresh(ctx, "lab", bundle, m).probe(m, "")); st.Stage != schema.StageMaintenance || st.Connected {
 		t.Fatalf("status of a machine in maintenance mode: %+v", st)
 	}
 

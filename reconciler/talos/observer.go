@@ -2,13 +2,9 @@ package talos
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
-	"github.com/rezuscloud/rezuscloud/schema"
-	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // ObserverOptions configure Plane.RunObserver.
@@ -32,9 +28,10 @@ type ObserverOptions struct {
 // the store up to date with what the machines say, until ctx ends: every
 // interval, and at once when a rollout's progress changes. Machine status
 // comes from the probes (ObserveMachines); the tenants' and node groups'
-// from it through status.Compute, with the Kubernetes API answering when a
-// control plane runs kube-apiserver, and the Upgrading condition and
-// status.rollout from the tenant's rollout record.
+// is recorded through status.Recorder.TenantObserved, with the Kubernetes
+// API answering when a control plane runs kube-apiserver and the rollout's
+// progress from the tenant's rollout record (ProgressOf), which give the
+// Upgrading condition and status.rollout.
 func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 	if opts.Interval <= 0 {
 		opts.Interval = 2 * time.Second
@@ -84,130 +81,34 @@ func (pl *Plane) observeOnce(ctx context.Context, opts ObserverOptions) error {
 	return pl.writeTenants(observed, api)
 }
 
-// writeTenants recomputes the status of the observed tenants and their
-// node groups, and writes those that changed: a read pass first, a write
+// writeTenants records what the observer saw of the observed tenants
+// (status.TenantObserved): whether their Kubernetes API answers, and
+// where their rollouts stand. A read pass comes first, and a write
 // transaction only when something differs.
 func (pl *Plane) writeTenants(observed, api map[string]bool) error {
-	progress := map[string]Progress{}
+	obs := map[string]status.Observation{}
 	for tenant := range observed {
+		o := status.Observation{APIAnswers: api[tenant]}
 		if rec, found, err := pl.Rollout(tenant); err == nil && found {
-			p := ProgressOf(rec)
+			o.Rollout = ProgressOf(rec)
 			if rec.Current != nil {
-				if o, ok := pl.prober.Last(rec.Current.Machine); ok {
-					p.Stage = stageWord(o)
+				if last, ok := pl.prober.Last(rec.Current.Machine); ok {
+					o.Rollout.Stage = stageWord(last)
 				}
 			}
-			progress[tenant] = p
 		}
+		obs[tenant] = o
 	}
-	now := pl.opts.Now()
-	pass := func(tx store.Tx, write bool) (bool, error) {
+	_, err := status.WriteChanged(pl.store, pl.opts.Now(), func(rec status.Recorder) (bool, error) {
 		changed := false
-		for tenant := range observed {
-			c, err := tenantStatus(tx, tenant, api[tenant], progress[tenant], now, write)
+		for tenant, o := range obs {
+			c, err := rec.TenantObserved(tenant, o)
 			if err != nil {
 				return false, err
 			}
 			changed = changed || c
 		}
 		return changed, nil
-	}
-	var changed bool
-	err := pl.store.View(func(tx store.Tx) (err error) {
-		changed, err = pass(tx, false)
-		return err
 	})
-	if err != nil || !changed {
-		return err
-	}
-	return pl.store.Update(func(tx store.Tx) error {
-		_, err := pass(tx, true)
-		return err
-	})
-}
-
-// tenantStatus computes one tenant's status and its node groups', and
-// reports whether any differs from the stored one; with write it stores
-// them.
-func tenantStatus(tx store.Tx, tenant string, apiAnswers bool, p Progress, now time.Time, write bool) (bool, error) {
-	var t schema.Tenant
-	if err := tx.GetObject(schema.KindTenant, tenant, &t); err != nil {
-		return false, nil // not recorded yet, or gone
-	}
-	ngs, err := store.DecodeTenantObjects[schema.NodeGroup](tx, tenant, schema.KindNodeGroup)
-	var machines []*schema.Machine
-	if err == nil {
-		machines, err = store.DecodeTenantObjects[schema.Machine](tx, tenant, schema.KindMachine)
-	}
-	if err != nil {
-		return false, fmt.Errorf("tenant %s: %w", tenant, err)
-	}
-	st := status.Compute(status.Tenant{Status: t.Status, Generation: t.Metadata.Generation, NodeGroups: ngs,
-		Machines: machines, APIAnswers: apiAnswers}, now)
-	st.Tenant.Conditions = st.Tenant.Conditions.Set(UpgradingCondition(p, ""), now)
-	st.Tenant.Rollout = p.Status(machines)
-	changed := false
-	if !sameJSON(st.Tenant, t.Status) {
-		changed = true
-		t.Status = st.Tenant
-		if write {
-			if _, err := tx.PutObject(schema.KindTenant, tenant, &t); err != nil {
-				return false, err
-			}
-		}
-	}
-	for _, ng := range ngs {
-		gs := st.NodeGroups[ng.Metadata.Name]
-		gs.Conditions = gs.Conditions.Set(UpgradingCondition(p, ng.Metadata.Name), now)
-		if sameJSON(gs, ng.Status) {
-			continue
-		}
-		changed = true
-		ng.Status = gs
-		if write {
-			if _, err := tx.PutObject(schema.KindNodeGroup, tenant+"/"+ng.Metadata.Name, ng); err != nil {
-				return false, err
-			}
-		}
-	}
-	return changed, nil
-}
-
-// Reasons of the Upgrading condition.
-const (
-	// ReasonRollingOut: machines are being changed one at a time.
-	ReasonRollingOut = "RollingOut"
-	// ReasonUpToDate: every machine runs what its node group declares.
-	ReasonUpToDate = "UpToDate"
-)
-
-// UpgradingCondition is the Upgrading condition a rollout's progress
-// gives a tenant (group ""), or one of its node groups: True while
-// machines remain to be changed, with machine n of N and the current
-// machine's stage; False when the rollout stopped at a failed machine,
-// which it names, or when all is done.
-func UpgradingCondition(p Progress, group string) schema.Condition {
-	c := schema.Condition{Type: schema.ConditionUpgrading, Status: schema.ConditionFalse, Reason: ReasonUpToDate,
-		Message: "every machine runs its node group's config and Talos version"}
-	g, inGroup := p.Groups[group]
-	switch {
-	case p.Failed != nil && (group == "" || p.Failed.NodeGroup == group):
-		c.Reason, c.Message = schema.ReasonRolloutFailed, p.Message()
-	case p.Active && group == "":
-		c.Status, c.Reason, c.Message = schema.ConditionTrue, ReasonRollingOut, p.Message()
-	case p.Active && inGroup && g.Finished < g.Total:
-		c.Status, c.Reason = schema.ConditionTrue, ReasonRollingOut
-		c.Message = fmt.Sprintf("rolling out: %d of %d machines of the node group done", g.Finished, g.Total)
-		if p.NodeGroup == group && p.Machine != "" {
-			c.Message += fmt.Sprintf("; now %s (%s)", p.Machine, p.Op)
-		}
-	}
-	return c
-}
-
-// sameJSON reports whether a and b are stored as the same JSON.
-func sameJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
+	return err
 }

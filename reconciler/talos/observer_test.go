@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 	"github.com/rezuscloud/rezuscloud/store/bolt"
@@ -25,18 +26,18 @@ func TestUpgradingCondition(t *testing.T) {
 	}
 	p := ProgressOf(rec)
 	p.Stage = "updating"
-	c := UpgradingCondition(p, "")
-	if c.Status != schema.ConditionTrue || c.Reason != ReasonRollingOut ||
+	c := status.Upgrading(p, "")
+	if c.Status != schema.ConditionTrue || c.Reason != schema.ReasonRollingOut ||
 		c.Message != "rolling out: machine 2 of 3, rezussim_machine.ng_cp[1] (cp-1) (upgrade): updating" {
 		t.Fatalf("tenant, rolling: %+v", c)
 	}
-	if c := UpgradingCondition(p, "cp"); c.Status != schema.ConditionTrue || !strings.Contains(c.Message, "1 of 2 machines of the node group done; now rezussim_machine.ng_cp[1]") {
+	if c := status.Upgrading(p, "cp"); c.Status != schema.ConditionTrue || !strings.Contains(c.Message, "1 of 2 machines of the node group done; now rezussim_machine.ng_cp[1]") {
 		t.Fatalf("group cp, rolling: %+v", c)
 	}
-	if c := UpgradingCondition(p, "w"); c.Status != schema.ConditionTrue || strings.Contains(c.Message, "now") {
+	if c := status.Upgrading(p, "w"); c.Status != schema.ConditionTrue || strings.Contains(c.Message, "now") {
 		t.Fatalf("group w, waiting its turn: %+v", c)
 	}
-	if c := UpgradingCondition(p, "other"); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
+	if c := status.Upgrading(p, "other"); c.Status != schema.ConditionFalse || c.Reason != schema.ReasonUpToDate {
 		t.Fatalf("a group the rollout does not touch: %+v", c)
 	}
 	// status.rollout names the machine by its host name, for
@@ -53,27 +54,27 @@ func TestUpgradingCondition(t *testing.T) {
 	rec.Failed = &Failure{Machine: "w-0", Name: "rezussim_machine.ng_w[0]", NodeGroup: "w", Op: OpUpgrade, Reason: "not back; rolled back to v1.12.6"}
 	p = ProgressOf(rec)
 	for _, group := range []string{"", "w"} {
-		c := UpgradingCondition(p, group)
+		c := status.Upgrading(p, group)
 		if c.Status != schema.ConditionFalse || c.Reason != schema.ReasonRolloutFailed || !strings.Contains(c.Message, "rezussim_machine.ng_w[0] (w-0)") {
 			t.Fatalf("group %q, stopped: %+v", group, c)
 		}
 	}
-	if c := UpgradingCondition(p, "cp"); c.Reason != ReasonUpToDate {
+	if c := status.Upgrading(p, "cp"); c.Reason != schema.ReasonUpToDate {
 		t.Fatalf("group cp of a rollout stopped in w: %+v", c)
 	}
 	if st := p.Status(nil); st != nil {
 		t.Fatalf("status.rollout of a stopped rollout: %+v", st)
 	}
-	if c := UpgradingCondition(ProgressOf(RolloutRecord{Tenant: "acme", Completed: true}), ""); c.Status != schema.ConditionFalse || c.Reason != ReasonUpToDate {
+	if c := status.Upgrading(ProgressOf(RolloutRecord{Tenant: "acme", Completed: true}), ""); c.Status != schema.ConditionFalse || c.Reason != schema.ReasonUpToDate {
 		t.Fatalf("done: %+v", c)
 	}
 }
 
 func TestMayHaveArrived(t *testing.T) {
 	for err, want := range map[error]bool{
-		status.Error(codes.Unavailable, "error reading from server: EOF"):                                                          true,
-		status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp: connection refused"`): false,
-		status.Error(codes.PermissionDenied, "not allowed"):                                                                        false,
+		grpcstatus.Error(codes.Unavailable, "error reading from server: EOF"):                                                          true,
+		grpcstatus.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp: connection refused"`): false,
+		grpcstatus.Error(codes.PermissionDenied, "not allowed"):                                                                        false,
 		errors.New("plain"): false,
 	} {
 		if got := mayHaveArrived(err); got != want {
@@ -248,7 +249,7 @@ func TestRolloutProgressMovesOnWhenAMachineIsDone(t *testing.T) {
 	d := Desired{Tenant: "acme"}
 	rec := &RolloutRecord{Tenant: "acme", Touched: map[string]string{"cp-0": "cp", "w-0": "w"},
 		Current: &Operation{Machine: "cp-0", NodeGroup: "cp", Op: OpApply, Issued: true}}
-	stored := func() Progress {
+	stored := func() status.Rollout {
 		t.Helper()
 		got, found, err := r.plane.Rollout("acme")
 		if err != nil || !found {

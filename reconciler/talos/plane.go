@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/store"
 )
 
@@ -52,7 +53,7 @@ type Options struct {
 	CallTimeout time.Duration
 	// OnProgress, when set, is called with every change of a rollout's
 	// progress. It must not block for long.
-	OnProgress func(Progress)
+	OnProgress func(status.Rollout)
 	Logger     *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -69,8 +70,8 @@ type Plane struct {
 	log    *slog.Logger
 
 	progressMu   sync.Mutex
-	lastProgress map[string]Progress // by tenant, as last reported
-	kick         chan struct{}       // a progress changed: observe now
+	lastProgress map[string]status.Rollout // by tenant, as last reported
+	kick         chan struct{}             // a progress changed: observe now
 
 	machines *machineList // what the observer's passes read of the Machines
 }
@@ -105,7 +106,7 @@ func New(opts Options) (*Plane, error) {
 		opts.Prober = NewProber(opts.Pool, ProberOptions{Now: opts.Now, Timeout: opts.CallTimeout})
 	}
 	pl := &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger,
-		lastProgress: map[string]Progress{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}}
+		lastProgress: map[string]status.Rollout{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}}
 	opts.Store.OnCommit(pl.machines.follow)
 	return pl, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/store"
 	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
@@ -103,9 +104,9 @@ func checkOneAtATime(t *testing.T, ops []op, minGap time.Duration) {
 func TestRollAppliesAChangedConfigInPlaceOneMachineAtATime(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 3, 2)
-	var progress []Progress
+	var progress []status.Rollout
 	opts := r.opts
-	opts.OnProgress = func(p Progress) { progress = append(progress, p) }
+	opts.OnProgress = func(p status.Rollout) { progress = append(progress, p) }
 	pl := r.newPlane(opts)
 	ctx := ctxT(t)
 	// A first call records the generation of what the machines run.
@@ -244,7 +245,7 @@ func TestRollResumesAfterAStopWithTheSameMachine(t *testing.T) {
 	// The server stops while the second machine upgrades.
 	ctx, cancel := context.WithCancel(ctxT(t))
 	opts := r.opts
-	opts.OnProgress = func(p Progress) {
+	opts.OnProgress = func(p status.Rollout) {
 		if p.N == 2 && p.Stage == "updating" {
 			cancel()
 		}

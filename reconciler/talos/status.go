@@ -4,55 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"reflect"
 	"sync"
-	"time"
 
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 )
 
-// MachineStatusOf is a machine's status from an observation: what the
-// machine said, or, when it did not answer, the last stage it was seen in
-// (ready no more, its services and etcd membership unknown) with
-// connected false, the error and the last time it answered. configSHA256
-// is the hash of the config rendered for its node group ("" when
-// unknown).
-func MachineStatusOf(prev schema.MachineStatus, o Observation, configSHA256, address string) schema.MachineStatus {
-	s := prev
-	s.Connected, s.LastError, s.Message = o.Connected, o.Error, ""
-	if address != "" {
-		s.Addresses = []string{address}
-	}
-	if !o.Connected {
-		s.Ready, s.Services, s.Etcd = false, nil, nil
-		if o.LastAnswered.After(s.LastSeen) {
-			s.LastSeen = o.LastAnswered
-		}
-		switch {
-		case o.Stage == schema.StageMaintenance:
-			s.Stage, s.ConfigUpToDate = o.Stage, false
-		case s.Stage == "" || s.Stage == schema.StageReady || s.Stage == schema.StageMaintenance:
-			s.Stage = schema.StageInitializing
-		}
-		return s
-	}
-	s.Stage, s.Ready = o.Stage, o.Ready
-	if s.Stage == "" {
-		s.Stage = schema.StageInitializing
-	}
-	s.TalosVersion, s.KubernetesVersion = o.TalosVersion, o.KubernetesVersion
-	s.ConfigUpToDate = configSHA256 != "" && o.ConfigSHA256 == configSHA256
-	s.Services, s.Etcd = o.Services, o.Etcd
-	s.LastSeen = o.At
-	return s
-}
-
-// sameStatus compares observed facts, not when they were seen: a machine
-// whose facts stay as they are is not written again.
-func sameStatus(a, b schema.MachineStatus) bool {
-	a.LastSeen, b.LastSeen = time.Time{}, time.Time{}
-	return reflect.DeepEqual(a, b)
+// probe is what o says of machine m for its status: configSHA256 is the
+// hash of the config rendered for it ("" when unknown).
+func (o Observation) probe(m Machine, configSHA256 string) status.Probe {
+	return status.Probe{At: o.At, Connected: o.Connected, Error: o.Error, LastAnswered: o.LastAnswered,
+		Stage: o.Stage, Ready: o.Ready, TalosVersion: o.TalosVersion, KubernetesVersion: o.KubernetesVersion,
+		ConfigSHA256: o.ConfigSHA256, Want: configSHA256, Services: o.Services, Etcd: o.Etcd, Address: m.Address}
 }
 
 // Observed is one machine's observation as the store's Machine has it.
@@ -62,6 +26,8 @@ type Observed struct {
 	Machine Machine
 	Obs     Observation
 	Status  schema.MachineStatus
+	// Probe is what the observation says for the machine's status.
+	Probe status.Probe
 	// EnteredMaintenance is set when the machine was first seen waiting
 	// in maintenance mode.
 	EnteredMaintenance bool
@@ -69,8 +35,8 @@ type Observed struct {
 
 // ObserveMachines probes the store's machines that have a Talos API (a
 // management address) through the prober, at most once each per TTL, and
-// writes the status of those whose observed facts changed, in one
-// transaction. bundle returns a tenant's secrets bundle, or nil when it is
+// records the status of those whose observed facts changed, in one
+// transaction (status.Recorder.MachineObserved). bundle returns a tenant's secrets bundle, or nil when it is
 // not known yet (its machines are then left as they are). It returns the
 // observations, for the tenants' status.
 //
@@ -101,11 +67,12 @@ func (pl *Plane) ObserveMachines(ctx context.Context, bundle func(tenant string)
 		for i, o := range obs {
 			m := ms[i]
 			p, found := prev[m.ID]
-			st := MachineStatusOf(p, o, targets.configSHA256(m), m.Address)
-			ob := Observed{Key: m.ID, Tenant: tenant, Machine: m, Obs: o, Status: st,
+			pr := o.probe(m, targets.configSHA256(m))
+			st := status.Machine(p, pr)
+			ob := Observed{Key: m.ID, Tenant: tenant, Machine: m, Obs: o, Status: st, Probe: pr,
 				EnteredMaintenance: st.Stage == schema.StageMaintenance && p.Stage != schema.StageMaintenance}
 			out = append(out, ob)
-			if found && !sameStatus(p, st) {
+			if found && !status.SameMachine(p, st) {
 				changed = append(changed, ob)
 			}
 		}
@@ -144,7 +111,7 @@ func (l *machineList) follow(changes []store.Change) {
 	}
 }
 
-// storedMachines returns the Machines with a management address, by
+// storedMachines returns the Machines the plane works on (MachineOf), by
 // tenant, as the store holds them; the caller must not modify them.
 func (pl *Plane) storedMachines() (map[string][]Machine, error) {
 	l := pl.machines
@@ -176,14 +143,10 @@ func (pl *Plane) readMachines() (map[string][]Machine, error) {
 			if err := json.Unmarshal(res.Object, &m); err != nil {
 				return err
 			}
-			if m.Spec.ManagementAddress == "" || m.Metadata.DeletionTimestamp != nil {
-				return nil
+			if pm, ok := MachineOf(&schema.Machine{Metadata: m.Metadata, Spec: m.Spec}); ok {
+				tenant := schema.TenantOf(schema.KindMachine, &m.Metadata)
+				byTenant[tenant] = append(byTenant[tenant], pm)
 			}
-			tenant := schema.TenantOf(schema.KindMachine, &m.Metadata)
-			byTenant[tenant] = append(byTenant[tenant], Machine{
-				ID: res.Name, Name: m.Spec.TFAddress, Address: m.Spec.ManagementAddress,
-				NodeGroup: m.Spec.NodeGroup, ControlPlane: m.Spec.Role == schema.RoleControlPlane,
-			})
 			return nil
 		})
 	})
@@ -220,21 +183,16 @@ func (pl *Plane) configTargets(tenant string) *RolloutRecord {
 	return &rec
 }
 
-// writeStatus stores the statuses that changed, in one write transaction
-// when there are any; a machine whose stored status meanwhile became the
-// observed one is left as it is.
+// writeStatus records the observations whose machines' status changed,
+// in one write transaction when there are any (status.MachineObserved).
 func (pl *Plane) writeStatus(changed []Observed) error {
 	if len(changed) == 0 {
 		return nil
 	}
 	return pl.store.Update(func(tx store.Tx) error {
+		rec := status.Record(tx, pl.opts.Now())
 		for _, o := range changed {
-			var m schema.Machine
-			if err := tx.GetObject(schema.KindMachine, o.Key, &m); err != nil || sameStatus(m.Status, o.Status) {
-				continue // gone meanwhile, or already so
-			}
-			m.Status = o.Status
-			if _, err := tx.PutObject(schema.KindMachine, o.Key, &m); err != nil {
+			if _, err := rec.MachineObserved(o.Key, o.Probe); err != nil {
 				return err
 			}
 		}

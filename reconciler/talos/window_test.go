@@ -3,11 +3,13 @@ package talos
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/window"
+	"github.com/rezuscloud/rezuscloud/reconciler/status"
 )
 
 // movingClock runs at the rate of the real one from a time the test sets.
@@ -46,7 +48,7 @@ func TestRollPausesBetweenMachinesWhenTheWindowCloses(t *testing.T) {
 	closes := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	opts := r.opts
 	opts.Now = clock.Now
-	opts.OnProgress = func(p Progress) {
+	opts.OnProgress = func(p status.Rollout) {
 		// The window closes while the first machine upgrades.
 		if p.N == 1 && p.Machine != "" && clock.Now().Before(closes) {
 			clock.Set(closes)
@@ -58,9 +60,10 @@ func TestRollPausesBetweenMachinesWhenTheWindowCloses(t *testing.T) {
 	d.Windows = window.Set{w}
 
 	_, err = pl.Roll(ctx, d)
-	var we *WindowError
-	if !errors.As(err, &we) || we.Machine != tr.ms[1].label() || we.Op != OpUpgrade || we.Left != 2 {
-		t.Fatalf("err = %v, want the rollout paused before %s with 2 machines left", err, tr.ms[1].label())
+	var we *window.WaitError
+	want := "the rollout's Talos upgrade of machine " + tr.ms[1].label() + " and 1 machines after it"
+	if !errors.As(err, &we) || we.What != want || !we.Next.Equal(time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)) {
+		t.Fatalf("err = %v, want the rollout paused before %s with 2 machines left until the next window", err, tr.ms[1].label())
 	}
 	if got := machineIDs(tr.ops("Upgrade")); !slices.Equal(got, ids(tr.ms[:1])) {
 		t.Fatalf("upgrades on %v, want only the first machine, started in the window", got)
@@ -134,8 +137,8 @@ func TestRollWaitsWithAKubernetesUpgrade(t *testing.T) {
 	patch := "machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n"
 	d2 := tr.desired(renderConfig(t, "acme", tr.secrets, "controlplane", patch), renderConfig(t, "acme", tr.secrets, "worker", patch), "1.12.6")
 	d2.KubernetesVersion, d2.Windows = "1.35.0", d.Windows
-	var we *WindowError
-	if _, err := pl.Roll(ctx, d2); !errors.As(err, &we) || we.Op != OpApply || we.Left != 2 {
+	var we *window.WaitError
+	if _, err := pl.Roll(ctx, d2); !errors.As(err, &we) || !strings.HasPrefix(we.What, "the rollout's config change of machine ") || !strings.HasSuffix(we.What, " and 1 machines after it") {
 		t.Fatalf("a Kubernetes upgrade outside the window: %v, want it to wait", err)
 	}
 	if got := tr.ops("ApplyConfiguration"); len(got) != 0 {

@@ -1,0 +1,74 @@
+package status
+
+import (
+	"reflect"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// Probe is what one probe of a machine found, as its status needs it.
+type Probe struct {
+	// At is when the probe ran.
+	At time.Time
+	// Connected is false when the machine did not answer; Error then says
+	// why, and LastAnswered is when it last answered (zero: never).
+	Connected    bool
+	Error        string
+	LastAnswered time.Time
+	Stage        schema.MachineStage
+	Ready        bool
+	// TalosVersion and KubernetesVersion are what the machine runs.
+	TalosVersion      string
+	KubernetesVersion string
+	// ConfigSHA256 is the hash of the config the machine runs, Want that
+	// of the config rendered for it ("" when unknown).
+	ConfigSHA256 string
+	Want         string
+	Services     []schema.MachineService
+	Etcd         *schema.EtcdMembership
+	// Address is where the machine was reached ("" keeps the stored
+	// addresses).
+	Address string
+}
+
+// Machine is a machine's status after a probe p, from its status prev:
+// what the machine said, or, when it did not answer, the last stage it was
+// seen in (ready no more, its services and etcd membership unknown) with
+// connected false, the error and the last time it answered.
+func Machine(prev schema.MachineStatus, p Probe) schema.MachineStatus {
+	s := prev
+	s.Connected, s.LastError, s.Message = p.Connected, p.Error, ""
+	if p.Address != "" {
+		s.Addresses = []string{p.Address}
+	}
+	if !p.Connected {
+		s.Ready, s.Services, s.Etcd = false, nil, nil
+		if p.LastAnswered.After(s.LastSeen) {
+			s.LastSeen = p.LastAnswered
+		}
+		switch {
+		case p.Stage == schema.StageMaintenance:
+			s.Stage, s.ConfigUpToDate = p.Stage, false
+		case s.Stage == "" || s.Stage == schema.StageReady || s.Stage == schema.StageMaintenance:
+			s.Stage = schema.StageInitializing
+		}
+		return s
+	}
+	s.Stage, s.Ready = p.Stage, p.Ready
+	if s.Stage == "" {
+		s.Stage = schema.StageInitializing
+	}
+	s.TalosVersion, s.KubernetesVersion = p.TalosVersion, p.KubernetesVersion
+	s.ConfigUpToDate = p.Want != "" && p.ConfigSHA256 == p.Want
+	s.Services, s.Etcd = p.Services, p.Etcd
+	s.LastSeen = p.At
+	return s
+}
+
+// SameMachine compares observed facts, not when they were seen: a machine
+// whose facts stay as they are is not written again.
+func SameMachine(a, b schema.MachineStatus) bool {
+	a.LastSeen, b.LastSeen = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
+}

@@ -1,0 +1,92 @@
+package status
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+)
+
+// MachineObserved records what a probe of the machine stored as key
+// found: its status becomes Machine of the stored one and p, written only
+// when the observed facts change (SameMachine). A machine gone meanwhile
+// is left alone. It reports whether the status changes.
+func (r Recorder) MachineObserved(key string, p Probe) (changed bool, err error) {
+	var m schema.Machine
+	err = r.tx.GetObject(schema.KindMachine, key, &m)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	st := Machine(m.Status, p)
+	if SameMachine(m.Status, st) {
+		return false, nil
+	}
+	if r.check {
+		return true, nil
+	}
+	m.Status = st
+	return true, r.put(schema.KindMachine, key, &m)
+}
+
+// Observation is what the Talos plane observes of a tenant beside its
+// machines' status.
+type Observation struct {
+	// APIAnswers: a control plane runs kube-apiserver.
+	APIAnswers bool
+	// Rollout is where the tenant's rollout stands; the zero Rollout when
+	// it has none.
+	Rollout Rollout
+}
+
+// TenantObserved records what the plane observes of tenant name: the
+// status of the tenant and of its node groups is computed anew (Compute)
+// from it and the machines as stored, with the Upgrading condition and
+// status.rollout of o's rollout, and each that differs from the stored one
+// is written. A tenant not recorded yet, or gone, is left alone. It
+// reports whether anything changes.
+func (r Recorder) TenantObserved(name string, o Observation) (changed bool, err error) {
+	var t schema.Tenant
+	if err := r.tx.GetObject(schema.KindTenant, name, &t); err != nil {
+		return false, nil
+	}
+	ngs, machines, err := storedParts(r.tx, name)
+	if err != nil {
+		return false, fmt.Errorf("tenant %s: %w", name, err)
+	}
+	st := Compute(Tenant{Status: t.Status, Generation: t.Metadata.Generation, NodeGroups: ngs,
+		Machines: machines, APIAnswers: o.APIAnswers}, r.now)
+	st.Tenant.Conditions = st.Tenant.Conditions.Set(Upgrading(o.Rollout, ""), r.now)
+	st.Tenant.Rollout = o.Rollout.Status(machines)
+	if !sameJSON(st.Tenant, t.Status) {
+		changed = true
+		t.Status = st.Tenant
+		if err := r.putObserved(schema.KindTenant, name, &t); err != nil {
+			return false, err
+		}
+	}
+	for _, ng := range ngs {
+		gs := st.NodeGroups[ng.Metadata.Name]
+		gs.Conditions = gs.Conditions.Set(Upgrading(o.Rollout, ng.Metadata.Name), r.now)
+		if sameJSON(gs, ng.Status) {
+			continue
+		}
+		changed = true
+		ng.Status = gs
+		if err := r.putObserved(schema.KindNodeGroup, nodeGroupKey(name, ng.Metadata.Name), ng); err != nil {
+			return false, err
+		}
+	}
+	return changed, nil
+}
+
+// putObserved stores obj unless the recorder only checks.
+func (r Recorder) putObserved(kind, key string, obj schema.Object) error {
+	if r.check {
+		return nil
+	}
+	return r.put(kind, key, obj)
+}
