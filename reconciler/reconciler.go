@@ -122,6 +122,11 @@ type Options struct {
 	// NoTalosAPI lists provider classes whose machines have no Talos API
 	// this server reaches; the plane leaves them alone.
 	NoTalosAPI []string
+	// DisabledClasses maps the provider classes this server does not run
+	// to why, as their Stalled message says it: a tenant with a node
+	// group of one stalls before anything of it is applied or destroyed
+	// (see classes.go).
+	DisabledClasses map[string]string
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time
 	// AllowNonFastForward lets through, with signatures verified, a

@@ -193,6 +193,7 @@ func cliServe(ts *testscript.TestScript, neg bool, args []string) {
 			"--data", filepath.Join(work, "data"),
 			"--tofu", ts.Getenv("TOFU"),
 			"--provider-mirror", ts.Getenv("MIRROR"),
+			"--sim-cloud",
 			"--tokens-file", filepath.Join(work, "tokens"),
 			"--debounce", "0s",
 			"--shutdown-grace", "20s",

@@ -71,7 +71,7 @@ func newOSE2E(t *testing.T, block string) *osE2E {
 		"--data", o.data, "--repo", o.repo, "--path", e2eManifests,
 		"--poll-interval", "300ms", "--debounce", "0s",
 		"--tofu", wrapper, "--provider-mirror", testenv.ProviderMirror(t),
-		"--sim-openstack", o.cloud, "--sim-openstack-addresses", block,
+		"--sim-cloud", "--sim-openstack", o.cloud, "--sim-openstack-addresses", block,
 		"--retry-base", "1s", "--retry-max", "5s",
 	}, planeArgs()...))
 	o.srv.start()

@@ -40,6 +40,7 @@ func newE2EAt(t *testing.T, repoName string, opts e2eOptions) *e2e {
 		"--debounce", "0s",
 		"--tofu", testenv.Tofu(t),
 		"--provider-mirror", testenv.ProviderMirror(t),
+		"--sim-cloud",
 	}
 	e.srv = newE2EServer(t, append(args, opts.args...), opts.env...)
 	e.srv.start()

@@ -87,7 +87,7 @@ func newRig(b *testing.B, args ...string) *rig {
 	r.srv = startServer(b, bin, append([]string{
 		"--data", filepath.Join(b.TempDir(), "data"),
 		"--repo", r.repo, "--path", "clusters",
-		"--tofu", testenv.Tofu(b), "--provider-mirror", testenv.ProviderMirror(b),
+		"--tofu", testenv.Tofu(b), "--provider-mirror", testenv.ProviderMirror(b), "--sim-cloud",
 		"--log-format", "json",
 	}, args...))
 	b.Cleanup(r.srv.stop)

@@ -97,7 +97,7 @@ func serveFirstLoad(b *testing.B, bin, tofu, mirror, url, rev string) firstLoad 
 	data := filepath.Join(b.TempDir(), "data")
 	start := time.Now()
 	srv := startServe(b, ctx, bin, "serve", "--data", data, "--listen", "127.0.0.1:0", "--repo", url,
-		"--poll-interval", "1h", "--debounce", "1h", "--tofu", tofu, "--provider-mirror", mirror, "--log-format", "json")
+		"--poll-interval", "1h", "--debounce", "1h", "--tofu", tofu, "--provider-mirror", mirror, "--sim-cloud", "--log-format", "json")
 	defer srv.stop(b)
 	c := srv.waitDecision(b, ctx, rev)
 	if c.Status.Phase != schema.CommitPlanning || len(c.Status.Tenants) != firstLoadTenants {

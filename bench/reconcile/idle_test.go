@@ -79,7 +79,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		dropCache(b, db)
 		start := time.Now()
 		args := []string{"serve",
-			"--data", filepath.Join(keepDir, "data"), "--sim-dir", filepath.Join(keepDir, "sim"),
+			"--data", filepath.Join(keepDir, "data"), "--sim-cloud", "--sim-dir", filepath.Join(keepDir, "sim"),
 			"--listen", "127.0.0.1:0", "--dir", repo, "--tofu", tofu, "--provider-mirror", mirror,
 			"--debounce", "0", "--log-format", "json"}
 		if profileDir != "" {

@@ -80,7 +80,7 @@ func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
 	defer cancel()
 	srv := startServe(b, ctx, bin, "serve",
 		"--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--dir", repo,
-		"--tofu", tofu, "--provider-mirror", mirror, "--debounce", "0", "--log-format", "json")
+		"--tofu", tofu, "--provider-mirror", mirror, "--sim-cloud", "--debounce", "0", "--log-format", "json")
 	defer srv.stop(b)
 
 	var out serveRun
