@@ -7,7 +7,16 @@
 //   - reconciler and every package under it reach backend only through
 //     its wire shapes, backend/api: the ports the API calls are declared
 //     in backend and implemented by the reconciler structurally, with
-//     the types of their signatures in leaf packages.
+//     the types of their signatures in leaf packages;
+//   - the groups of internal/ (see internal/doc.go) keep to their places:
+//     the leaf utilities import no simulator, no API client, no test kit
+//     and nothing of the server above them (backend, reconciler, render,
+//     sources, store, cmd); the simulators import neither the reconciler
+//     nor backend, store, sources or cmd; the API client imports no
+//     server package but backend's wire shapes; and only tests,
+//     benchmarks and the test kits themselves import a test kit;
+//   - every package under internal/ is in one of its groups
+//     (TestInternalGroups), so that a new one is placed on purpose.
 //
 // The rules read the imports of the module's Go files (go/parser, no
 // network) and follow them through the module, so an import by way of
