@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 )
 
 // TestSimCloudSetting: the simulated cloud runs only with --sim-cloud, as a
@@ -52,8 +52,7 @@ func TestSimCloudSetting(t *testing.T) {
 // the simulated Talos nodes run, in the sim dir beside the data dir.
 func TestSimCloudOnlyWithFlag(t *testing.T) {
 	for _, simCloud := range []bool{false, true} {
-		f := testServeFlags(t)
-		f.dir, f.tofu, f.providerMirror, f.simCloud = t.TempDir(), testenv.Tofu(t), testenv.ProviderMirror(t), simCloud
+		f := testServeFlags(t, servertest.Options{Dir: t.TempDir(), SimCloud: simCloud})
 		m := NewMain(f, slog.New(slog.DiscardHandler))
 		if err := m.Open(); err != nil {
 			t.Fatal(err)
