@@ -18,6 +18,8 @@ func TestChartDefaults(t *testing.T) {
 	c := server(t, d)
 	checkProbes(t, c)
 	checkSecurity(t, pod, c)
+	checkServeFlags(t, "chart args", c.Args)
+	checkEnv(t, "chart env", envOf(c))
 
 	if r.pvc == nil {
 		t.Fatal("no PersistentVolumeClaim for the data dir")
@@ -86,6 +88,7 @@ func TestChartCustom(t *testing.T) {
 		}
 	}
 	checkServeFlags(t, "chart args", c.Args)
+	checkEnv(t, "chart env", envOf(c))
 	env := map[string]string{}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
@@ -97,6 +100,15 @@ func TestChartCustom(t *testing.T) {
 		t.Errorf("git ssh environment %v, want the key and known_hosts files of the git secret", env)
 	}
 	checkPrivateCopy(t, pod, c)
+}
+
+// envOf returns the container's environment as NAME=value.
+func envOf(c corev1.Container) []string {
+	var out []string
+	for _, e := range c.Env {
+		out = append(out, e.Name+"="+e.Value)
+	}
+	return out
 }
 
 // checkPrivateCopy: the cloud credentials reach the server as 0600 files

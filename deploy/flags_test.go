@@ -37,28 +37,40 @@ func serveFlags(t *testing.T) map[string]bool {
 	return flags
 }
 
-// checkServeFlags fails for every --flag in args that serve does not have.
+// simulatorFlags are the settings of the simulated cloud, which tests and
+// the demo run and a deployment never does.
+var simulatorFlags = map[string]bool{"sim-cloud": true, "sim-dir": true, "sim-timings": true, "sim-openstack": true, "sim-openstack-addresses": true}
+
+// checkServeFlags fails for every --flag in args that serve does not have,
+// and for every setting of the simulated cloud.
 func checkServeFlags(t *testing.T, where string, args []string) {
 	t.Helper()
 	known := serveFlags(t)
 	for _, a := range args {
 		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if !strings.HasPrefix(a, "--") || !known[name] {
+		switch {
+		case !strings.HasPrefix(a, "--") || !known[name]:
 			t.Errorf("%s: %q is not a flag of rezuscloud serve", where, a)
+		case simulatorFlags[name]:
+			t.Errorf("%s: %q runs the simulated cloud, which is for tests and the demo", where, a)
 		}
 	}
 }
 
 // checkEnv fails for every REZUSCLOUD_ variable in env (NAME=value) that
-// is neither a serve flag's variable nor one of the git credentials.
+// is neither a serve flag's variable nor one of the git credentials, and
+// for every setting of the simulated cloud.
 func checkEnv(t *testing.T, where string, env []string) {
 	t.Helper()
 	known := serveFlags(t)
 	for _, e := range env {
 		name, _, _ := strings.Cut(e, "=")
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "REZUSCLOUD_")), "_", "-")
-		if !strings.HasPrefix(name, "REZUSCLOUD_") || !(known[flag] || strings.HasPrefix(name, "REZUSCLOUD_GIT_")) {
+		switch {
+		case !strings.HasPrefix(name, "REZUSCLOUD_") || !(known[flag] || strings.HasPrefix(name, "REZUSCLOUD_GIT_")):
 			t.Errorf("%s: %s is not a setting of rezuscloud serve", where, name)
+		case simulatorFlags[flag]:
+			t.Errorf("%s: %s runs the simulated cloud, which is for tests and the demo", where, name)
 		}
 	}
 }

@@ -114,6 +114,11 @@ type Options struct {
 	// etcd and rolls changes through its machines after every run that
 	// applied them (see plane.go).
 	Talos *talos.Plane
+	// DisabledClasses maps the provider classes this server does not run
+	// to why, as their Stalled message says it: a tenant with a node
+	// group of one stalls before anything of it is applied or destroyed
+	// (see classes.go).
+	DisabledClasses map[string]string
 	// Now returns the current time; tests may fix it.
 	Now func() time.Time
 	// AllowNonFastForward lets through, with signatures verified, a

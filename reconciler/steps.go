@@ -24,8 +24,9 @@ import "context"
 // for steps that wrote the tenant's records themselves).
 // Steps of the Talos plane (plane.go) come after "Finish": "Bootstrap"
 // and "Rollout" work inside the machines that Finish recorded.
-// A check that must hold before anything runs (suspension, a maintenance
-// window) goes into applySteps after "Prepare".
+// A check that must hold before anything runs (a provider class the
+// server runs, suspension, a maintenance window) goes into applySteps
+// after "Prepare".
 
 // stepResult says whether a run goes on after a step.
 type stepResult int
@@ -76,6 +77,7 @@ var revisionSteps = []step[*CommitRun]{
 // tenant.go).
 var applySteps = []step[*tenantRun]{
 	{"Prepare", (*tenantRun).prepare},
+	{"ProviderClasses", (*tenantRun).providerClasses},
 	{"Suspend", (*tenantRun).suspend},
 	{"MaintenanceWindow", (*tenantRun).maintenanceWindow},
 	{"QuickCheck", (*tenantRun).quickCheck},
@@ -97,6 +99,7 @@ var applySteps = []step[*tenantRun]{
 // destroySteps remove a tenant that left git (see tenant.go).
 var destroySteps = []step[*tenantRun]{
 	{"Prepare", (*tenantRun).prepare},
+	{"ProviderClasses", (*tenantRun).providerClasses},
 	{"Suspend", (*tenantRun).suspend},
 	{"MaintenanceWindow", (*tenantRun).maintenanceWindow},
 	{"MarkDeleting", (*tenantRun).markDeleting},

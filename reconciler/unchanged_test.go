@@ -339,7 +339,7 @@ func TestAppliedIndexMachines(t *testing.T) {
 	put("d-1", "d", "sim", "", true)
 	check("a", true, false)
 	check("b", true, true)
-	check("c", true, false) // every provider class whose machine has an address
+	check("c", true, false)  // every provider class whose machine has an address
 	check("d", false, false) // no management address
 	check("e", false, false)
 	put("b-2", "b", "metal", "127.0.0.4", true)

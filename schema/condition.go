@@ -144,6 +144,10 @@ const (
 	// it does not descend from the last commit applied (a force push back
 	// to an older signed commit, a history rewrite).
 	ReasonNonFastForward = "NonFastForward"
+	// ReasonProviderClassDisabled: a node group of the tenant has a
+	// provider class this server does not run (providerClass sim on a
+	// server without --sim-cloud); nothing of the tenant is applied.
+	ReasonProviderClassDisabled = "ProviderClassDisabled"
 
 	// Reasons of a run that is retried.
 

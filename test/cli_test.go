@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -15,13 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/rezuscloud/rezuscloud/examples"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -86,29 +85,15 @@ func TestCLI(t *testing.T) {
 	})
 }
 
-// cliBinaries builds rezusctl and rezuscloud (CGO off) into a temporary
-// directory and returns it. $REZUSCTL_BIN and $REZUSCLOUD_BIN, when both
-// are set, name binaries to use instead.
+// cliBinaries returns a directory that holds rezusctl and rezuscloud, as
+// servertest builds them (or $REZUSCTL_BIN and $REZUSCLOUD_BIN).
 func cliBinaries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if ctl, srv := os.Getenv("REZUSCTL_BIN"), os.Getenv("REZUSCLOUD_BIN"); ctl != "" && srv != "" {
-		for name, p := range map[string]string{"rezusctl": ctl, "rezuscloud": srv} {
-			abs, err := filepath.Abs(p)
-			if err == nil {
-				err = os.Symlink(abs, filepath.Join(dir, name))
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+	for name, p := range map[string]string{"rezusctl": servertest.CLI(t), "rezuscloud": servertest.Binary(t)} {
+		if err := os.Symlink(p, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
 		}
-		return dir
-	}
-	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+string(os.PathSeparator), "./cmd/rezusctl", "./cmd/rezuscloud")
-	cmd.Dir = testenv.Root()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build rezusctl and rezuscloud: %v\n%s", err, out)
 	}
 	return dir
 }
@@ -166,17 +151,21 @@ const cliTimeout = 180 * time.Second
 
 // cliServer is the server of one script.
 type cliServer struct {
-	args   []string
-	listen string
-	url    string
-	cmd    *exec.Cmd
-	done   chan struct{}
-	log    *os.File
+	*servertest.Server
 	// seen is the revision the last waitcommit returned on.
 	seen string
 }
 
-var cliServingRE = regexp.MustCompile(`msg=serving addr=(\S+)`)
+// scriptTB is a script as servertest needs a test to be.
+type scriptTB struct{ *testscript.TestScript }
+
+func (scriptTB) Helper()            {}
+func (s scriptTB) Cleanup(f func()) { s.Defer(f) }
+func (s scriptTB) TempDir() string {
+	dir, err := os.MkdirTemp(s.Getenv("WORK"), "tmp")
+	s.Check(err)
+	return dir
+}
 
 func cliServe(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
@@ -186,30 +175,26 @@ func cliServe(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("serve: already serving")
 	}
 	work := ts.Getenv("WORK")
-	s := &cliServer{
-		listen: "127.0.0.1:0",
-		args: append([]string{
-			"--dir", filepath.Join(work, "manifests"),
-			"--data", filepath.Join(work, "data"),
-			"--tofu", ts.Getenv("TOFU"),
-			"--provider-mirror", ts.Getenv("MIRROR"),
-			"--tokens-file", filepath.Join(work, "tokens"),
-			"--debounce", "0s",
-			"--shutdown-grace", "20s",
-		}, args...),
-	}
-	var err error
-	if s.log, err = os.Create(filepath.Join(work, "server.log")); err != nil {
+	log, err := os.Create(filepath.Join(work, "server.log"))
+	if err != nil {
 		ts.Fatalf("serve: %v", err)
 	}
-	s.start(ts)
-	ts.Setenv("REZUSCLOUD_SERVER", s.url)
-	cliServers.Store(ts, s)
+	// Deferred first, so that it runs after the server's own cleanup,
+	// which stops it.
 	ts.Defer(func() {
-		s.stop()
-		s.log.Close()
+		log.Close()
 		cliServers.Delete(ts)
 	})
+	s := &cliServer{Server: servertest.New(scriptTB{ts}, servertest.Options{
+		Binary: lookPath(ts, "rezuscloud"), Data: filepath.Join(work, "data"), Dir: filepath.Join(work, "manifests"),
+		Tofu: ts.Getenv("TOFU"), TokensFile: filepath.Join(work, "tokens"), SimCloud: true,
+		Args: append([]string{"--debounce", "0s", "--shutdown-grace", "20s"}, args...),
+		Env:  []string{"PATH=" + ts.Getenv("PATH"), "HOME=" + ts.Getenv("HOME")},
+		Log:  log,
+	})}
+	s.Start()
+	ts.Setenv("REZUSCLOUD_SERVER", s.URL())
+	cliServers.Store(ts, s)
 }
 
 // cliServers maps a script to its server.
@@ -223,48 +208,6 @@ func cliServerOf(ts *testscript.TestScript) *cliServer {
 	return v.(*cliServer)
 }
 
-func (s *cliServer) start(ts *testscript.TestScript) {
-	s.cmd = exec.Command(lookPath(ts, "rezuscloud"), append([]string{"serve", "--listen", s.listen}, s.args...)...)
-	s.cmd.Env = []string{
-		"PATH=" + ts.Getenv("PATH"),
-		"HOME=" + ts.Getenv("HOME"),
-	}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		ts.Fatalf("serve: %v", err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		ts.Fatalf("serve: %v", err)
-	}
-	s.done = make(chan struct{})
-	addr := make(chan string, 1)
-	go func(done chan struct{}, cmd *exec.Cmd) {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(s.log, line)
-			if m := cliServingRE.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		cmd.Wait()
-		close(done)
-	}(s.done, s.cmd)
-	select {
-	case a := <-addr:
-		s.listen, s.url = a, "http://"+a
-	case <-s.done:
-		ts.Fatalf("rezuscloud serve exited before serving: %v; see server.log", s.cmd.ProcessState)
-	case <-time.After(cliTimeout):
-		ts.Fatalf("rezuscloud serve did not start serving; see server.log")
-	}
-}
-
 func lookPath(ts *testscript.TestScript, name string) string {
 	for _, dir := range filepath.SplitList(ts.Getenv("PATH")) {
 		p := filepath.Join(dir, name)
@@ -276,38 +219,19 @@ func lookPath(ts *testscript.TestScript, name string) string {
 	return ""
 }
 
-// stop sends SIGTERM and waits; it kills a server that takes too long.
-func (s *cliServer) stop() bool {
-	select {
-	case <-s.done:
-		return s.cmd.ProcessState.Success()
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(60 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-	}
-	return s.cmd.ProcessState.Success()
-}
-
 func cliRestart(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 0 {
 		ts.Fatalf("usage: restart")
 	}
 	s := cliServerOf(ts)
-	if !s.stop() {
-		ts.Fatalf("restart: the server exited with %v; see server.log", s.cmd.ProcessState)
-	}
-	s.start(ts)
+	s.Stop()
+	s.Start()
 }
 
 // cliGet GETs path from the script's server as admin and decodes the JSON
 // answer into out.
 func cliGet(ts *testscript.TestScript, s *cliServer, path string, out any) error {
-	req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
+	req, err := http.NewRequest(http.MethodGet, s.URL()+path, nil)
 	if err != nil {
 		return err
 	}

@@ -127,16 +127,13 @@ func crashMidApply(t *testing.T, waitSaved bool) {
 	const workers = 10 // from 2: eight new machines
 	e.setCount("production", "workers", workers)
 	scaled := e.push("Scale production workers to 10")
-	s.waitFor("the new machines to exist in the sim cloud", func() bool {
+	s.WaitFor("the new machines to exist in the sim cloud", func() bool {
 		return len(simMachines(t, simDir, "production")) == before+workers-2
 	})
 	if got := len(s.tenantMachines("production")); got != before {
 		t.Fatalf("the state knows %d machines before the kill, want %d: the apply was not in its middle", got, before)
 	}
-	if err := s.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-s.done
+	s.Kill()
 
 	errored := filepath.Join(work, "errored.tfstate")
 	if waitSaved {
@@ -157,7 +154,7 @@ func crashMidApply(t *testing.T, waitSaved bool) {
 	}
 
 	restart := time.Now()
-	s.start()
+	s.Start()
 	c := s.waitApplied(scaled)
 	took := time.Since(restart)
 	t.Logf("restart to applied after SIGKILL mid-apply (%s): %v", map[bool]string{true: "errored.tfstate saved before the restart", false: "restarted at once"}[waitSaved], took.Round(10*time.Millisecond))
@@ -177,7 +174,7 @@ func crashMidApply(t *testing.T, waitSaved bool) {
 	if _, err := os.Stat(errored); !os.IsNotExist(err) {
 		t.Errorf("errored.tfstate is still there after it was pushed: %v", err)
 	}
-	log := s.log()
+	log := s.Log()
 	if waited := strings.Contains(log, "waiting for a tofu apply of an earlier server process to finish"); waited == waitSaved {
 		t.Errorf("the tenant's run waited for the earlier tofu: %v, want %v", waited, !waitSaved)
 	}

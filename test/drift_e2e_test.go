@@ -58,12 +58,12 @@ func TestDriftE2E(t *testing.T) {
 	if c := tn.Status.Conditions.Get(schema.ConditionDrifted); c == nil || c.Status != schema.ConditionTrue || c.Reason != schema.ReasonInfrastructureDrifted {
 		t.Errorf("staging conditions %+v: want Drifted True", tn.Status.Conditions)
 	}
-	_, metrics := s.request(http.MethodGet, "/metrics", nil, nil)
+	_, metrics := s.Request(http.MethodGet, "/metrics", nil, nil)
 	if !regexp.MustCompile(`(?m)^rezuscloud_tenant_drifted\{tenant="staging"\} 1$`).Match(metrics) ||
 		!regexp.MustCompile(`(?m)^rezuscloud_tenant_drifted\{tenant="production"\} 0$`).Match(metrics) {
 		t.Errorf("/metrics:\n%s", grepLines(metrics, "drifted"))
 	}
-	if !regexp.MustCompile(`msg="tenant drifted" .*tenant=staging .*drift="rezussim_machine.ng_workers\[0\] was deleted"`).MatchString(s.log()) {
+	if !regexp.MustCompile(`msg="tenant drifted" .*tenant=staging .*drift="rezussim_machine.ng_workers\[0\] was deleted"`).MatchString(s.Log()) {
 		t.Error("the log has no line for the drift")
 	}
 	if _, err := st.Get(gone); err == nil {

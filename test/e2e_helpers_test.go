@@ -1,28 +1,22 @@
 package test
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -32,9 +26,8 @@ import (
 // simulated provider from the provider mirror. They observe the server
 // through its HTTP API only.
 
-// e2eTimeout bounds every wait for the server: generous, because the
-// machine's two cores are shared and a first apply runs tofu init.
-const e2eTimeout = 120 * time.Second
+// e2eTimeout bounds the tests' own waits, as servertest bounds the rig's.
+const e2eTimeout = servertest.WaitTimeout
 
 // e2eSecretsResources counts the resources a tenant's state holds besides
 // its machines: the terraform_data that keeps its Talos secrets. A tenant's
@@ -44,240 +37,29 @@ const e2eSecretsResources = 1
 // e2eManifests is the path inside the repository that holds the manifests.
 const e2eManifests = "clusters"
 
-// e2eBin is the rezuscloud binary, built once per test binary on first use.
-var e2eBin struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if e2eBin.dir != "" {
-		os.RemoveAll(e2eBin.dir)
-	}
+	servertest.RemoveBuilds()
 	os.Exit(code)
 }
 
-// e2eBinary returns the rezuscloud binary under test: $REZUSCLOUD_BIN when
-// set, else cmd/rezuscloud built once (CGO off, -trimpath) into a temporary
-// directory.
-func e2eBinary(t *testing.T) string {
-	t.Helper()
-	e2eBin.once.Do(func() {
-		if p := os.Getenv("REZUSCLOUD_BIN"); p != "" {
-			e2eBin.path, e2eBin.err = filepath.Abs(p)
-			return
-		}
-		dir, err := os.MkdirTemp("", "rezuscloud-e2e-")
-		if err != nil {
-			e2eBin.err = err
-			return
-		}
-		e2eBin.dir = dir
-		bin := filepath.Join(dir, "rezuscloud")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/rezuscloud")
-		cmd.Dir = testenv.Root()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			e2eBin.err = fmt.Errorf("go build ./cmd/rezuscloud: %v\n%s", err, out)
-			return
-		}
-		e2eBin.path = bin
-	})
-	if e2eBin.err != nil {
-		t.Fatal(e2eBin.err)
-	}
-	return e2eBin.path
-}
-
-// e2eServer is a `rezuscloud serve` subprocess. It can be stopped and
-// started again on the same data dir.
+// e2eServer is a `rezuscloud serve` subprocess (see servertest) with what
+// the end-to-end tests read of it through its API.
 type e2eServer struct {
-	t      *testing.T
-	bin    string
-	args   []string // everything but --listen
-	env    []string
-	listen string
-	url    string
-
-	cmd  *exec.Cmd
-	done chan struct{}
-
-	mu   sync.Mutex
-	logs bytes.Buffer
+	*servertest.Server
+	t *testing.T
 }
 
-var e2eServingRE = regexp.MustCompile(`msg=serving addr=(\S+)`)
-
-// newE2EServer prepares a server with args (without --listen) and extra
-// environment variables; start runs it.
-func newE2EServer(t *testing.T, args []string, env ...string) *e2eServer {
+// newE2EServer prepares a server as o says; Start runs it.
+func newE2EServer(t *testing.T, o servertest.Options) *e2eServer {
 	t.Helper()
-	s := &e2eServer{
-		t:      t,
-		bin:    e2eBinary(t),
-		args:   args,
-		env:    append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...),
-		listen: "127.0.0.1:0",
-	}
-	t.Cleanup(func() {
-		if s.running() {
-			s.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-s.done:
-			case <-time.After(30 * time.Second):
-				s.cmd.Process.Kill()
-				<-s.done
-			}
-		}
-		if t.Failed() {
-			t.Logf("rezuscloud serve log, without request lines:\n%s", s.logWithoutRequests())
-		}
-	})
-	return s
-}
-
-// start runs the server and waits until it serves. The first start listens
-// on a port the kernel picks; later starts reuse it.
-func (s *e2eServer) start() {
-	s.t.Helper()
-	if s.running() {
-		s.t.Fatal("server already running")
-	}
-	s.done = make(chan struct{})
-	s.cmd = exec.Command(s.bin, append([]string{"serve", "--listen", s.listen}, s.args...)...)
-	s.cmd.Env = s.env
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func(done chan struct{}) {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.logs.WriteString(line + "\n")
-			s.mu.Unlock()
-			if m := e2eServingRE.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		s.cmd.Wait()
-		close(done)
-	}(s.done)
-	select {
-	case a := <-addr:
-		s.listen = a
-		s.url = "http://" + a
-	case <-s.done:
-		s.t.Fatalf("rezuscloud serve exited before serving: %v\n%s", s.cmd.ProcessState, s.log())
-	case <-time.After(60 * time.Second):
-		s.t.Fatalf("rezuscloud serve did not start serving:\n%s", s.log())
-	}
-}
-
-func (s *e2eServer) running() bool {
-	if s.done == nil {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// stop sends SIGTERM and fails the test unless the server exits 0.
-func (s *e2eServer) stop() {
-	s.t.Helper()
-	if !s.running() {
-		s.t.Fatal("server not running")
-	}
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		s.t.Fatal(err)
-	}
-	select {
-	case <-s.done:
-	case <-time.After(e2eTimeout):
-		s.cmd.Process.Kill()
-		<-s.done
-		s.t.Fatalf("rezuscloud serve did not stop within %v of SIGTERM:\n%s", e2eTimeout, s.log())
-	}
-	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
-		s.t.Fatalf("rezuscloud serve exited %d after SIGTERM, want 0:\n%s", code, s.log())
-	}
-}
-
-func (s *e2eServer) log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.logs.String()
-}
-
-// logWithoutRequests is the log without its access lines, which the tests'
-// polling makes many of.
-func (s *e2eServer) logWithoutRequests() string {
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(s.log(), "\n") {
-		if !strings.Contains(line, " msg=request ") {
-			b.WriteString(line)
-		}
-	}
-	return b.String()
-}
-
-// request sends method to path with body and headers and returns the
-// status code and the body.
-func (s *e2eServer) request(method, path string, body []byte, header http.Header) (int, []byte) {
-	s.t.Helper()
-	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatalf("%s %s: read body: %v", method, path, err)
-	}
-	return resp.StatusCode, b
-}
-
-// get fetches path; with status 200 it decodes the body into v. It returns
-// the status code.
-func (s *e2eServer) get(path string, v any) int {
-	s.t.Helper()
-	code, b := s.request(http.MethodGet, path, nil, nil)
-	if code == http.StatusOK && v != nil {
-		if err := json.Unmarshal(b, v); err != nil {
-			s.t.Fatalf("GET %s: decode %T: %v\n%s", path, v, err, b)
-		}
-	}
-	return code
+	return &e2eServer{Server: servertest.New(t, o), t: t}
 }
 
 // mustGet fetches path and fails the test unless it answers 200.
 func (s *e2eServer) mustGet(path string, v any) {
 	s.t.Helper()
-	if code := s.get(path, v); code != http.StatusOK {
+	if code := s.Get(path, v); code != http.StatusOK {
 		s.t.Fatalf("GET %s: %d, want 200", path, code)
 	}
 }
@@ -323,68 +105,21 @@ func (s *e2eServer) tofuRuns() int64 {
 	return *s.status().Reconciler.TofuRuns
 }
 
-// commit returns the Commit of sha, and whether the API has it.
-func (s *e2eServer) commit(sha string) (schema.Commit, bool) {
-	s.t.Helper()
-	var c schema.Commit
-	switch code := s.get("/api/v1/commits/"+sha, &c); code {
-	case http.StatusOK:
-		return c, true
-	case http.StatusNotFound:
-		return c, false
-	default:
-		s.t.Fatalf("GET /api/v1/commits/%s: %d", sha, code)
-		return c, false
-	}
-}
-
-// waitCommit waits until the Commit of sha has a final phase and returns it.
-func (s *e2eServer) waitCommit(sha string) schema.Commit {
-	s.t.Helper()
-	var c schema.Commit
-	s.waitFor("commit "+sha[:12]+" to finish", func() bool {
-		var ok bool
-		c, ok = s.commit(sha)
-		return ok && c.Status.Phase.Done()
-	})
-	return c
-}
-
 // waitApplied waits until the reconciler reports sha as its last applied
 // commit, which it does once every tenant of sha has finished without
 // failure, and returns the Commit.
 func (s *e2eServer) waitApplied(sha string) schema.Commit {
 	s.t.Helper()
-	s.waitFor("commit "+sha[:12]+" to be applied", func() bool {
+	s.WaitFor("commit "+sha[:12]+" to be applied", func() bool {
 		if s.status().Reconciler.LastAppliedCommit == sha {
 			return true
 		}
-		if c, ok := s.commit(sha); ok && c.Status.Phase.Done() && c.Status.Phase != schema.CommitSucceeded {
+		if c, ok := s.Commit(sha); ok && c.Status.Phase.Done() && c.Status.Phase != schema.CommitSucceeded {
 			s.t.Fatalf("commit %s finished %s, want Succeeded: %s", sha[:12], c.Status.Phase, e2eBrief(c.Status))
 		}
 		return false
 	})
-	return s.waitCommit(sha)
-}
-
-// waitFor polls cond until it holds, failing the test after e2eTimeout.
-func (s *e2eServer) waitFor(what string, cond func() bool) {
-	s.t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out after %v waiting for %s; status: %s", e2eTimeout, what, s.rawStatus())
-		}
-		if !s.running() {
-			s.t.Fatalf("server exited while waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (s *e2eServer) rawStatus() string {
-	_, b := s.request(http.MethodGet, "/api/v1/status", nil, nil)
-	return string(b)
+	return s.WaitCommit(sha)
 }
 
 // machines lists /api/v1/machines with a label selector ("" for all).
@@ -478,17 +213,8 @@ func newE2E(t *testing.T, opts e2eOptions) *e2e {
 	e.work.Write("README.md", "# Clusters\n\nManifests live under clusters/.\n")
 	e.first = e.push("Example tenants production and staging")
 
-	args := []string{
-		"--data", e.data,
-		"--repo", e.repo,
-		"--path", e2eManifests,
-		"--poll-interval", "300ms",
-		"--debounce", "0s",
-		"--tofu", testenv.Tofu(t),
-		"--provider-mirror", testenv.ProviderMirror(t),
-	}
-	e.srv = newE2EServer(t, append(args, opts.args...), opts.env...)
-	e.srv.start()
+	e.srv = newE2EServer(t, e.options(opts))
+	e.srv.Start()
 	if !opts.noWait {
 		c := e.srv.waitApplied(e.first)
 		if c.Status.Phase != schema.CommitSucceeded {
@@ -496,6 +222,16 @@ func newE2E(t *testing.T, opts e2eOptions) *e2e {
 		}
 	}
 	return e
+}
+
+// options are the server's for the e2e's repository: the simulated cloud,
+// a poll every 300 ms and no debounce, and what opts add.
+func (e *e2e) options(opts e2eOptions) servertest.Options {
+	return servertest.Options{
+		Data: e.data, Repo: e.repo, Path: e2eManifests, SimCloud: true,
+		Args: append([]string{"--poll-interval", "300ms", "--debounce", "0s"}, opts.args...),
+		Env:  opts.env,
+	}
 }
 
 // copyExamples writes the repository's examples/ tree (its manifests and

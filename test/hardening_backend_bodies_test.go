@@ -41,7 +41,7 @@ func TestHardeningBodyPreallocation(t *testing.T) {
 	const timeout = 5 * time.Second
 	const waves = 3
 	s := hbStart(t, "--body-timeout", timeout.String())
-	_, before := s.rss(t)
+	_, before := s.rss()
 	var start time.Time
 	var last []net.Conn
 	for wave := range waves {
@@ -58,7 +58,7 @@ func TestHardeningBodyPreallocation(t *testing.T) {
 		}
 		// Give the server time to take every body in hand.
 		time.Sleep(time.Second)
-		cur, peak := s.rss(t)
+		cur, peak := s.rss()
 		t.Logf("wave %d: %d connections announced %d MiB each; server RSS %s, peak so far %s",
 			wave+1, hbAttackConns, hbAttackBytes>>20, hbMB(cur), hbMB(peak))
 		if wave < waves-1 {
@@ -79,17 +79,17 @@ func TestHardeningBodyPreallocation(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 3*timeout {
 		t.Errorf("cutting off %d connections took %v, with a body timeout of %v", hbAttackConns, elapsed, timeout)
 	}
-	_, peak := s.rss(t)
+	_, peak := s.rss()
 	t.Logf("RSS of the server: %s before the attack, peak %s; %d of %d connections of the last wave answered 408 and were closed",
 		hbMB(before), hbMB(peak), closed, hbAttackConns)
 	if peak > hbPeakLimit {
 		t.Errorf("peak RSS %s under the attack, want under %s", hbMB(peak), hbMB(hbPeakLimit))
 	}
 	// The server is none the worse.
-	if code, body := tfsRequest(t, s.url, "GET", "/healthz", "", "", nil); code != http.StatusOK {
+	if code, body := tfsRequest(t, s.URL(), "GET", "/healthz", "", "", nil); code != http.StatusOK {
 		t.Fatalf("healthz after the attack: %d %s", code, body)
 	}
-	if code, body := tfsRequest(t, s.url, "POST", "/tfstate/after", "alice", s.secrets["alice"], tfsBigState(1, 1000)); code != http.StatusOK {
+	if code, body := tfsRequest(t, s.URL(), "POST", "/tfstate/after", "alice", s.secrets["alice"], tfsBigState(1, 1000)); code != http.StatusOK {
 		t.Fatalf("a POST after the attack: %d %s", code, body)
 	}
 }
@@ -258,7 +258,7 @@ func TestHardeningBodyBudget(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/tfstate/budget-a", bytes.NewReader(a))
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.URL()+"/tfstate/budget-a", bytes.NewReader(a))
 	req.SetBasicAuth("alice", s.secrets["alice"])
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -282,7 +282,7 @@ func (s *hbServer) hbWatch(t *testing.T, path, user string) <-chan hbLine {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, "GET", s.url+path, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", s.URL()+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 )
 
 // The hardening tests of the server's HTTP side run the real `rezuscloud
@@ -42,16 +41,12 @@ func hbStart(t *testing.T, args ...string) *hbServer {
 	if err := os.Mkdir(manifests, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	base := []string{
-		"--data", filepath.Join(dir, "data"),
-		"--tokens-file", tokens,
-		"--dir", manifests,
-		"--tofu", testenv.Tofu(t),
-		"--provider-mirror", testenv.ProviderMirror(t),
-	}
-	s := newE2EServer(t, append(base, args...), "REZUSCLOUD_WEBHOOK_SECRET="+hbSecret)
-	s.start()
-	return &hbServer{e2eServer: s, addr: strings.TrimPrefix(s.url, "http://"), secrets: secrets}
+	s := newE2EServer(t, servertest.Options{
+		Data: filepath.Join(dir, "data"), TokensFile: tokens, Dir: manifests,
+		Args: args, Env: []string{"REZUSCLOUD_WEBHOOK_SECRET=" + hbSecret},
+	})
+	s.Start()
+	return &hbServer{e2eServer: s, addr: strings.TrimPrefix(s.URL(), "http://"), secrets: secrets}
 }
 
 // basic returns the Authorization header value of a token.
@@ -90,32 +85,8 @@ func (s *hbServer) head(t *testing.T, c net.Conn, method, path string, length in
 
 // rss returns the server process's resident set size and its peak
 // (VmRSS, VmHWM), in bytes.
-func (s *hbServer) rss(t *testing.T) (cur, peak int64) {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), ":")
-		f := strings.Fields(v)
-		if len(f) != 2 || f[1] != "kB" {
-			continue
-		}
-		n, _ := strconv.ParseInt(f[0], 10, 64)
-		switch k {
-		case "VmRSS":
-			cur = n << 10
-		case "VmHWM":
-			peak = n << 10
-		}
-	}
-	if cur == 0 || peak == 0 {
-		t.Fatalf("no VmRSS or VmHWM in /proc/%d/status", s.cmd.Process.Pid)
-	}
-	return cur, peak
+func (s *hbServer) rss() (cur, peak int64) {
+	return s.Memory("VmRSS"), s.Memory("VmHWM")
 }
 
 // hbClosed waits until the server closes c, reading what it sends; it

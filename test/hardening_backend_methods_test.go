@@ -72,7 +72,7 @@ func TestHardeningMethods(t *testing.T) {
 				// A watch would stream: ask for a list that ends.
 				path += "?limit=1"
 			}
-			req, err := http.NewRequest(m, s.url+path, bytes.NewReader(nil))
+			req, err := http.NewRequest(m, s.URL()+path, bytes.NewReader(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +140,7 @@ func TestHardeningErrorEcho(t *testing.T) {
 		{"webhook path", "/hooks/" + huge, "POST", 404, "no webhook"},
 	}
 	for _, c := range cases {
-		req, err := http.NewRequest(c.method, s.url+c.path, nil)
+		req, err := http.NewRequest(c.method, s.URL()+c.path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -33,7 +32,7 @@ func TestHardeningSubjectTrailerKeepsTenants(t *testing.T) {
 	if out := e.work.Run("log", "-1", "--format=%B", "HEAD"); out != "Rezuscloud-Allow-Deletions: 2" {
 		t.Fatalf("pushed message %q", out)
 	}
-	c := s.waitCommit(sha)
+	c := s.WaitCommit(sha)
 	if c.Status.Phase != schema.CommitFailed || !strings.Contains(c.Status.Message, "nothing was destroyed") {
 		t.Fatalf("phase %s, message %q: want the deletion refused", c.Status.Phase, c.Status.Message)
 	}
@@ -79,7 +78,7 @@ func TestHardeningHugeCommitMessages(t *testing.T) {
 		e.work.Write("README.md", fmt.Sprintf("# Clusters\n\nRevision %d.\n", i))
 		sha := commit(huge(i, ""))
 		shas = append(shas, sha)
-		if c := s.waitCommit(sha); c.Status.Phase != schema.CommitSucceeded {
+		if c := s.WaitCommit(sha); c.Status.Phase != schema.CommitSucceeded {
 			t.Fatalf("commit %d: phase %s: %s", i, c.Status.Phase, e2eBrief(c.Status))
 		}
 	}
@@ -94,13 +93,13 @@ func TestHardeningHugeCommitMessages(t *testing.T) {
 
 	maxMessage := 1<<10 + 1 + 64<<10
 	for _, sha := range shas {
-		c, _ = s.commit(sha)
+		c, _ = s.Commit(sha)
 		if !c.Spec.MessageTruncated || len(c.Spec.Message) > maxMessage || !strings.HasPrefix(c.Spec.Message, "Commit ") {
 			t.Errorf("commit %s: message of %d bytes, truncated %v; want the subject and at most 64 KiB, marked truncated",
 				sha[:12], len(c.Spec.Message), c.Spec.MessageTruncated)
 		}
 	}
-	code, body := s.request(http.MethodGet, "/api/v1/commits", nil, nil)
+	code, body := s.Request(http.MethodGet, "/api/v1/commits", nil, nil)
 	if code != http.StatusOK || len(body) > 1<<20 {
 		t.Errorf("GET /api/v1/commits: %d, %d bytes; want 200 and at most 1 MiB for 6 commits", code, len(body))
 	}
@@ -108,7 +107,7 @@ func TestHardeningHugeCommitMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rss := peakRSS(t, s.cmd.Process.Pid)
+	rss := s.Memory("VmHWM")
 	t.Logf("after 5 commits of %d MB messages: database %d bytes, /api/v1/commits %d bytes, peak RSS %d MB",
 		size>>20, db.Size(), len(body), rss>>20)
 	if db.Size() > 64<<20 {
@@ -117,24 +116,4 @@ func TestHardeningHugeCommitMessages(t *testing.T) {
 	if rss > 400<<20 {
 		t.Errorf("peak RSS %d MB, want at most 400 MB", rss>>20)
 	}
-}
-
-// peakRSS returns the peak resident set size of process pid, in bytes.
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("VmHWM %q: %v", v, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/PID/status")
-	return 0
 }

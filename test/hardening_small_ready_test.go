@@ -8,18 +8,15 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 )
 
 // readyServer starts `rezuscloud serve` on repo, with a short poll
 // interval, and returns it once it serves.
 func readyServer(t *testing.T, repo string) *e2eServer {
 	t.Helper()
-	s := newE2EServer(t, []string{
-		"--data", t.TempDir(), "--repo", repo, "--path", e2eManifests, "--poll-interval", "200ms",
-		"--tofu", testenv.Tofu(t), "--provider-mirror", testenv.ProviderMirror(t),
-	})
-	s.start()
+	s := newE2EServer(t, servertest.Options{Repo: repo, Path: e2eManifests, Args: []string{"--poll-interval", "200ms"}})
+	s.Start()
 	return s
 }
 
@@ -30,7 +27,7 @@ func waitReady(s *e2eServer, code int, want ...string) string {
 	var body string
 	deadline := time.Now().Add(e2eTimeout)
 	for {
-		got, b := s.request(http.MethodGet, "/readyz", nil, nil)
+		got, b := s.Request(http.MethodGet, "/readyz", nil, nil)
 		body = string(b)
 		ok := got == code
 		for _, w := range want {
@@ -53,7 +50,7 @@ func TestHardeningReadyAfterFirstFetch(t *testing.T) {
 	dead := readyServer(t, "git://127.0.0.1:1/x")
 	body := waitReady(dead, http.StatusServiceUnavailable, "source: git://127.0.0.1:1/x has never been fetched successfully", "connection refused")
 	t.Logf("unreachable repository: /readyz 503 %s", body)
-	if code := dead.get("/healthz", nil); code != http.StatusOK {
+	if code := dead.Get("/healthz", nil); code != http.StatusOK {
 		t.Errorf("/healthz: %d, want 200: the server itself is alive", code)
 	}
 
@@ -73,7 +70,7 @@ func TestHardeningReadyAfterFirstFetch(t *testing.T) {
 	// Once ready, a failing poll does not make the server unready: it
 	// keeps serving what it fetched last.
 	d.Stop()
-	s.waitFor("a failed poll", func() bool { return s.status().Source.Failures > 0 })
+	s.WaitFor("a failed poll", func() bool { return s.status().Source.Failures > 0 })
 	waitReady(s, http.StatusOK, "ok")
 }
 
@@ -99,7 +96,7 @@ func TestHardeningSelectorsThroughServer(t *testing.T) {
 		"rezuscloud.io/preview notin (,) ,": http.StatusBadRequest,
 	} {
 		for _, path := range []string{"/api/v1/commits", "/api/v1/machines"} {
-			if code, body := s.request(http.MethodGet, path+"?labelSelector="+url.QueryEscape(sel), nil, nil); code != want {
+			if code, body := s.Request(http.MethodGet, path+"?labelSelector="+url.QueryEscape(sel), nil, nil); code != want {
 				t.Errorf("GET %s labelSelector %q: %d %s, want %d", path, sel, code, body, want)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -28,20 +29,13 @@ type logsRig struct {
 
 func newLogsRig(t *testing.T) *logsRig {
 	t.Helper()
-	bin := e2eBinary(t)
+	tokensFile, byName := servertest.Tokens(t, map[string]string{"logs-view": "view", "logs-edit": "edit", "logs-admin": "admin"})
 	tokens := map[string]string{}
-	var lines []string
-	for _, role := range []string{"view", "edit", "admin"} {
-		secret, line := rolesCreateToken(t, bin, "logs-"+role, role)
-		tokens[role] = secret
-		lines = append(lines, line)
-	}
-	tokensFile := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokensFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	for name, tok := range byName {
+		tokens[strings.TrimPrefix(name, "logs-")] = tok
 	}
 	r := &logsRig{e2e: newE2E(t, e2eOptions{args: []string{"--tokens-file", tokensFile}, noWait: true}), tokens: tokens}
-	r.srv.waitFor("the first commit to be applied", func() bool {
+	r.srv.WaitFor("the first commit to be applied", func() bool {
 		var st e2eStatus
 		code, b := r.call("admin", "/api/v1/status", nil)
 		return code == http.StatusOK && json.Unmarshal(b, &st) == nil && st.Reconciler.LastAppliedCommit == r.first
@@ -52,18 +46,22 @@ func newLogsRig(t *testing.T) *logsRig {
 	if code, b := r.call("admin", "/api/v1/tenants/production/machines", nil); code != http.StatusOK || json.Unmarshal(b, &list) != nil {
 		t.Fatalf("machines of production: %d %s", code, b)
 	}
+	// Every run reads the same machine: the first control plane by its
+	// address in the TF state, the one the Talos plane bootstrapped (the
+	// API lists machines by their provider IDs, which are random).
 	for _, m := range list.Items {
-		if m.Spec.Role == schema.RoleControlPlane {
+		if m.Spec.Role == schema.RoleControlPlane && (r.cp.Metadata.Name == "" || m.Spec.TFAddress < r.cp.Spec.TFAddress) {
 			r.cp = m
-			break
 		}
 	}
 	if r.cp.Metadata.Name == "" {
 		t.Fatal("production has no control plane")
 	}
-	// The node may still be coming up: wait until it runs.
-	r.srv.waitFor("the control plane to run", func() bool {
-		code, b := r.call("admin", r.logsPath("logs")+"?tailLines=1", nil)
+	// The node may still be coming up: wait until its log says it runs.
+	// That line need not be the last: the calls the machine took since it
+	// came up (the bootstrap) are logged after it.
+	r.srv.WaitFor("the control plane to run", func() bool {
+		code, b := r.call("admin", r.logsPath("logs"), nil)
 		return code == http.StatusOK && bytes.Contains(b, []byte("machine is running and ready"))
 	})
 	return r
@@ -77,7 +75,7 @@ func (r *logsRig) logsPath(what string) string {
 // answer with its body unread.
 func (r *logsRig) open(ctx context.Context, role, method, path string, h http.Header) *http.Response {
 	r.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, method, r.srv.url+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, r.srv.URL()+path, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -263,7 +261,7 @@ func TestLogsEndToEnd(t *testing.T) {
 		defer talosnode.WriteFaults(sim, talosnode.Faults{})
 		var code int
 		var b []byte
-		r.srv.waitFor("the node to refuse connections", func() bool {
+		r.srv.WaitFor("the node to refuse connections", func() bool {
 			code, b = r.call("admin", r.logsPath("logs"), nil)
 			return code != http.StatusOK
 		})
@@ -276,7 +274,7 @@ func TestLogsEndToEnd(t *testing.T) {
 	t.Run("a follow ends when the server shuts down", func(t *testing.T) {
 		talosnode.WriteFaults(r.data+"-sim", talosnode.Faults{})
 		var resp *http.Response
-		r.srv.waitFor("a follow", func() bool {
+		r.srv.WaitFor("a follow", func() bool {
 			resp = r.open(context.Background(), "admin", http.MethodGet, r.logsPath("logs")+"?follow=true&tailLines=0", nil)
 			if resp.StatusCode != http.StatusOK {
 				resp.Body.Close()
@@ -292,7 +290,7 @@ func TestLogsEndToEnd(t *testing.T) {
 		}()
 		// stop fails unless the server exits 0, which it does only when
 		// every request ended within its shutdown timeout.
-		r.srv.stop()
+		r.srv.Stop()
 		select {
 		case err := <-ended:
 			if err != nil {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -118,6 +118,16 @@ func newMetalRepo(t *testing.T, nodegroups string) (*e2e, string) {
 	return e, dir
 }
 
+// metalServer is the server of a metal e2e: no simulated cloud (the test
+// runs the machines), a poll every 300 ms, no debounce, probes every
+// 300 ms, a short Talos timeout, and args.
+func metalServer(e *e2e, args ...string) servertest.Options {
+	return servertest.Options{
+		Data: e.data, Repo: e.repo, Path: e2eManifests,
+		Args: append([]string{"--poll-interval", "300ms", "--debounce", "0s", "--probe-ttl", "300ms", "--talos-timeout", "5s"}, args...),
+	}
+}
+
 // TestMetalEndToEnd runs examples/metal's tenant on three bare-metal
 // machines that wait in maintenance mode: each gets its config over the
 // maintenance API (one through its pinned fingerprint) and installs; the
@@ -146,14 +156,8 @@ func TestMetalEndToEnd(t *testing.T) {
 
 	e, dir := newMetalRepo(t, metalNodeGroups(addrs, fp, 2))
 	e.first = e.push("Tenant metal-lab on three machines")
-	e.srv = newE2EServer(t, []string{
-		"--data", e.data, "--repo", e.repo, "--path", e2eManifests,
-		"--poll-interval", "300ms", "--debounce", "0s",
-		"--tofu", testenv.Tofu(t), "--provider-mirror", testenv.ProviderMirror(t),
-		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s",
-		"--allow-loopback-metal",
-	})
-	e.srv.start()
+	e.srv = newE2EServer(t, metalServer(e, "--talos-wait", "30s", "--allow-loopback-metal"))
+	e.srv.Start()
 
 	c := e.srv.waitApplied(e.first)
 	if r := e2eResult(t, c, metalTenant); c.Status.Phase != schema.CommitSucceeded || r.Plan.Add != 4 || r.Plan.Text() != "machines +3, other +1" {
@@ -166,7 +170,7 @@ func TestMetalEndToEnd(t *testing.T) {
 				want = 0 // pinned
 			}
 			n := 0
-			for _, line := range strings.Split(e.srv.log(), "\n") {
+			for _, line := range strings.Split(e.srv.Log(), "\n") {
 				if strings.Contains(line, "without a pinned fingerprint") && strings.Contains(line, "revision="+e.first) &&
 					strings.Contains(line, "address="+a+" ") {
 					n++
@@ -195,7 +199,7 @@ func TestMetalEndToEnd(t *testing.T) {
 			if len(j) != 1 || j[0].Stage != "maintenance" {
 				t.Fatalf("journal of %s: %+v; want one ApplyConfiguration in maintenance mode", a, j)
 			}
-			e.srv.waitFor(a+" installed and running", func() bool {
+			e.srv.WaitFor(a+" installed and running", func() bool {
 				n, _ := host.Node(a)
 				return n.Stage == runtime.MachineStageRunning && n.Reachable && n.ConfigSHA256 == j[0].ConfigSHA256
 			})
@@ -207,7 +211,7 @@ func TestMetalEndToEnd(t *testing.T) {
 
 	// The cluster forms: the server bootstraps etcd, once, on the first
 	// control plane.
-	e.srv.waitFor("both control planes in etcd", func() bool {
+	e.srv.WaitFor("both control planes in etcd", func() bool {
 		a, _ := host.Node(addrs[0])
 		b, _ := host.Node(addrs[1])
 		return a.EtcdMember && b.EtcdMember
@@ -215,7 +219,7 @@ func TestMetalEndToEnd(t *testing.T) {
 	// The observer records what it probes after the bootstrap: the plane
 	// compares the machines' configs with its own, so each comes up to
 	// date (and never does if the comparison is wrong).
-	e.srv.waitFor("every machine's configUpToDate", func() bool {
+	e.srv.WaitFor("every machine's configUpToDate", func() bool {
 		ms := e.srv.tenantMachines(metalTenant)
 		for _, m := range ms {
 			if !m.Status.ConfigUpToDate {
@@ -294,7 +298,7 @@ func TestMetalEndToEnd(t *testing.T) {
 		if ms := e.srv.tenantMachines(metalTenant); len(ms) != 2 {
 			t.Errorf("%d machines after the scale-down, want 2", len(ms))
 		}
-		e.srv.waitFor("the removed machine back in maintenance mode", func() bool {
+		e.srv.WaitFor("the removed machine back in maintenance mode", func() bool {
 			n, _ := host.Node(addrs[1])
 			return n.Stage == runtime.MachineStageMaintenance && n.ConfigSHA256 == ""
 		})
@@ -373,25 +377,21 @@ func TestMetalMachineInMaintenanceLater(t *testing.T) {
 	}
 	e, dir := newMetalRepo(t, metalPair(addrs, ""))
 	first := e.push("Tenant metal-lab; its worker is still off")
-	e.srv = newE2EServer(t, []string{
-		"--data", e.data, "--repo", e.repo, "--path", e2eManifests,
-		"--poll-interval", "300ms", "--debounce", "0s",
-		"--tofu", testenv.Tofu(t), "--provider-mirror", testenv.ProviderMirror(t),
-		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "5s",
-		"--retry-base", "1h", "--retry-max", "1h",
-	}, "REZUSCLOUD_ALLOW_LOOPBACK_METAL=true")
-	e.srv.start()
+	o := metalServer(e, "--talos-wait", "5s", "--retry-base", "1h", "--retry-max", "1h")
+	o.Env = []string{"REZUSCLOUD_ALLOW_LOOPBACK_METAL=true"}
+	e.srv = newE2EServer(t, o)
+	e.srv.Start()
 
-	e.srv.waitFor("the first run to wait for a retry", func() bool {
-		c, ok := e.srv.commit(first)
+	e.srv.WaitFor("the first run to wait for a retry", func() bool {
+		c, ok := e.srv.Commit(first)
 		return ok && c.Status.Phase.Done()
 	})
-	if c := e.srv.waitCommit(first); c.Status.Phase == schema.CommitSucceeded {
+	if c := e.srv.WaitCommit(first); c.Status.Phase == schema.CommitSucceeded {
 		t.Fatalf("the first commit succeeded with its worker off: %s", e2eBrief(c.Status))
 	}
 	configured := func(what, address, hostname string, applies int) {
 		t.Helper()
-		e.srv.waitFor(what, func() bool {
+		e.srv.WaitFor(what, func() bool {
 			n, _ := host.Node(address)
 			j := metalCalls(t, host, address, "ApplyConfiguration")
 			return len(j) == applies && n.Stage == runtime.MachineStageRunning && n.Reachable &&
@@ -409,8 +409,8 @@ func TestMetalMachineInMaintenanceLater(t *testing.T) {
 			t.Fatal(err)
 		}
 		configured("the worker configured long before its retry was due", addrs[1], "lab-w-1", 1)
-		e.srv.waitFor("the first commit amended to succeeded", func() bool {
-			c, ok := e.srv.commit(first)
+		e.srv.WaitFor("the first commit amended to succeeded", func() bool {
+			c, ok := e.srv.Commit(first)
 			return ok && c.Status.Phase == schema.CommitSucceeded
 		})
 		if j := metalCalls(t, host, addrs[0], "Bootstrap"); len(j) != 1 {
@@ -426,7 +426,7 @@ func TestMetalMachineInMaintenanceLater(t *testing.T) {
 		if err := host.StartMaintenance(addrs[1]); err != nil {
 			t.Fatal(err)
 		}
-		e.srv.waitFor("the worker shown in maintenance mode", func() bool {
+		e.srv.WaitFor("the worker shown in maintenance mode", func() bool {
 			for _, m := range e.srv.tenantMachines(metalTenant) {
 				if m.Spec.ManagementAddress == addrs[1] {
 					return m.Status.Stage == schema.StageMaintenance
@@ -445,11 +445,11 @@ func TestMetalMachineInMaintenanceLater(t *testing.T) {
 	t.Run("a machine that never left maintenance mode is taken out without a reset", func(t *testing.T) {
 		e.work.Write(dir+"/nodegroups.yaml", metalPair(addrs, "      - address: "+addrs[2]+"\n        fingerprint: "+wrongPin+"\n"))
 		added := e.push("A worker whose pinned fingerprint is another machine's")
-		e.srv.waitFor("the run to wait for the unconfigured worker", func() bool {
-			c, ok := e.srv.commit(added)
+		e.srv.WaitFor("the run to wait for the unconfigured worker", func() bool {
+			c, ok := e.srv.Commit(added)
 			return ok && c.Status.Phase.Done()
 		})
-		if c := e.srv.waitCommit(added); c.Status.Phase == schema.CommitSucceeded {
+		if c := e.srv.WaitCommit(added); c.Status.Phase == schema.CommitSucceeded {
 			t.Fatalf("the commit succeeded with a worker in maintenance mode: %s", e2eBrief(c.Status))
 		}
 		if n, _ := host.Node(addrs[2]); n.Stage != runtime.MachineStageMaintenance {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/sim/openstack"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -67,14 +68,15 @@ func newOSE2E(t *testing.T, block string) *osE2E {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	o.srv = newE2EServer(t, append([]string{
-		"--data", o.data, "--repo", o.repo, "--path", e2eManifests,
-		"--poll-interval", "300ms", "--debounce", "0s",
-		"--tofu", wrapper, "--provider-mirror", testenv.ProviderMirror(t),
-		"--sim-openstack", o.cloud, "--sim-openstack-addresses", block,
-		"--retry-base", "1s", "--retry-max", "5s",
-	}, planeArgs()...))
-	o.srv.start()
+	o.srv = newE2EServer(t, servertest.Options{
+		Data: o.data, Repo: o.repo, Path: e2eManifests, Tofu: wrapper, SimCloud: true,
+		Args: append([]string{
+			"--poll-interval", "300ms", "--debounce", "0s",
+			"--sim-openstack", o.cloud, "--sim-openstack-addresses", block,
+			"--retry-base", "1s", "--retry-max", "5s",
+		}, planeArgs()...),
+	})
+	o.srv.Start()
 	return o
 }
 
@@ -258,7 +260,7 @@ func TestOpenStackEndToEnd(t *testing.T) {
 			}
 		}
 		planeCheckOneAtATime(t, ups, planeUpgrade+planeReboot)
-		o.srv.waitFor("every server on Talos v1.12.7", func() bool {
+		o.srv.WaitFor("every server on Talos v1.12.7", func() bool {
 			for _, m := range o.srv.tenantMachines(osTenant) {
 				if m.Status.TalosVersion != "v1.12.7" || !m.Status.Ready {
 					return false
@@ -274,7 +276,7 @@ func TestOpenStackEndToEnd(t *testing.T) {
 		}
 		o.setCount(osTenant, "workers", 2)
 		sha := o.push("Scale workers to 2, into a Nova fault")
-		c := o.srv.waitCommit(sha)
+		c := o.srv.WaitCommit(sha)
 		r := e2eResult(t, c, osTenant)
 		if c.Status.Phase != schema.CommitFailed || r.Phase != schema.CommitFailed {
 			t.Fatalf("commit %s, tenant %s; want both Failed", c.Status.Phase, r.Phase)
@@ -285,8 +287,8 @@ func TestOpenStackEndToEnd(t *testing.T) {
 		if r.Reason != schema.ReasonTofuFailed || r.NextAttemptAt.IsZero() {
 			t.Errorf("the failed tenant has reason %q and next attempt %v, want TofuFailed and a retry", r.Reason, r.NextAttemptAt)
 		}
-		o.srv.waitFor("the retry to apply the scale-up", func() bool {
-			c, _ = o.srv.commit(sha)
+		o.srv.WaitFor("the retry to apply the scale-up", func() bool {
+			c, _ = o.srv.Commit(sha)
 			return c.Status.Phase == schema.CommitSucceeded
 		})
 		if n := len(o.machineIDs()); n != 5 {
@@ -330,7 +332,7 @@ func TestOpenStackEndToEnd(t *testing.T) {
 func (o *osE2E) checkTalosNode(t *testing.T, m schema.Machine) {
 	t.Helper()
 	path := "/api/v1/tenants/" + osTenant + "/machines/" + m.Metadata.Name + "/logs?service=machined"
-	code, b := o.srv.request(http.MethodGet, path, nil, nil)
+	code, b := o.srv.Request(http.MethodGet, path, nil, nil)
 	if code != http.StatusOK || !strings.Contains(string(b), "on platform openstack: machine powered on") {
 		t.Errorf("machine %s at %s: logs %d %s; want its boot on OpenStack", m.Metadata.Name, m.Spec.ManagementAddress, code, b)
 	}
@@ -359,11 +361,11 @@ func (o *osE2E) checkNoCredentialLeak(t *testing.T) {
 		}
 		return nil
 	})
-	if strings.Contains(o.srv.log(), string(secret)) {
+	if strings.Contains(o.srv.Log(), string(secret)) {
 		t.Error("the clouds.yaml password is in the server's log")
 	}
 	for _, path := range []string{"/api/v1/status", "/api/v1/tenants", "/api/v1/machines", "/api/v1/commits", "/api/v1/providers"} {
-		if _, b := o.srv.request(http.MethodGet, path, nil, nil); bytes.Contains(b, secret) {
+		if _, b := o.srv.Request(http.MethodGet, path, nil, nil); bytes.Contains(b, secret) {
 			t.Errorf("the clouds.yaml password is in GET %s", path)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -17,9 +17,9 @@ import (
 func (s *e2eServer) previewCommit(sha string) schema.Commit {
 	s.t.Helper()
 	var c schema.Commit
-	s.waitFor("preview of "+sha[:12]+" to finish", func() bool {
+	s.WaitFor("preview of "+sha[:12]+" to finish", func() bool {
 		var ok bool
-		c, ok = s.commit("preview-" + sha)
+		c, ok = s.Commit("preview-" + sha)
 		return ok && c.Status.Phase.Done()
 	})
 	return c
@@ -88,7 +88,7 @@ func TestPreviews(t *testing.T) {
 		env:  []string{"REZUSCLOUD_GITHUB_TOKEN=" + token},
 	})
 	s := e.srv
-	if _, ok := s.commit("preview-" + e.first); ok {
+	if _, ok := s.Commit("preview-" + e.first); ok {
 		t.Fatal("main's head got a preview: the main ref must never be previewed")
 	}
 
@@ -121,7 +121,7 @@ func TestPreviews(t *testing.T) {
 		}
 	})
 	t.Run("preview status on the forge", func(t *testing.T) {
-		target := s.url + "/commits/preview-" + branch
+		target := s.URL() + "/commits/preview-" + branch
 		if got := forge.checkFinal(branch, "rezuscloud/"+forgeInstance+"/production", target); got.Description != "would add 1, change 0, destroy 0" {
 			t.Errorf("production preview status %q, want \"would add 1, change 0, destroy 0\"", got.Description)
 		}
@@ -151,7 +151,7 @@ func TestPreviews(t *testing.T) {
 	t.Run("rezusctl diff --plan", func(t *testing.T) {
 		// The work tree on main gets the same change, not committed yet.
 		e.setCount("production", "workers", 3)
-		code, out, stderr := runRezusctl(t, e.work.Dir(), s.url, "diff", "--plan", "-o", "json", e2eManifests)
+		code, out, stderr := runRezusctl(t, e.work.Dir(), s.URL(), "diff", "--plan", "-o", "json", e2eManifests)
 		if code != 1 {
 			t.Fatalf("rezusctl diff --plan: exit %d, want 1 (differences)\n%s\n%s", code, out, stderr)
 		}
@@ -196,15 +196,15 @@ func TestPreviews(t *testing.T) {
 		if got, want := e2eResult(t, c, "production").Plan, e2eResult(t, preview, "production").Plan; got != want {
 			t.Errorf("applied production plan %s, preview said %s", got, want)
 		}
-		if _, ok := s.commit("preview-" + sha); ok {
+		if _, ok := s.Commit("preview-" + sha); ok {
 			t.Error("a commit of main got a preview")
 		}
 	})
 
 	t.Run("deleting the branch removes its workspaces", func(t *testing.T) {
 		e.work.Run("push", "--quiet", "origin", ":refs/heads/scale-up")
-		s.waitFor("the workspaces of refs/heads/scale-up to go", func() bool { return len(previewRefDirs(t, e.data)) == 0 })
-		if c, ok := s.commit("preview-" + branch); !ok || c.Status.Phase != schema.CommitSucceeded {
+		s.WaitFor("the workspaces of refs/heads/scale-up to go", func() bool { return len(previewRefDirs(t, e.data)) == 0 })
+		if c, ok := s.Commit("preview-" + branch); !ok || c.Status.Phase != schema.CommitSucceeded {
 			t.Errorf("the preview Commit of a deleted branch is gone or changed: %v %s", ok, c.Status.Phase)
 		}
 	})
@@ -233,30 +233,23 @@ func TestPreviews(t *testing.T) {
 		if got := len(s.tenantMachines("staging")); got != staging {
 			t.Errorf("staging has %d machines after its preview, had %d", got, staging)
 		}
-		forge.checkFinal(main, "rezuscloud/"+forgeInstance, s.url+"/commits/"+main)
+		forge.checkFinal(main, "rezuscloud/"+forgeInstance, s.URL()+"/commits/"+main)
 		applied := e2eResult(t, c, "production")
 		overlap := p.Status.Timings.ReceivedAt.Before(applied.FinishedAt) && applied.StartedAt.Before(p.Status.Timings.FinishedAt)
 		t.Logf("main's production ran %s to %s, the preview %s to %s (overlapping: %v)",
 			applied.StartedAt.Format("15:04:05.000"), applied.FinishedAt.Format("15:04:05.000"),
 			p.Status.Timings.ReceivedAt.Format("15:04:05.000"), p.Status.Timings.FinishedAt.Format("15:04:05.000"), overlap)
-		forge.checkFinal(grow, "rezuscloud/"+forgeInstance+"/staging", s.url+"/commits/preview-"+grow)
+		forge.checkFinal(grow, "rezuscloud/"+forgeInstance+"/staging", s.URL()+"/commits/preview-"+grow)
 	})
 }
 
-// runRezusctl builds cmd/rezusctl and runs it with args in dir against the
+// runRezusctl runs rezusctl (servertest.CLI) with args in dir against the
 // server at url, with a config of its own, and returns its exit code,
 // stdout and stderr.
 func runRezusctl(t *testing.T, dir, url string, args ...string) (int, []byte, []byte) {
 	t.Helper()
 	home := t.TempDir()
-	bin := filepath.Join(home, "rezusctl")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/rezusctl")
-	build.Dir = testenv.Root()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/rezusctl: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(servertest.CLI(t), args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CONFIG_HOME=" + home, "REZUSCLOUD_SERVER=" + url, "NO_COLOR=1"}
 	var stdout, stderr bytes.Buffer

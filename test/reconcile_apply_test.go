@@ -17,7 +17,7 @@ func TestReconcileFirstPush(t *testing.T) {
 	e := newE2E(t, e2eOptions{})
 	s := e.srv
 
-	c := s.waitCommit(e.first)
+	c := s.WaitCommit(e.first)
 	if c.Status.Phase != schema.CommitSucceeded {
 		t.Fatalf("phase %s, want Succeeded (%s)", c.Status.Phase, c.Status.Message)
 	}
@@ -191,7 +191,7 @@ func TestReconcileInvalidCommit(t *testing.T) {
 	e.setCount("production", "workers", 4)
 	e.edit("clusters/production/nodegroups.yaml", "providerClass: sim\n  providerConfig:\n    shape: large", "providerClass: sim\n  providerConfig:\n    shape: large\n  colour: blue")
 	bad := e.push("Scale workers, with a typo")
-	c := s.waitCommit(bad)
+	c := s.WaitCommit(bad)
 	if c.Status.Phase != schema.CommitInvalid {
 		t.Fatalf("phase %s, want Invalid: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
@@ -222,7 +222,7 @@ func TestReconcileInvalidCommit(t *testing.T) {
 	// A YAML syntax error, in a second file, is reported with its line too.
 	e.work.Write("clusters/staging/broken.yaml", "apiVersion: rezuscloud.io/v1\nkind: ConfigPatch\nmetadata:\n  name: [oops\n")
 	bad2 := e.push("Add a broken file")
-	c = s.waitCommit(bad2)
+	c = s.WaitCommit(bad2)
 	if c.Status.Phase != schema.CommitInvalid {
 		t.Fatalf("second bad commit: phase %s, want Invalid", c.Status.Phase)
 	}
@@ -247,7 +247,7 @@ func TestReconcileInvalidCommit(t *testing.T) {
 	e.work.Write("clusters/staging/own-ca.yaml", "apiVersion: rezuscloud.io/v1\nkind: ConfigPatch\nmetadata:\n  name: own-ca\n"+
 		"  labels:\n    rezuscloud.io/tenant: staging\nspec:\n  targetRole: controlplane\n  patch: |\n    machine:\n      ca:\n        crt: Y3J0\n        key: a2V5\n")
 	bad3 := e.push("Trust my own CA")
-	c = s.waitCommit(bad3)
+	c = s.WaitCommit(bad3)
 	if c.Status.Phase != schema.CommitInvalid || len(c.Status.Tenants) != 0 {
 		t.Fatalf("a patch of machine.ca: phase %s, want Invalid and no tenant run: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
@@ -277,7 +277,7 @@ func TestReconcileInvalidCommit(t *testing.T) {
 		t.Errorf("%d machines after the fix, want %d", len(after), len(before)+2)
 	}
 	// The invalid commits keep their records.
-	if c, _ := s.commit(bad); c.Status.Phase != schema.CommitInvalid {
+	if c, _ := s.Commit(bad); c.Status.Phase != schema.CommitInvalid {
 		t.Errorf("commit %s is now %s, want it to stay Invalid", bad, c.Status.Phase)
 	}
 }
@@ -346,7 +346,7 @@ func TestReconcileConcurrentFirstInits(t *testing.T) {
 		// The server may see the first commit or both; the second is
 		// the one that must end up applied, every tenant at once or
 		// production and staging before the copies.
-		c := e.srv.waitCommit(sha)
+		c := e.srv.WaitCommit(sha)
 		if c.Status.Phase != schema.CommitSucceeded {
 			t.Fatalf("round %d: phase %s: %s", round, c.Status.Phase, e2eBrief(c.Status))
 		}

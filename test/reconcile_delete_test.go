@@ -33,13 +33,13 @@ func TestReconcileRemoveTenant(t *testing.T) {
 	if ms := s.machines("rezuscloud.io/tenant=staging"); len(ms) != 0 {
 		t.Errorf("%d staging machines left: %v", len(ms), e2eMachineIDs(ms))
 	}
-	if code := s.get("/api/v1/tenants/staging", nil); code != http.StatusNotFound {
+	if code := s.Get("/api/v1/tenants/staging", nil); code != http.StatusNotFound {
 		t.Errorf("GET /api/v1/tenants/staging: %d, want 404", code)
 	}
 	var ngs struct {
 		Total int `json:"total"`
 	}
-	if code := s.get("/api/v1/tenants/staging/node-groups", &ngs); code == http.StatusOK && ngs.Total != 0 {
+	if code := s.Get("/api/v1/tenants/staging/node-groups", &ngs); code == http.StatusOK && ngs.Total != 0 {
 		t.Errorf("staging still has %d node groups", ngs.Total)
 	}
 	if diff := cmp.Diff(production, e2eMachineIDs(s.machines("rezuscloud.io/tenant=production"))); diff != "" {
@@ -74,7 +74,7 @@ func TestReconcileMassDeletionGuard(t *testing.T) {
 	e.work.Remove("clusters/production")
 	e.work.Remove("clusters/staging")
 	sha := e.push("Remove every tenant")
-	c := s.waitCommit(sha)
+	c := s.WaitCommit(sha)
 	if c.Status.Phase != schema.CommitFailed {
 		t.Fatalf("phase %s, want Failed: %s", c.Status.Phase, e2eBrief(c.Status))
 	}
@@ -98,7 +98,7 @@ func TestReconcileMassDeletionGuard(t *testing.T) {
 	}
 	for _, tenant := range []string{"production", "staging"} {
 		var tn schema.Tenant
-		if code := s.get("/api/v1/tenants/"+tenant, &tn); code != http.StatusOK || tn.Metadata.DeletionTimestamp != nil {
+		if code := s.Get("/api/v1/tenants/"+tenant, &tn); code != http.StatusOK || tn.Metadata.DeletionTimestamp != nil {
 			t.Errorf("tenant %s: %d, deletionTimestamp %v: want it served and not deleting", tenant, code, tn.Metadata.DeletionTimestamp)
 		}
 	}
@@ -113,7 +113,7 @@ func TestReconcileMassDeletionGuard(t *testing.T) {
 		if r := e2eResult(t, c, tenant); r.Plan != (schema.PlanSummary{Destroy: n + e2eSecretsResources, Machines: schema.PlanCounts{Destroy: n}}) {
 			t.Errorf("tenant %s plan %s, want -%d", tenant, r.Plan, n+e2eSecretsResources)
 		}
-		if code := s.get("/api/v1/tenants/"+tenant, nil); code != http.StatusNotFound {
+		if code := s.Get("/api/v1/tenants/"+tenant, nil); code != http.StatusNotFound {
 			t.Errorf("GET /api/v1/tenants/%s: %d, want 404", tenant, code)
 		}
 	}
@@ -152,7 +152,7 @@ func TestReconcileDeletionProtection(t *testing.T) {
 
 	e.work.Remove("clusters/staging")
 	sha := e.push("Remove staging")
-	c := s.waitCommit(sha)
+	c := s.WaitCommit(sha)
 	if c.Status.Phase == schema.CommitSucceeded {
 		t.Fatalf("removing a protected tenant succeeded: %s", e2eBrief(c.Status))
 	}
@@ -169,7 +169,7 @@ func TestReconcileDeletionProtection(t *testing.T) {
 	if diff := cmp.Diff(staging, e2eMachineIDs(s.machines("rezuscloud.io/tenant=staging"))); diff != "" {
 		t.Errorf("protected machines changed (-before +after):\n%s", diff)
 	}
-	if code := s.get("/api/v1/tenants/staging", nil); code != http.StatusOK {
+	if code := s.Get("/api/v1/tenants/staging", nil); code != http.StatusOK {
 		t.Errorf("GET /api/v1/tenants/staging: %d, want 200", code)
 	}
 
@@ -189,7 +189,7 @@ func TestReconcileDeletionProtection(t *testing.T) {
 	if c.Status.Phase != schema.CommitSucceeded || e2eResult(t, c, "staging").Plan != (schema.PlanSummary{Destroy: 2 + e2eSecretsResources, Machines: schema.PlanCounts{Destroy: 2}}) {
 		t.Fatalf("remove after lifting: phase %s, tenants %s", c.Status.Phase, e2eBrief(c.Status))
 	}
-	if code := s.get("/api/v1/tenants/staging", nil); code != http.StatusNotFound {
+	if code := s.Get("/api/v1/tenants/staging", nil); code != http.StatusNotFound {
 		t.Errorf("GET /api/v1/tenants/staging: %d, want 404", code)
 	}
 }
@@ -204,7 +204,7 @@ func TestReconcileManifestPathGone(t *testing.T) {
 
 	e.work.Run("mv", "clusters", "cluster")
 	e.push("Rename the manifests directory by mistake")
-	s.waitFor("the source to report the missing path", func() bool {
+	s.WaitFor("the source to report the missing path", func() bool {
 		return strings.Contains(s.status().Source.LastError, "clusters")
 	})
 	st := s.status()

@@ -17,12 +17,12 @@ func TestReconcileRestartNoChange(t *testing.T) {
 	e := newE2E(t, e2eOptions{})
 	s := e.srv
 	machines := e2eMachineIDs(s.machines(""))
-	first, _ := s.commit(e.first)
+	first, _ := s.Commit(e.first)
 	var tenant schema.Tenant
 	s.mustGet("/api/v1/tenants/production", &tenant)
 
-	s.stop()
-	s.start()
+	s.Stop()
+	s.Start()
 	c := s.waitApplied(e.first)
 	if got := s.tofuRuns(); got != 0 {
 		t.Errorf("restart with no change ran tofu %d times, want 0", got)
@@ -55,11 +55,11 @@ func TestReconcileRestartNoChange(t *testing.T) {
 
 	// Again, on a port the kernel picks: the state backend's address
 	// changes under the tenants' work directories.
-	old := s.listen
-	s.stop()
-	s.listen = "127.0.0.1:0"
-	s.start()
-	if s.listen == old {
+	old := s.Addr()
+	s.Stop()
+	s.NewPort()
+	s.Start()
+	if s.Addr() == old {
 		t.Logf("the kernel gave the same port %s again", old)
 	}
 	s.waitApplied(scaled)
@@ -94,7 +94,7 @@ func TestReconcileRepositoryOutage(t *testing.T) {
 	}
 
 	e.daemon.Stop()
-	s.waitFor("the source to fail twice", func() bool {
+	s.WaitFor("the source to fail twice", func() bool {
 		st := s.status().Source
 		return st.LastError != "" && st.Errors >= errs+2
 	})
@@ -110,7 +110,7 @@ func TestReconcileRepositoryOutage(t *testing.T) {
 		t.Errorf("machines changed during the outage (-before +after):\n%s", diff)
 	}
 	for _, path := range []string{"/healthz", "/api/v1/tenants/production", "/api/v1/commits/" + e.first} {
-		if code := s.get(path, nil); code != http.StatusOK {
+		if code := s.Get(path, nil); code != http.StatusOK {
 			t.Errorf("GET %s during the outage: %d, want 200", path, code)
 		}
 	}
@@ -121,7 +121,7 @@ func TestReconcileRepositoryOutage(t *testing.T) {
 	e.work.Run("push", "--quiet", e.daemon.Path("repo.git"), "HEAD:refs/heads/main")
 
 	e.daemon.Start()
-	s.waitFor("the source to recover", func() bool {
+	s.WaitFor("the source to recover", func() bool {
 		return s.status().Source.LastError == ""
 	})
 	c := s.waitApplied(during)
@@ -183,7 +183,7 @@ func TestReconcileForcePush(t *testing.T) {
 	if st := s.status(); st.Reconciler.LastCommit != a || st.Source.Revision != a {
 		t.Errorf("status after the force push: reconciler %+v, source revision %s: want %s", st.Reconciler, st.Source.Revision, a)
 	}
-	if cb, ok := s.commit(b); !ok || cb.Status.Phase != schema.CommitSucceeded {
+	if cb, ok := s.Commit(b); !ok || cb.Status.Phase != schema.CommitSucceeded {
 		t.Errorf("commit B: found %v phase %s, want its record kept as Succeeded", ok, cb.Status.Phase)
 	}
 }
@@ -202,10 +202,10 @@ func TestReconcileForcePushWhileStopped(t *testing.T) {
 	b := e.push("Scale production workers to 4")
 	s.waitApplied(b)
 
-	s.stop()
+	s.Stop()
 	e.work.Reset(a)
 	e.work.ForcePush("main")
-	s.start()
+	s.Start()
 
 	c := s.waitApplied(a)
 	if r := e2eResult(t, c, "production"); r.Plan != (schema.PlanSummary{Destroy: 2, Machines: schema.PlanCounts{Destroy: 2}}) {

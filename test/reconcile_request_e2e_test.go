@@ -43,27 +43,27 @@ func TestReconcileRequestRetriesAtOnce(t *testing.T) {
 	failNext()
 	e.setCount("staging", "workers", 2)
 	sha := e.push("Scale staging workers to 2")
-	c := s.waitCommit(sha)
+	c := s.WaitCommit(sha)
 	if r := e2eResult(t, c, "staging"); r.Phase != schema.CommitFailed || time.Until(r.NextAttemptAt) < 5*time.Minute {
 		t.Fatalf("staging under a failing cloud: %s, next attempt %v", r.Phase, r.NextAttemptAt)
 	}
 	ctl := rezusctl(t)
-	if out := ctl.run("get", "tenants", "--server", s.url); !regexp.MustCompile(`(?m)^staging .* Retrying: attempt 1 failed \(TofuFailed\), next in [5-9]m`).MatchString(out) {
+	if out := ctl.run("get", "tenants", "--server", s.URL()); !regexp.MustCompile(`(?m)^staging .* Retrying: attempt 1 failed \(TofuFailed\), next in [5-9]m`).MatchString(out) {
 		t.Errorf("rezusctl get tenants does not show staging retrying:\n%s", out)
 	}
 
 	checkReconcileAPI(t, s, view, edit)
-	if code, out := ctlRun(t, ctl, view, "reconcile", "staging", "--server", s.url); code != 2 || !strings.Contains(out, "needs edit") {
+	if code, out := ctlRun(t, ctl, view, "reconcile", "staging", "--server", s.URL()); code != 2 || !strings.Contains(out, "needs edit") {
 		t.Errorf("rezusctl reconcile as viewer: exit %d, want 2 and the role:\n%s", code, out)
 	}
 
 	failNext()
 	start := time.Now()
-	code, out := ctlRun(t, ctl, edit, "reconcile", "staging", "--server", s.url, "--timeout", "3m")
+	code, out := ctlRun(t, ctl, edit, "reconcile", "staging", "--server", s.URL(), "--timeout", "3m")
 	if code != 1 || !strings.Contains(out, "staging: Queued") || !regexp.MustCompile(`✗ staging: failed again \(attempt 2, `).MatchString(out) {
 		t.Fatalf("rezusctl reconcile staging while the cloud fails: exit %d, want 1 and the second failure:\n%s", code, out)
 	}
-	code, out = ctlRun(t, ctl, edit, "reconcile", "staging", "--server", s.url, "--timeout", "3m")
+	code, out = ctlRun(t, ctl, edit, "reconcile", "staging", "--server", s.URL(), "--timeout", "3m")
 	if code != 0 || !strings.Contains(out, "✔ staging: applied "+sha[:7]) {
 		t.Fatalf("rezusctl reconcile staging: exit %d, want 0 and the applied commit:\n%s", code, out)
 	}
@@ -78,8 +78,8 @@ func TestReconcileRequestRetriesAtOnce(t *testing.T) {
 	// new worker's config; a request meanwhile finds the run in progress.
 	var code2 int
 	var out2 string
-	s.waitFor("staging's run to end", func() bool {
-		code2, out2 = ctlRun(t, ctl, edit, "reconcile", "staging", "--server", s.url)
+	s.WaitFor("staging's run to end", func() bool {
+		code2, out2 = ctlRun(t, ctl, edit, "reconcile", "staging", "--server", s.URL())
 		return !strings.Contains(out2, "staging: Running")
 	})
 	t.Logf("staging's run ended %v after the retries began", time.Since(start).Round(time.Millisecond))
@@ -90,12 +90,12 @@ func TestReconcileRequestRetriesAtOnce(t *testing.T) {
 	failNext()
 	e.setCount("staging", "workers", 3)
 	sha = e.push("Scale staging workers to 3")
-	s.waitCommit(sha)
-	code, out = ctlRun(t, ctl, edit, "reconcile", "--no-wait", "--server", s.url)
+	s.WaitCommit(sha)
+	code, out = ctlRun(t, ctl, edit, "reconcile", "--no-wait", "--server", s.URL())
 	if code != 0 || !strings.Contains(out, "► staging: Queued") || strings.Contains(out, "✔") {
 		t.Fatalf("rezusctl reconcile --no-wait: exit %d, want 0 and staging queued, no outcome:\n%s", code, out)
 	}
-	s.waitFor("staging's third worker", func() bool { return e2eCounts(s.machines(""))["staging/workers"] == 3 })
+	s.WaitFor("staging's third worker", func() bool { return e2eCounts(s.machines(""))["staging/workers"] == 3 })
 }
 
 // checkReconcileAPI checks POST /api/v1/reconcile itself: roles, methods,
@@ -103,10 +103,10 @@ func TestReconcileRequestRetriesAtOnce(t *testing.T) {
 func checkReconcileAPI(t *testing.T, s *e2eServer, view, edit string) {
 	t.Helper()
 	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
-	if code, body := s.request(http.MethodPost, "/api/v1/reconcile", nil, bearer(view)); code != http.StatusForbidden {
+	if code, body := s.Request(http.MethodPost, "/api/v1/reconcile", nil, bearer(view)); code != http.StatusForbidden {
 		t.Errorf("POST as viewer: %d %s, want 403", code, body)
 	}
-	code, body := s.request(http.MethodPost, "/api/v1/reconcile", []byte(`{"tenant":"production"}`), bearer(edit))
+	code, body := s.Request(http.MethodPost, "/api/v1/reconcile", []byte(`{"tenant":"production"}`), bearer(edit))
 	var res api.ReconcileResponse
 	if code != http.StatusAccepted || json.Unmarshal(body, &res) != nil || !res.SourceFetch || len(res.Tenants) != 1 ||
 		res.Tenants[0].Action != api.ReconcileUpToDate {
@@ -122,11 +122,11 @@ func checkReconcileAPI(t *testing.T, s *e2eServer, view, edit string) {
 		{`[]`, http.StatusBadRequest},
 		{`{"tenant":"` + strings.Repeat("a", 8<<10) + `"}`, http.StatusRequestEntityTooLarge},
 	} {
-		if code, body := s.request(http.MethodPost, "/api/v1/reconcile", []byte(bad.body), bearer(edit)); code != bad.code {
+		if code, body := s.Request(http.MethodPost, "/api/v1/reconcile", []byte(bad.body), bearer(edit)); code != bad.code {
 			t.Errorf("POST %.40s: %d %s, want %d", bad.body, code, body, bad.code)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodGet, s.url+"/api/v1/reconcile", nil)
+	req, _ := http.NewRequest(http.MethodGet, s.URL()+"/api/v1/reconcile", nil)
 	req.Header.Set("Authorization", "Bearer "+edit)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -38,13 +38,13 @@ func TestReconcileRetriesAfterForeignLock(t *testing.T) {
 
 	ciAuth := http.Header{"Authorization": {"Bearer " + ci}}
 	lock := []byte(`{"ID":"stuck-tofu","Operation":"OperationTypeApply","Who":"ci@elsewhere","Version":"1.10.10"}`)
-	if code, body := s.request("LOCK", "/tfstate/staging", lock, ciAuth); code != http.StatusOK {
+	if code, body := s.Request("LOCK", "/tfstate/staging", lock, ciAuth); code != http.StatusOK {
 		t.Fatalf("LOCK as ci: %d %s", code, body)
 	}
 
 	e.setCount("staging", "workers", 2)
 	sha := e.push("Scale staging workers to 2")
-	c := s.waitCommit(sha)
+	c := s.WaitCommit(sha)
 	r := e2eResult(t, c, "staging")
 	if c.Status.Phase != schema.CommitPartiallyFailed || r.Reason != schema.ReasonStateLocked || r.NextAttemptAt.IsZero() ||
 		!strings.Contains(r.Error, "ci@elsewhere") {
@@ -59,25 +59,25 @@ func TestReconcileRetriesAfterForeignLock(t *testing.T) {
 		t.Errorf("staging Reconciling %+v, want RetryScheduled", rc)
 	}
 	ctl := rezusctl(t)
-	out := ctl.run("describe", "tenant", "staging", "--server", s.url)
+	out := ctl.run("describe", "tenant", "staging", "--server", s.URL())
 	if !regexp.MustCompile(`(?m)^  Retry: +attempt \d+ failed \(StateLocked\); next attempt \S+`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^  Reconciling +True +RetryScheduled `).MatchString(out) {
 		t.Errorf("rezusctl describe tenant staging shows no retry:\n%s", out)
 	}
-	if out := ctl.run("get", "tenants", "--server", s.url); !regexp.MustCompile(`(?m)^staging .* False +Retrying: attempt \d+ failed \(StateLocked\), next `).MatchString(out) {
+	if out := ctl.run("get", "tenants", "--server", s.URL()); !regexp.MustCompile(`(?m)^staging .* False +Retrying: attempt \d+ failed \(StateLocked\), next `).MatchString(out) {
 		t.Errorf("rezusctl get tenants does not show staging not ready:\n%s", out)
 	}
 
 	released := time.Now()
-	if code, body := s.request("UNLOCK", "/tfstate/staging", lock, ciAuth); code != http.StatusOK {
+	if code, body := s.Request("UNLOCK", "/tfstate/staging", lock, ciAuth); code != http.StatusOK {
 		t.Fatalf("UNLOCK as ci: %d %s", code, body)
 	}
-	s.waitFor("staging's third machine", func() bool { return e2eCounts(s.machines(""))["staging/workers"] == 2 })
+	s.WaitFor("staging's third machine", func() bool { return e2eCounts(s.machines(""))["staging/workers"] == 2 })
 	if took := time.Since(released); took > time.Minute {
 		t.Errorf("the change arrived %v after the lock was released, want within a minute", took)
 	}
 	t.Logf("the change arrived %v after the lock was released", time.Since(released).Round(time.Millisecond))
-	s.waitFor("the commit to succeed", func() bool { c, _ = s.commit(sha); return c.Status.Phase == schema.CommitSucceeded })
+	s.WaitFor("the commit to succeed", func() bool { c, _ = s.Commit(sha); return c.Status.Phase == schema.CommitSucceeded })
 	if r := e2eResult(t, c, "staging"); r.Plan.Add != 1 || !r.NextAttemptAt.IsZero() {
 		t.Errorf("staging after the retry: %+v", r)
 	}
@@ -89,7 +89,7 @@ func TestReconcileRetriesAfterForeignLock(t *testing.T) {
 	if st := s.status(); st.Source.Revision != sha || st.Reconciler.LastAppliedCommit != sha {
 		t.Errorf("status: source at %s, last applied %s; want both %s and no other commit", st.Source.Revision, st.Reconciler.LastAppliedCommit, sha)
 	}
-	_, metrics := s.request(http.MethodGet, "/metrics", nil, nil)
+	_, metrics := s.Request(http.MethodGet, "/metrics", nil, nil)
 	if !regexp.MustCompile(`rezuscloud_tenant_retries_total\{reason="StateLocked",tenant="staging"\} [1-9]`).Match(metrics) {
 		t.Errorf("/metrics counts no retry of staging:\n%s", grepLines(metrics, "retries"))
 	}

@@ -23,7 +23,7 @@ import (
 // line.
 func e2eTenantSecrets(t *testing.T, s *e2eServer, tenant string) []string {
 	t.Helper()
-	code, state := s.request(http.MethodGet, "/tfstate/"+tenant, nil, nil)
+	code, state := s.Request(http.MethodGet, "/tfstate/"+tenant, nil, nil)
 	if code != http.StatusOK {
 		t.Fatalf("GET /tfstate/%s: %d", tenant, code)
 	}
@@ -139,7 +139,7 @@ func TestReconcileSecretsStayPrivate(t *testing.T) {
 		"/api/v1/machines", "/api/v1/providers", "/api/v1/status",
 	}
 	for _, path := range paths {
-		code, body := s.request(http.MethodGet, path, nil, nil)
+		code, body := s.Request(http.MethodGet, path, nil, nil)
 		if code != http.StatusOK {
 			t.Errorf("GET %s: %d", path, code)
 			continue
@@ -154,7 +154,7 @@ func TestReconcileSecretsStayPrivate(t *testing.T) {
 			}
 		}
 	}
-	log := s.log()
+	log := s.Log()
 	for n, m := range markers {
 		if strings.Contains(log, m) {
 			t.Errorf("the server log holds secret material (marker %d)", n)

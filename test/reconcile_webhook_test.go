@@ -45,7 +45,7 @@ func TestReconcileWebhook(t *testing.T) {
 		if sig != "" {
 			h.Set("X-Hub-Signature-256", sig)
 		}
-		return s.request(http.MethodPost, "/hooks/generic", body, h)
+		return s.Request(http.MethodPost, "/hooks/generic", body, h)
 	}
 
 	for name, sig := range map[string]string{
@@ -77,7 +77,7 @@ func TestReconcileWebhook(t *testing.T) {
 		t.Fatalf("after refused and ignored hooks: polls %d (were %d), last commit %s, tofu runs %d (were %d): want nothing to have happened",
 			st.Source.Polls, polls, st.Reconciler.LastCommit, *st.Reconciler.TofuRuns, runs)
 	}
-	if _, ok := s.commit(sha); ok {
+	if _, ok := s.Commit(sha); ok {
 		t.Fatalf("commit %s is known without a valid hook", sha[:12])
 	}
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -32,17 +31,8 @@ func newE2EAt(t *testing.T, repoName string, opts e2eOptions) *e2e {
 	e.copyExamples()
 	e.work.Write("README.md", "# Clusters\n\nManifests live under clusters/.\n")
 	e.first = e.push("Example tenants production and staging")
-	args := []string{
-		"--data", e.data,
-		"--repo", e.repo,
-		"--path", e2eManifests,
-		"--poll-interval", "300ms",
-		"--debounce", "0s",
-		"--tofu", testenv.Tofu(t),
-		"--provider-mirror", testenv.ProviderMirror(t),
-	}
-	e.srv = newE2EServer(t, append(args, opts.args...), opts.env...)
-	e.srv.start()
+	e.srv = newE2EServer(t, e.options(opts))
+	e.srv.Start()
 	if !opts.noWait {
 		if c := e.srv.waitApplied(e.first); c.Status.Phase != schema.CommitSucceeded {
 			t.Fatalf("first commit: phase %s, want Succeeded", c.Status.Phase)
@@ -314,7 +304,7 @@ func TestReports(t *testing.T) {
 		}
 		// The notes do not wait for the forge.
 		waitNotes(t, e.repo, down, tenantCtx("production")+": success applied: machines -1")
-		s.waitFor("the forge to have refused a status of "+down[:12], func() bool { return forge.failures(down) > 0 })
+		s.WaitFor("the forge to have refused a status of "+down[:12], func() bool { return forge.failures(down) > 0 })
 		if h := forge.history(down, commitCtx); len(h) != 0 {
 			t.Fatalf("the failing forge accepted %+v", h)
 		}
@@ -327,7 +317,7 @@ func TestReports(t *testing.T) {
 		t.Logf("the forge refused %d statuses of %s before it recovered", forge.failures(down), down[:12])
 	})
 
-	if strings.Contains(s.log(), token) {
+	if strings.Contains(s.Log(), token) {
 		t.Error("the server log holds the forge token")
 	}
 }

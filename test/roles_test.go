@@ -22,6 +22,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -106,7 +107,7 @@ type rolesBody struct {
 // answered, the server logged or the watches streamed holds the cluster's
 // keys, tokens or the state passphrase.
 func TestRoles(t *testing.T) {
-	bin := e2eBinary(t)
+	bin := servertest.Binary(t)
 	work := t.TempDir()
 	tokens := map[string]string{} // role -> token
 	var lines []string
@@ -191,7 +192,7 @@ func TestRoles(t *testing.T) {
 		}
 	})
 	t.Run("kubeconfig verifies against the state's CA", func(t *testing.T) {
-		plain := e2ePullState(t, s.url, "production", "roles-admin", tokens["admin"], rolesPassphrase)
+		plain := e2ePullState(t, s.URL(), "production", "roles-admin", tokens["admin"], rolesPassphrase)
 		bundle = e2eBundle(t, plain)
 		k8sCA, osCA, err := talos.CACertificates(bundle)
 		if err != nil {
@@ -234,7 +235,7 @@ func TestRoles(t *testing.T) {
 			t.Fatal(err)
 		}
 		places := append([]rolesBody{
-			{"server log", []byte(s.log())},
+			{"server log", []byte(s.Log())},
 			{"audit log", audit},
 		}, run.bodies...)
 		for _, p := range places {
@@ -249,7 +250,7 @@ func TestRoles(t *testing.T) {
 				t.Errorf("%s holds a PEM private key", p.what)
 			}
 		}
-		t.Logf("checked %d answers, the server log (%d bytes) and the audit log for %d secrets", len(run.bodies), len(s.log()), len(needles))
+		t.Logf("checked %d answers, the server log (%d bytes) and the audit log for %d secrets", len(run.bodies), len(s.Log()), len(needles))
 	})
 }
 
@@ -487,7 +488,7 @@ func (r *rolesRun) call(c rolesCaller, method, path string, body []byte, header 
 
 func (r *rolesRun) callHeader(c rolesCaller, method, path string, body []byte, header http.Header) (int, []byte, http.Header) {
 	r.t.Helper()
-	req, err := http.NewRequest(method, r.srv.url+path, bytes.NewReader(body))
+	req, err := http.NewRequest(method, r.srv.URL()+path, bytes.NewReader(body))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -516,7 +517,7 @@ func (r *rolesRun) watch(c rolesCaller, path string, header http.Header) (int, [
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.url+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL()+path, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func servedAnswers(t *testing.T, s *e2eServer, auth http.Header, gone ...string)
 	t.Helper()
 	out := map[string][]byte{}
 	get := func(path string) []byte {
-		_, body := s.request(http.MethodGet, path, nil, auth)
+		_, body := s.Request(http.MethodGet, path, nil, auth)
 		out[path] = body
 		return body
 	}
@@ -169,7 +169,7 @@ func servedWatches(t *testing.T, s *e2eServer, auth http.Header, tenants ...stri
 	errs := make(chan error, len(paths))
 	for _, p := range paths {
 		wg.Go(func() {
-			b, err := readWatchHistory(s.url+p, auth)
+			b, err := readWatchHistory(s.URL()+p, auth)
 			if err != nil {
 				errs <- fmt.Errorf("watch %s: %w", p, err)
 				return
@@ -261,7 +261,7 @@ func TestBundleNeitherServedNorStored(t *testing.T) {
 	s := e.srv
 	needles := map[string]string{}
 	for _, tenant := range []string{"production", "staging"} {
-		plain := e2ePullState(t, s.url, tenant, "state-reader", admin, servedPassphrase)
+		plain := e2ePullState(t, s.URL(), tenant, "state-reader", admin, servedPassphrase)
 		for what, n := range bundleNeedles(t, e2eBundle(t, plain)) {
 			needles[tenant+" "+what] = n
 		}
@@ -272,7 +272,7 @@ func TestBundleNeitherServedNorStored(t *testing.T) {
 	}
 	applied := func(sha string) {
 		t.Helper()
-		s.waitFor("commit "+sha[:12]+" to be applied after its retry", func() bool {
+		s.WaitFor("commit "+sha[:12]+" to be applied after its retry", func() bool {
 			return s.status().Reconciler.LastAppliedCommit == sha
 		})
 	}
@@ -292,7 +292,7 @@ func TestBundleNeitherServedNorStored(t *testing.T) {
 	e.work.Remove("clusters/staging")
 	removed := e.push("Remove staging")
 	applied(removed)
-	s.waitFor("staging to be gone", func() bool { return s.get("/api/v1/tenants/staging", nil) == http.StatusNotFound })
+	s.WaitFor("staging to be gone", func() bool { return s.Get("/api/v1/tenants/staging", nil) == http.StatusNotFound })
 
 	answers := servedAnswers(t, s, view, "staging")
 	watches := servedWatches(t, s, view, "production", "staging")
@@ -315,7 +315,7 @@ func TestBundleNeitherServedNorStored(t *testing.T) {
 			t.Errorf("watch %s as a viewer serves %s", path, strings.Join(found, ", "))
 		}
 	}
-	if found := findNeedles([]byte(s.log()), needles); len(found) > 0 {
+	if found := findNeedles([]byte(s.Log()), needles); len(found) > 0 {
 		t.Errorf("the server's log holds %s", strings.Join(found, ", "))
 	}
 	files := 0

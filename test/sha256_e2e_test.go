@@ -21,7 +21,7 @@ func TestSHA256RepositoryRefused(t *testing.T) {
 	if strings.Contains(body, "pkt-line") {
 		t.Errorf("/readyz: %q, want no parse error of go-git", body)
 	}
-	s.waitFor("the source to stop polling", func() bool { return strings.Contains(s.log(), "polls stop until a trigger") })
+	s.WaitFor("the source to stop polling", func() bool { return strings.Contains(s.Log(), "polls stop until a trigger") })
 	var st struct {
 		Source struct {
 			LastError string `json:"lastError"`
@@ -33,11 +33,11 @@ func TestSHA256RepositoryRefused(t *testing.T) {
 	if src := st.Source; !strings.Contains(src.LastError, refusal) || !strings.Contains(src.LastError, d.URL("repo.git")) || src.Polls != 1 || src.NextPoll != "" {
 		t.Errorf("/api/v1/status source: %+v; want the refusal after one poll, and no next poll", src)
 	}
-	if code, b := s.request(http.MethodPost, "/api/v1/reconcile", []byte(`{}`), http.Header{"Content-Type": {"application/json"}}); code/100 != 2 {
+	if code, b := s.Request(http.MethodPost, "/api/v1/reconcile", []byte(`{}`), http.Header{"Content-Type": {"application/json"}}); code/100 != 2 {
 		t.Fatalf("POST /api/v1/reconcile: %d %s", code, b)
 	}
-	s.waitFor("the requested poll", func() bool { return s.status().Source.Polls == 2 })
-	if n := strings.Count(s.log(), "polls stop until a trigger"); n != 2 {
+	s.WaitFor("the requested poll", func() bool { return s.status().Source.Polls == 2 })
+	if n := strings.Count(s.Log(), "polls stop until a trigger"); n != 2 {
 		t.Errorf("the refusal is logged %d times after two polls, want 2", n)
 	}
 }

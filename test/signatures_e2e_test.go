@@ -34,7 +34,7 @@ func TestSignaturesSSHAndGPG(t *testing.T) {
 	e := newE2E(t, e2eOptions{noWait: true, args: []string{"--verify-signatures", "--allowed-signers", signers,
 		"--gpg-keyring", keyring, "--preview-refs", "refs/heads/preview/*"}})
 	s := e.srv
-	c := s.waitCommit(e.first)
+	c := s.WaitCommit(e.first)
 	wantRefused(t, c, "", "the commit is not signed")
 	if n := len(s.machines("")); n != 0 {
 		t.Fatalf("%d machines after an unsigned first commit, want none", n)
@@ -57,11 +57,11 @@ func TestSignaturesSSHAndGPG(t *testing.T) {
 
 	e.setCount("staging", "workers", workers+1)
 	signWith("ssh", mallory, "gpg")
-	wantRefused(t, s.waitCommit(e.push("Signed by mallory")), "ssh", "the SSH key is not in the allowed signers file")
+	wantRefused(t, s.WaitCommit(e.push("Signed by mallory")), "ssh", "the SSH key is not in the allowed signers file")
 	signWith("ssh", filer, "gpg")
-	wantRefused(t, s.waitCommit(e.push("Signed by a key for files")), "ssh", `not allowed to sign in namespace "git"`)
+	wantRefused(t, s.WaitCommit(e.push("Signed by a key for files")), "ssh", `not allowed to sign in namespace "git"`)
 	signWith("openpgp", "eve@example.com", eve)
-	wantRefused(t, s.waitCommit(e.push("Signed by eve")), "gpg", "not signed by a key of the GPG keyring")
+	wantRefused(t, s.WaitCommit(e.push("Signed by eve")), "gpg", "not signed by a key of the GPG keyring")
 	if st := s.status(); st.Reconciler.LastAppliedCommit != good || e2eCounts(s.machines(""))["staging/workers"] != workers {
 		t.Fatalf("after refused commits: last applied %s, staging workers %d; want %s and %d", st.Reconciler.LastAppliedCommit,
 			e2eCounts(s.machines(""))["staging/workers"], good, workers)
@@ -73,7 +73,7 @@ func TestSignaturesSSHAndGPG(t *testing.T) {
 	if sig := c.Status.Signature; sig == nil || !sig.Verified || sig.Type != "gpg" || sig.Signer != "Carol <carol@example.com>" {
 		t.Errorf("carol's commit: signature %+v, want verified gpg of Carol", c.Status.Signature)
 	}
-	s.waitFor("staging's new worker", func() bool { return e2eCounts(s.machines(""))["staging/workers"] == workers+1 })
+	s.WaitFor("staging's new worker", func() bool { return e2eCounts(s.machines(""))["staging/workers"] == workers+1 })
 
 	e.work.Run("config", "commit.gpgsign", "false")
 	e.setCount("production", "workers", 3)
@@ -102,7 +102,7 @@ func TestSignaturesRefuseNonFastForward(t *testing.T) {
 	writeFile(t, signers, "alice@example.com "+alicePub+"\n")
 	e := newE2E(t, e2eOptions{noWait: true, args: []string{"--verify-signatures", "--allowed-signers", signers}})
 	s := e.srv
-	wantRefused(t, s.waitCommit(e.first), "", "the commit is not signed")
+	wantRefused(t, s.WaitCommit(e.first), "", "the commit is not signed")
 	e.work.Run("config", "commit.gpgsign", "true")
 	e.work.Run("config", "gpg.format", "ssh")
 	e.work.Run("config", "user.signingkey", alice)
@@ -114,7 +114,7 @@ func TestSignaturesRefuseNonFastForward(t *testing.T) {
 	e.setCount("staging", "workers", workers+1)
 	grown := e.push("Grow staging by a worker")
 	s.waitApplied(grown)
-	s.waitFor("staging's new worker", func() bool { return e2eCounts(s.machines(""))["staging/workers"] == workers+1 })
+	s.WaitFor("staging's new worker", func() bool { return e2eCounts(s.machines(""))["staging/workers"] == workers+1 })
 	machines, groups := e2eMachineIDs(s.machines("")), s.status().Counts.NodeGroups
 	unchanged := func(when string) {
 		t.Helper()
@@ -133,9 +133,9 @@ func TestSignaturesRefuseNonFastForward(t *testing.T) {
 	e.work.ForcePush("main")
 	wantRefusedNonFastForward(t, s, first, grown, since)
 	unchanged("after the force push back to the first signed commit")
-	s.stop()
+	s.Stop()
 	since = time.Now()
-	s.start()
+	s.Start()
 	wantRefusedNonFastForward(t, s, first, grown, since)
 	unchanged("after a restart")
 
@@ -151,10 +151,10 @@ func TestSignaturesRefuseNonFastForward(t *testing.T) {
 	e.work.Reset(grown)
 	e.work.ForcePush("main")
 	wantRefusedNonFastForward(t, s, grown, onTop, since)
-	s.stop()
-	s.args = append(s.args, "--allow-non-fast-forward")
+	s.Stop()
+	s.Args = append(s.Args, "--allow-non-fast-forward")
 	since = time.Now()
-	s.start()
+	s.Start()
 	c = waitFinished(s, grown, since)
 	if a := c.Status.Ancestry; c.Status.Phase != schema.CommitSucceeded || !c.Status.NonFastForward || a == nil || a.Refused || a.LastApplied != onTop {
 		t.Errorf("with --allow-non-fast-forward: %s, nonFastForward %v, ancestry %+v; want applied over %s", c.Status.Phase, c.Status.NonFastForward, a, onTop[:12])
@@ -184,9 +184,9 @@ func wantRefusedNonFastForward(t *testing.T, s *e2eServer, sha, lastApplied stri
 func waitFinished(s *e2eServer, sha string, since time.Time) schema.Commit {
 	s.t.Helper()
 	var c schema.Commit
-	s.waitFor("commit "+sha[:12]+" to finish", func() bool {
+	s.WaitFor("commit "+sha[:12]+" to finish", func() bool {
 		var ok bool
-		c, ok = s.commit(sha)
+		c, ok = s.Commit(sha)
 		return ok && c.Status.Phase.Done() && c.Status.Timings.ReceivedAt.After(since)
 	})
 	return c

@@ -36,7 +36,7 @@ func TestSuspendEndToEnd(t *testing.T) {
 		cond == nil || cond.Status != schema.ConditionTrue || !strings.Contains(cond.Message, sha[:12]) {
 		t.Fatalf("the API's staging: pending %+v, Suspended condition %+v", tn.Status.Pending, cond)
 	}
-	out := rezusctl(t).run("get", "tenants", "--server", s.url)
+	out := rezusctl(t).run("get", "tenants", "--server", s.URL())
 	if !regexp.MustCompile(`(?m)^staging .* Suspended: revision ` + sha[:12] + ` pending: node group workers scaled 1 → 2`).MatchString(out) {
 		t.Errorf("rezusctl get tenants does not show staging suspended with its pending scale:\n%s", out)
 	}

@@ -85,7 +85,7 @@ func planeBootstraps(t *testing.T, e *e2e, tenant string) []string {
 // to date, as the plane observed them, and the tenant's API answers.
 func planeWaitReady(t *testing.T, e *e2e, tenant string) {
 	t.Helper()
-	e.srv.waitFor(tenant+"'s machines to be ready", func() bool {
+	e.srv.WaitFor(tenant+"'s machines to be ready", func() bool {
 		ms := e.srv.tenantMachines(tenant)
 		for _, m := range ms {
 			if !m.Status.Ready || !m.Status.Connected || !m.Status.ConfigUpToDate {
@@ -113,7 +113,7 @@ func planeTenantHistory(t *testing.T, e *e2e, tenant string) []schema.Tenant {
 	now := planeTenant(t, e, tenant)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.url+"/api/v1/tenants/"+tenant+"/events?watch=true&resourceVersion=0", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL()+"/api/v1/tenants/"+tenant+"/events?watch=true&resourceVersion=0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestTalosPlaneBootstrapsEachTenantOnce(t *testing.T) {
 	e := newE2E(t, e2eOptions{args: planeArgs()})
 	for _, tenant := range []string{"production", "staging"} {
 		planeWaitReady(t, e, tenant)
-		e.srv.waitFor(tenant+" to be active", func() bool { return planeTenant(t, e, tenant).Status.Phase == schema.TenantActive })
+		e.srv.WaitFor(tenant+" to be active", func() bool { return planeTenant(t, e, tenant).Status.Phase == schema.TenantActive })
 		applied := false
 		for _, v := range planeTenantHistory(t, e, tenant) {
 			m := v.Status.Machines
@@ -188,8 +188,8 @@ func TestTalosPlaneBootstrapsEachTenantOnce(t *testing.T) {
 			}
 		}
 	}
-	e.srv.stop()
-	e.srv.start()
+	e.srv.Stop()
+	e.srv.Start()
 	e.edit(e2eManifests+"/staging/tenant.yaml", "environment: staging", "environment: staging\n    team: platform")
 	e.srv.waitApplied(e.push("Label staging"))
 	planeWaitReady(t, e, "staging")
@@ -207,13 +207,10 @@ func TestTalosPlaneBootstrapAfterSIGKILL(t *testing.T) {
 	// Machines take 3 s to boot: the kill comes while the plane waits.
 	e := newE2E(t, e2eOptions{noWait: true, args: planeArgs("--sim-timings", "boot=3s,install=200ms,reboot=400ms")})
 	s := e.srv
-	s.waitFor("production's machines to exist", func() bool {
+	s.WaitFor("production's machines to exist", func() bool {
 		return len(simMachines(t, e.data+"-sim", "production")) == 5
 	})
-	if err := s.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-s.done
+	s.Kill()
 	for _, id := range simMachines(t, e.data+"-sim", "production") {
 		j, _ := talosnode.ReadJournal(e.data+"-sim", id)
 		for _, c := range j {
@@ -222,7 +219,7 @@ func TestTalosPlaneBootstrapAfterSIGKILL(t *testing.T) {
 			}
 		}
 	}
-	s.start()
+	s.Start()
 	s.waitApplied(e.first)
 	for _, tenant := range []string{"production", "staging"} {
 		planeWaitReady(t, e, tenant)
@@ -273,7 +270,7 @@ func TestTalosPlaneReconcilingUntilBootstrapped(t *testing.T) {
 // the API hands it out, pointed at address.
 func planeTalosClient(t *testing.T, e *e2e, tenant, address string) *client.Client {
 	t.Helper()
-	code, b := e.srv.request("GET", "/api/v1/tenants/"+tenant+"/talosconfig", nil, nil)
+	code, b := e.srv.Request("GET", "/api/v1/tenants/"+tenant+"/talosconfig", nil, nil)
 	if code != 200 {
 		t.Fatalf("talosconfig of %s: %d %s", tenant, code, b)
 	}
@@ -390,14 +387,14 @@ func TestTalosPlaneUpgradeRollsBackAMachineThatDoesNotReturn(t *testing.T) {
 		t.Fatal(err)
 	}
 	sha := planeBump(e, "1.12.7")
-	c := e.srv.waitCommit(sha)
+	c := e.srv.WaitCommit(sha)
 	r := e2eResult(t, c, "production")
 	if r.Phase != schema.CommitFailed || !r.Stalled || !strings.Contains(r.Error, bad.Spec.TFAddress) || !strings.Contains(r.Error, "rolled back") {
 		t.Fatalf("production's result: %s %v %q, want a stalled failure naming %s, rolled back", r.Phase, r.Stalled, r.Error, bad.Spec.TFAddress)
 	}
 	// The observer writes the Upgrading condition from the rollout record.
 	var tn schema.Tenant
-	e.srv.waitFor("the Upgrading condition to name "+bad.Spec.TFAddress, func() bool {
+	e.srv.WaitFor("the Upgrading condition to name "+bad.Spec.TFAddress, func() bool {
 		tn = planeTenant(t, e, "production")
 		up := tn.Status.Conditions.Get(schema.ConditionUpgrading)
 		return up != nil && up.Status == schema.ConditionFalse && up.Reason == schema.ReasonRolloutFailed && strings.Contains(up.Message, bad.Spec.TFAddress)
@@ -427,7 +424,7 @@ func TestTalosPlaneUpgradeRollsBackAMachineThatDoesNotReturn(t *testing.T) {
 		if m.Spec.NodeGroup == "workers" {
 			want = "v1.12.6" // rolled back, and the one after it never started
 		}
-		e.srv.waitFor(m.Spec.TFAddress+" to show Talos "+want, func() bool {
+		e.srv.WaitFor(m.Spec.TFAddress+" to show Talos "+want, func() bool {
 			for _, x := range e.srv.tenantMachines("production") {
 				if x.Metadata.Name == m.Metadata.Name {
 					return x.Status.TalosVersion == want && x.Status.Connected
@@ -445,13 +442,10 @@ func TestTalosPlaneRolloutResumesAfterSIGKILL(t *testing.T) {
 	e := newE2E(t, e2eOptions{args: planeArgs()})
 	planeWaitReady(t, e, "production")
 	sha := planeBump(e, "1.12.7")
-	e.srv.waitFor("the second machine's upgrade", func() bool {
+	e.srv.WaitFor("the second machine's upgrade", func() bool {
 		return len(planeCalls(t, e, "production", "Upgrade")) >= 2
 	})
-	if err := e.srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-e.srv.done
+	e.srv.Kill()
 	killed := 0
 	for _, id := range simMachines(t, e.data+"-sim", "production") {
 		j, _ := talosnode.ReadJournal(e.data+"-sim", id)
@@ -461,7 +455,7 @@ func TestTalosPlaneRolloutResumesAfterSIGKILL(t *testing.T) {
 			}
 		}
 	}
-	e.srv.start()
+	e.srv.Start()
 	e.srv.waitApplied(sha)
 	planeWaitReady(t, e, "production")
 	ups := planeCalls(t, e, "production", "Upgrade")
@@ -493,7 +487,7 @@ func TestTalosPlaneAllowReplace(t *testing.T) {
 	before := e2eMachineIDs(e.srv.tenantMachines("staging"))
 	e.edit(e2eManifests+"/staging/nodegroups.yaml", "  providerConfig:\n    shape: small\n---", "  providerConfig:\n    shape: small\n    image: talos-custom-1.12.6\n---")
 	sha := e.push("Staging: a custom image for the control plane")
-	c := e.srv.waitCommit(sha)
+	c := e.srv.WaitCommit(sha)
 	r := e2eResult(t, c, "staging")
 	if r.Phase != schema.CommitFailed || !r.Stalled || r.Reason != schema.ReasonReplaceBlocked || !strings.Contains(r.Error, "Rezuscloud-Allow-Replace: staging") {
 		t.Fatalf("without the trailer: %s stalled=%v reason=%s %q", r.Phase, r.Stalled, r.Reason, r.Error)

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
@@ -10,9 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,79 +17,8 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 )
-
-// tfsProc is a `rezuscloud serve` subprocess.
-type tfsProc struct {
-	cmd  *exec.Cmd
-	url  string
-	mu   sync.Mutex
-	logs bytes.Buffer
-	done chan struct{}
-}
-
-var tfsServingRE = regexp.MustCompile(`msg=serving addr=(\S+)`)
-
-// tfsBuild builds the rezuscloud binary into a temp dir.
-func tfsBuild(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "rezuscloud")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
-	cmd.Dir = testenv.Root()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// tfsServe starts the binary and waits until it serves.
-func tfsServe(t *testing.T, bin string, args ...string) *tfsProc {
-	t.Helper()
-	p := &tfsProc{done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := tfsServingRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-	case <-p.done:
-		t.Fatalf("rezuscloud serve exited:\n%s", p.log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("rezuscloud serve did not start:\n%s", p.log())
-	}
-	return p
-}
-
-func (p *tfsProc) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
 
 // tfsBigState returns a JSON state of about size bytes whose content
 // depends on serial.
@@ -128,15 +53,11 @@ func (b *tfsBodyDone) Read(p []byte) (int, error) {
 // After every restart the state must be wholly the old version or wholly
 // the new one, and the lock must still be held and reported.
 func TestTFStateKillMidPost(t *testing.T) {
-	bin := tfsBuild(t)
 	tokensFile, secrets := tfsTokens(t)
-	data := filepath.Join(t.TempDir(), "data")
-	args := []string{"--data", data, "--tokens-file", tokensFile, "--state-history", "2"}
+	p := servertest.Start(t, servertest.Options{TokensFile: tokensFile, Args: []string{"--state-history", "2"}})
 	const size = 40 << 20
-
-	p := tfsServe(t, bin, args...)
-	req := func(p *tfsProc, method, path, user string, body []byte) (int, []byte) {
-		return tfsRequest(t, p.url, method, path, user, secrets[user], body)
+	req := func(p *servertest.Server, method, path, user string, body []byte) (int, []byte) {
+		return tfsRequest(t, p.URL(), method, path, user, secrets[user], body)
 	}
 	const lockID = "kill-test-lock"
 	lockInfo := fmt.Appendf(nil, `{"ID":%q,"Operation":"OperationTypeApply","Who":"alice@host","Version":"1.10.10","Created":"2026-01-01T00:00:00Z"}`, lockID)
@@ -146,10 +67,10 @@ func TestTFStateKillMidPost(t *testing.T) {
 
 	// The first POST is not interrupted; it measures how long the server
 	// works on a POST after the body has arrived.
-	post := func(p *tfsProc, body []byte) (sent chan time.Time, result chan int) {
+	post := func(p *servertest.Server, body []byte) (sent chan time.Time, result chan int) {
 		sent, result = make(chan time.Time, 1), make(chan int, 1)
 		b := &tfsBodyDone{r: bytes.NewReader(body), done: sent}
-		hr, _ := http.NewRequest("POST", p.url+"/tfstate/big?ID="+lockID, b)
+		hr, _ := http.NewRequest("POST", p.URL()+"/tfstate/big?ID="+lockID, b)
 		hr.ContentLength = int64(len(body))
 		hr.SetBasicAuth("alice", secrets["alice"])
 		go func() {
@@ -167,7 +88,7 @@ func TestTFStateKillMidPost(t *testing.T) {
 	sent, result := post(p, current)
 	sentAt := <-sent
 	if code := <-result; code != http.StatusOK {
-		t.Fatalf("first POST: %d\n%s", code, p.log())
+		t.Fatalf("first POST: %d", code)
 	}
 	commit := time.Since(sentAt)
 	t.Logf("a %d MB POST takes %v after its body is sent", size>>20, commit)
@@ -180,11 +101,10 @@ func TestTFStateKillMidPost(t *testing.T) {
 		<-sent
 		delay := commit * time.Duration(i) / (rounds - 1)
 		time.Sleep(delay)
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
+		p.Kill()
 		code := <-result
 
-		p = tfsServe(t, bin, args...)
+		p.Start()
 		code2, got := req(p, "GET", "/tfstate/big", "ops", nil)
 		if code2 != http.StatusOK {
 			t.Fatalf("round %d: GET after restart: %d", i, code2)
@@ -226,7 +146,7 @@ func TestTFStateKillMidPost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := tfsRequest(t, p.url, "GET", "/tfstate/big", "carol", tok, nil); code != http.StatusUnauthorized {
+	if code, _ := tfsRequest(t, p.URL(), "GET", "/tfstate/big", "carol", tok, nil); code != http.StatusUnauthorized {
 		t.Fatalf("carol before she is in the tokens file: %d, want 401", code)
 	}
 	f, err := os.OpenFile(tokensFile, os.O_APPEND|os.O_WRONLY, 0)
@@ -235,27 +155,15 @@ func TestTFStateKillMidPost(t *testing.T) {
 	}
 	fmt.Fprintln(f, line)
 	f.Close()
-	p.cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, _ := tfsRequest(t, p.url, "GET", "/tfstate/big", "carol", tok, nil)
-		if code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("carol after SIGHUP: %d, want 200\n%s", code, p.log())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p.Signal(syscall.SIGHUP)
+	p.WaitFor("carol to be let in after SIGHUP", func() bool {
+		code, _ := tfsRequest(t, p.URL(), "GET", "/tfstate/big", "carol", tok, nil)
+		return code == http.StatusOK
+	})
 
 	// SIGTERM stops the server cleanly.
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGTERM")
-	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(p.log(), "msg=stopped") {
-		t.Fatalf("exit %d after SIGTERM:\n%s", code, p.log())
+	p.Stop()
+	if !strings.Contains(p.Log(), "msg=stopped") {
+		t.Fatalf("no stop in the log after SIGTERM:\n%s", p.LogWithoutRequests())
 	}
 }

@@ -3,7 +3,6 @@ package test
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 )
 
@@ -60,24 +60,7 @@ func (l *tfsLog) String() string {
 // users and an admin token, and returns the file and the secrets.
 func tfsTokens(t *testing.T) (string, map[string]string) {
 	t.Helper()
-	secrets := map[string]string{}
-	var lines []string
-	for _, e := range []struct {
-		name string
-		role backend.Role
-	}{{"alice", backend.RoleEdit}, {"bob", backend.RoleEdit}, {"ops", backend.RoleAdmin}, {"dash", backend.RoleView}} {
-		tok, line, err := backend.NewToken(e.name, e.role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets[e.name] = tok
-		lines = append(lines, line)
-	}
-	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path, secrets
+	return servertest.Tokens(t, map[string]string{"alice": "edit", "bob": "edit", "ops": "admin", "dash": "view"})
 }
 
 // tfsCLIConfig writes a tofu CLI config that installs no provider from
@@ -96,31 +79,14 @@ func tfsStart(t *testing.T, cfg backend.Config) *tfsServer {
 	t.Helper()
 	s := &tfsServer{t: t, tofu: testenv.Tofu(t), cli: tfsCLIConfig(t), logs: &tfsLog{}}
 	cfg.TokensFile, s.tokens = tfsTokens(t)
-	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	cfg.Listen = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(s.logs, nil))
-	srv, err := backend.NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	s.srv = srv
-	s.url = srv.URL()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.logs.String())
 		}
 	})
+	s.srv = servertest.StartBackend(t, cfg, nil)
+	s.url = s.srv.URL()
 	return s
 }
 

@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -32,11 +31,11 @@ func TestUIBrowser(t *testing.T) {
 	chromiumPath(t) // skips before the server starts when there is no Chromium
 	e := newE2E(t, e2eOptions{})
 	s := e.srv
-	b := newBrowser(t, s.url)
+	b := newBrowser(t, s.URL())
 
 	t.Run("overview", func(t *testing.T) {
 		b.t = t
-		s.waitFor("the tenants to be active", func() bool {
+		s.WaitFor("the tenants to be active", func() bool {
 			var list struct{ Items []schema.Tenant }
 			s.mustGet("/api/v1/tenants", &list)
 			return len(list.Items) == 2 && list.Items[0].Status.Phase == schema.TenantActive && list.Items[1].Status.Phase == schema.TenantActive
@@ -72,7 +71,7 @@ func TestUIBrowser(t *testing.T) {
 		b.do("mark the page", chromedp.Evaluate[chromedp.Void](`window.rezusMarker = "same page"`))
 		e.setCount("production", "workers", 3)
 		sha := e.push("Scale production workers to 3")
-		s.waitFor("the API to list the new machine", func() bool { return len(s.tenantMachines("production")) == 6 })
+		s.WaitFor("the API to list the new machine", func() bool { return len(s.tenantMachines("production")) == 6 })
 		seen := time.Now()
 		if !b.waitFor(`document.querySelectorAll("li.tile").length === 6`, uiLiveDeadline) {
 			t.Fatalf("the open page shows %d tiles %v after the API listed 6", eval[int](b, `document.querySelectorAll("li.tile").length`), uiLiveDeadline)
@@ -93,7 +92,7 @@ func TestUIBrowser(t *testing.T) {
 		b.t = t
 		e.edit("clusters/staging/nodegroups.yaml", "providerConfig:\n    shape: small\n---", "providerConfig:\n    shape: small\n  colour: blue\n---")
 		bad := e.push("Staging with a typo")
-		c := s.waitCommit(bad)
+		c := s.WaitCommit(bad)
 		if c.Status.Phase != schema.CommitInvalid || len(c.Status.Problems) == 0 {
 			t.Fatalf("commit %s: %s with %d problems, want Invalid with problems", bad[:12], c.Status.Phase, len(c.Status.Problems))
 		}
@@ -121,11 +120,11 @@ func TestUIBrowser(t *testing.T) {
 		e.work.Run("commit", "--allow-empty", "--author="+author, "-m", "Nothing changes, by someone with a long address")
 		e.work.Push()
 		long := e.work.Rev("HEAD")
-		s.waitCommit(long)
+		s.WaitCommit(long)
 		// A control plane, once the server has seen its services and
 		// its etcd membership.
 		var cp string
-		s.waitFor("a control plane's services and etcd membership", func() bool {
+		s.WaitFor("a control plane's services and etcd membership", func() bool {
 			for _, m := range s.tenantMachines("production") {
 				if st := m.Status; m.Spec.Role == schema.RoleControlPlane && len(st.Services) > 0 && st.Etcd != nil && st.Etcd.Member {
 					cp = m.Metadata.Name
@@ -194,12 +193,12 @@ func TestUIBrowser(t *testing.T) {
 		if !b.waitFor(`document.getElementById("live").textContent === "live"`, 10*time.Second) {
 			t.Fatal("the page never went live")
 		}
-		s.stop()
+		s.Stop()
 		if !b.waitFor(`document.getElementById("live").textContent.startsWith("reconnecting")`, 10*time.Second) {
 			t.Errorf("with the server down the indicator says %q", eval[string](b, `document.getElementById("live").textContent`))
 		}
 		b.screenshot("reconnecting")
-		s.start()
+		s.Start()
 		if !b.waitFor(`document.getElementById("live").textContent === "live"`, 20*time.Second) {
 			t.Errorf("after the server came back the indicator says %q", eval[string](b, `document.getElementById("live").textContent`))
 		}
@@ -208,7 +207,7 @@ func TestUIBrowser(t *testing.T) {
 		e.edit("clusters/staging/nodegroups.yaml", "  colour: blue\n", "")
 		e.setCount("staging", "workers", 2)
 		fixed := e.push("Staging fixed and scaled")
-		s.waitFor("staging's new machine", func() bool { return len(s.tenantMachines("staging")) == 3 })
+		s.WaitFor("staging's new machine", func() bool { return len(s.tenantMachines("staging")) == 3 })
 		if !b.waitFor(`document.querySelectorAll("li.tile").length === 3`, uiLiveDeadline) {
 			t.Errorf("after reconnecting the page shows %d tiles, want 3", eval[int](b, `document.querySelectorAll("li.tile").length`))
 		}
@@ -227,18 +226,18 @@ func TestUIBrowserLogin(t *testing.T) {
 	s := e.srv
 	admin := http.Header{"Authorization": {"Bearer " + toks.admin}}
 	var machine string
-	s.waitFor("the first commit to be applied", func() bool {
+	s.WaitFor("the first commit to be applied", func() bool {
 		var list struct {
 			Items []schema.Machine `json:"items"`
 		}
-		code, body := s.request(http.MethodGet, "/api/v1/tenants/production/machines", nil, admin)
+		code, body := s.Request(http.MethodGet, "/api/v1/tenants/production/machines", nil, admin)
 		if code != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Items) < 5 {
 			return false
 		}
 		machine = list.Items[0].Metadata.Name
 		return true
 	})
-	b := newBrowser(t, s.url)
+	b := newBrowser(t, s.URL())
 
 	b.open("/tenants/production")
 	if loc := eval[string](b, "location.pathname"); loc != "/login" {
@@ -289,10 +288,10 @@ func TestUIBrowserLogin(t *testing.T) {
 	}
 	// The old cookie, replayed, is worthless: the server ended the session.
 	cookie := http.Header{"Cookie": {"rezuscloud_session=" + session}}
-	if code, _ := s.request(http.MethodGet, "/api/v1/tenants", nil, cookie); code != http.StatusUnauthorized {
+	if code, _ := s.Request(http.MethodGet, "/api/v1/tenants", nil, cookie); code != http.StatusUnauthorized {
 		t.Errorf("API with the logged-out session's cookie: %d, want 401", code)
 	}
-	req, _ := http.NewRequest(http.MethodGet, s.url+"/tenants/production", nil)
+	req, _ := http.NewRequest(http.MethodGet, s.URL()+"/tenants/production", nil)
 	req.Header = cookie
 	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
@@ -311,18 +310,10 @@ type uiTokens struct {
 	file, view, admin string
 }
 
-// writeUITokens makes a view and an admin token with `rezuscloud token
-// create` and writes the tokens file.
+// writeUITokens makes a view and an admin token and writes the tokens
+// file.
 func writeUITokens(t *testing.T) uiTokens {
 	t.Helper()
-	bin := e2eBinary(t)
-	var toks uiTokens
-	view, viewLine := rolesCreateToken(t, bin, "viewer", "view")
-	admin, adminLine := rolesCreateToken(t, bin, "root", "admin")
-	toks.view, toks.admin = view, admin
-	toks.file = filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(toks.file, []byte(viewLine+"\n"+adminLine+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return toks
+	file, tokens := servertest.Tokens(t, map[string]string{"viewer": "view", "root": "admin"})
+	return uiTokens{file: file, view: tokens["viewer"], admin: tokens["root"]}
 }

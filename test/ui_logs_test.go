@@ -13,6 +13,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/ui"
 	"github.com/rezuscloud/rezuscloud/internal/machinelog"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 )
@@ -34,34 +35,19 @@ func TestUIBrowserLogTail(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := backend.NewServer(backend.Config{DataDir: filepath.Join(t.TempDir(), "data"), Listen: "127.0.0.1:0", TokensFile: tokens})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ui.Serve(srv, ui.Options{}); err != nil {
-		t.Fatal(err)
-	}
 	logs := &numberedLogs{asked: make(chan machinelog.Request, 1)}
-	srv.ServeMachineLogs(logs, nil)
-	err = srv.Store().Update(func(tx store.Tx) error {
-		m := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
-			Metadata: schema.ObjectMeta{Name: "m-1", Labels: map[string]string{schema.LabelTenant: "t"}},
-			Spec:     schema.MachineSpec{Hostname: "m-1", Tenant: "t", NodeGroup: "workers", Role: schema.RoleWorker, ManagementAddress: "127.0.0.9"}}
-		_, err := tx.PutObject(schema.KindMachine, "m-1", m)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
+	srv := servertest.StartBackend(t, backend.Config{TokensFile: tokens}, func(srv *backend.Server) error {
+		if err := ui.Serve(srv, ui.Options{}); err != nil {
+			return err
+		}
+		srv.ServeMachineLogs(logs, nil)
+		return srv.Store().Update(func(tx store.Tx) error {
+			m := &schema.Machine{APIVersion: schema.APIVersion, Kind: schema.KindMachine,
+				Metadata: schema.ObjectMeta{Name: "m-1", Labels: map[string]string{schema.LabelTenant: "t"}},
+				Spec:     schema.MachineSpec{Hostname: "m-1", Tenant: "t", NodeGroup: "workers", Role: schema.RoleWorker, ManagementAddress: "127.0.0.9"}}
+			_, err := tx.PutObject(schema.KindMachine, "m-1", m)
+			return err
+		})
 	})
 
 	b := newBrowser(t, srv.URL())
@@ -131,7 +117,7 @@ func TestUIBrowserLogTailFromANode(t *testing.T) {
 	e := newE2E(t, e2eOptions{args: planeArgs("--sim-timings", planeTimings+",log=200ms")})
 	planeWaitReady(t, e, "production")
 	m := e.srv.tenantMachines("production")[0]
-	b := newBrowser(t, e.srv.url)
+	b := newBrowser(t, e.srv.URL())
 	b.open("/tenants/production/machines/" + m.Metadata.Name)
 	if !b.waitFor(`document.querySelector("pre.log") && document.querySelector("pre.log").textContent.includes("on platform rezussim: machine powered on")`, 20*time.Second) {
 		t.Fatalf("the log section shows %q", eval[string](b, `(document.querySelector("section.logs")||{outerHTML:"none"}).outerHTML`))

@@ -251,7 +251,7 @@ func (s *e2eServer) watchJSONUntil(path string, last uint64) []sseEvent {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+path, nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -301,8 +301,8 @@ func TestWatchSSEAcrossRestart(t *testing.T) {
 	s := e.srv
 	before := s.machineVersions()
 
-	f := followSSE(t, s.url+"/api/v1/machines/events")
-	s.waitFor("the watch's current state", func() bool {
+	f := followSSE(t, s.URL()+"/api/v1/machines/events")
+	s.WaitFor("the watch's current state", func() bool {
 		_, initial, _, _ := f.snapshot()
 		return initial != 0
 	})
@@ -328,11 +328,11 @@ func TestWatchSSEAcrossRestart(t *testing.T) {
 	// The follower stays away across the restart and until the next commit
 	// has been applied: it gets that commit's events only by resuming.
 	f.hold(true)
-	s.stop()
+	s.Stop()
 	e.setCount("production", "workers", 2)
 	e.setCount("staging", "workers", 2)
 	down := e.push("Production back to 2 workers, staging to 2 while the server is down")
-	s.start()
+	s.Start()
 	s.waitApplied(down)
 	_, _, connected, _ := f.snapshot()
 	f.hold(false)
@@ -347,7 +347,7 @@ func TestWatchSSEAcrossRestart(t *testing.T) {
 	// the API's list, resourceVersions included. Machines keep changing
 	// (their observed stage), so compare the two until they agree.
 	var final map[string]uint64
-	s.waitFor("the follower to catch up with the API", func() bool {
+	s.WaitFor("the follower to catch up with the API", func() bool {
 		final = s.machineVersions()
 		evs, _, _, _ := f.snapshot()
 		st := sseState(evs)

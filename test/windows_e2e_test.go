@@ -70,7 +70,7 @@ spec:
 	}
 	// rezusctl counts "in ..." from its own, real clock.
 	ctl := ctlBinary{t: t, path: filepath.Join(cliBinaries(t), "rezusctl")} // the server has no tokens
-	if out := ctl.run("get", "tenants", "--server", s.url); !regexp.MustCompile(`(?m)^production .*Waiting for window 2026-12-02T01:00Z \(in [^)]+\): scale-down of workers \(1 machine\)`).MatchString(out) {
+	if out := ctl.run("get", "tenants", "--server", s.URL()); !regexp.MustCompile(`(?m)^production .*Waiting for window 2026-12-02T01:00Z \(in [^)]+\): scale-down of workers \(1 machine\)`).MatchString(out) {
 		t.Errorf("rezusctl get tenants does not show production waiting:\n%s", out)
 	}
 
@@ -78,13 +78,13 @@ spec:
 	// the test asks for the run the timer would start.
 	setClock(time.Date(2026, 12, 2, 1, 0, 30, 0, time.UTC))
 	time.Sleep(100 * time.Millisecond) // the server reads the clock file every 50 ms
-	if code, body := s.request(http.MethodPost, "/api/v1/reconcile", []byte(`{"tenant":"production"}`), nil); code != http.StatusAccepted {
+	if code, body := s.Request(http.MethodPost, "/api/v1/reconcile", []byte(`{"tenant":"production"}`), nil); code != http.StatusAccepted {
 		t.Fatalf("POST /api/v1/reconcile: %d %s", code, body)
 	}
-	s.waitFor("the scale-down in the window", func() bool {
+	s.WaitFor("the scale-down in the window", func() bool {
 		return e2eCounts(s.tenantMachines("production"))["production/workers"] == 1
 	})
-	s.waitFor("production's status to stop waiting", func() bool {
+	s.WaitFor("production's status to stop waiting", func() bool {
 		var tn schema.Tenant
 		s.mustGet("/api/v1/tenants/production", &tn)
 		return tn.Status.Maintenance == nil && !tn.Status.Conditions.IsTrue(schema.ConditionReconciling)

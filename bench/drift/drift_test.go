@@ -15,6 +15,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/bench/reconcile"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
@@ -49,9 +50,8 @@ func init() {
 // checks run only when a benchmark asks (no interval).
 type rig struct {
 	dir, tofu, cli, simDir string
-	srv                    *backend.Server
+	srv                    *servertest.Backend
 	rec                    *reconciler.Reconciler
-	stop                   func()
 	fleet                  reconcile.Fleet
 	rev                    int
 }
@@ -96,19 +96,12 @@ func newRig(tofuBin, mirror string) (*rig, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &rig{dir: dir, tofu: tofuBin, cli: filepath.Join(dir, "tofu.rc"), simDir: filepath.Join(dir, "sim"), stop: func() {}}
+	r := &rig{dir: dir, tofu: tofuBin, cli: filepath.Join(dir, "tofu.rc"), simDir: filepath.Join(dir, "sim")}
 	fail := func(err error) (*rig, error) { r.close(); return nil, err }
 	data := filepath.Join(dir, "data")
-	if r.srv, err = backend.NewServer(backend.Config{DataDir: data, Listen: "127.0.0.1:0"}); err != nil {
+	if r.srv, err = servertest.OpenBackend(backend.Config{DataDir: data}, nil); err != nil {
 		return fail(err)
 	}
-	if err := r.srv.Listen(); err != nil {
-		return fail(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.srv.Run(ctx); close(done) }()
-	r.stop = func() { cancel(); <-done }
 	if err := tfcli.WriteCLIConfig(r.cli, tfcli.CLIConfig{MirrorDir: mirror}); err != nil {
 		return fail(err)
 	}
@@ -129,7 +122,9 @@ func (r *rig) close() {
 	if r.rec != nil {
 		r.rec.Close()
 	}
-	r.stop()
+	if r.srv != nil {
+		r.srv.Close()
+	}
 	os.RemoveAll(r.dir)
 }
 

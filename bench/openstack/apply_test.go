@@ -20,6 +20,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/examples"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	sim "github.com/rezuscloud/rezuscloud/internal/sim/openstack"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
@@ -40,16 +41,15 @@ const tenant = "openstack-prod"
 // OpenStack.
 type rig struct {
 	dir, tofu, cli, clouds string
-	srv                    *backend.Server
+	srv                    *servertest.Backend
 	cloud                  *sim.Cloud
 	rec                    *reconciler.Reconciler
-	stop                   func()
 	rev                    int
 }
 
 func newRig(b *testing.B) *rig {
 	b.Helper()
-	r := &rig{dir: b.TempDir(), tofu: testenv.Tofu(b), stop: func() {}}
+	r := &rig{dir: b.TempDir(), tofu: testenv.Tofu(b)}
 	b.Cleanup(func() { r.close() })
 	var err error
 	r.cloud, err = sim.Open(sim.Options{Dir: filepath.Join(r.dir, "cloud"), Addresses: netip.MustParsePrefix("127.4.0.0/16"),
@@ -65,17 +65,10 @@ func newRig(b *testing.B) *rig {
 		b.Fatal(err)
 	}
 	data := filepath.Join(r.dir, "data")
-	r.srv, err = backend.NewServer(backend.Config{DataDir: data, Listen: "127.0.0.1:0"})
+	r.srv, err = servertest.OpenBackend(backend.Config{DataDir: data}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := r.srv.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.srv.Run(ctx); close(done) }()
-	r.stop = func() { cancel(); <-done }
 	r.cli = filepath.Join(r.dir, "tofu.rc")
 	if err := tfcli.WriteCLIConfig(r.cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(b)}); err != nil {
 		b.Fatal(err)
@@ -96,7 +89,9 @@ func (r *rig) close() {
 	if r.rec != nil {
 		r.rec.Close()
 	}
-	r.stop()
+	if r.srv != nil {
+		r.srv.Close()
+	}
 	if r.cloud != nil {
 		r.cloud.Close()
 	}

@@ -12,28 +12,27 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/examples"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // webhookSecret signs the generic hooks.
 const webhookSecret = "bench-push-webhook-secret-0123456789"
 
-// waitTimeout bounds the wait for one commit; the polling case waits up to
-// a whole poll interval first.
-const waitTimeout = 3 * time.Minute
+func TestMain(m *testing.M) {
+	code := m.Run()
+	servertest.RemoveBuilds()
+	os.Exit(code)
+}
 
 // rig is a git daemon serving the example manifests, a work tree that
 // pushes to it and a `rezuscloud serve` that follows it.
@@ -48,18 +47,11 @@ type rig struct {
 	lastReceived time.Time
 }
 
-// newRig builds the server, pushes the examples under clusters/, starts
-// the server with the default settings plus args (and -debounce), and
-// waits for the first commit to be applied.
+// newRig pushes the examples under clusters/, starts the server with the
+// default settings plus args (and -debounce), and waits for the first
+// commit to be applied.
 func newRig(b *testing.B, args ...string) *rig {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "rezuscloud")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/rezuscloud")
-	build.Dir = testenv.Root()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
-	}
 	d := gittest.NewDaemon(b)
 	d.CreateBare("acme/infra.git")
 	r := &rig{b: b, repo: d.URL("acme/infra.git"), workers: 2}
@@ -84,13 +76,11 @@ func newRig(b *testing.B, args ...string) *rig {
 	if *debounce != "" {
 		args = append(args, "--debounce", *debounce)
 	}
-	r.srv = startServer(b, bin, append([]string{
-		"--data", filepath.Join(b.TempDir(), "data"),
-		"--repo", r.repo, "--path", "clusters",
-		"--tofu", testenv.Tofu(b), "--provider-mirror", testenv.ProviderMirror(b),
-		"--log-format", "json",
-	}, args...))
-	b.Cleanup(r.srv.stop)
+	r.srv = &server{b: b, Server: servertest.Start(b, servertest.Options{
+		Repo: r.repo, Path: "clusters", SimCloud: true,
+		Args: append([]string{"--log-format", "json"}, args...),
+		Env:  []string{"REZUSCLOUD_WEBHOOK_SECRET=" + webhookSecret},
+	})}
 	// The first commit arrives with the server's first poll.
 	r.lastReceived = r.srv.waitCommit(first).Status.Timings.ReceivedAt
 	return r
@@ -146,9 +136,9 @@ func (r *rig) pushAndWait(hook bool) sample {
 	for _, t := range c.Status.Tenants {
 		if t.Tenant == "production" {
 			s.tenant = t.FinishedAt.Sub(t.StartedAt)
-			want := schema.PlanSummary{Add: 1}
+			want := schema.PlanSummary{Add: 1, Machines: schema.PlanCounts{Add: 1}}
 			if r.workers == 2 {
-				want = schema.PlanSummary{Destroy: 1}
+				want = schema.PlanSummary{Destroy: 1, Machines: schema.PlanCounts{Destroy: 1}}
 			}
 			if t.Plan != want {
 				r.b.Fatalf("commit %s: production plan %s, want %s", sha[:12], t.Plan, want)
@@ -161,128 +151,21 @@ func (r *rig) pushAndWait(hook bool) sample {
 	return s
 }
 
-// server is a running `rezuscloud serve`.
+// server is a running `rezuscloud serve` (see servertest).
 type server struct {
-	b    *testing.B
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{}
-
-	mu  sync.Mutex
-	log []string // its last lines
-}
-
-func startServer(b *testing.B, bin string, args []string) *server {
-	b.Helper()
-	s := &server{b: b, done: make(chan struct{})}
-	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	s.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + b.TempDir(), "REZUSCLOUD_WEBHOOK_SECRET=" + webhookSecret}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		defer close(s.done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving" && rec.Addr != "" {
-				select {
-				case addr <- rec.Addr:
-				default:
-				}
-			}
-			if rec.Msg == "request" {
-				continue
-			}
-			s.mu.Lock()
-			s.log = append(s.log, line)
-			if len(s.log) > 50 {
-				s.log = s.log[1:]
-			}
-			s.mu.Unlock()
-		}
-		io.Copy(io.Discard, stderr)
-		s.cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		s.url = "http://" + a
-	case <-s.done:
-		b.Fatalf("rezuscloud serve exited before serving:\n%s", s.tail())
-	case <-time.After(time.Minute):
-		s.cmd.Process.Kill()
-		b.Fatalf("rezuscloud serve did not start serving:\n%s", s.tail())
-	}
-	return s
-}
-
-func (s *server) tail() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Join(s.log, "\n")
-}
-
-// stop sends SIGTERM and waits for the server to exit.
-func (s *server) stop() {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(2 * time.Minute):
-		s.cmd.Process.Kill()
-		<-s.done
-		s.b.Errorf("rezuscloud serve did not exit within 2 minutes of SIGTERM")
-	}
-}
-
-// get fetches path and decodes a 200 answer into v; it returns the code.
-func (s *server) get(path string, v any) int {
-	s.b.Helper()
-	resp, err := http.Get(s.url + path)
-	if err != nil {
-		s.b.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.b.Fatal(err)
-	}
-	if resp.StatusCode == http.StatusOK && v != nil {
-		if err := json.Unmarshal(body, v); err != nil {
-			s.b.Fatalf("GET %s: %v", path, err)
-		}
-	}
-	return resp.StatusCode
+	*servertest.Server
+	b *testing.B
 }
 
 // waitCommit waits until the Commit of sha is done and fails unless it
 // succeeded.
 func (s *server) waitCommit(sha string) schema.Commit {
 	s.b.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		var c schema.Commit
-		if code := s.get("/api/v1/commits/"+sha, &c); code == http.StatusOK && c.Status.Phase.Done() {
-			if c.Status.Phase != schema.CommitSucceeded {
-				s.b.Fatalf("commit %s: %s: %s\n%s", sha[:12], c.Status.Phase, c.Status.Message, s.tail())
-			}
-			return c
-		}
-		select {
-		case <-s.done:
-			s.b.Fatalf("rezuscloud serve exited:\n%s", s.tail())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.b.Fatalf("commit %s not done within %v:\n%s", sha[:12], waitTimeout, s.tail())
-		}
+	c := s.WaitCommit(sha)
+	if c.Status.Phase != schema.CommitSucceeded {
+		s.b.Fatalf("commit %s: %s: %s\n%s", sha[:12], c.Status.Phase, c.Status.Message, s.Tail(50))
 	}
+	return c
 }
 
 // hook posts a signed generic webhook for the main branch of repo.
@@ -294,7 +177,7 @@ func (s *server) hook(repo string) {
 	}
 	mac := hmac.New(sha256.New, []byte(webhookSecret))
 	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, s.url+"/hooks/generic", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, s.URL()+"/hooks/generic", bytes.NewReader(body))
 	if err != nil {
 		s.b.Fatal(err)
 	}
@@ -315,7 +198,7 @@ func (s *server) hook(repo string) {
 // /metrics.
 func (s *server) tofuSeconds() map[string]float64 {
 	s.b.Helper()
-	resp, err := http.Get(s.url + "/metrics")
+	resp, err := http.Get(s.URL() + "/metrics")
 	if err != nil {
 		s.b.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
 	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -53,13 +53,12 @@ func init() {
 // figure misses issue 16's bound, or when the commit does not queue every
 // tenant.
 func BenchmarkServeFirstLoad(b *testing.B) {
-	tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
-	bin := buildServer(b)
+	servertest.Binary(b) // built before the timer
 	url, rev := pushManifestFleet(b, firstLoadTenants)
 	b.ResetTimer()
 	var worst firstLoad
 	for range b.N {
-		got := serveFirstLoad(b, bin, tofu, mirror, url, rev)
+		got := serveFirstLoad(b, url, rev)
 		b.Logf("%d manifests: validated %.3f s after the start (load %.3f s), %.2f s of CPU, peak RSS %.1f MB, stopped in %.3f s with %d tenants queued; data dir (MiB): %s",
 			10*firstLoadTenants, got.validated, got.load, got.cpu, got.peakMB, got.stop, firstLoadTenants, got.dataDir)
 		worst = worst.max(got)
@@ -90,33 +89,27 @@ func (f firstLoad) max(g firstLoad) firstLoad {
 
 // serveFirstLoad starts the server on a new data dir, waits for its
 // decision on rev and stops it.
-func serveFirstLoad(b *testing.B, bin, tofu, mirror, url, rev string) firstLoad {
+func serveFirstLoad(b *testing.B, url, rev string) firstLoad {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	data := filepath.Join(b.TempDir(), "data")
+	srv := newServe(b, servertest.Options{Data: data, Repo: url, SimCloud: true, Args: []string{"--poll-interval", "1h", "--debounce", "1h"}})
 	start := time.Now()
-	srv := startServe(b, ctx, bin, "serve", "--data", data, "--listen", "127.0.0.1:0", "--repo", url,
-		"--poll-interval", "1h", "--debounce", "1h", "--tofu", tofu, "--provider-mirror", mirror, "--log-format", "json")
-	defer srv.stop(b)
+	srv.Start()
 	c := srv.waitDecision(b, ctx, rev)
 	if c.Status.Phase != schema.CommitPlanning || len(c.Status.Tenants) != firstLoadTenants {
-		b.Fatalf("%s\n%s", describe(c), srv.tail())
+		b.Fatalf("%s\n%s", describe(c), srv.Tail(40))
 	}
 	time.Sleep(2 * time.Second) // what follows the decision counts towards the peak
-	pid := srv.cmd.Process.Pid
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
 	got := firstLoad{
 		validated: c.Status.Timings.ValidatedAt.Sub(start).Seconds(),
 		load:      c.Status.Timings.ValidatedAt.Sub(c.Status.Timings.ReceivedAt).Seconds(),
-		cpu:       procCPU(b, pid).Seconds(),
-		peakMB:    procKiB(b, status, "VmHWM") * 1024 / 1e6,
+		cpu:       procCPU(b, srv.Pid()).Seconds(),
+		peakMB:    srv.mb("VmHWM"),
 	}
 	stopping := time.Now()
-	srv.stop(b)
+	srv.Stop()
 	got.stop = time.Since(stopping).Seconds()
 	got.dataDir = duMiB(data)
 	return got
@@ -133,10 +126,9 @@ func (p *serveProc) waitDecision(b *testing.B, ctx context.Context, rev string) 
 		}
 		select {
 		case <-ctx.Done():
-			b.Fatalf("no decision on %s in time (last error %v)\n%s", rev, err, p.tail())
-		case err := <-p.done:
-			p.done <- err
-			b.Fatalf("rezuscloud serve exited: %v\n%s", err, p.tail())
+			b.Fatalf("no decision on %s in time (last error %v)\n%s", rev, err, p.Tail(40))
+		case <-p.Done():
+			b.Fatalf("rezuscloud serve exited\n%s", p.Tail(40))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store/bolt"
 )
@@ -63,8 +63,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		b.Fatal(err)
 	}
 	fleet := Fleet{Tenants: k.Tenants, PerTenant: k.PerTenant}
-	tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
-	bin := buildServer(b)
+	servertest.Binary(b) // built before the timer
 	repo := filepath.Join(b.TempDir(), "repo")
 	if err := fleet.WriteDir(repo); err != nil {
 		b.Fatal(err)
@@ -76,16 +75,14 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		b.Fatal(err)
 	}
 	for range b.N {
-		dropCache(b, db)
-		start := time.Now()
-		args := []string{"serve",
-			"--data", filepath.Join(keepDir, "data"), "--sim-dir", filepath.Join(keepDir, "sim"),
-			"--listen", "127.0.0.1:0", "--dir", repo, "--tofu", tofu, "--provider-mirror", mirror,
-			"--debounce", "0", "--log-format", "json"}
+		args := []string{"--sim-dir", filepath.Join(keepDir, "sim"), "--debounce", "0"}
 		if profileDir != "" {
 			args = append(args, "--pprof-listen", "127.0.0.1:0")
 		}
-		srv := startServe(b, ctx, bin, args...)
+		srv := newServe(b, servertest.Options{Data: filepath.Join(keepDir, "data"), Dir: repo, SimCloud: true, Args: args})
+		dropCache(b, db)
+		start := time.Now()
+		srv.Start()
 		ready := srv.waitReady(b, ctx, start)
 		first := srv.waitApplied(b, ctx, "")
 		applied := time.Since(start)
@@ -93,17 +90,13 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 			b.Fatalf("the server has %d machines, want %d", first.machines, fleet.Machines())
 		}
 		observed := srv.waitObserved(b, ctx, fleet.Machines(), start)
-		idle := sampleRSS(b, srv.cmd.Process.Pid, idleFor, db)
+		idle := srv.sampleRSS(b, idleFor, db)
 		if profileDir != "" {
 			srv.saveIdleProfile(b, ctx, profileDir)
 		}
 		tofuRuns, heap, sys := srv.scrape(b, ctx)
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.cmd.Process.Pid))
-		if err != nil {
-			b.Fatal(err)
-		}
-		peak := procKiB(b, status, "VmHWM") * 1024 / 1e6
-		srv.stop(b)
+		peak := srv.mb("VmHWM")
+		srv.Stop()
 		b.ReportMetric(idle.maxMB, "idle-RSS-MB")
 		b.ReportMetric(peak, "peak-RSS-MB")
 		b.ReportMetric(float64(first.tofuRuns), "tofu-runs")
@@ -156,10 +149,9 @@ func (p *serveProc) waitObserved(b *testing.B, ctx context.Context, want int, st
 		}
 		select {
 		case <-ctx.Done():
-			b.Fatalf("only %d of %d machines were observed connected in time (last error %v)\n%s", connected, want, err, p.tail())
-		case err := <-p.done:
-			p.done <- err
-			b.Fatalf("rezuscloud serve exited: %v\n%s", err, p.tail())
+			b.Fatalf("only %d of %d machines were observed connected in time (last error %v)\n%s", connected, want, err, p.Tail(40))
+		case <-p.Done():
+			b.Fatalf("rezuscloud serve exited\n%s", p.Tail(40))
 		case <-time.After(5 * time.Second):
 		}
 	}
@@ -171,27 +163,24 @@ type rssSamples struct {
 	minMB, maxMB, meanMB, anonMB, dbMB float64
 }
 
-// sampleRSS reads VmRSS of pid once a second for d; db is the store file.
-func sampleRSS(b *testing.B, pid int, d time.Duration, db string) rssSamples {
+// sampleRSS reads the server's VmRSS once a second for d; db is the
+// store file.
+func (p *serveProc) sampleRSS(b *testing.B, d time.Duration, db string) rssSamples {
 	b.Helper()
 	var s rssSamples
 	n := 0
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			b.Fatal(err)
-		}
-		mb := procKiB(b, status, "VmRSS") * 1024 / 1e6
+		mb := p.mb("VmRSS")
 		if n == 0 || mb < s.minMB {
 			s.minMB = mb
 		}
 		s.maxMB = max(s.maxMB, mb)
 		s.meanMB += mb
-		s.anonMB = procKiB(b, status, "RssAnon") * 1024 / 1e6
+		s.anonMB = p.mb("RssAnon")
 		n++
 	}
 	s.meanMB /= float64(max(n, 1))
-	s.dbMB = mappedMB(b, pid, db)
+	s.dbMB = mappedMB(b, p.Pid(), db)
 	return s
 }
 
@@ -236,9 +225,7 @@ func dropCache(b *testing.B, file string) {
 // `go tool pprof -sample_index=inuse_space -top BIN FILE`.
 func (p *serveProc) saveIdleProfile(b *testing.B, ctx context.Context, dir string) {
 	b.Helper()
-	p.mu.Lock()
-	base := p.pprof
-	p.mu.Unlock()
+	base := p.PprofURL()
 	if base == "" {
 		b.Fatal("the server did not log its pprof address")
 	}
@@ -255,7 +242,7 @@ func (p *serveProc) saveIdleProfile(b *testing.B, ctx context.Context, dir strin
 	if err != nil || resp.StatusCode != http.StatusOK {
 		b.Fatalf("heap profile: %s %v", resp.Status, err)
 	}
-	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.cmd.Process.Pid))
+	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.Pid()))
 	if err != nil {
 		b.Fatal(err)
 	}

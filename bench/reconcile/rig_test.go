@@ -20,6 +20,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler"
@@ -137,10 +138,9 @@ type rig struct {
 	cli     string
 	simDir  string
 	workers int // the reconciler's, its default: one per core
-	srv     *backend.Server
+	srv     *servertest.Backend
 	rec     *reconciler.Reconciler
 	metrics *metrics.Metrics
-	stop    func()
 
 	mu    sync.Mutex // serialises benchmarks that change the fleet
 	fleet Fleet
@@ -158,6 +158,7 @@ func TestMain(m *testing.M) {
 	if shared != nil {
 		shared.close()
 	}
+	servertest.RemoveBuilds()
 	os.Exit(code)
 }
 
@@ -266,7 +267,7 @@ func newRig(tofuBin, mirror string) (*rig, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &rig{dir: dir, tofu: tofuBin, cli: filepath.Join(dir, "tofu.rc"), simDir: filepath.Join(dir, "sim"), workers: reconciler.DefaultWorkers(), stop: func() {}}
+	r := &rig{dir: dir, tofu: tofuBin, cli: filepath.Join(dir, "tofu.rc"), simDir: filepath.Join(dir, "sim"), workers: reconciler.DefaultWorkers()}
 	fail := func(err error) (*rig, error) {
 		r.close()
 		return nil, err
@@ -279,19 +280,9 @@ func newRig(tofuBin, mirror string) (*rig, error) {
 		r.fleet, r.rev = Fleet{Tenants: k.Tenants, PerTenant: k.PerTenant}, k.Revision
 	}
 	data := filepath.Join(dir, "data")
-	r.srv, err = backend.NewServer(backend.Config{DataDir: data, Listen: "127.0.0.1:0"})
-	if err != nil {
+	if r.srv, err = servertest.OpenBackend(backend.Config{DataDir: data}, nil); err != nil {
 		return fail(err)
 	}
-	if err := r.srv.Listen(); err != nil {
-		r.srv.Close()
-		r.srv = nil
-		return fail(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.srv.Run(ctx); close(done) }()
-	r.stop = func() { cancel(); <-done }
 
 	// No plugin cache: providers come from an unpacked filesystem mirror,
 	// which init links without copying, and a shared cache races: a
@@ -321,7 +312,9 @@ func (r *rig) close() {
 	if r.rec != nil {
 		r.rec.Close()
 	}
-	r.stop()
+	if r.srv != nil {
+		r.srv.Close()
+	}
 	if keepDir == "" {
 		os.RemoveAll(r.dir)
 	}

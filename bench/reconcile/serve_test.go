@@ -10,16 +10,13 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -34,11 +31,9 @@ const peakRSSTarget = 150
 // is the whole run; peak-RSS-MiB is its VmHWM, and the *-s metrics how
 // long each commit took by the server's own Commit timings.
 func BenchmarkServePeakRSS(b *testing.B) {
-	tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
-	bin := buildServer(b)
 	var last serveRun
 	for range b.N {
-		last = runServe(b, bin, tofu, mirror)
+		last = runServe(b)
 	}
 	b.ReportMetric(last.peakMiB, "peak-RSS-MiB")
 	b.ReportMetric(last.initial.Seconds(), "initial-s")
@@ -68,7 +63,7 @@ type serveRun struct {
 
 // runServe starts the server on a fresh data dir and repository, takes it
 // through the three commits and returns what it measured.
-func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
+func runServe(b *testing.B) serveRun {
 	b.Helper()
 	dir := b.TempDir()
 	repo := filepath.Join(dir, "repo")
@@ -78,10 +73,8 @@ func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	srv := startServe(b, ctx, bin, "serve",
-		"--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--dir", repo,
-		"--tofu", tofu, "--provider-mirror", mirror, "--debounce", "0", "--log-format", "json")
-	defer srv.stop(b)
+	srv := newServe(b, servertest.Options{Data: filepath.Join(dir, "data"), Dir: repo, SimCloud: true, Args: []string{"--debounce", "0"}})
+	srv.Start()
 
 	var out serveRun
 	first := srv.waitApplied(b, ctx, "")
@@ -113,15 +106,9 @@ func runServe(b *testing.B, bin, tofu, mirror string) serveRun {
 
 	out.tofu, out.goHeapMiB, out.goSysMiB = srv.scrape(b, ctx)
 	out.dataDir = duMiB(filepath.Join(dir, "data"))
-
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.cmd.Process.Pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	out.peakMiB = procKiB(b, status, "VmHWM") / 1024
-	out.endMiB = procKiB(b, status, "VmRSS") / 1024
-	out.anonMiB = procKiB(b, status, "RssAnon") / 1024
-	out.fileMiB = procKiB(b, status, "RssFile") / 1024
+	out.peakMiB, out.endMiB = srv.mib("VmHWM"), srv.mib("VmRSS")
+	out.anonMiB, out.fileMiB = srv.mib("RssAnon"), srv.mib("RssFile")
+	srv.Stop()
 	return out
 }
 
@@ -147,126 +134,24 @@ func duMiB(dir string) string {
 	return strings.Join(parts, ", ")
 }
 
-// procKiB reads a "Name:  N kB" line of /proc/PID/status.
-func procKiB(b *testing.B, status []byte, name string) float64 {
-	for _, line := range strings.Split(string(status), "\n") {
-		rest, ok := strings.CutPrefix(line, name+":")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 2 && f[1] == "kB" {
-			if n, err := strconv.ParseFloat(f[0], 64); err == nil {
-				return n
-			}
-		}
-	}
-	b.Fatalf("no %s in /proc/PID/status:\n%s", name, status)
-	return 0
-}
+// serveProc is a running `rezuscloud serve` (see servertest), with what
+// the benchmarks read of it.
+type serveProc struct{ *servertest.Server }
 
-// serveProc is a running `rezuscloud serve`.
-type serveProc struct {
-	cmd     *exec.Cmd
-	url     string
-	pprof   string     // the base URL of its --pprof-listen, once it logs it
-	done    chan error // receives Wait's result, and is refilled by readers
-	stopped bool
-
-	mu  sync.Mutex
-	log []string // the last lines of its log
-}
-
-// buildServer builds ./cmd/rezuscloud with go build and returns the
-// binary.
-func buildServer(b *testing.B) string {
+// newServe prepares the server as o says, with its log in JSON; Start
+// runs it.
+func newServe(b *testing.B, o servertest.Options) *serveProc {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "rezuscloud")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
-	build.Dir = testenv.Root()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
-	}
-	return bin
+	o.Args = append([]string{"--log-format", "json"}, o.Args...)
+	return &serveProc{servertest.New(b, o)}
 }
 
-func startServe(b *testing.B, ctx context.Context, bin string, args ...string) *serveProc {
-	b.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &serveProc{cmd: cmd, done: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.log = append(p.log, line)
-			if len(p.log) > 40 {
-				p.log = p.log[1:]
-			}
-			p.mu.Unlock()
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving pprof" {
-				p.mu.Lock()
-				p.pprof = "http://" + rec.Addr
-				p.mu.Unlock()
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving" && rec.Addr != "" {
-				select {
-				case addr <- rec.Addr:
-				default:
-				}
-			}
-		}
-		p.done <- cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-	case err := <-p.done:
-		p.done <- err
-		b.Fatalf("rezuscloud serve exited before serving: %v\n%s", err, p.tail())
-	case <-ctx.Done():
-		p.stop(b)
-		b.Fatalf("rezuscloud serve did not start serving\n%s", p.tail())
-	}
-	return p
-}
+// mib returns a figure of the server process's memory (see
+// servertest.Server.Memory) in MiB.
+func (p *serveProc) mib(field string) float64 { return float64(p.Memory(field)) / (1 << 20) }
 
-func (p *serveProc) tail() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.log, "\n")
-}
-
-// stop sends SIGTERM and waits for a graceful exit.
-func (p *serveProc) stop(b *testing.B) {
-	if p.stopped {
-		return
-	}
-	p.stopped = true
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.done <- err
-		if err != nil {
-			b.Errorf("rezuscloud serve did not exit cleanly on SIGTERM: %v\n%s", err, p.tail())
-		}
-	case <-time.After(2 * time.Minute):
-		_ = p.cmd.Process.Kill()
-		b.Errorf("rezuscloud serve did not exit within 2 minutes of SIGTERM\n%s", p.tail())
-	}
-}
+// mb returns a figure of the server process's memory in MB.
+func (p *serveProc) mb(field string) float64 { return float64(p.Memory(field)) / 1e6 }
 
 // applied is the server's state once a revision has been applied.
 type applied struct {
@@ -305,15 +190,14 @@ func (p *serveProc) waitApplied(b *testing.B, ctx context.Context, after string)
 				t := c.Status.Timings
 				return applied{revision: rev, tofuRuns: st.Reconciler.TofuRuns, machines: st.Counts.Machines, took: t.FinishedAt.Sub(t.ReceivedAt)}
 			case c.Status.Phase.Done() && c.Status.Phase != schema.CommitSucceeded:
-				b.Fatalf("%s\n%s", describe(&c), p.tail())
+				b.Fatalf("%s\n%s", describe(&c), p.Tail(40))
 			}
 		}
 		select {
 		case <-ctx.Done():
-			b.Fatalf("no revision after %q was applied in time (last error %v)\n%s", after, err, p.tail())
-		case err := <-p.done:
-			p.done <- err
-			b.Fatalf("rezuscloud serve exited: %v\n%s", err, p.tail())
+			b.Fatalf("no revision after %q was applied in time (last error %v)\n%s", after, err, p.Tail(40))
+		case <-p.Done():
+			b.Fatalf("rezuscloud serve exited\n%s", p.Tail(40))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -323,7 +207,7 @@ func (p *serveProc) waitApplied(b *testing.B, ctx context.Context, after string)
 // as "plan 100 runs 31.2s, ...", and the Go heap in use and the memory the
 // Go runtime holds from the OS, in MiB.
 func (p *serveProc) scrape(b *testing.B, ctx context.Context) (tofu string, heapMiB, sysMiB float64) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/metrics", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -363,7 +247,7 @@ func (p *serveProc) scrape(b *testing.B, ctx context.Context) (tofu string, heap
 }
 
 func (p *serveProc) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+path, nil)
 	if err != nil {
 		return err
 	}
@@ -387,7 +271,7 @@ func (p *serveProc) getJSON(ctx context.Context, path string, v any) error {
 func (p *serveProc) waitReady(b *testing.B, ctx context.Context, start time.Time) time.Duration {
 	b.Helper()
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/readyz", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/readyz", nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -399,7 +283,7 @@ func (p *serveProc) waitReady(b *testing.B, ctx context.Context, start time.Time
 		}
 		select {
 		case <-ctx.Done():
-			b.Fatalf("rezuscloud serve never became ready\n%s", p.tail())
+			b.Fatalf("rezuscloud serve never became ready\n%s", p.Tail(40))
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

@@ -6,7 +6,6 @@ package watch
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 )
@@ -94,19 +94,12 @@ type result struct {
 func runFanout(b *testing.B) result {
 	clients, rate, duration := *flagClients, *flagRate, *flagDuration
 	dir := filepath.Join(b.TempDir(), "data")
-	srv, err := backend.NewServer(backend.Config{DataDir: dir, Listen: "127.0.0.1:0"})
+	srv, err := servertest.OpenBackend(backend.Config{DataDir: dir}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := srv.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Run(ctx) }()
 	defer func() {
-		cancel()
-		if err := <-served; err != nil {
+		if err := srv.Close(); err != nil {
 			b.Error(err)
 		}
 	}()

@@ -34,7 +34,7 @@ const SimCloudName = "rezus-openstack"
 func addCloudFlags(fs *pflag.FlagSet, f *cloudFlags) {
 	fs.StringVar(&f.openstackClouds, "openstack-clouds", "", "OpenStack clouds.yaml `FILE` (mode 0600) whose entries node groups name in providerConfig.cloud; default: $OS_CLIENT_CONFIG_FILE")
 	fs.StringVar(&f.ociConfig, "oci-config", "", "OCI config `FILE` (mode 0600) whose profiles node groups name in providerConfig.profile; give key_file paths in it as absolute paths")
-	fs.StringVar(&f.simOpenStack, "sim-openstack", "", "run a simulated OpenStack on loopback keeping its servers in `DIR`, and use its clouds.yaml (entry "+SimCloudName+")")
+	fs.StringVar(&f.simOpenStack, "sim-openstack", "", "run a simulated OpenStack on loopback keeping its servers in `DIR`, and use its clouds.yaml (entry "+SimCloudName+"); needs --sim-cloud, whose simulated Talos nodes its servers boot as")
 	fs.StringVar(&f.simAddresses, "sim-openstack-addresses", openstack.DefaultAddresses.String(), "loopback `CIDR` the simulated OpenStack hands fixed IPs from")
 }
 

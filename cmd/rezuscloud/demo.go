@@ -210,6 +210,8 @@ func demoServeFlags(f *demoFlags, data, repo string, getenv func(string) string)
 	sf.logLevel, sf.logFormat = "warn", "text"
 	// Machine status follows the machines closely, to be watched.
 	sf.talos.probeTTL = 2 * time.Second
+	// The demo's machines are simulated, in this process.
+	sf.simCloud = true
 	// The metal demo's simulated machines listen on loopback addresses.
 	sf.allowLoopbackMetal = f.cloud == "metal"
 	return sf

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 )
 
 // parseServe parses args for `serve` with env as the environment and
@@ -162,7 +162,7 @@ func TestTokenCreate(t *testing.T) {
 // context ends, saying so in its log; a Main whose Open fails releases
 // what it opened.
 func TestMainOpenRunClose(t *testing.T) {
-	f := testServeFlags(t)
+	f := testServeFlags(t, servertest.Options{})
 	var logged bytes.Buffer // written by Run, read once it has returned
 	m := NewMain(f, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err := m.Open(); err != nil {
@@ -212,12 +212,9 @@ func TestMainOpenRunClose(t *testing.T) {
 	again.Close()
 }
 
-// testServeFlags returns serve's flags at their defaults, with a data dir
-// of the test's and the API on 127.0.0.1:0.
-func testServeFlags(t *testing.T) *serveFlags {
+// testServeFlags returns serve's settings for the server o describes, as
+// the binary gets them from servertest, with the API on 127.0.0.1:0.
+func testServeFlags(t *testing.T, o servertest.Options) *serveFlags {
 	t.Helper()
-	f := &serveFlags{getenv: func(string) string { return "" }}
-	addServeFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), f)
-	f.data, f.listen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0"
-	return f
+	return serveSettings(t, nil, append(o.Flags(t), "--listen", "127.0.0.1:0")...)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 )
 
 // parsePprofListen parses args and env for `serve` and returns the
@@ -60,7 +62,7 @@ func TestPprofListenRefusesOtherAddresses(t *testing.T) {
 // its own listener serves a heap profile, the API's listener does not, and
 // without the flag no profile listener exists.
 func TestMainServesPprof(t *testing.T) {
-	f := testServeFlags(t)
+	f := testServeFlags(t, servertest.Options{})
 	off := NewMain(f, slog.New(slog.DiscardHandler))
 	if err := off.Open(); err != nil {
 		t.Fatal(err)

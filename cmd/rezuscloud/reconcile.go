@@ -33,8 +33,8 @@ const tofuVersion = "v1.10.10"
 
 // reconcilerPart is what a Main with a source runs beside the server: the
 // reconciler with its tofu runner, the source that feeds it, the previews
-// of other refs, the commit status reports, and the simulated cloud's
-// Talos nodes and observer.
+// of other refs, the commit status reports, the Talos plane and its
+// observer, and with --sim-cloud the simulated cloud's Talos nodes.
 type reconcilerPart struct {
 	m               *Main
 	f               *serveFlags
@@ -52,7 +52,7 @@ type reconcilerPart struct {
 	onDrift         func(reconciler.DriftReport)
 	closeReports    func()
 	plane           *talos.Plane
-	nodes           *talosnode.Host
+	nodes           *talosnode.Host // nil without --sim-cloud
 	rec             *reconciler.Reconciler
 	previews        *sources.Previews
 	now             func() time.Time // the test clock (testclock.go); nil: the real one
@@ -65,7 +65,7 @@ func (m *Main) openReconciler() error {
 		return nil
 	}
 	p := &reconcilerPart{m: m, f: m.flags, log: m.log}
-	for _, open := range []func() error{p.openDirs, p.openSimCloud, p.openTofu, p.openReports, p.openReconciler, p.mount} {
+	for _, open := range []func() error{p.openDirs, p.openSimCloud, p.openPlane, p.openTofu, p.openReports, p.openReconciler, p.mount} {
 		if err := open(); err != nil {
 			return err
 		}
@@ -74,14 +74,10 @@ func (m *Main) openReconciler() error {
 	return nil
 }
 
-// openDirs finds the data dir, the sim dir and the audit log.
+// openDirs finds the data dir and the audit log.
 func (p *reconcilerPart) openDirs() (err error) {
 	if p.dataDir, err = filepath.Abs(p.f.data); err != nil {
 		return err
-	}
-	p.simDir = p.f.simDir
-	if p.simDir == "" {
-		p.simDir = defaultSimDir(p.dataDir)
 	}
 	if p.now, err = testClock(p.f.getenv); err != nil {
 		return err
@@ -113,11 +109,14 @@ func (p *reconcilerPart) openTofu() error {
 	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: mirror}); err != nil {
 		return err
 	}
-	env := map[string]string{"REZUSSIM_DIR": p.simDir}
-	// A knob of the simulated cloud for tests: how long creating a
-	// machine takes.
-	if d := getenv(simCreateDelay); d != "" {
-		env[simCreateDelay] = d
+	env := map[string]string{}
+	if p.nodes != nil {
+		env["REZUSSIM_DIR"] = p.simDir
+		// A knob of the simulated cloud for tests: how long creating a
+		// machine takes.
+		if d := getenv(simCreateDelay); d != "" {
+			env[simCreateDelay] = d
+		}
 	}
 	cl, err := setupClouds(&p.f.clouds, p.dataDir, getenv, p.nodes, p.log)
 	if err != nil {
@@ -143,25 +142,10 @@ func (p *reconcilerPart) openTofu() error {
 	return err
 }
 
-// openSimCloud serves the simulated cloud's machines as simulated Talos
-// nodes, and builds the Talos plane that bootstraps, rolls and observes
-// every tenant's machines through their Talos API. It opens before the
-// clouds (openTofu), so that the simulated OpenStack's servers boot as
-// nodes of the same host, which closes after it.
-func (p *reconcilerPart) openSimCloud() error {
+// openPlane builds the Talos plane that bootstraps, rolls and observes
+// every tenant's machines through their Talos API.
+func (p *reconcilerPart) openPlane() (err error) {
 	tf := p.f.talos
-	timings, err := parseSimTimings(tf.simTimings)
-	if err != nil {
-		return err
-	}
-	// The machines boot in the background, as real ones boot whatever
-	// their server does; the observer waits for them (start).
-	nodes, err := talosnode.Open(talosnode.Options{Dir: p.simDir, Timings: timings, Logger: p.log.With("component", "simnodes"), Background: true})
-	if err != nil {
-		return fmt.Errorf("simulated Talos nodes: %w", err)
-	}
-	p.nodes = nodes
-	p.m.onClose(func() { nodes.Close() })
 	pool := talos.NewPool(talos.PoolOptions{})
 	p.m.onClose(pool.Close)
 	prober := talos.NewProber(pool, talos.ProberOptions{TTL: tf.probeTTL, Concurrency: tf.probeConcurrency, Timeout: tf.probeTimeout})
@@ -218,10 +202,11 @@ func (p *reconcilerPart) openReconciler() (err error) {
 			secret, revoke := tokens.Ephemeral(name, backend.RoleEdit)
 			return name, secret, revoke
 		},
-		LockHolder: runToken,
-		Audit:      p.audit,
-		Talos:      p.plane,
-		Now:        p.now,
+		LockHolder:      runToken,
+		Audit:           p.audit,
+		Talos:           p.plane,
+		DisabledClasses: p.disabledClasses(),
+		Now:             p.now,
 	})
 	if err != nil {
 		return err
@@ -304,10 +289,12 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 	goRun(func() {
 		// A machine probed before its simulated node has booted would
 		// be recorded as disconnected until the next pass.
-		select {
-		case <-p.nodes.Booted():
-		case <-ctx.Done():
-			return
+		if p.nodes != nil {
+			select {
+			case <-p.nodes.Booted():
+			case <-ctx.Done():
+				return
+			}
 		}
 		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
 			AfterFirstPass: p.startup.observedOnce})
@@ -386,21 +373,9 @@ func (p *reconcilerPart) handlePreviews(ctx context.Context, ups <-chan sources.
 	}
 }
 
-// defaultSimDir is where the simulated cloud lives without --sim-dir: a
-// sibling of the data dir, "<data>-sim". The simulated cloud is another
-// party than RezusCloud: its machines' disks hold their Talos configs, as a
-// real machine's disk does, and must not rest inside RezusCloud's data dir.
-func defaultSimDir(dataDir string) string {
-	return filepath.Clean(dataDir) + "-sim"
-}
-
 // runToken names the ephemeral token of a tenant's runs, which is also
 // the holder that the locks of those runs record.
 func runToken(tenant string) string { return "reconciler-" + tenant }
-
-// simCreateDelay is the sim provider's variable for a delay of every
-// machine creation.
-const simCreateDelay = "REZUSSIM_CREATE_DELAY"
 
 // envStatePassphrase holds the passphrase of state encryption.
 const envStatePassphrase = "REZUSCLOUD_STATE_PASSPHRASE"

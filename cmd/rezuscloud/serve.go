@@ -57,6 +57,10 @@ type serveFlags struct {
 	debounce       time.Duration
 	shutdownGrace  time.Duration
 
+	// simCloud hosts the simulated cloud's machines in this process, in
+	// simDir.
+	simCloud bool
+
 	webhookSecretFile string
 	stateEncryption   string
 	kubeconfigValid   time.Duration
@@ -175,7 +179,8 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` that holds the simulated provider; default: providers/ beside this binary")
 	addCloudFlags(fs, &f.clouds)
 	fs.BoolVar(&f.allowLoopbackMetal, "allow-loopback-metal", false, "accept bare-metal machines at loopback addresses (127.0.0.0/8, ::1), where the simulated machines of tests and of 'rezuscloud demo --cloud metal' listen; real machines never need it")
-	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud: its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
+	fs.BoolVar(&f.simCloud, "sim-cloud", false, "host the simulated cloud in this process, for tests and 'rezuscloud demo': the machines of node groups with providerClass sim (and the servers of --sim-openstack) boot as simulated Talos nodes; without it no simulator runs and tenants on providerClass sim stall. Real clouds never need it")
+	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud (--sim-cloud): its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
 	fs.IntVar(&f.maxDeletions, "max-deletions", reconciler.DefaultMaxDeletions, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
 	fs.IntVar(&f.workers, "workers", reconciler.DefaultWorkers(), "tenants that run tofu at the same time; default: the number of cores (GOMAXPROCS)")
 	fs.DurationVar(&f.debounce, "debounce", 250*time.Millisecond, "how long a tenant stays quiet before its newest revision is applied; bursts of commits coalesce")
@@ -206,7 +211,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.DurationVar(&f.talos.probeTTL, "probe-ttl", 15*time.Second, "how often each machine is asked for its status over the Talos API, at most")
 	fs.IntVar(&f.talos.probeConcurrency, "probe-concurrency", 32, "machines probed at the same time")
 	fs.DurationVar(&f.talos.probeTimeout, "probe-timeout", 3*time.Second, "how long a probe waits for a machine; one that does not answer is shown as not connected")
-	fs.StringVar(&f.talos.simTimings, "sim-timings", "", "stage durations of the simulated nodes, e.g. boot=200ms,reboot=400ms,upgrade=300ms,fallback=2s (also install, reset, log); default: the nodes' own")
+	fs.StringVar(&f.talos.simTimings, "sim-timings", "", "stage durations of the simulated nodes (--sim-cloud), e.g. boot=200ms,reboot=400ms,upgrade=300ms,fallback=2s (also install, reset, log); default: the nodes' own")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.pprofListen, "pprof-listen", "", "loopback `ADDR` (e.g. 127.0.0.1:6060) to serve Go's runtime profiles on, at /debug/pprof/, apart from the API; no authentication, so other addresses are refused; default: off")

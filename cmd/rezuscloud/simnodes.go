@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/rezuscloud/rezuscloud/render/provider/metal"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -11,6 +14,78 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/sim/openstack"
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 )
+
+// The simulated cloud runs in the server's process only with --sim-cloud:
+// tests and `rezuscloud demo` set it, a production server never needs it
+// and runs no simulator code at all (no goroutine, no listener, no sim
+// dir). Without it, tenants whose node groups have providerClass sim stall
+// (disabledClasses) and the settings of the simulated cloud are refused.
+
+// openSimCloud serves the simulated cloud's machines as simulated Talos
+// nodes, with --sim-cloud. It opens before the clouds (openTofu), so that
+// the simulated OpenStack's servers boot as nodes of the same host, which
+// closes after it.
+func (p *reconcilerPart) openSimCloud() error {
+	if !p.f.simCloud {
+		return simSettingsWithoutSimCloud(p.f)
+	}
+	p.simDir = p.f.simDir
+	if p.simDir == "" {
+		p.simDir = defaultSimDir(p.dataDir)
+	}
+	timings, err := parseSimTimings(p.f.talos.simTimings)
+	if err != nil {
+		return err
+	}
+	// The machines boot in the background, as real ones boot whatever
+	// their server does; the observer waits for them (start).
+	nodes, err := talosnode.Open(talosnode.Options{Dir: p.simDir, Timings: timings, Logger: p.log.With("component", "simnodes"), Background: true})
+	if err != nil {
+		return fmt.Errorf("simulated Talos nodes: %w", err)
+	}
+	p.nodes = nodes
+	p.m.onClose(func() { nodes.Close() })
+	p.log.Info("simulated cloud", "dir", p.simDir)
+	return nil
+}
+
+// simSettingsWithoutSimCloud refuses the settings of the simulated cloud
+// given without --sim-cloud, which alone runs it.
+func simSettingsWithoutSimCloud(f *serveFlags) error {
+	var given []string
+	for flag, v := range map[string]string{"sim-dir": f.simDir, "sim-timings": f.talos.simTimings, "sim-openstack": f.clouds.simOpenStack} {
+		if v != "" {
+			given = append(given, "--"+flag)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	slices.Sort(given)
+	return fmt.Errorf("%s: settings of the simulated cloud, which runs only with --sim-cloud (%s=true)", strings.Join(given, ", "), envName("sim-cloud"))
+}
+
+// disabledClasses are the provider classes the reconciler does not run,
+// with why: providerClass sim without --sim-cloud.
+func (p *reconcilerPart) disabledClasses() map[string]string {
+	if p.f.simCloud {
+		return nil
+	}
+	return map[string]string{schema.ProviderSim: fmt.Sprintf(
+		"this server hosts no simulated cloud; start it with --sim-cloud (%s=true) to run one, as tests and 'rezuscloud demo' do", envName("sim-cloud"))}
+}
+
+// defaultSimDir is where the simulated cloud lives without --sim-dir: a
+// sibling of the data dir, "<data>-sim". The simulated cloud is another
+// party than RezusCloud: its machines' disks hold their Talos configs, as a
+// real machine's disk does, and must not rest inside RezusCloud's data dir.
+func defaultSimDir(dataDir string) string {
+	return filepath.Clean(dataDir) + "-sim"
+}
+
+// simCreateDelay is the sim provider's variable for a delay of every
+// machine creation.
+const simCreateDelay = "REZUSSIM_CREATE_DELAY"
 
 // openStackNodes boots every server the simulated OpenStack creates as a
 // simulated Talos node of nodes, on the server's fixed IP with the user

@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/client"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 )
@@ -36,41 +35,11 @@ type server struct {
 func startServer(t *testing.T, cfg backend.Config, tokens bool) *server {
 	t.Helper()
 	s := &server{tokens: map[string]string{}}
-	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	cfg.Listen = "127.0.0.1:0"
 	cfg.Version = "test-1"
 	if tokens {
-		var lines []string
-		for name, role := range map[string]backend.Role{"viewer": backend.RoleView, "admin": backend.RoleAdmin} {
-			tok, line, err := backend.NewToken(name, role)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.tokens[name] = tok
-			lines = append(lines, line)
-		}
-		cfg.TokensFile = filepath.Join(t.TempDir(), "tokens")
-		if err := os.WriteFile(cfg.TokensFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		cfg.TokensFile, s.tokens = servertest.Tokens(t, map[string]string{"viewer": "view", "admin": "admin"})
 	}
-	srv, err := backend.NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	s.Server = srv
+	s.Server = servertest.StartBackend(t, cfg, nil)
 	return s
 }
 

@@ -13,6 +13,15 @@
 //   - status has one owner, reconciler/status (TestStatusOwner): no other
 //     code stores a Tenant, NodeGroup, Machine or ConfigPatch, and no
 //     other code of the reconciler makes or sets a condition.
+//   - the groups of internal/ (see internal/doc.go) keep to their places:
+//     the leaf utilities import no simulator, no API client, no test kit
+//     and nothing of the server above them (backend, reconciler, render,
+//     sources, store, cmd); the simulators import neither the reconciler
+//     nor backend, store, sources or cmd; the API client imports no
+//     server package but backend's wire shapes; and only tests,
+//     benchmarks and the test kits themselves import a test kit;
+//   - every package under internal/ is in one of its groups
+//     (TestInternalGroups), so that a new one is placed on purpose.
 //
 // The import rules read the imports of the module's Go files (go/parser,
 // no network) and follow them through the module, so an import by way of

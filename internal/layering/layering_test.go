@@ -12,22 +12,50 @@ import (
 	"testing"
 )
 
-// rule forbids the packages under one path to depend on those under
+// rule forbids the packages under some paths to depend on those under
 // others, except on the allowed ones.
 type rule struct {
-	pkgs    string
-	never   []string
-	allowed []string
+	// name says which packages the rule binds, in its failures; default
+	// their paths.
+	name string
+	// pkgs are the paths whose packages the rule binds; "." is every
+	// package of the module. except are paths among them it does not bind.
+	pkgs, except []string
+	never        []string
+	allowed      []string
 	// tests includes the package's test files.
 	tests bool
 	// leaf forbids every package of the module.
 	leaf bool
 }
 
+// The groups of internal/ (see internal/doc.go). Every package under
+// internal/ is in one of them (TestInternalGroups).
+var (
+	// leafUtilities are small pieces that any part of the server may
+	// use: they build on schema and each other, and on nothing above.
+	leafUtilities = []string{"internal/atomicfile", "internal/backoff", "internal/commitmsg", "internal/labels", "internal/machinelog",
+		"internal/metrics", "internal/modeldiff", "internal/preview", "internal/redact", "internal/tfcli", "internal/version", "internal/window"}
+	// simulators are the simulated world: the sim cloud's store, its
+	// Talos nodes and the simulated OpenStack.
+	simulators = []string{"internal/sim"}
+	// apiClient is the HTTP client of the API, for rezusctl and tests.
+	apiClient = []string{"internal/client"}
+	// testKits are for tests and benchmarks only.
+	testKits = []string{"internal/gittest", "internal/layering", "internal/manifestfleet", "internal/servertest", "internal/testenv"}
+)
+
+// serverPackages are the packages of the server above the leaf utilities.
+var serverPackages = []string{"backend", "reconciler", "render", "sources", "store", "cmd"}
+
 var rules = []rule{
-	{pkgs: "store", never: []string{"backend", "reconciler", "render", "cmd", "sources"}, tests: true},
-	{pkgs: "reconciler", never: []string{"backend"}, allowed: []string{"backend/api"}},
-	{pkgs: "internal/backoff", leaf: true, tests: true},
+	{pkgs: []string{"store"}, never: []string{"backend", "reconciler", "render", "cmd", "sources"}, tests: true},
+	{pkgs: []string{"reconciler"}, never: []string{"backend"}, allowed: []string{"backend/api"}},
+	{name: "the leaf utilities of internal/", pkgs: leafUtilities, never: slices.Concat(simulators, apiClient, testKits, serverPackages)},
+	{name: "the simulators", pkgs: simulators, never: slices.Concat(apiClient, testKits, []string{"backend", "reconciler", "sources", "store", "cmd"})},
+	{name: "the API client", pkgs: apiClient, never: slices.Concat(simulators, testKits, serverPackages), allowed: []string{"backend/api"}},
+	{pkgs: []string{"internal/backoff"}, leaf: true, tests: true},
+	{name: "code outside tests and benchmarks", pkgs: []string{"."}, except: slices.Concat(testKits, []string{"test", "bench"}), never: testKits},
 }
 
 func TestImportRules(t *testing.T) {
@@ -39,7 +67,7 @@ func TestImportRules(t *testing.T) {
 			own = withTests
 		}
 		for pkg, deps := range own {
-			if !under(pkg, r.pkgs) {
+			if !binds(r, pkg) {
 				continue
 			}
 			for _, dep := range forbidden(code, pkg, deps, r) {
@@ -50,10 +78,14 @@ func TestImportRules(t *testing.T) {
 }
 
 func ruleText(r rule) string {
-	if r.leaf {
-		return r.pkgs + " must import nothing of the module"
+	s := r.name
+	if s == "" {
+		s = strings.Join(r.pkgs, ", ")
 	}
-	s := r.pkgs + " must not import " + strings.Join(r.never, ", ")
+	if r.leaf {
+		return s + " must import nothing of the module"
+	}
+	s += " must not import " + strings.Join(r.never, ", ")
 	if len(r.allowed) > 0 {
 		s += " (but " + strings.Join(r.allowed, ", ") + ")"
 	}
@@ -61,9 +93,39 @@ func ruleText(r rule) string {
 }
 
 // under reports whether the package path pkg (relative to the module) is
-// dir or below it.
+// dir or below it; every package is under ".".
 func under(pkg, dir string) bool {
-	return pkg == dir || strings.HasPrefix(pkg, dir+"/")
+	return dir == "." || pkg == dir || strings.HasPrefix(pkg, dir+"/")
+}
+
+// underAny reports whether pkg is under one of dirs.
+func underAny(pkg string, dirs []string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return under(pkg, d) })
+}
+
+// binds reports whether r binds the package pkg.
+func binds(r rule, pkg string) bool {
+	return underAny(pkg, r.pkgs) && !underAny(pkg, r.except)
+}
+
+// TestInternalGroups: every package under internal/ is in exactly one of
+// its groups, so that a new one gets its group's rules.
+func TestInternalGroups(t *testing.T) {
+	root, module := moduleRoot(t)
+	for pkg := range importGraph(t, root, module, true) {
+		if !under(pkg, "internal") || pkg == "internal" {
+			continue
+		}
+		var in []string
+		for name, group := range map[string][]string{"leaf utilities": leafUtilities, "simulators": simulators, "API client": apiClient, "test kits": testKits} {
+			if underAny(pkg, group) {
+				in = append(in, name)
+			}
+		}
+		if len(in) != 1 {
+			t.Errorf("%s is in %d groups of internal/ %v, want one: add it to leafUtilities, simulators, apiClient or testKits here and to internal/doc.go", pkg, len(in), in)
+		}
+	}
 }
 
 type hit struct {
@@ -90,8 +152,8 @@ func forbidden(graph map[string][]string, pkg string, deps []string, r rule) []h
 		}
 		seen[dep] = true
 		switch {
-		case slices.ContainsFunc(r.allowed, func(a string) bool { return under(dep, a) }):
-		case r.leaf, slices.ContainsFunc(r.never, func(n string) bool { return under(dep, n) }):
+		case underAny(dep, r.allowed):
+		case r.leaf, underAny(dep, r.never):
 			out = append(out, hit{pkg: dep, path: chain})
 		default:
 			for _, next := range graph[dep] {

@@ -10,8 +10,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"testing"
 )
+
+// TB is what the finders need of a test or benchmark; testing.TB has it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
 
 // Root returns the repository's top directory, found from this file's path.
 func Root() string {
@@ -21,7 +26,7 @@ func Root() string {
 
 // Tofu returns the path of an OpenTofu binary: $TOFU, or the build that
 // scripts/tools.sh caches.
-func Tofu(t testing.TB) string {
+func Tofu(t TB) string {
 	t.Helper()
 	if p := os.Getenv("TOFU"); p != "" {
 		return p
@@ -32,14 +37,14 @@ func Tofu(t testing.TB) string {
 	}
 	lines := strings.Fields(string(out))
 	if len(lines) == 0 {
-		t.Fatal("no tofu binary: scripts/tools.sh printed nothing")
+		t.Fatalf("no tofu binary: scripts/tools.sh printed nothing")
 	}
 	return lines[len(lines)-1]
 }
 
 // ProviderMirror returns the filesystem mirror that `make build` fills with
 // the simulated provider: $REZUSCLOUD_PROVIDER_MIRROR or bin/providers.
-func ProviderMirror(t testing.TB) string {
+func ProviderMirror(t TB) string {
 	t.Helper()
 	dir := os.Getenv("REZUSCLOUD_PROVIDER_MIRROR")
 	if dir == "" {
