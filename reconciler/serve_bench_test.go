@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +22,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/client"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
 	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
@@ -77,7 +75,7 @@ func BenchmarkSeededNoChangeServe(b *testing.B) {
 		}
 	}
 	d := gittest.NewDaemon(b)
-	servers := []*servedFleet{startServedFleet(b, s, d, "new", buildServeBinary(b), data[0])}
+	servers := []*servedFleet{startServedFleet(b, s, d, "new", servertest.Binary(b), data[0])}
 	if *serveVs != "" {
 		servers = append(servers, startServedFleet(b, s, d, "vs", *serveVs, data[1]))
 	}
@@ -194,33 +192,19 @@ var servePprof = flag.String("serve-pprof", "", "a loopback `ADDR` on which Benc
 
 var serveVs = flag.String("serve-vs", "", "a second rezuscloud binary that BenchmarkSeededNoChangeServe runs beside this tree's, op for op (for instance an earlier main's)")
 
-// buildServeBinary builds ./cmd/rezuscloud of this tree.
-func buildServeBinary(b *testing.B) string {
-	b.Helper()
-	bin := filepath.Join(b.TempDir(), "rezuscloud")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/rezuscloud")
-	build.Dir = testenv.Root()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/rezuscloud: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // servedFleet is a `rezuscloud serve` on a seeded data dir, following its
 // own repository of the git daemon, with a watch of its commits open.
 type servedFleet struct {
-	b      *testing.B
-	name   string
-	cmd    *exec.Cmd
-	exited chan error
-	api    *client.Client
-	url    string
+	b    *testing.B
+	name string
+	srv  *servertest.Server
+	api  *client.Client
+	url  string
 	// seen gets the name of each commit the watch sees Succeeded, and when.
 	seen chan commitSeen
 	ops  []noChangeOp
 
-	mu  sync.Mutex
-	log []string // the server's last lines
+	mu sync.Mutex
 	// What the server logged of the last hook and of each new revision.
 	accepted time.Time
 	fetched  map[string]serveLogLine
@@ -228,10 +212,10 @@ type servedFleet struct {
 
 // serveLogLine is what the benchmark reads of the server's log lines.
 type serveLogLine struct {
-	Time      time.Time
-	Msg, Addr string
-	Revision  string
-	Took      time.Duration // of a fetch that found a new revision
+	Time     time.Time
+	Msg      string
+	Revision string
+	Took     time.Duration // of a fetch that found a new revision
 }
 
 type commitSeen struct {
@@ -263,18 +247,19 @@ func startServedFleet(b *testing.B, s *seeded, d *gittest.Daemon, name, bin, dat
 	d.CreateBare(name + ".git")
 	s.work.Run("remote", "add", name, repo)
 	s.work.Run("push", "--quiet", name, "HEAD:refs/heads/main")
-	srv := &servedFleet{b: b, name: name, exited: make(chan error, 1), seen: make(chan commitSeen, 64), fetched: map[string]serveLogLine{}}
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--data", dataDir, "--sim-dir", b.TempDir(),
-		"--repo", repo, "--poll-interval", "1h", "--drift-interval", "0", "--log-format", "json",
-		"--tofu", testenv.Tofu(b), "--provider-mirror", testenv.ProviderMirror(b)}
+	srv := &servedFleet{b: b, name: name, seen: make(chan commitSeen, 64), fetched: map[string]serveLogLine{}}
+	args := []string{"--poll-interval", "1h", "--drift-interval", "0", "--log-format", "json"}
 	if *servePprof != "" && name == "new" {
 		args = append(args, "--pprof-listen", *servePprof)
 	}
-	srv.cmd = exec.Command(bin, args...)
-	srv.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + b.TempDir(), webhook.SecretEnv + "=" + serveHookSecret}
 	started := time.Now()
-	srv.start()
-	b.Cleanup(srv.stop)
+	srv.srv = servertest.Start(b, servertest.Options{Binary: bin, Data: dataDir, Repo: repo, SimCloud: true,
+		Args: args, Env: []string{webhook.SecretEnv + "=" + serveHookSecret}, Log: serveLog{srv}})
+	srv.url = srv.srv.URL()
+	var err error
+	if srv.api, err = client.New(client.Options{Server: srv.url}); err != nil {
+		b.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	head := s.work.Rev("HEAD")
@@ -301,58 +286,23 @@ func startServedFleet(b *testing.B, s *seeded, d *gittest.Daemon, name, bin, dat
 // serveHookSecret signs the hooks of BenchmarkSeededNoChangeServe.
 const serveHookSecret = "seeded-no-change-serve-webhook-secret"
 
-// start runs the server and waits for the address it serves on.
-func (srv *servedFleet) start() {
-	b := srv.b
-	stderr, err := srv.cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv.cmd.Stdout = io.Discard
-	if err := srv.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			var rec serveLogLine
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving" && rec.Addr != "" {
-				select {
-				case addr <- rec.Addr:
-				default:
-				}
-			}
-			srv.mu.Lock()
-			switch rec.Msg {
-			case "webhook accepted":
-				srv.accepted = rec.Time
-			case "new revision":
-				srv.fetched[rec.Revision] = rec
-			}
-			srv.log = append(srv.log, line)
-			if len(srv.log) > 40 {
-				srv.log = srv.log[1:]
-			}
-			srv.mu.Unlock()
+// serveLog reads the server's log lines as the server writes them: when
+// it accepted the last hook, and each new revision's fetch.
+type serveLog struct{ srv *servedFleet }
+
+func (l serveLog) Write(p []byte) (int, error) {
+	var rec serveLogLine
+	if json.Unmarshal(p, &rec) == nil {
+		l.srv.mu.Lock()
+		switch rec.Msg {
+		case "webhook accepted":
+			l.srv.accepted = rec.Time
+		case "new revision":
+			l.srv.fetched[rec.Revision] = rec
 		}
-		srv.exited <- srv.cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		srv.url = "http://" + a
-	case err := <-srv.exited:
-		srv.exited <- err
-		b.Fatalf("%s: rezuscloud serve exited before serving: %v\n%s", srv.name, err, srv.tail())
-	case <-time.After(2 * time.Minute):
-		_ = srv.cmd.Process.Kill()
-		b.Fatalf("%s: rezuscloud serve did not start serving\n%s", srv.name, srv.tail())
+		l.srv.mu.Unlock()
 	}
-	if srv.api, err = client.New(client.Options{Server: srv.url}); err != nil {
-		b.Fatal(err)
-	}
+	return len(p), nil
 }
 
 // follow sends every commit the watch sees Succeeded to srv.seen.
@@ -490,28 +440,11 @@ func (srv *servedFleet) report() {
 func (srv *servedFleet) sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-time.After(d):
-	case err := <-srv.exited:
-		srv.exited <- err
-		srv.b.Fatalf("%s: rezuscloud serve exited: %v\n%s", srv.name, err, srv.tail())
+	case <-srv.srv.Done():
+		srv.b.Fatalf("%s: rezuscloud serve exited\n%s", srv.name, srv.tail())
 	case <-ctx.Done():
 		srv.b.Fatalf("%s: %v\n%s", srv.name, ctx.Err(), srv.tail())
 	}
 }
 
-func (srv *servedFleet) tail() string {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return strings.Join(srv.log, "\n")
-}
-
-// stop sends SIGTERM and waits for the server to exit.
-func (srv *servedFleet) stop() {
-	_ = srv.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-srv.exited:
-		srv.exited <- err
-	case <-time.After(time.Minute):
-		_ = srv.cmd.Process.Kill()
-		srv.b.Errorf("%s: rezuscloud serve did not exit within a minute of SIGTERM", srv.name)
-	}
-}
+func (srv *servedFleet) tail() string { return srv.srv.Tail(40) }
