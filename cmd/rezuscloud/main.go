@@ -1,6 +1,8 @@
-// Command rezuscloud is the RezusCloud server: it serves the Terraform HTTP
-// state backend and the read-only API, and manages access tokens. See
-// `rezuscloud serve --help`.
+// Command rezuscloud is the RezusCloud server: `serve` reconciles a
+// repository and serves the Terraform HTTP state backend, the read-only
+// API and the dashboard; `demo` runs it on the examples; `token` makes
+// access tokens. See `rezuscloud serve --help`. It owns flags, wiring and
+// signals only: the work is done by the packages it wires.
 package main
 
 import (

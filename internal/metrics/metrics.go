@@ -1,7 +1,8 @@
 // Package metrics defines the server's Prometheus metrics in one registry,
 // so that every part records into the same names and /metrics serves them.
 // It holds no logic of its own: callers observe, and gauges that mirror
-// another component's state are read from it at scrape time.
+// another component's state are read from it at scrape time. It imports
+// nothing of the project.
 package metrics
 
 import (

@@ -1,7 +1,7 @@
 // Package preview holds the wire shapes of a preview: what `rezusctl diff
 // --plan` uploads to POST /api/v1/previews and what the server answers,
 // which is also what a pull request's plan preview records. It holds no
-// logic.
+// logic and imports only the shapes it is made of (schema, modeldiff).
 package preview
 
 import (

@@ -2,8 +2,9 @@
 // one simulated machine, the directory layout that holds them, and the
 // cloud's address block. The rezussim provider writes records and disks
 // here; the Talos node host (internal/sim/talosnode) reads them and serves
-// every machine as a simulated Talos node; the server's status collector
-// reads the records too.
+// every machine as a simulated Talos node, and tests read them to see what
+// the cloud holds. The server never reads them: it sees the machines
+// through tofu's state and their Talos API, as it sees a real cloud's.
 //
 // Layout of a sim dir (dir 0700, files 0600):
 //
@@ -23,7 +24,7 @@
 // record finds its disk.
 //
 // A record never holds a machine's user data, only its SHA-256: records are
-// what the status plane and tests read. The user data lives on the
+// what the provider and tests read. The user data lives on the
 // machine's disk only, as on a real cloud, which is why a sim dir is a
 // simulated cloud's own place, outside RezusCloud's data dir.
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/examples"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -76,17 +77,7 @@ func (a *applied) creds(tenant string) Creds {
 func applyExamples(t *testing.T) *applied {
 	t.Helper()
 	dir := t.TempDir()
-	srv, err := backend.NewServer(backend.Config{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = srv.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	srv := servertest.StartBackend(t, backend.Config{DataDir: filepath.Join(dir, "data")}, nil)
 	cli := filepath.Join(dir, "tofu.rc")
 	if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(t)}); err != nil {
 		t.Fatal(err)
