@@ -253,7 +253,7 @@ func startServedFleet(b *testing.B, s *seeded, d *gittest.Daemon, name, bin, dat
 		args = append(args, "--pprof-listen", *servePprof)
 	}
 	started := time.Now()
-	srv.srv = servertest.Start(b, servertest.Options{Binary: bin, Data: dataDir, Repo: repo, SimCloud: true,
+	srv.srv = servertest.Start(b, servertest.Options{Binary: bin, Data: dataDir, Repo: repo, SimCloud: takesSimCloud(b, bin),
 		Args: args, Env: []string{webhook.SecretEnv + "=" + serveHookSecret}, Log: serveLog{srv}})
 	srv.url = srv.srv.URL()
 	var err error
@@ -281,6 +281,17 @@ func startServedFleet(b *testing.B, s *seeded, d *gittest.Daemon, name, bin, dat
 	b.Cleanup(func() { _ = w.Close() })
 	go srv.follow(w)
 	return srv
+}
+
+// takesSimCloud reports whether bin knows --sim-cloud: a build from
+// before the flag (a -serve-vs of an earlier main) always ran the
+// simulated cloud and refuses the flag.
+func takesSimCloud(b *testing.B, bin string) bool {
+	out, err := exec.Command(bin, "serve", "--help").CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s serve --help: %v\n%s", bin, err, out)
+	}
+	return bytes.Contains(out, []byte("--sim-cloud"))
 }
 
 // serveHookSecret signs the hooks of BenchmarkSeededNoChangeServe.
