@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
@@ -48,14 +47,5 @@ func (r *Reconciler) appliedRecords() (map[string]*appliedRecord, error) {
 // appliedRecord returns what the reconciler last applied to a tenant, or
 // nil when it never did.
 func (r *Reconciler) appliedRecord(tenant string) (*appliedRecord, error) {
-	var rec *appliedRecord
-	err := r.store.View(func(tx store.Tx) error {
-		v, err := getJSON[appliedRecord](tx, kindApplied, tenant)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		rec = v
-		return err
-	})
-	return rec, err
+	return viewRecord[appliedRecord](r.store, kindApplied, tenant)
 }

@@ -48,7 +48,7 @@ func (r *Reconciler) Preview(ctx context.Context, req preview.Request) (*preview
 	if root == "" {
 		root = "."
 	}
-	key := "upload-" + newUID()
+	key := "upload-" + store.NewUID()
 	defer os.RemoveAll(r.previewDir(key))
 	return r.preview(ctx, sources.Snapshot{FS: fsys, Root: root}, key, req.Plan, req.Rendered)
 }

@@ -2,8 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -395,15 +393,6 @@ func (r *Reconciler) creds(tenant string) (tofu.Creds, func()) {
 	var revoke func()
 	c.Username, c.Password, revoke = r.opts.Credentials(tenant)
 	return c, revoke
-}
-
-func newUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = (b[6] & 0x0f) | 0x40
-	b[8] = (b[8] & 0x3f) | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // writeFileAtomic writes b to path (mode 0600) unless path holds it

@@ -1,6 +1,8 @@
 package reconciler
 
 import (
+	"errors"
+
 	"github.com/rezuscloud/rezuscloud/store"
 )
 
@@ -23,4 +25,19 @@ func getJSON[T any](tx store.Tx, kind, key string) (*T, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// viewRecord reads one record in a transaction of its own: nil, and no
+// error, when the store holds none under key.
+func viewRecord[T any](st store.Store, kind, key string) (*T, error) {
+	var rec *T
+	err := st.View(func(tx store.Tx) error {
+		v, err := getJSON[T](tx, kind, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		rec = v
+		return err
+	})
+	return rec, err
 }

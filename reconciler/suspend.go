@@ -136,15 +136,7 @@ func dropUnapplied(tx store.Tx, name string) error {
 // suspension returns the suspend record of a tenant, nil when it is not
 // suspended.
 func (r *Reconciler) suspension(tenant string) (*suspendRecord, error) {
-	var rec *suspendRecord
-	err := r.store.View(func(tx store.Tx) error {
-		v, err := getJSON[suspendRecord](tx, kindSuspended, tenant)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		rec = v
-		return err
-	})
+	rec, err := viewRecord[suspendRecord](r.store, kindSuspended, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("read suspend record of %s: %w", tenant, err)
 	}

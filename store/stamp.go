@@ -69,7 +69,7 @@ func StampObject(kind, key string, obj schema.Object, old *Resource, now time.Ti
 	}
 	now = now.UTC()
 	if m.UID == "" {
-		m.UID = newUID()
+		m.UID = NewUID()
 	}
 	if m.CreatedAt.IsZero() {
 		m.CreatedAt = now
@@ -106,8 +106,9 @@ func DeletedObject(old Resource, rv uint64) (Resource, string, error) {
 	return gone, schema.TenantOf(old.Kind, &m), nil
 }
 
-// newUID returns a random (version 4) UUID.
-func newUID() string {
+// NewUID returns a random (version 4) UUID, the form of every
+// metadata.uid and of the reconciler's upload keys.
+func NewUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	b[6] = (b[6] & 0x0f) | 0x40
