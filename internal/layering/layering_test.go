@@ -55,6 +55,7 @@ var rules = []rule{
 	{name: "the simulators", pkgs: simulators, never: slices.Concat(apiClient, testKits, []string{"backend", "reconciler", "sources", "store", "cmd"})},
 	{name: "the API client", pkgs: apiClient, never: slices.Concat(simulators, testKits, serverPackages), allowed: []string{"backend/api"}},
 	{pkgs: []string{"internal/backoff"}, leaf: true, tests: true},
+	{name: "rezusctl", pkgs: []string{"cmd/rezusctl"}, never: []string{"backend", "reconciler", "store", "cmd/rezuscloud"}, allowed: []string{"backend/api"}},
 	{name: "code outside tests and benchmarks", pkgs: []string{"."}, except: slices.Concat(testKits, []string{"test", "bench"}), never: testKits},
 }
 

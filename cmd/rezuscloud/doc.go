@@ -1,0 +1,11 @@
+// Command rezuscloud is the server: `serve` wires the store, the state
+// backend, the API, the dashboard, the git sources, the reconciler and its
+// Talos plane together from flags, the environment and a config file;
+// `demo` lays out the examples and serves them on the simulated cloud;
+// `token create` makes an API token's line, and `version` says which
+// build runs.
+//
+// It owns the settings and the wiring, and nothing else: what the server
+// does lives in the packages it wires. The simulated cloud (internal/sim)
+// is opened here only under --sim-cloud, never by default.
+package main
