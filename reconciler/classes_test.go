@@ -45,3 +45,29 @@ func TestProviderClassesStall(t *testing.T) {
 		t.Errorf("sim node groups with no class disabled: %v", err)
 	}
 }
+
+// TestDriftSkipsDisabledClasses: a drift check of a tenant applied on a
+// class the server does not run ends at its first step, unchecked, where
+// it would refresh against a cloud that is not there; other tenants, and
+// every tenant when no class is disabled, go on to be checked.
+func TestDriftSkipsDisabledClasses(t *testing.T) {
+	applied := &appliedRecord{Model: modeldiff.Model{NodeGroups: map[string]schema.NodeGroupSpec{"cp": {ProviderClass: "sim"}}}}
+	metal := &appliedRecord{Model: modeldiff.Model{NodeGroups: map[string]schema.NodeGroupSpec{"cp": {ProviderClass: "metal"}}}}
+	for _, c := range []struct {
+		name      string
+		disabled  map[string]string
+		prev      *appliedRecord
+		res       stepResult
+		unchecked bool
+	}{
+		{"sim disabled", map[string]string{schema.ProviderSim: "off"}, applied, stepDone, true},
+		{"metal with sim disabled", map[string]string{schema.ProviderSim: "off"}, metal, stepNext, false},
+		{"nothing disabled", nil, applied, stepNext, false},
+	} {
+		d := &driftRun{tenantRun: &tenantRun{r: &Reconciler{opts: Options{DisabledClasses: c.disabled}}, prev: c.prev}}
+		res, err := d.classesRun(context.Background())
+		if err != nil || res != c.res || d.unchecked != c.unchecked {
+			t.Errorf("%s: %v, %v, unchecked %v; want %v, unchecked %v", c.name, res, err, d.unchecked, c.res, c.unchecked)
+		}
+	}
+}

@@ -318,6 +318,7 @@ type driftRun struct {
 // secrets and workspace as an apply has them, the refresh-only plan and
 // the Talos plane's observations.
 var driftSteps = []step[*driftRun]{
+	{"ProviderClasses", (*driftRun).classesRun},
 	{"Settle", (*driftRun).settle},
 	{"Secrets", (*driftRun).secretsApplied},
 	{"Render", (*driftRun).renderApplied},
