@@ -3,7 +3,10 @@
 # the repository), the simulated provider and, for `make test` and
 # `make demo CLOUD=openstack`, the OpenStack provider (built once from the Go
 # module proxy into the same cache); the providers are installed into the
-# filesystem mirror bin/providers. Every go build says how many packages it
+# filesystem mirror bin/providers. `make test` also builds the real
+# Kubernetes control plane that the simulated cloud runs for a tenant
+# (etcd, kube-apiserver, kube-controller-manager, kubectl; scripts/kube.sh,
+# once into the same cache). Every go build says how many packages it
 # compiles and how long it has left (scripts/gobuild.sh).
 
 GO       ?= go
@@ -15,18 +18,23 @@ FUZZTIME ?= 20s
 
 # The tofu binary: found on PATH, in the cache, or built once (see scripts/tools.sh).
 TOFU_BIN  = $(shell bash scripts/tools.sh | tail -n1)
+# The Kubernetes control plane's binaries: built once (see scripts/kube.sh).
+KUBE_BIN  = $(shell bash scripts/kube.sh | tail -n1)
 
 export CGO_ENABLED ?= 0
 
 # The demo's cloud: sim (the default), openstack or metal.
 CLOUD    := sim
 
-.PHONY: all tools chromium build openstack-provider test lint vet bench fuzz demo clean
+.PHONY: all tools kube chromium build openstack-provider test lint vet bench fuzz demo clean
 
 all: build
 
 tools:
 	@bash scripts/tools.sh >/dev/null
+
+kube:
+	@bash scripts/kube.sh >/dev/null
 
 # Chromium for the dashboard's browser tests: Debian's package, installed
 # when missing. When it cannot be installed the script says why (exit 3)
@@ -52,8 +60,8 @@ vet:
 	$(GO) vet ./...
 	$(DEPLOY) $(GO) vet ./...
 
-test: tools chromium build openstack-provider vet
-	TOFU=$(TOFU_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) CGO_ENABLED=1 \
+test: tools kube chromium build openstack-provider vet
+	TOFU=$(TOFU_BIN) REZUSCLOUD_KUBE_BIN=$(KUBE_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) CGO_ENABLED=1 \
 		$(GO) test -race -timeout 30m ./...
 	$(DEPLOY) $(GO) test -timeout 10m ./...
 

@@ -1,7 +1,8 @@
-// Package testenv locates the real tools that tests drive: the tofu binary
-// and the provider mirror that `make build` fills. A test that needs one of
+// Package testenv locates the real tools that tests drive: the tofu binary,
+// the provider mirror that `make build` fills, and the Kubernetes control
+// plane's binaries that scripts/kube.sh builds. A test that needs one of
 // them fails, with a message that says how to get it, rather than skipping:
-// `make test` always provides both. Only tests and benchmarks import it,
+// `make test` always provides them. Only tests and benchmarks import it,
 // and it imports nothing of the project.
 package testenv
 
