@@ -86,7 +86,7 @@ fi
 
 # Kubernetes: the staging modules at their release on the proxy.
 if ! complete "$out"; then
-	modfile=$(go mod download -json "k8s.io/kubernetes@$k8s" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+	modfile=$(cd "$src" && go mod download -json "k8s.io/kubernetes@$k8s" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
 	[ -f "$modfile" ] || { echo "kube: download of k8s.io/kubernetes $k8s failed" >&2; exit 1; }
 	{
 		echo "module rezuscloud.local/kubebuild"
