@@ -39,7 +39,7 @@ func serveFlags(t *testing.T) map[string]bool {
 
 // simulatorFlags are the settings of the simulated cloud, which tests and
 // the demo run and a deployment never does.
-var simulatorFlags = map[string]bool{"sim-cloud": true, "sim-dir": true, "sim-timings": true, "sim-openstack": true, "sim-openstack-addresses": true}
+var simulatorFlags = map[string]bool{"sim-cloud": true, "sim-dir": true, "sim-timings": true, "sim-openstack": true, "sim-openstack-addresses": true, "sim-kube-bin": true}
 
 // checkServeFlags fails for every --flag in args that serve does not have,
 // and for every setting of the simulated cloud.

@@ -52,6 +52,7 @@ type serveFlags struct {
 	tofu           string
 	providerMirror string
 	simDir         string
+	simKubeBin     string
 	maxDeletions   int
 	workers        int
 	debounce       time.Duration
@@ -180,6 +181,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	addCloudFlags(fs, &f.clouds)
 	fs.BoolVar(&f.allowLoopbackMetal, "allow-loopback-metal", false, "accept bare-metal machines at loopback addresses (127.0.0.0/8, ::1), where the simulated machines of tests and of 'rezuscloud demo --cloud metal' listen; real machines never need it")
 	fs.BoolVar(&f.simCloud, "sim-cloud", false, "host the simulated cloud in this process, for tests and 'rezuscloud demo': the machines of node groups with providerClass sim (and the servers of --sim-openstack) boot as simulated Talos nodes; without it no simulator runs and tenants on providerClass sim stall. Real clouds never need it")
+	fs.StringVar(&f.simKubeBin, "sim-kube-bin", "", "`DIR` of the Kubernetes control plane's binaries (etcd, kube-apiserver, kube-controller-manager; scripts/kube.sh builds them) that the simulated cloud (--sim-cloud) runs for tenants whose sim node groups set providerConfig.kubernetesAPI; without it those tenants get no Kubernetes API")
 	fs.StringVar(&f.simDir, "sim-dir", "", "`DIR` of the simulated cloud (--sim-cloud): its machines, their disks and the state of their simulated Talos nodes; default: DATA-sim beside the data dir")
 	fs.IntVar(&f.maxDeletions, "max-deletions", reconciler.DefaultMaxDeletions, "tenants one commit may destroy without a 'Rezuscloud-Allow-Deletions: N' trailer")
 	fs.IntVar(&f.workers, "workers", reconciler.DefaultWorkers(), "tenants that run tofu at the same time; default: the number of cores (GOMAXPROCS)")

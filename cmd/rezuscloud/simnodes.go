@@ -39,7 +39,7 @@ func (p *reconcilerPart) openSimCloud() error {
 	}
 	// The machines boot in the background, as real ones boot whatever
 	// their server does; the observer waits for them (start).
-	nodes, err := talosnode.Open(talosnode.Options{Dir: p.simDir, Timings: timings, Logger: p.log.With("component", "simnodes"), Background: true})
+	nodes, err := talosnode.Open(talosnode.Options{Dir: p.simDir, Timings: timings, KubeBin: p.f.simKubeBin, Logger: p.log.With("component", "simnodes"), Background: true})
 	if err != nil {
 		return fmt.Errorf("simulated Talos nodes: %w", err)
 	}
@@ -53,7 +53,7 @@ func (p *reconcilerPart) openSimCloud() error {
 // given without --sim-cloud, which alone runs it.
 func simSettingsWithoutSimCloud(f *serveFlags) error {
 	var given []string
-	for flag, v := range map[string]string{"sim-dir": f.simDir, "sim-timings": f.talos.simTimings, "sim-openstack": f.clouds.simOpenStack} {
+	for flag, v := range map[string]string{"sim-dir": f.simDir, "sim-timings": f.talos.simTimings, "sim-openstack": f.clouds.simOpenStack, "sim-kube-bin": f.simKubeBin} {
 		if v != "" {
 			given = append(given, "--"+flag)
 		}

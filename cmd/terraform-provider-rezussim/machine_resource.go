@@ -42,6 +42,9 @@ type machineModel struct {
 	Address   types.String `tfsdk:"address"`
 	Hostname  types.String `tfsdk:"hostname"`
 	UserHash  types.String `tfsdk:"user_data_hash"`
+	// KubeAPI is null unless set, so that machines made before the
+	// attribute existed plan no change.
+	KubeAPI types.Bool `tfsdk:"kubernetes_api"`
 }
 
 func (r *machineResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -82,6 +85,10 @@ func (r *machineResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"shape": schema.StringAttribute{
 				Description: "Machine size; changes in place.", Required: true, Validators: nonEmpty,
+			},
+			"kubernetes_api": schema.BoolAttribute{
+				Description: "Run a real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) for the machine's cluster at its control plane endpoint, once a control plane is bootstrapped; changes in place.",
+				Optional:    true,
 			},
 			"image": schema.StringAttribute{
 				Description: "Boot image.", Required: true, PlanModifiers: replace, Validators: nonEmpty,
@@ -131,13 +138,14 @@ func (r *machineResource) Create(ctx context.Context, req resource.CreateRequest
 		return
 	}
 	rec, err := r.store.Create(sim.Spec{
-		Name:      m.Name.ValueString(),
-		Tenant:    m.Tenant.ValueString(),
-		NodeGroup: m.NodeGroup.ValueString(),
-		Role:      m.Role.ValueString(),
-		Shape:     m.Shape.ValueString(),
-		Image:     m.Image.ValueString(),
-		UserData:  []byte(m.UserData.ValueString()),
+		Name:          m.Name.ValueString(),
+		Tenant:        m.Tenant.ValueString(),
+		NodeGroup:     m.NodeGroup.ValueString(),
+		Role:          m.Role.ValueString(),
+		Shape:         m.Shape.ValueString(),
+		Image:         m.Image.ValueString(),
+		UserData:      []byte(m.UserData.ValueString()),
+		KubernetesAPI: m.KubeAPI.ValueBool(),
 	}, time.Now())
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot create machine", err.Error())
@@ -203,7 +211,7 @@ func (r *machineResource) Update(ctx context.Context, req resource.UpdateRequest
 		resp.Diagnostics.AddError("Cannot update machine", err.Error())
 		return
 	}
-	rec, err := r.store.SetShape(m.ID.ValueString(), m.Shape.ValueString(), time.Now())
+	rec, err := r.store.SetShape(m.ID.ValueString(), m.Shape.ValueString(), m.KubeAPI.ValueBool(), time.Now())
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot update machine", err.Error())
 		return
@@ -277,6 +285,11 @@ func (m *machineModel) fromRecord(rec sim.Record) {
 	m.Address = types.StringValue(rec.Address)
 	m.Hostname = types.StringValue(rec.Hostname)
 	m.UserHash = types.StringValue(rec.UserDataSHA256)
+	if rec.KubernetesAPI {
+		m.KubeAPI = types.BoolValue(true)
+	} else if !m.KubeAPI.IsNull() {
+		m.KubeAPI = types.BoolValue(false)
+	}
 }
 
 // check is a string validator built from a function that returns an error

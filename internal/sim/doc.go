@@ -12,6 +12,7 @@
 //	<id>.json                one record per machine
 //	disk/<id>/user-data      the machine's disk: the user data (Talos config) it was created with
 //	disk/<id>/...            the node's own state, kept by the node host
+//	kubernetes/<cluster>/    a cluster's Kubernetes control plane, run by the node host (kubeapi)
 //	faults.json              faults injected into nodes, read by the node host
 //	fail-next                a count N: the next N machine changes fail (FaultsFile)
 //	.lock                    the writers' lock

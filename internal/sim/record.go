@@ -32,12 +32,17 @@ type Record struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// UpdatedAt is when the record last changed (creation or in-place update).
 	UpdatedAt time.Time `json:"updatedAt"`
+	// KubernetesAPI asks the node host to run a real Kubernetes control
+	// plane for the machine's cluster once a control plane of it is
+	// bootstrapped (see talosnode and kubeapi).
+	KubernetesAPI bool `json:"kubernetesAPI,omitempty"`
 }
 
 // Spec is what a caller asks for when it creates a machine.
 type Spec struct {
 	Name, Tenant, NodeGroup, Role, Shape, Image string
 	UserData                                    []byte
+	KubernetesAPI                               bool
 }
 
 // Roles a machine can have.

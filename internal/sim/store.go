@@ -256,6 +256,7 @@ func (s *Store) Create(spec Spec, now time.Time) (Record, error) {
 		Role:           spec.Role,
 		Shape:          spec.Shape,
 		Image:          spec.Image,
+		KubernetesAPI:  spec.KubernetesAPI,
 		Address:        addr.String(),
 		Hostname:       Hostname(spec.Tenant, spec.NodeGroup, id),
 		UserDataSHA256: HashUserData(spec.UserData),
@@ -318,9 +319,9 @@ func ValidDiskID(id string) bool { return diskIDPattern.MatchString(id) }
 
 var diskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
-// SetShape changes a machine's shape in place; everything else, address
-// included, stays.
-func (s *Store) SetShape(id, shape string, now time.Time) (Record, error) {
+// SetShape changes a machine's shape, and whether its cluster runs a
+// Kubernetes API, in place; everything else, address included, stays.
+func (s *Store) SetShape(id, shape string, kubernetesAPI bool, now time.Time) (Record, error) {
 	if shape == "" {
 		return Record{}, fmt.Errorf("set shape of machine %s: shape is empty", id)
 	}
@@ -337,6 +338,7 @@ func (s *Store) SetShape(id, shape string, now time.Time) (Record, error) {
 		return Record{}, err
 	}
 	r.Shape = shape
+	r.KubernetesAPI = kubernetesAPI
 	r.UpdatedAt = now.UTC()
 	if err := s.write(&r); err != nil {
 		return Record{}, err

@@ -104,7 +104,7 @@ func TestAddressesReusedLowestFirstAndStable(t *testing.T) {
 	if _, err := s.Get(rs[1].ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get deleted: %v", err)
 	}
-	up, err := s.SetShape(rs[2].ID, "large", t0.Add(time.Hour))
+	up, err := s.SetShape(rs[2].ID, "large", false, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,10 @@ type Options struct {
 	PollInterval time.Duration
 	// Platform is the platform name sim machines report; default "rezussim".
 	Platform string
+	// KubeBin is the directory of the Kubernetes control plane's binaries
+	// (scripts/kube.sh). Without it no machine's cluster gets a
+	// Kubernetes API, even when its record asks for one.
+	KubeBin string
 	// Background restores the nodes whose state is on disk and powers on
 	// the machines of the sim dir's records on the host's own goroutine:
 	// Open returns at once, and Booted is closed when every machine found
@@ -83,6 +87,8 @@ type Host struct {
 	// loaded and validated itself.
 	checkedOut *os.File
 	parsed     int
+
+	kube kubePlanes
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -168,6 +174,9 @@ func (h *Host) boot() error {
 	err := h.restore()
 	close(h.restored)
 	if err == nil {
+		h.resumeKube()
+	}
+	if err == nil {
 		if serr := h.Sync(); serr != nil {
 			h.log.Warn("read machine records", "err", serr)
 		}
@@ -227,6 +236,7 @@ func (h *Host) Close() error {
 	h.srv.Stop()
 	h.acc.Close()
 	h.wg.Wait()
+	h.kube.close()
 	h.mu.Lock()
 	for _, n := range h.byID {
 		h.closeListener(n)

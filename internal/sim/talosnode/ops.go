@@ -46,6 +46,9 @@ func (a *machineAPI) Bootstrap(ctx context.Context, _ *machine.BootstrapRequest)
 	if err != nil {
 		return nil, err
 	}
+	h.mu.Lock()
+	h.kubeFor(n)
+	h.mu.Unlock()
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: meta(n)}}}, nil
 }
 

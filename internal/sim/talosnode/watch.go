@@ -66,7 +66,7 @@ func (h *Host) Sync() error {
 		}
 	}
 	h.mu.Lock()
-	var added []string
+	var added, goneClusters []string
 	var gone []*node
 	for id := range ids {
 		if h.byID[id] == nil {
@@ -75,11 +75,17 @@ func (h *Host) Sync() error {
 	}
 	for _, n := range h.byID {
 		if n.st.Origin == originRecord && !ids[n.st.ID] {
+			if n.st.Etcd.Bootstrapped {
+				goneClusters = append(goneClusters, n.cluster())
+			}
 			h.dropLocked(n)
 			gone = append(gone, n)
 		}
 	}
 	h.mu.Unlock()
+	for _, c := range goneClusters {
+		h.kube.stop(c, true) // the cluster's bootstrapped node is gone for good
+	}
 	for _, n := range gone {
 		n.saveMu.Lock()
 		os.RemoveAll(n.dir)

@@ -23,6 +23,12 @@ var shapes = []string{"small", "medium", "large"}
 //
 //	shape: small | medium | large   (default small)
 //	image: a free-form image name   (default "talos-<talosVersion>")
+//	kubernetesAPI: true | false     (default false)
+//
+// With kubernetesAPI the simulated cloud runs a real Kubernetes control
+// plane for the tenant at its controlPlaneEndpoint, which must then be a
+// loopback address (https://127.x.y.z:6443), once the tenant is
+// bootstrapped; it changes in place.
 //
 // A machine keeps the user data (its Talos config) and the default image
 // it was created with: their resources ignore later changes, which the
@@ -60,6 +66,7 @@ var fields = []module.Field{
 		}
 		return ""
 	}},
+	{Name: "kubernetesAPI", Kind: module.Bool},
 }
 
 // Validate implements module.Module.
@@ -98,6 +105,9 @@ func (Module) Resources(m module.MachineInput) []module.Resource {
 	}
 	if m.UserData != "" {
 		body["user_data"] = m.UserData
+	}
+	if on, _ := ng.Spec.ProviderConfig["kubernetesAPI"].(bool); on {
+		body["kubernetes_api"] = true
 	}
 	body["lifecycle"] = map[string]any{"ignore_changes": ignore}
 	return []module.Resource{{Type: "rezussim_machine", Name: m.ResourceName, Body: body}}

@@ -1,0 +1,189 @@
+package talosnode
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+
+	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
+)
+
+// kubeDir is the folder of the sim dir that holds the Kubernetes control
+// planes the host runs, one folder per cluster.
+const kubeDir = "kubernetes"
+
+// kubePlanes are the Kubernetes control planes the host runs, one per
+// cluster whose bootstrapped node's record asks for one
+// (sim.Record.KubernetesAPI). A plane starts when that node is
+// bootstrapped, or when the host opens and finds it bootstrapped; it stops
+// when the node is removed, and when the host closes.
+type kubePlanes struct {
+	mu        sync.Mutex
+	byCluster map[string]*kubePlane
+	wg        sync.WaitGroup // starts under way
+}
+
+type kubePlane struct {
+	cp      *kubeapi.ControlPlane // nil while it starts
+	stopped bool                  // a stop came while it started
+	dir     string
+}
+
+// kubeFor starts the Kubernetes control plane of n's cluster when n is
+// its bootstrapped node, its record asks for one, and none runs yet. The
+// start runs on a goroutine of its own; what goes wrong is logged, and the
+// node's Talos API is not affected. Called with h.mu held.
+func (h *Host) kubeFor(n *node) {
+	if n.st.Origin != originRecord || !n.st.Etcd.Bootstrapped || n.cluster() == "" {
+		return
+	}
+	rec, err := h.store.Get(n.st.ID)
+	if err != nil || !rec.KubernetesAPI {
+		return
+	}
+	o, err := h.kubeOptions(n)
+	if err != nil {
+		h.log.Warn("no Kubernetes API for the tenant", "tenant", rec.Tenant, "machine", n.st.ID, "err", err)
+		return
+	}
+	k := &h.kube
+	k.mu.Lock()
+	if k.byCluster == nil {
+		k.byCluster = map[string]*kubePlane{}
+	}
+	if k.byCluster[n.cluster()] != nil {
+		k.mu.Unlock()
+		return
+	}
+	p := &kubePlane{dir: o.Dir}
+	k.byCluster[n.cluster()] = p
+	k.wg.Add(1)
+	k.mu.Unlock()
+	go func() {
+		defer k.wg.Done()
+		cp, err := kubeapi.Start(h.ctx, o)
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		switch {
+		case err != nil:
+			h.log.Warn("the tenant's Kubernetes API did not start", "tenant", rec.Tenant, "address", o.Address, "err", err)
+			if k.byCluster[n.cluster()] == p {
+				delete(k.byCluster, n.cluster())
+			}
+		case p.stopped:
+			cp.Stop()
+		default:
+			p.cp = cp
+			h.log.Info("the tenant's Kubernetes API serves", "tenant", rec.Tenant, "url", cp.URL())
+		}
+	}()
+}
+
+// kubeOptions reads what the control plane needs from n's running config:
+// the cluster's Kubernetes CA and service-account key, and the control
+// plane endpoint, which must be a loopback address.
+func (h *Host) kubeOptions(n *node) (kubeapi.Options, error) {
+	if h.opts.KubeBin == "" {
+		return kubeapi.Options{}, errors.New("the node host has no Kubernetes binaries (--sim-kube-bin)")
+	}
+	b, err := h.readConfig(n.dir, n.st.Running.Hash)
+	if err != nil {
+		return kubeapi.Options{}, err
+	}
+	cfg, err := configloader.NewFromBytes(b)
+	if err != nil {
+		return kubeapi.Options{}, err
+	}
+	c := cfg.Cluster()
+	ep := c.Endpoint()
+	if ep == nil {
+		return kubeapi.Options{}, errors.New("the config has no control plane endpoint")
+	}
+	addr, err := netip.ParseAddr(ep.Hostname())
+	if err != nil || !addr.Is4() || !addr.IsLoopback() {
+		return kubeapi.Options{}, fmt.Errorf("control plane endpoint %s: the simulated cloud serves Kubernetes only at a loopback IPv4 address, such as https://127.250.0.1:6443", ep)
+	}
+	port := kubeapi.DefaultPort
+	if p := ep.Port(); p != "" {
+		if port, err = strconv.Atoi(p); err != nil {
+			return kubeapi.Options{}, fmt.Errorf("control plane endpoint %s: %w", ep, err)
+		}
+	}
+	ca, sa := c.IssuingCA(), c.ServiceAccount()
+	if ca == nil || len(ca.Key) == 0 || sa == nil {
+		return kubeapi.Options{}, errors.New("the config holds no Kubernetes CA key or service-account key")
+	}
+	return kubeapi.Options{
+		Bin: h.opts.KubeBin, Dir: filepath.Join(h.opts.Dir, kubeDir, n.cluster()[:16]),
+		Address: addr, Port: port, CA: ca, ServiceAccountKey: sa.Key,
+	}, nil
+}
+
+// resumeKube starts the control planes of the bootstrapped nodes that
+// were restored from disk.
+func (h *Host) resumeKube() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range h.byID {
+		h.kubeFor(n)
+	}
+}
+
+// stop stops the control plane of cluster, and with remove deletes its
+// folder too.
+func (k *kubePlanes) stop(cluster string, remove bool) {
+	k.mu.Lock()
+	p := k.byCluster[cluster]
+	delete(k.byCluster, cluster)
+	if p != nil {
+		p.stopped = true
+	}
+	k.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if p.cp != nil {
+		p.cp.Stop()
+	}
+	if remove {
+		os.RemoveAll(p.dir)
+	}
+}
+
+// close stops every control plane, and waits for the starts under way,
+// which stop what they started.
+func (k *kubePlanes) close() {
+	k.mu.Lock()
+	var clusters []string
+	for c := range k.byCluster {
+		clusters = append(clusters, c)
+	}
+	k.mu.Unlock()
+	for _, c := range clusters {
+		k.stop(c, false)
+	}
+	k.wg.Wait()
+}
+
+// KubernetesURL returns the URL of the Kubernetes API the host runs for
+// the cluster of the machine id, once it serves.
+func (h *Host) KubernetesURL(id string) (string, bool) {
+	h.mu.Lock()
+	n := h.byID[id]
+	h.mu.Unlock()
+	if n == nil {
+		return "", false
+	}
+	h.kube.mu.Lock()
+	defer h.kube.mu.Unlock()
+	if p := h.kube.byCluster[n.cluster()]; p != nil && p.cp != nil {
+		return p.cp.URL(), true
+	}
+	return "", false
+}

@@ -1,0 +1,87 @@
+package test
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+)
+
+// TestSimKubernetesAPI adds a tenant whose sim node groups set
+// providerConfig.kubernetesAPI, with a loopback control plane endpoint:
+// once it is bootstrapped the simulated cloud serves a real Kubernetes API
+// there, and kubectl works with the kubeconfig that `rezusctl kubeconfig`
+// downloads. The API comes back after a restart of the server, and stops,
+// its folder gone, when the tenant is removed from git. The example
+// tenants, which do not ask for one, get none.
+func TestSimKubernetesAPI(t *testing.T) {
+	kubeBin := testenv.KubeBin(t)
+	e := newE2E(t, e2eOptions{args: planeArgs("--sim-kube-bin", kubeBin)})
+	var r [2]byte
+	_, _ = rand.Read(r[:])
+	endpoint := fmt.Sprintf("127.253.%d.%d:6443", r[0], r[1]%250+1)
+	for _, f := range []string{"tenant.yaml", "nodegroups.yaml", "patches.yaml"} {
+		s := strings.ReplaceAll(e.read(e2eManifests+"/staging/"+f), "staging", "kube")
+		s = strings.ReplaceAll(s, "https://kube.example.internal:6443", "https://"+endpoint)
+		s = strings.ReplaceAll(s, "    shape: small\n", "    shape: small\n    kubernetesAPI: true\n")
+		e.work.Write(e2eManifests+"/kube/"+f, s)
+	}
+	if s := e.read(e2eManifests + "/kube/nodegroups.yaml"); strings.Count(s, "kubernetesAPI: true") != 2 || !strings.Contains(e.read(e2eManifests+"/kube/tenant.yaml"), endpoint) {
+		t.Fatalf("the kube tenant's manifests were not made as meant:\n%s", s)
+	}
+	e.srv.waitApplied(e.push("Tenant kube, with a Kubernetes API"))
+	planeWaitReady(t, e, "kube")
+
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if out, err := exec.Command(servertest.CLI(t), "--server", e.srv.URL(), "kubeconfig", "kube", "-f", kc).CombinedOutput(); err != nil {
+		t.Fatalf("rezusctl kubeconfig kube: %v\n%s", err, out)
+	}
+	kubectl := func() (string, error) {
+		out, err := exec.Command(filepath.Join(kubeBin, "kubectl"), "--kubeconfig", kc, "--request-timeout", "5s", "get", "namespaces", "-o", "name").CombinedOutput()
+		return string(out), err
+	}
+	waitKubectl := func(when string) {
+		t.Helper()
+		var out string
+		e.srv.WaitFor("kubectl get namespaces "+when, func() bool {
+			var err error
+			out, err = kubectl()
+			return err == nil && strings.Contains(out, "namespace/kube-system")
+		})
+	}
+	waitKubectl("after the bootstrap")
+
+	simDir := e.data + "-sim"
+	planes, _ := filepath.Glob(filepath.Join(simDir, "kubernetes", "*"))
+	if len(planes) != 1 {
+		t.Errorf("control planes under %s/kubernetes: %v, want one: only the kube tenant asks for one", simDir, planes)
+	}
+
+	e.srv.Stop()
+	if conn, err := net.DialTimeout("tcp", endpoint, time.Second); err == nil {
+		conn.Close()
+		t.Errorf("%s answers while the server is stopped", endpoint)
+	}
+	e.srv.Start()
+	waitKubectl("after a restart of the server")
+
+	e.work.Remove(e2eManifests + "/kube")
+	e.srv.waitApplied(e.push("Remove tenant kube"))
+	e.srv.WaitFor("the kube tenant's API to stop", func() bool {
+		conn, err := net.DialTimeout("tcp", endpoint, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
+	if planes, _ := filepath.Glob(filepath.Join(simDir, "kubernetes", "*")); len(planes) != 0 {
+		t.Errorf("control planes left under %s/kubernetes after the tenant's removal: %v", simDir, planes)
+	}
+}
