@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Provides the real Kubernetes control plane that the simulated cloud runs
-# for a tenant: etcd, kube-apiserver, kube-controller-manager and kubectl,
+# for a tenant: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and kubectl,
 # built once from the Go module proxy into the cache (as scripts/tools.sh
 # caches tofu). Prints the directory that holds them on the last line.
 #
@@ -11,7 +12,7 @@
 # of every staging module by its release on the proxy. One build runs at a
 # time: a second caller waits for the first one's binaries.
 #
-# $REZUSCLOUD_KUBE_BIN names a directory that holds the four binaries
+# $REZUSCLOUD_KUBE_BIN names a directory that holds the five binaries
 # already; it is used as it is.
 set -euo pipefail
 
@@ -21,7 +22,7 @@ staging=v0.37.2
 etcd=v3.7.3
 cache="${REZUSCLOUD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rezuscloud}"
 out="$cache/kube-$k8s-etcd-$etcd"
-bins=(etcd kube-apiserver kube-controller-manager kubectl)
+bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
 complete() {
 	local b
@@ -109,6 +110,7 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 EOF
@@ -117,7 +119,7 @@ EOF
 	minor=$(echo "$k8s" | cut -d. -f2)
 	ld="-X $v.gitVersion=$k8s -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
 	ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$k8s -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-	for b in kube-apiserver kube-controller-manager kubectl; do
+	for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 		build "$b" "$src/kubernetes" "$b" "k8s.io/kubernetes/cmd/$b" "$ld"
 	done
 fi

@@ -18,7 +18,7 @@ import (
 // providerConfig.kubernetesAPI, with a loopback control plane endpoint:
 // once it is bootstrapped the simulated cloud serves a real Kubernetes API
 // there, and kubectl works with the kubeconfig that `rezusctl kubeconfig`
-// downloads. The API comes back after a restart of the server, and stops,
+// downloads, and lists a Ready Node for each machine. The API comes back after a restart of the server, and stops,
 // its folder gone, when the tenant is removed from git. The example
 // tenants, which do not ask for one, get none.
 func TestSimKubernetesAPI(t *testing.T) {
@@ -57,6 +57,21 @@ func TestSimKubernetesAPI(t *testing.T) {
 		})
 	}
 	waitKubectl("after the bootstrap")
+
+	// Each machine's simulated kubelet registers its Node, Ready, with the
+	// tenant's Kubernetes version.
+	var nodes string
+	e.srv.WaitFor("the kube tenant's two Nodes to be Ready", func() bool {
+		out, err := exec.Command(filepath.Join(kubeBin, "kubectl"), "--kubeconfig", kc, "--request-timeout", "5s", "get", "nodes",
+			"-o", `jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.kubeletVersion} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`).CombinedOutput()
+		nodes = string(out)
+		return err == nil && strings.Count(nodes, " v1.34.1 True\n") == 2
+	})
+	for _, m := range e.srv.tenantMachines("kube") {
+		if !strings.Contains(nodes, m.Spec.Hostname+" ") {
+			t.Errorf("no Node of machine %s (%s) in:\n%s", m.Metadata.Name, m.Spec.Hostname, nodes)
+		}
+	}
 
 	simDir := e.data + "-sim"
 	planes, _ := filepath.Glob(filepath.Join(simDir, "kubernetes", "*"))

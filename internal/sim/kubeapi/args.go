@@ -73,3 +73,16 @@ func controllerManagerArgs(o Options, f files) []string {
 		"--profiling=false",
 	}
 }
+
+// schedulerArgs: one instance, so no leader election.
+func schedulerArgs(o Options, f files) []string {
+	return []string{
+		"--kubeconfig=" + f.schedulerKubeconfig,
+		"--authentication-kubeconfig=" + f.schedulerKubeconfig,
+		"--authorization-kubeconfig=" + f.schedulerKubeconfig,
+		"--bind-address=" + o.Address.String(),
+		"--secure-port=" + strconv.Itoa(SchedulerPort),
+		"--leader-elect=false",
+		"--profiling=false",
+	}
+}

@@ -17,6 +17,7 @@ type files struct {
 	caCrt, caKey, saKey         string
 	servingCrt, servingKey      string
 	controllerManagerKubeconfig string
+	schedulerKubeconfig         string
 }
 
 // Names of the identities the control plane's own components use, as
@@ -24,6 +25,7 @@ type files struct {
 const (
 	apiserverName         = "kube-apiserver"
 	controllerManagerUser = "system:kube-controller-manager"
+	schedulerUser         = "system:kube-scheduler"
 )
 
 // validity of the certificates the control plane issues itself; they are
@@ -40,6 +42,7 @@ func writeFiles(o Options) (files, error) {
 		caCrt: filepath.Join(dir, "ca.crt"), caKey: filepath.Join(dir, "ca.key"), saKey: filepath.Join(dir, "sa.key"),
 		servingCrt: filepath.Join(dir, "apiserver.crt"), servingKey: filepath.Join(dir, "apiserver.key"),
 		controllerManagerKubeconfig: filepath.Join(dir, "controller-manager.kubeconfig"),
+		schedulerKubeconfig:         filepath.Join(dir, "scheduler.kubeconfig"),
 	}
 	ca, err := sx509.NewCertificateAuthorityFromCertificateAndKey(o.CA)
 	if err != nil {
@@ -57,21 +60,19 @@ func writeFiles(o Options) (files, error) {
 	if err != nil {
 		return f, fmt.Errorf("kubeapi: serving certificate: %w", err)
 	}
-	cm, err := sx509.NewKeyPair(ca,
-		sx509.CommonName(controllerManagerUser),
-		sx509.NotAfter(time.Now().Add(validity)),
-		sx509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
-		sx509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
-	)
-	if err != nil {
-		return f, fmt.Errorf("kubeapi: controller-manager certificate: %w", err)
-	}
 	url := "https://" + net.JoinHostPort(o.Address.String(), strconv.Itoa(o.Port))
-	for path, b := range map[string][]byte{
+	out := map[string][]byte{
 		f.caCrt: o.CA.Crt, f.caKey: o.CA.Key, f.saKey: o.ServiceAccountKey,
 		f.servingCrt: serving.CrtPEM, f.servingKey: serving.KeyPEM,
-		f.controllerManagerKubeconfig: kubeconfig(url, o.CA.Crt, cm.CrtPEM, cm.KeyPEM),
-	} {
+	}
+	for path, user := range map[string]string{f.controllerManagerKubeconfig: controllerManagerUser, f.schedulerKubeconfig: schedulerUser} {
+		kc, err := ClientKubeconfig(url, ca, user)
+		if err != nil {
+			return f, err
+		}
+		out[path] = kc
+	}
+	for path, b := range out {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return f, err
 		}
@@ -80,6 +81,32 @@ func writeFiles(o Options) (files, error) {
 		}
 	}
 	return f, nil
+}
+
+// ClientKubeconfig is a kubeconfig for url whose client certificate,
+// issued by ca, names user and groups.
+func ClientKubeconfig(url string, ca *sx509.CertificateAuthority, user string, groups ...string) ([]byte, error) {
+	pair, err := ClientCertificate(ca, user, groups...)
+	if err != nil {
+		return nil, err
+	}
+	return kubeconfig(url, ca.CrtPEM, pair.CrtPEM, pair.KeyPEM), nil
+}
+
+// ClientCertificate is a client certificate issued by ca for user in
+// groups.
+func ClientCertificate(ca *sx509.CertificateAuthority, user string, groups ...string) (*sx509.KeyPair, error) {
+	pair, err := sx509.NewKeyPair(ca,
+		sx509.CommonName(user),
+		sx509.Organization(groups...),
+		sx509.NotAfter(time.Now().Add(validity)),
+		sx509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
+		sx509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("kubeapi: a client certificate for %s: %w", user, err)
+	}
+	return pair, nil
 }
 
 // kubeconfig is a kubeconfig of one cluster and one user with a client

@@ -1,5 +1,6 @@
 // Package kubeapi runs a real Kubernetes control plane for a simulated
-// tenant: etcd, kube-apiserver and kube-controller-manager, as child
+// tenant: etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler, as child
 // processes on one loopback address, with the certificates and keys a real
 // cluster's control plane would have from the tenant's Talos config (the
 // cluster CA signs the API's serving certificate and verifies its clients,
@@ -39,12 +40,13 @@ const (
 	EtcdClientPort        = 2379
 	EtcdPeerPort          = 2380
 	ControllerManagerPort = 10257
+	SchedulerPort         = 10259
 )
 
 // Options say what to run and where.
 type Options struct {
-	// Bin is the directory that holds etcd, kube-apiserver and
-	// kube-controller-manager.
+	// Bin is the directory that holds etcd, kube-apiserver,
+	// kube-controller-manager and kube-scheduler.
 	Bin string
 	// Dir is the control plane's own directory. What a former start left
 	// there (etcd's data above all) is kept: a restart over the same Dir
@@ -74,7 +76,7 @@ var DefaultServiceCIDR = netip.MustParsePrefix("127.96.0.0/16")
 // ControlPlane is a started control plane.
 type ControlPlane struct {
 	opts  Options
-	procs []*process // in start order: etcd, kube-apiserver, kube-controller-manager
+	procs []*process // in start order: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 }
 
 // Pids returns the process ID of each running process by name.
@@ -86,9 +88,9 @@ func (c *ControlPlane) Pids() map[string]int {
 	return pids
 }
 
-// Start starts etcd, then kube-apiserver, then kube-controller-manager, each
-// once the one before it answers, and returns when the API's /readyz says
-// ok and the controller-manager's /healthz does. On an error it stops what
+// Start starts etcd, then kube-apiserver, then kube-controller-manager and
+// kube-scheduler, each once the one before it answers, and returns when the
+// API's /readyz says ok and the others' /healthz do. On an error it stops what
 // it started.
 func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if err := o.defaults(); err != nil {
@@ -109,7 +111,8 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	}{
 		{"etcd", etcdArgs(o), c.etcdReady},
 		{"kube-apiserver", apiserverArgs(o, f), c.apiReady},
-		{"kube-controller-manager", controllerManagerArgs(o, f), c.controllerManagerReady},
+		{"kube-controller-manager", controllerManagerArgs(o, f), c.healthz(ControllerManagerPort)},
+		{"kube-scheduler", schedulerArgs(o, f), c.healthz(SchedulerPort)},
 	} {
 		p, err := startProcess(s.name, filepath.Join(o.Bin, s.name), s.args, filepath.Join(o.Dir, s.name+".log"))
 		if err != nil {
@@ -179,12 +182,14 @@ func (c *ControlPlane) apiReady(ctx context.Context) error {
 	return get(ctx, client, c.URL()+"/readyz", "ok")
 }
 
-// controllerManagerReady asks /healthz on the controller-manager's secure
-// port, whose certificate it makes for itself.
-func (c *ControlPlane) controllerManagerReady(ctx context.Context) error {
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a self-signed health endpoint on loopback
-	defer client.CloseIdleConnections()
-	return get(ctx, client, "https://"+c.hostPort(ControllerManagerPort)+"/healthz", "ok")
+// healthz asks /healthz on the secure port of the controller-manager or
+// the scheduler, whose certificate each makes for itself.
+func (c *ControlPlane) healthz(port int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a self-signed health endpoint on loopback
+		defer client.CloseIdleConnections()
+		return get(ctx, client, "https://"+c.hostPort(port)+"/healthz", "ok")
+	}
 }
 
 // isProcessGone tells an exited child's error.

@@ -1,17 +1,23 @@
 package talosnode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
+	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"k8s.io/client-go/rest"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
+	"github.com/rezuscloud/rezuscloud/internal/sim/kubelet"
 )
 
 // kubeDir is the folder of the sim dir that holds the Kubernetes control
@@ -26,11 +32,13 @@ const kubeDir = "kubernetes"
 type kubePlanes struct {
 	mu        sync.Mutex
 	byCluster map[string]*kubePlane
-	wg        sync.WaitGroup // starts under way
+	versions  map[string]string // kubelet version by config hash
+	wg        sync.WaitGroup    // starts under way
 }
 
 type kubePlane struct {
 	cp      *kubeapi.ControlPlane // nil while it starts
+	kubelet func()                // stops its nodes' kubelet
 	stopped bool                  // a stop came while it started
 	dir     string
 }
@@ -52,37 +60,126 @@ func (h *Host) kubeFor(n *node) {
 		h.log.Warn("no Kubernetes API for the tenant", "tenant", rec.Tenant, "machine", n.st.ID, "err", err)
 		return
 	}
+	cluster := n.cluster()
 	k := &h.kube
 	k.mu.Lock()
 	if k.byCluster == nil {
 		k.byCluster = map[string]*kubePlane{}
 	}
-	if k.byCluster[n.cluster()] != nil {
+	if k.byCluster[cluster] != nil {
 		k.mu.Unlock()
 		return
 	}
 	p := &kubePlane{dir: o.Dir}
-	k.byCluster[n.cluster()] = p
+	k.byCluster[cluster] = p
 	k.wg.Add(1)
 	k.mu.Unlock()
 	go func() {
 		defer k.wg.Done()
 		cp, err := kubeapi.Start(h.ctx, o)
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		switch {
-		case err != nil:
+		if err != nil {
 			h.log.Warn("the tenant's Kubernetes API did not start", "tenant", rec.Tenant, "address", o.Address, "err", err)
-			if k.byCluster[n.cluster()] == p {
-				delete(k.byCluster, n.cluster())
+			k.mu.Lock()
+			if k.byCluster[cluster] == p {
+				delete(k.byCluster, cluster)
 			}
-		case p.stopped:
+			k.mu.Unlock()
+			return
+		}
+		kubeletDone, err := h.startKubelet(cluster, cp, o.CA)
+		k.mu.Lock()
+		stopped := p.stopped
+		if !stopped {
+			p.cp, p.kubelet = cp, kubeletDone
+		}
+		k.mu.Unlock()
+		switch {
+		case stopped:
+			if kubeletDone != nil {
+				kubeletDone()
+			}
 			cp.Stop()
+		case err != nil:
+			h.log.Warn("the tenant's nodes do not report to its Kubernetes API", "tenant", rec.Tenant, "err", err)
 		default:
-			p.cp = cp
 			h.log.Info("the tenant's Kubernetes API serves", "tenant", rec.Tenant, "url", cp.URL())
 		}
 	}()
+}
+
+// startKubelet runs the kubelet of the cluster's nodes (internal/sim/kubelet)
+// toward cp, as a member of system:masters, and returns the function that
+// stops it and waits for it to end.
+func (h *Host) startKubelet(cluster string, cp *kubeapi.ControlPlane, caPEM *x509.PEMEncodedCertificateAndKey) (func(), error) {
+	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(caPEM)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := kubeapi.ClientCertificate(ca, "system:sim-kubelet", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	cfg := &rest.Config{Host: cp.URL(), TLSClientConfig: rest.TLSClientConfig{CAData: caPEM.Crt, CertData: pair.CrtPEM, KeyData: pair.KeyPEM}}
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := kubelet.Run(ctx, kubelet.Options{Config: cfg, Nodes: func() []kubelet.Node { return h.kubeNodes(cluster) }, Logger: h.log}); err != nil {
+			h.log.Warn("simulated kubelets", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// kubeNodes are the cluster's nodes as their kubelets report them: Ready
+// while the node runs its config and its kubelet service is healthy.
+func (h *Host) kubeNodes(cluster string) []kubelet.Node {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	var out []kubelet.Node
+	for n := range h.clusters[cluster] {
+		if n.gone.Load() || n.st.Running == nil {
+			continue
+		}
+		h.advance(n, now)
+		kn := kubelet.Node{Name: n.hostname(), Address: n.st.Address, ControlPlane: n.controlPlane(),
+			Ready: n.running(now), KubeletVersion: h.kube.kubeletVersion(h, n), OSImage: "Talos (" + n.st.Version + ")"}
+		switch {
+		case !kn.Ready:
+			kn.Reason, kn.Message = "KubeletNotReady", "the node is "+strings.ToLower(n.viewAt(now).Stage.String())
+		case n.fault.Unhealthy == "kubelet":
+			kn.Ready, kn.Reason, kn.Message = false, "KubeletNotReady", unhealthyMessage("kubelet")
+		}
+		out = append(out, kn)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// kubeletVersion is the version of the kubelet image of n's running
+// config, read once per config. Called with h.mu held.
+func (k *kubePlanes) kubeletVersion(h *Host, n *node) string {
+	hash := n.st.Running.Hash
+	k.mu.Lock()
+	v, ok := k.versions[hash]
+	k.mu.Unlock()
+	if ok {
+		return v
+	}
+	if b, err := h.readConfig(n.dir, hash); err == nil {
+		if cfg, err := configloader.NewFromBytes(b); err == nil {
+			image := cfg.Machine().Kubelet().Image()
+			v = image[strings.LastIndex(image, ":")+1:]
+		}
+	}
+	k.mu.Lock()
+	if k.versions == nil {
+		k.versions = map[string]string{}
+	}
+	k.versions[hash] = v
+	k.mu.Unlock()
+	return v
 }
 
 // kubeOptions reads what the control plane needs from n's running config:
@@ -147,6 +244,9 @@ func (k *kubePlanes) stop(cluster string, remove bool) {
 	k.mu.Unlock()
 	if p == nil {
 		return
+	}
+	if p.kubelet != nil {
+		p.kubelet()
 	}
 	if p.cp != nil {
 		p.cp.Stop()
