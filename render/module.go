@@ -77,6 +77,9 @@ func (ms Modules) Validate(d *schema.Desired) []schema.Problem {
 				continue
 			}
 			probs = append(probs, m.Validate(ng)...)
+			if tc, ok := m.(module.TenantChecker); ok && td.Tenant != nil {
+				probs = append(probs, tc.CheckWithTenant(td.Tenant, ng)...)
+			}
 		}
 	}
 	sortProblems(probs)

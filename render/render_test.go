@@ -568,3 +568,60 @@ spec:
 		t.Fatalf("problems = %v, want the OpenStack node group at t.yaml:19 too", probs)
 	}
 }
+
+// TestSimKubernetesAPINeedsLoopbackEndpoint: a sim node group with
+// kubernetesAPI is refused, at its line and naming the tenant's endpoint
+// and where it is declared, unless that endpoint is a loopback IPv4
+// address; the simulated cloud serves a Kubernetes API nowhere else. The
+// node group's resource asks for it.
+func TestSimKubernetesAPINeedsLoopbackEndpoint(t *testing.T) {
+	manifests := func(endpoint string) fstest.MapFS {
+		return fstest.MapFS{"t.yaml": {Data: []byte(`apiVersion: rezuscloud.io/v1
+kind: Tenant
+metadata:
+  name: acme
+spec:
+  kubernetesVersion: "1.34.1"
+  talosVersion: "1.12.6"
+  controlPlaneEndpoint: ` + endpoint + `
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: controlplane
+  labels:
+    rezuscloud.io/tenant: acme
+    rezuscloud.io/role: controlplane
+spec:
+  count: 1
+  providerClass: sim
+  providerConfig:
+    kubernetesAPI: true
+`)}}
+	}
+	for endpoint, want := range map[string]string{
+		"https://acme.example.internal:6443": "t.yaml:21:1: /spec/providerConfig/kubernetesAPI: sim providerConfig.kubernetesAPI needs a controlPlaneEndpoint at a loopback IPv4 address, the only place the simulated cloud serves a Kubernetes API: tenant acme's is https://acme.example.internal:6443 (t.yaml:8); use one such as https://127.250.0.1:6443",
+		"https://[::1]:6443":                 "tenant acme's is https://[::1]:6443 (t.yaml:8)",
+		"https://127.250.0.1:6443":           "",
+	} {
+		d, err := schema.Load(manifests(endpoint), ".", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probs := Builtin().Validate(d)
+		switch {
+		case want == "" && len(probs) != 0:
+			t.Errorf("%s: %v, want no problem", endpoint, probs)
+		case want == "":
+			ws, err := Builtin().Render(d.Tenants[0], testSecrets(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(ws.Files[MainFile]), `"kubernetes_api": true`) {
+				t.Errorf("the machines' resource does not ask for the Kubernetes API:\n%s", ws.Files[MainFile])
+			}
+		case want != "" && (len(probs) != 1 || !strings.Contains(probs[0].String(), want)):
+			t.Errorf("%s: %v, want one problem with %q", endpoint, probs, want)
+		}
+	}
+}

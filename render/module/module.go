@@ -40,6 +40,13 @@ type Module interface {
 	Mappings() []Mapping
 }
 
+// TenantChecker is implemented by a module some of whose providerConfig
+// holds only with settings of the tenant: it checks a node group beside
+// its tenant, after Validate. Problems name the node group's file and line.
+type TenantChecker interface {
+	CheckWithTenant(t *schema.Tenant, ng *schema.NodeGroup) []schema.Problem
+}
+
 // ConfigChecker is implemented by modules whose cloud limits the machine
 // config it can deliver at boot (the user data). Validation and rendering
 // call it with the config a node group's machines boot with.

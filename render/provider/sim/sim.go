@@ -5,6 +5,8 @@ package sim
 
 import (
 	"fmt"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -73,6 +75,25 @@ var fields = []module.Field{
 func (Module) Validate(ng *schema.NodeGroup) []schema.Problem {
 	c := module.Checker{Class: schema.ProviderSim, NG: ng}
 	c.Check(fields)
+	return c.Problems
+}
+
+// CheckWithTenant implements module.TenantChecker: a node group with
+// kubernetesAPI needs its tenant's controlPlaneEndpoint at a loopback IPv4
+// address, the only place the simulated cloud serves a Kubernetes API.
+func (Module) CheckWithTenant(t *schema.Tenant, ng *schema.NodeGroup) []schema.Problem {
+	if on, _ := ng.Spec.ProviderConfig["kubernetesAPI"].(bool); !on {
+		return nil
+	}
+	ep := t.Spec.ControlPlaneEndpoint
+	if u, err := url.Parse(ep); err == nil {
+		if a, err := netip.ParseAddr(u.Hostname()); err == nil && a.Is4() && a.IsLoopback() {
+			return nil
+		}
+	}
+	c := module.Checker{Class: schema.ProviderSim, NG: ng}
+	c.Add([]string{"kubernetesAPI"}, "needs a controlPlaneEndpoint at a loopback IPv4 address, the only place the simulated cloud serves a Kubernetes API: tenant %s's is %s (%s); use one such as https://127.250.0.1:6443",
+		t.Metadata.Name, ep, t.Source.Position("/spec/controlPlaneEndpoint"))
 	return c.Problems
 }
 
