@@ -35,24 +35,9 @@ func Kubeconfig(clusterName, endpoint string, secretsBundle []byte, validity tim
 	if validity <= 0 {
 		return nil, fmt.Errorf("kubeconfig: validity %s: must be positive", validity)
 	}
-	bundle, err := ParseSecrets(secretsBundle)
+	admin, err := KubernetesAdmin(secretsBundle, validity, now)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(bundle.Certs.K8s)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: kubernetes CA: %w", err)
-	}
-	client, err := x509.NewKeyPair(ca,
-		x509.CommonName(KubernetesAdminUser),
-		x509.Organization(KubernetesAdminGroup),
-		x509.NotBefore(now),
-		x509.NotAfter(now.Add(validity)),
-		x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
-		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: client certificate: %w", err)
 	}
 	user := KubernetesAdminUser + "@" + clusterName
 	kc := kubeconfig{
@@ -62,14 +47,14 @@ func Kubeconfig(clusterName, endpoint string, secretsBundle []byte, validity tim
 			Name: clusterName,
 			Cluster: kubeCluster{
 				Server:                   endpoint,
-				CertificateAuthorityData: bundle.Certs.K8s.Crt,
+				CertificateAuthorityData: admin.CA,
 			},
 		}},
 		Users: []namedUser{{
 			Name: user,
 			User: kubeUser{
-				ClientCertificateData: client.CrtPEM,
-				ClientKeyData:         client.KeyPEM,
+				ClientCertificateData: admin.Crt,
+				ClientKeyData:         admin.Key,
 			},
 		}},
 		Contexts: []namedContext{{
@@ -87,6 +72,43 @@ func Kubeconfig(clusterName, endpoint string, secretsBundle []byte, validity tim
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	return out, nil
+}
+
+// KubernetesCredential is a client certificate and key for a cluster's
+// Kubernetes API, with the CA that the API's serving certificate chains to
+// (all PEM).
+type KubernetesCredential struct {
+	CA, Crt, Key []byte
+}
+
+// KubernetesAdmin issues the cluster's admin credential from the bundle's
+// Kubernetes CA: user admin in group system:masters, valid from now for
+// validity, with a new key. Every admin kubeconfig and the plane's own
+// client of the API hold one.
+func KubernetesAdmin(secretsBundle []byte, validity time.Duration, now time.Time) (*KubernetesCredential, error) {
+	if validity <= 0 {
+		return nil, fmt.Errorf("validity %s: must be positive", validity)
+	}
+	bundle, err := ParseSecrets(secretsBundle)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(bundle.Certs.K8s)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes CA: %w", err)
+	}
+	client, err := x509.NewKeyPair(ca,
+		x509.CommonName(KubernetesAdminUser),
+		x509.Organization(KubernetesAdminGroup),
+		x509.NotBefore(now),
+		x509.NotAfter(now.Add(validity)),
+		x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
+		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %w", err)
+	}
+	return &KubernetesCredential{CA: bundle.Certs.K8s.Crt, Crt: client.CrtPEM, Key: client.KeyPEM}, nil
 }
 
 // kubeconfig is the part of client-go's clientcmd/api/v1 Config that an

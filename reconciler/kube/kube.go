@@ -1,0 +1,282 @@
+// Package kube is the Talos plane's client of each tenant's Kubernetes
+// API: it holds, per tenant and in memory only, an admin credential
+// issued from the tenant's secrets bundle and the client-go clients made
+// with it, and it observes the API: whether /readyz says ok, and the
+// Nodes with their readiness, schedulability and kubelet versions.
+//
+// It dials the tenant's controlPlaneEndpoint when that names an IP
+// address, and the control planes' addresses at port 6443 when the
+// endpoint does not answer, as talosctl does. An endpoint given by DNS
+// name is never resolved here: the control planes are dialled instead, so
+// that no observation depends on, or leaks to, a name server. An API that
+// cannot be reached is an observation like any other, never an error of
+// the caller's.
+//
+// It owns no state beyond that cache: it writes nothing to the store and
+// imports nothing of the reconciler but render/talos, which derives the
+// credential.
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/rezuscloud/rezuscloud/render/talos"
+)
+
+// APIPort is the port of kube-apiserver on a Talos control plane.
+const APIPort = 6443
+
+// Target is a tenant's Kubernetes API as the plane knows it.
+type Target struct {
+	Tenant string
+	// Endpoint is the tenant's controlPlaneEndpoint.
+	Endpoint string
+	// ControlPlanes are the management addresses of its control planes.
+	ControlPlanes []netip.Addr
+	// Bundle is the tenant's secrets bundle.
+	Bundle []byte
+}
+
+// Observation is what one look at a tenant's API saw.
+type Observation struct {
+	// URL is the address that answered; empty when none did.
+	URL string
+	// Ready: /readyz answered ok.
+	Ready bool
+	// Problem says why the API is not ready: every address tried and its
+	// error, or what /readyz answered.
+	Problem string
+	// Nodes are the cluster's Nodes, by name, when the API answered.
+	Nodes []Node
+}
+
+// Node is one Node of the cluster.
+type Node struct {
+	Name string
+	// Ready is its Ready condition; Schedulable is false once cordoned.
+	Ready, Schedulable bool
+	KubeletVersion     string
+	Conditions         []Condition
+}
+
+// Condition is one condition of a Node.
+type Condition struct {
+	Type, Status, Reason, Message string
+}
+
+// Options configure the clients.
+type Options struct {
+	// Timeout bounds each request; default 3 s.
+	Timeout time.Duration
+	// Validity of the admin credential, which is issued again when half
+	// of it has passed; default 24 h.
+	Validity time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Clients are the clients of every tenant's API.
+type Clients struct {
+	opts     Options
+	mu       sync.Mutex
+	byTenant map[string]*tenantClients
+}
+
+// tenantClients are the clients of one tenant, for one bundle.
+type tenantClients struct {
+	bundle  [32]byte
+	issued  time.Time
+	cred    *talos.KubernetesCredential
+	byURL   map[string]kubernetes.Interface
+	lastURL string // the URL that answered last, tried first
+}
+
+// NewClients returns an empty cache of clients.
+func NewClients(opts Options) *Clients {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 3 * time.Second
+	}
+	if opts.Validity <= 0 {
+		opts.Validity = 24 * time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Clients{opts: opts, byTenant: map[string]*tenantClients{}}
+}
+
+// Forget drops a tenant's clients and credential.
+func (c *Clients) Forget(tenant string) {
+	c.mu.Lock()
+	delete(c.byTenant, tenant)
+	c.mu.Unlock()
+}
+
+// Observe looks at the tenant's API: the first address that answers is
+// asked /readyz and the Nodes.
+func (c *Clients) Observe(ctx context.Context, t Target) Observation {
+	urls := URLs(t.Endpoint, t.ControlPlanes)
+	if len(urls) == 0 {
+		return Observation{Problem: "no address to dial: the endpoint names no IP address and no control plane has one"}
+	}
+	tc, err := c.tenant(t)
+	if err != nil {
+		return Observation{Problem: "no credential for the API: " + err.Error()}
+	}
+	var tried []string
+	for _, u := range tc.order(urls) {
+		cs, err := c.client(tc, u)
+		if err == nil {
+			var o Observation
+			if o, err = c.observe(ctx, cs, u); err == nil {
+				c.mu.Lock()
+				tc.lastURL = u
+				c.mu.Unlock()
+				return o
+			}
+		}
+		tried = append(tried, u+": "+oneLine(err))
+	}
+	return Observation{Problem: "no answer: " + strings.Join(tried, "; ")}
+}
+
+// observe asks /readyz and lists the Nodes at one URL; an error means the
+// API did not answer there.
+func (c *Clients) observe(ctx context.Context, cs kubernetes.Interface, u string) (Observation, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	o := Observation{URL: u}
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	switch {
+	case err == nil && strings.TrimSpace(string(body)) == "ok":
+		o.Ready = true
+	case err == nil:
+		o.Problem = "/readyz: " + oneLine(fmt.Errorf("%s", body))
+	case isNoAnswer(err):
+		return o, err
+	default:
+		o.Problem = "/readyz: " + oneLine(err)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		if isNoAnswer(err) {
+			return o, err
+		}
+		o.Problem = strings.TrimPrefix(o.Problem+"; ", "; ") + "list nodes: " + oneLine(err)
+		return o, nil
+	}
+	for i := range nodes.Items {
+		o.Nodes = append(o.Nodes, nodeOf(&nodes.Items[i]))
+	}
+	return o, nil
+}
+
+// URLs are the addresses to dial, in order: the endpoint when it names an
+// IP address, then each control plane at APIPort.
+func URLs(endpoint string, controlPlanes []netip.Addr) []string {
+	var out []string
+	if u, err := url.Parse(endpoint); err == nil && u.Scheme == "https" {
+		if _, err := netip.ParseAddr(u.Hostname()); err == nil {
+			out = append(out, "https://"+u.Host)
+		}
+	}
+	for _, a := range controlPlanes {
+		u := "https://" + net.JoinHostPort(a.String(), strconv.Itoa(APIPort))
+		if len(out) == 0 || out[0] != u {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// tenant returns the tenant's clients, issuing a credential when there is
+// none for its bundle or half of its validity has passed.
+func (c *Clients) tenant(t Target) (*tenantClients, error) {
+	sum := sha256.Sum256(t.Bundle)
+	now := c.opts.Now()
+	c.mu.Lock()
+	tc := c.byTenant[t.Tenant]
+	c.mu.Unlock()
+	if tc != nil && tc.bundle == sum && now.Sub(tc.issued) < c.opts.Validity/2 {
+		return tc, nil
+	}
+	// Backdated a minute, so that a clock a little behind ours accepts it.
+	cred, err := talos.KubernetesAdmin(t.Bundle, c.opts.Validity, now.Add(-time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	tc = &tenantClients{bundle: sum, issued: now, cred: cred, byURL: map[string]kubernetes.Interface{}}
+	c.mu.Lock()
+	c.byTenant[t.Tenant] = tc
+	c.mu.Unlock()
+	return tc, nil
+}
+
+// order puts the URL that answered last first.
+func (tc *tenantClients) order(urls []string) []string {
+	for i, u := range urls {
+		if u == tc.lastURL && i > 0 {
+			return append([]string{u}, append(append([]string(nil), urls[:i]...), urls[i+1:]...)...)
+		}
+	}
+	return urls
+}
+
+// client returns the tenant's client for one URL.
+func (c *Clients) client(tc *tenantClients, u string) (kubernetes.Interface, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cs, ok := tc.byURL[u]; ok {
+		return cs, nil
+	}
+	cs, err := kubernetes.NewForConfig(&rest.Config{
+		Host: u, Timeout: c.opts.Timeout, QPS: 20, Burst: 40,
+		TLSClientConfig: rest.TLSClientConfig{CAData: tc.cred.CA, CertData: tc.cred.Crt, KeyData: tc.cred.Key},
+	})
+	if err != nil {
+		return nil, err
+	}
+	tc.byURL[u] = cs
+	return cs, nil
+}
+
+func nodeOf(n *corev1.Node) Node {
+	out := Node{Name: n.Name, Schedulable: !n.Spec.Unschedulable, KubeletVersion: n.Status.NodeInfo.KubeletVersion}
+	for _, cond := range n.Status.Conditions {
+		out.Conditions = append(out.Conditions, Condition{Type: string(cond.Type), Status: string(cond.Status), Reason: cond.Reason, Message: cond.Message})
+		if cond.Type == corev1.NodeReady {
+			out.Ready = cond.Status == corev1.ConditionTrue
+		}
+	}
+	return out
+}
+
+// isNoAnswer tells an error of the connection (refused, timed out, TLS)
+// from an answer of the API.
+func isNoAnswer(err error) bool {
+	var st apierrors.APIStatus
+	return !errors.As(err, &st)
+}
+
+func oneLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
