@@ -82,6 +82,29 @@ type MachineStatus struct {
 	// Etcd is a control plane's view of its etcd cluster; nil for
 	// workers and while the machine does not answer.
 	Etcd *EtcdMembership `json:"etcd,omitempty"`
+	// Kubernetes is the machine's Node as the tenant's Kubernetes API
+	// last showed it; nil until the API answered with a Node of the
+	// machine's host name.
+	Kubernetes *MachineKubernetes `json:"kubernetes,omitempty"`
+}
+
+// MachineKubernetes is a machine's Node in the tenant's Kubernetes.
+type MachineKubernetes struct {
+	NodeName string `json:"nodeName"`
+	// Ready is the Node's Ready condition; Schedulable is false while it
+	// is cordoned.
+	Ready          bool            `json:"ready"`
+	Schedulable    bool            `json:"schedulable"`
+	KubeletVersion string          `json:"kubeletVersion,omitempty"`
+	Conditions     []NodeCondition `json:"conditions,omitempty"`
+}
+
+// NodeCondition is one condition of a Node, as Kubernetes gives it.
+type NodeCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // MachineService is one Talos service of a machine, as ServiceList

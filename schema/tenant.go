@@ -157,4 +157,7 @@ type MachineCounts struct {
 	ControlPlane      int `json:"controlPlane"`      // control-plane machines that exist
 	ControlPlaneReady int `json:"controlPlaneReady"` // control-plane machines in stage ready
 	Workers           int `json:"workers"`           // worker machines that exist
+	// NodesReady counts the machines whose Node the tenant's Kubernetes
+	// API shows Ready; absent while the API has not been observed.
+	NodesReady int `json:"nodesReady,omitempty"`
 }

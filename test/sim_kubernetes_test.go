@@ -72,6 +72,23 @@ func TestSimKubernetesAPI(t *testing.T) {
 			t.Errorf("no Node of machine %s (%s) in:\n%s", m.Metadata.Name, m.Spec.Hostname, nodes)
 		}
 	}
+	// The plane observes the API: each machine's status shows its Node,
+	// and the tenant counts the Ready ones.
+	e.srv.WaitFor("the kube tenant's machines to show their Nodes Ready", func() bool {
+		for _, m := range e.srv.tenantMachines("kube") {
+			k := m.Status.Kubernetes
+			if k == nil || k.NodeName != m.Spec.Hostname || !k.Ready || !k.Schedulable || k.KubeletVersion != "v1.34.1" {
+				return false
+			}
+		}
+		tn := planeTenant(t, e, "kube")
+		return tn.Status.Machines.NodesReady == 2 && tn.Status.APIReady
+	})
+	for _, m := range e.srv.tenantMachines("staging") {
+		if m.Status.Kubernetes != nil {
+			t.Errorf("staging, which has no Kubernetes API, shows a Node for %s: %+v", m.Metadata.Name, m.Status.Kubernetes)
+		}
+	}
 
 	simDir := e.data + "-sim"
 	planes, _ := filepath.Glob(filepath.Join(simDir, "kubernetes", "*"))

@@ -143,3 +143,18 @@ func TestWriteSecretFile(t *testing.T) {
 		t.Errorf("temporary files left behind: %v", entries)
 	}
 }
+
+// TestNodeWord: a machine's Node reads as kubectl prints its status.
+func TestNodeWord(t *testing.T) {
+	for want, k := range map[string]*schema.MachineKubernetes{
+		"<none>":                      nil,
+		"Ready":                       {Ready: true, Schedulable: true},
+		"NotReady":                    {Schedulable: true},
+		"Ready,SchedulingDisabled":    {Ready: true},
+		"NotReady,SchedulingDisabled": {},
+	} {
+		if got := nodeWord(k); got != want {
+			t.Errorf("nodeWord(%+v) = %q, want %q", k, got, want)
+		}
+	}
+}

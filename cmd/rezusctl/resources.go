@@ -70,7 +70,7 @@ var resourceTypes = []*resourceType{
 		getPath: client.MachinePath,
 		columns: func(wide bool) []string {
 			if wide {
-				return []string{"NAME", "TENANT", "NODEGROUP", "ROLE", "STAGE", "ADDRESS", "HOSTNAME", "SHAPE", "TALOS", "CONFIG", "AGE"}
+				return []string{"NAME", "TENANT", "NODEGROUP", "ROLE", "STAGE", "ADDRESS", "HOSTNAME", "SHAPE", "TALOS", "CONFIG", "NODE", "AGE"}
 			}
 			return []string{"NAME", "TENANT", "NODEGROUP", "ROLE", "STAGE", "ADDRESS", "AGE"}
 		},
@@ -287,7 +287,7 @@ func machineRow(raw json.RawMessage, wide bool, now time.Time) ([]string, error)
 	}
 	row := []string{m.Metadata.Name, orNone(m.Spec.Tenant), orNone(m.Spec.NodeGroup), orNone(m.Spec.Role), orNone(string(m.Status.Stage)), orNone(m.Spec.ManagementAddress)}
 	if wide {
-		row = append(row, orNone(m.Spec.Hostname), orNone(m.Spec.Shape), orNone(m.Status.TalosVersion), configWord(m.Status))
+		row = append(row, orNone(m.Spec.Hostname), orNone(m.Spec.Shape), orNone(m.Status.TalosVersion), configWord(m.Status), nodeWord(m.Status.Kubernetes))
 	}
 	return append(row, age(m.Metadata.CreatedAt, now)), nil
 }
@@ -303,6 +303,23 @@ func configWord(st schema.MachineStatus) string {
 		return "outdated"
 	}
 	return "unknown"
+}
+
+// nodeWord is the machine's Node as kubectl shows its status: Ready or
+// NotReady, with SchedulingDisabled while it is cordoned; <none> while the
+// tenant's Kubernetes API has not shown one.
+func nodeWord(k *schema.MachineKubernetes) string {
+	if k == nil {
+		return "<none>"
+	}
+	w := "NotReady"
+	if k.Ready {
+		w = "Ready"
+	}
+	if !k.Schedulable {
+		w += ",SchedulingDisabled"
+	}
+	return w
 }
 
 func patchRow(raw json.RawMessage, _ bool, now time.Time) ([]string, error) {

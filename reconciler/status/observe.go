@@ -3,6 +3,7 @@ package status
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
@@ -89,4 +90,34 @@ func (r Recorder) putObserved(kind, key string, obj schema.Object) error {
 		return nil
 	}
 	return r.put(kind, key, obj)
+}
+
+// KubernetesObserved records the tenant's Nodes, as its Kubernetes API
+// listed them by name, on the machines whose host name they carry; a
+// machine with no Node of its name loses its Kubernetes status. Only
+// machines whose status changes are written. It reports whether anything
+// changes.
+func (r Recorder) KubernetesObserved(tenant string, nodes map[string]schema.MachineKubernetes) (changed bool, err error) {
+	machines, err := store.DecodeTenantObjects[schema.Machine](r.tx, tenant, schema.KindMachine)
+	if err != nil {
+		return false, fmt.Errorf("tenant %s: %w", tenant, err)
+	}
+	for _, m := range machines {
+		var k *schema.MachineKubernetes
+		if n, ok := nodes[m.Spec.Hostname]; ok {
+			k = &n
+		}
+		if reflect.DeepEqual(k, m.Status.Kubernetes) {
+			continue
+		}
+		changed = true
+		if r.check {
+			continue
+		}
+		m.Status.Kubernetes = k
+		if err := r.put(schema.KindMachine, m.Metadata.Name, m); err != nil {
+			return changed, err
+		}
+	}
+	return changed, nil
 }

@@ -106,6 +106,9 @@ func count(c *schema.MachineCounts, m *schema.Machine) {
 	if ready {
 		c.Ready++
 	}
+	if m.Status.Kubernetes != nil && m.Status.Kubernetes.Ready {
+		c.NodesReady++
+	}
 	if m.Spec.Role == schema.RoleControlPlane {
 		c.ControlPlane++
 		if ready {

@@ -22,6 +22,9 @@ type ObserverOptions struct {
 	// AfterFirstPass, when set, is called once, after the first pass
 	// through the fleet (which asks for every tenant's bundle).
 	AfterFirstPass func()
+	// KubernetesInterval is how often each tenant's Kubernetes API is
+	// looked at (Nodes, /readyz); default DefaultKubernetesInterval.
+	KubernetesInterval time.Duration
 }
 
 // RunObserver keeps the status of machines, node groups and tenants in
@@ -35,6 +38,9 @@ type ObserverOptions struct {
 func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 	if opts.Interval <= 0 {
 		opts.Interval = 2 * time.Second
+	}
+	if opts.KubernetesInterval <= 0 {
+		opts.KubernetesInterval = DefaultKubernetesInterval
 	}
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
@@ -60,7 +66,18 @@ func (pl *Plane) ObserveOnce(ctx context.Context, bundle func(string) []byte) er
 }
 
 func (pl *Plane) observeOnce(ctx context.Context, opts ObserverOptions) error {
-	obs, err := pl.ObserveMachines(ctx, opts.Bundle)
+	// A pass asks for each tenant's bundle once, for its machines and its
+	// Kubernetes API alike.
+	bundles := map[string][]byte{}
+	bundle := func(tenant string) []byte {
+		b, ok := bundles[tenant]
+		if !ok {
+			b = opts.Bundle(tenant)
+			bundles[tenant] = b
+		}
+		return b
+	}
+	obs, err := pl.ObserveMachines(ctx, bundle)
 	if err != nil {
 		return err
 	}
@@ -78,6 +95,11 @@ func (pl *Plane) observeOnce(ctx context.Context, opts ObserverOptions) error {
 			api[o.Tenant] = true
 		}
 	}
+	every := opts.KubernetesInterval
+	if every <= 0 {
+		every = DefaultKubernetesInterval
+	}
+	api = pl.observeKubernetes(ctx, obs, api, bundle, every)
 	return pl.writeTenants(observed, api)
 }
 

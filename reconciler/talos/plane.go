@@ -74,6 +74,7 @@ type Plane struct {
 	kick         chan struct{}             // a progress changed: observe now
 
 	machines *machineList // what the observer's passes read of the Machines
+	kube     *kubeWatch   // what the observer knows of the tenants' Kubernetes APIs
 }
 
 // New returns a plane.
@@ -106,7 +107,7 @@ func New(opts Options) (*Plane, error) {
 		opts.Prober = NewProber(opts.Pool, ProberOptions{Now: opts.Now, Timeout: opts.CallTimeout})
 	}
 	pl := &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger,
-		lastProgress: map[string]status.Rollout{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}}
+		lastProgress: map[string]status.Rollout{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}, kube: newKubeWatch()}
 	opts.Store.OnCommit(pl.machines.follow)
 	return pl, nil
 }
