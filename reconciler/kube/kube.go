@@ -20,9 +20,12 @@ package kube
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -151,6 +154,7 @@ func (c *Clients) Observe(ctx context.Context, t Target) Observation {
 				return o
 			}
 		}
+		c.forgetURL(tc, u)
 		tried = append(tried, u+": "+oneLine(err))
 	}
 	return Observation{Problem: "no answer: " + strings.Join(tried, "; ")}
@@ -245,15 +249,50 @@ func (c *Clients) client(tc *tenantClients, u string) (kubernetes.Interface, err
 	if cs, ok := tc.byURL[u]; ok {
 		return cs, nil
 	}
-	cs, err := kubernetes.NewForConfig(&rest.Config{
-		Host: u, Timeout: c.opts.Timeout, QPS: 20, Burst: 40,
-		TLSClientConfig: rest.TLSClientConfig{CAData: tc.cred.CA, CertData: tc.cred.Crt, KeyData: tc.cred.Key},
-	})
+	// A transport of the tenant's own rather than one of client-go's
+	// shared cache, which keeps every TLS configuration it ever saw: a
+	// tenant's clients go with it (Forget, or a new credential).
+	hc, err := httpClient(tc.cred, c.opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfigAndClient(&rest.Config{Host: u, Timeout: c.opts.Timeout, QPS: 20, Burst: 40}, hc)
 	if err != nil {
 		return nil, err
 	}
 	tc.byURL[u] = cs
 	return cs, nil
+}
+
+// forgetURL drops the tenant's client of a URL that did not answer, so
+// that only the clients of APIs that answer are kept.
+func (c *Clients) forgetURL(tc *tenantClients, u string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cs, ok := tc.byURL[u]; ok {
+		if rc, ok := cs.Discovery().RESTClient().(*rest.RESTClient); ok && rc.Client != nil {
+			rc.Client.CloseIdleConnections()
+		}
+		delete(tc.byURL, u)
+	}
+}
+
+// httpClient is an HTTP client that trusts the cluster's CA and presents
+// the credential.
+func httpClient(cred *talos.KubernetesCredential, timeout time.Duration) (*http.Client, error) {
+	pair, err := tls.X509KeyPair(cred.Crt, cred.Key)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(cred.CA) {
+		return nil, errors.New("the bundle's Kubernetes CA is not PEM")
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
+		TLSHandshakeTimeout: timeout, IdleConnTimeout: 30 * time.Second, ForceAttemptHTTP2: true,
+	}}, nil
 }
 
 func nodeOf(n *corev1.Node) Node {

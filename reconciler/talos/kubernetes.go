@@ -42,7 +42,9 @@ func (pl *Plane) observeKubernetes(ctx context.Context, obs []Observed, talosAPI
 	kw := pl.kube
 	now := pl.opts.Now()
 	cps := map[string][]netip.Addr{}
+	present := map[string]bool{}
 	for _, o := range obs {
+		present[o.Tenant] = true
 		if o.Machine.ControlPlane {
 			if a, ok := hostAddr(o.Machine.Address); ok {
 				cps[o.Tenant] = append(cps[o.Tenant], a)
@@ -51,6 +53,13 @@ func (pl *Plane) observeKubernetes(ctx context.Context, obs []Observed, talosAPI
 	}
 	var due []string
 	kw.mu.Lock()
+	for tenant := range kw.last {
+		if !present[tenant] { // gone, or no machine left: forget its credential and clients
+			delete(kw.last, tenant)
+			delete(kw.ready, tenant)
+			kw.clients.Forget(tenant)
+		}
+	}
 	for tenant, up := range talosAPI {
 		if up && now.Sub(kw.last[tenant]) >= every {
 			due = append(due, tenant)
