@@ -17,8 +17,9 @@
 //   - The API client, client, which rezusctl and tests use. It imports no
 //     server package but backend's wire shapes (backend/api).
 //   - Test kits, for tests and benchmarks only: gittest (git servers on
-//     loopback), testenv (the real tofu and provider mirror), servertest
-//     (the real server, started for a test), manifestfleet (fleets of
-//     manifests) and layering (these rules). Only tests, benchmarks and
+//     loopback), testenv (the real tofu, provider mirror and Kubernetes binaries), servertest
+//     (the real server, started for a test), kubetest (a tenant's real
+//     Kubernetes control plane, started for a test), manifestfleet (fleets
+//     of manifests) and layering (these rules). Only tests, benchmarks and
 //     the kits themselves import them.
 package internal

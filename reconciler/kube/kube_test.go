@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"crypto/rand"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,9 +10,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
+	"github.com/rezuscloud/rezuscloud/internal/kubetest"
 	"github.com/rezuscloud/rezuscloud/internal/sim/kubelet"
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 )
 
@@ -40,23 +38,8 @@ func TestURLs(t *testing.T) {
 // address answers), then with nothing that answers, and with another
 // cluster's bundle, whose CA the API does not trust.
 func TestObserve(t *testing.T) {
-	bundle, err := talos.GenerateSecrets("v1.12.6", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := talos.ParseSecrets(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r [2]byte
-	_, _ = rand.Read(r[:])
-	addr := netip.AddrFrom4([4]byte{127, 249, r[0], r[1]%250 + 1})
-	cp, err := kubeapi.Start(context.Background(), kubeapi.Options{Bin: testenv.KubeBin(t), Dir: t.TempDir(), Address: addr,
-		CA: b.Certs.K8s, ServiceAccountKey: b.Certs.K8sServiceAccount.Key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop)
+	k := kubetest.Start(t, 249)
+	cp, bundle, addr := k.ControlPlane, k.Bundle, k.Options.Address
 	admin, err := talos.KubernetesAdmin(bundle, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -109,10 +92,7 @@ func TestObserve(t *testing.T) {
 		t.Errorf("nothing answering: %+v", o)
 	}
 
-	other, err := talos.GenerateSecrets("v1.12.6", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, _ := kubetest.Bundle(t)
 	o = c.Observe(context.Background(), Target{Tenant: "stranger", Endpoint: cp.URL(), Bundle: other})
 	if o.Ready || o.URL != "" || !strings.Contains(o.Problem, "certificate") {
 		t.Errorf("another cluster's bundle: %+v", o)

@@ -2,8 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"crypto/rand"
-	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -18,9 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/rezuscloud/rezuscloud/internal/kubetest"
 	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
-	"github.com/rezuscloud/rezuscloud/internal/testenv"
-	"github.com/rezuscloud/rezuscloud/render/talos"
 )
 
 // cluster is a real control plane with the kubelets of three simulated
@@ -43,22 +40,8 @@ func (c *cluster) setReady(name string, ready bool) {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	bundle, err := talos.GenerateSecrets("v1.12.6", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := talos.ParseSecrets(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r [2]byte
-	_, _ = rand.Read(r[:])
-	cp, err := kubeapi.Start(context.Background(), kubeapi.Options{Bin: testenv.KubeBin(t), Dir: t.TempDir(),
-		Address: netip.AddrFrom4([4]byte{127, 251, r[0], r[1]%250 + 1}), CA: b.Certs.K8s, ServiceAccountKey: b.Certs.K8sServiceAccount.Key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop)
+	k := kubetest.Start(t, 251)
+	cp, b := k.ControlPlane, k.Secrets
 	ca, err := sx509.NewCertificateAuthorityFromCertificateAndKey(b.Certs.K8s)
 	if err != nil {
 		t.Fatal(err)
