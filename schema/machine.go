@@ -101,10 +101,11 @@ type MachineKubernetes struct {
 
 // NodeCondition is one condition of a Node, as Kubernetes gives it.
 type NodeCondition struct {
-	Type    string `json:"type"`
-	Status  string `json:"status"`
-	Reason  string `json:"reason,omitempty"`
-	Message string `json:"message,omitempty"`
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
 }
 
 // MachineService is one Talos service of a machine, as ServiceList

@@ -81,6 +81,8 @@ type Node struct {
 // Condition is one condition of a Node.
 type Condition struct {
 	Type, Status, Reason, Message string
+	// Since is when the condition last changed its status.
+	Since time.Time
 }
 
 // Options configure the clients.
@@ -298,7 +300,8 @@ func httpClient(cred *talos.KubernetesCredential, timeout time.Duration) (*http.
 func nodeOf(n *corev1.Node) Node {
 	out := Node{Name: n.Name, Schedulable: !n.Spec.Unschedulable, KubeletVersion: n.Status.NodeInfo.KubeletVersion}
 	for _, cond := range n.Status.Conditions {
-		out.Conditions = append(out.Conditions, Condition{Type: string(cond.Type), Status: string(cond.Status), Reason: cond.Reason, Message: cond.Message})
+		out.Conditions = append(out.Conditions, Condition{Type: string(cond.Type), Status: string(cond.Status), Reason: cond.Reason, Message: cond.Message,
+			Since: cond.LastTransitionTime.UTC()})
 		if cond.Type == corev1.NodeReady {
 			out.Ready = cond.Status == corev1.ConditionTrue
 		}

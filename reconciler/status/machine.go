@@ -1,7 +1,9 @@
 package status
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -63,7 +65,33 @@ func Machine(prev schema.MachineStatus, p Probe) schema.MachineStatus {
 	s.ConfigUpToDate = p.Want != "" && p.ConfigSHA256 == p.Want
 	s.Services, s.Etcd = p.Services, p.Etcd
 	s.LastSeen = p.At
+	nodeVerdict(&s, p.At)
 	return s
+}
+
+// NodeNotReadyGrace is how long a machine that Talos shows ready may have
+// a Node that Kubernetes shows NotReady before the machine shows as not
+// ready: long enough for a kubelet's restart, short enough to be seen.
+const NodeNotReadyGrace = 2 * time.Minute
+
+// nodeVerdict makes a machine in stage ready not ready, with the Node's
+// reason, when the tenant's Kubernetes API has shown its Node NotReady for
+// longer than NodeNotReadyGrace at now: Talos's view alone misses a kubelet
+// that runs but does not reach the API.
+func nodeVerdict(s *schema.MachineStatus, now time.Time) {
+	k := s.Kubernetes
+	if s.Stage != schema.StageReady || !s.Ready || k == nil || k.Ready {
+		return
+	}
+	for _, c := range k.Conditions {
+		if c.Type == "Ready" && !c.LastTransitionTime.IsZero() && now.Sub(c.LastTransitionTime) > NodeNotReadyGrace {
+			s.Ready = false
+			s.Message = fmt.Sprintf("Node %s NotReady since %s", k.NodeName, c.LastTransitionTime.UTC().Format(time.RFC3339))
+			if why := strings.TrimPrefix(strings.TrimSuffix(c.Reason+": "+c.Message, ": "), ": "); why != "" {
+				s.Message += ": " + why
+			}
+		}
+	}
 }
 
 // SameMachine compares observed facts, not when they were seen: a machine

@@ -3,7 +3,6 @@ package status
 import (
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
@@ -107,14 +106,17 @@ func (r Recorder) KubernetesObserved(tenant string, nodes map[string]schema.Mach
 		if n, ok := nodes[m.Spec.Hostname]; ok {
 			k = &n
 		}
-		if reflect.DeepEqual(k, m.Status.Kubernetes) {
+		st := m.Status
+		st.Kubernetes = k
+		nodeVerdict(&st, r.now)
+		if SameMachine(m.Status, st) {
 			continue
 		}
 		changed = true
 		if r.check {
 			continue
 		}
-		m.Status.Kubernetes = k
+		m.Status = st
 		if err := r.put(schema.KindMachine, m.Metadata.Name, m); err != nil {
 			return changed, err
 		}

@@ -102,7 +102,9 @@ func Compute(in Tenant, now time.Time) Computed {
 
 func count(c *schema.MachineCounts, m *schema.Machine) {
 	c.Total++
-	ready := m.Status.Stage == schema.StageReady
+	// A machine whose Node has been NotReady too long is not ready
+	// (nodeVerdict), whatever its stage.
+	ready := m.Status.Stage == schema.StageReady && (m.Status.Kubernetes == nil || m.Status.Ready)
 	if ready {
 		c.Ready++
 	}

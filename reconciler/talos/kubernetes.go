@@ -150,7 +150,7 @@ func nodesByName(ns []kube.Node) map[string]schema.MachineKubernetes {
 	for _, n := range ns {
 		k := schema.MachineKubernetes{NodeName: n.Name, Ready: n.Ready, Schedulable: n.Schedulable, KubeletVersion: n.KubeletVersion}
 		for _, c := range n.Conditions {
-			k.Conditions = append(k.Conditions, schema.NodeCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+			k.Conditions = append(k.Conditions, schema.NodeCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.Since})
 		}
 		out[n.Name] = k
 	}
