@@ -191,7 +191,12 @@ func TestPreviews(t *testing.T) {
 	})
 
 	t.Run("applied plan equals the preview", func(t *testing.T) {
-		sha := e.push("Scale production workers to 3")
+		// A message of its own: with the branch's tree, parent and message,
+		// a commit made in the same second would be the branch's commit.
+		sha := e.push("Scale production workers to 3 on main")
+		if sha == branch {
+			t.Fatalf("main's commit is the branch's %s", sha[:12])
+		}
 		c := s.waitApplied(sha)
 		if got, want := e2eResult(t, c, "production").Plan, e2eResult(t, preview, "production").Plan; got != want {
 			t.Errorf("applied production plan %s, preview said %s", got, want)

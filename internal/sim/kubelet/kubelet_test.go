@@ -61,6 +61,7 @@ func startCluster(t *testing.T) *cluster {
 		{Name: "worker-2", Address: "127.251.0.3", Ready: true, KubeletVersion: "v1.34.1", OSImage: "Talos (v1.12.6)"},
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
+	watchRegistrations(t, ctx, cs)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -72,6 +73,27 @@ func startCluster(t *testing.T) *cluster {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return c
+}
+
+// watchRegistrations fails the test if a Node ever appears without its
+// Ready condition: a reader must never see a registered node with no
+// status, as it never does with a real kubelet.
+func watchRegistrations(t *testing.T, ctx context.Context, cs kubernetes.Interface) {
+	t.Helper()
+	w, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type == "ADDED" && readyOf(n) == corev1.ConditionUnknown {
+				t.Errorf("node %s registered without a Ready condition: %+v", n.Name, n.Status)
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-done })
 }
 
 // waitFor polls cond every 100 ms for up to 30 s.

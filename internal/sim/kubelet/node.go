@@ -20,14 +20,20 @@ const (
 	leaseSeconds      = 40
 )
 
-// report registers n's Node if it has none, and writes its status when it
-// changed since the last write.
+// report registers n's Node with its status if it has none, as a kubelet
+// does (so that no reader sees a Node without conditions), and writes its
+// status when it changed since the last write.
 func (k *kubelet) report(ctx context.Context, n Node) error {
 	nodes := k.cs.CoreV1().Nodes()
 	cur, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		delete(k.sent, n.Name)
-		cur, err = nodes.Create(ctx, newNode(n), metav1.CreateOptions{})
+		node := newNode(n)
+		node.Status = nodeStatus(n, corev1.NodeStatus{}, time.Now())
+		if cur, err = nodes.Create(ctx, node, metav1.CreateOptions{}); err == nil && readyOf(cur) != corev1.ConditionUnknown {
+			k.sent[n.Name] = n
+			return nil
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
