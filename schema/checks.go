@@ -31,6 +31,7 @@ func checkDocument(d *document, obj map[string]any, checkPatch func(string) stri
 		problems = append(problems, checkMaintenanceWindows(d, obj)...)
 	}
 	if d.kind != KindConfigPatch {
+		problems = append(problems, checkDrain(d, obj)...)
 		problems = append(problems, checkPatchNames(d, obj)...)
 	}
 	return append(problems, preparePatches(d, obj, checkPatch)...)

@@ -35,6 +35,7 @@ func decodeTenant(obj map[string]any) *Tenant {
 			ServiceNetwork:       asStrings(spec["serviceNetwork"]),
 			ConfigPatches:        decodePatches(spec["configPatches"]),
 			MaintenanceWindows:   decodeWindows(spec["maintenanceWindows"]),
+			Drain:                decodeDrain(spec["drain"]),
 		},
 	}
 	plugins := asMap(spec["plugins"])
@@ -63,6 +64,7 @@ func decodeNodeGroup(obj map[string]any) *NodeGroup {
 			ProviderConfig: jsonObject(spec["providerConfig"]),
 			TalosVersion:   asString(spec["talosVersion"]),
 			ConfigPatches:  decodePatches(spec["configPatches"]),
+			Drain:          decodeDrain(spec["drain"]),
 		},
 	}
 }

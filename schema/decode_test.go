@@ -49,6 +49,7 @@ func TestDecodeMatchesJSON(t *testing.T) {
 					map[string]any{"schedule": "0 2 * * 6", "duration": "4h", "timeZone": "Europe/Berlin"},
 					map[string]any{"schedule": "@daily", "duration": "1h"},
 				},
+				"drain": map[string]any{"timeout": "5m", "ignoreDaemonSets": false, "onTimeout": "force", "onUnreachable": "proceed"},
 			},
 		},
 		{
@@ -60,7 +61,7 @@ func TestDecodeMatchesJSON(t *testing.T) {
 			"apiVersion": APIVersion, "kind": KindNodeGroup,
 			"metadata": map[string]any{"name": "w", "labels": map[string]any{LabelTenant: "prod", LabelRole: RoleWorker}},
 			"spec": map[string]any{"count": 3, "providerClass": "sim", "providerConfig": map[string]any{"shape": "small", "disk": map[string]any{"size": 20}},
-				"talosVersion": "1.12.6", "configPatches": []any{}},
+				"talosVersion": "1.12.6", "configPatches": []any{}, "drain": map[string]any{"deleteEmptyDirData": true}},
 		},
 		{
 			"apiVersion": APIVersion, "kind": KindNodeGroup,

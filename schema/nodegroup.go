@@ -28,6 +28,9 @@ type NodeGroupSpec struct {
 	// TalosVersion overrides the tenant's Talos version for these machines.
 	TalosVersion  string       `json:"talosVersion,omitempty"`
 	ConfigPatches []NamedPatch `json:"configPatches,omitempty"`
+	// Drain overrides the tenant's drain policy, field by field, for
+	// these machines.
+	Drain *DrainPolicy `json:"drain,omitempty"`
 }
 
 // NodeGroupStatus is what the server observes about a node group.

@@ -33,6 +33,9 @@ type TenantSpec struct {
 	// work (removing or replacing machines, reboots, upgrades) runs; other
 	// work runs at once. Empty: any time.
 	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
+	// Drain is how machines' Kubernetes nodes are drained before they are
+	// disrupted; node groups may override it.
+	Drain *DrainPolicy `json:"drain,omitempty"`
 }
 
 // Plugins selects the cluster's network and storage plugins.
