@@ -1,8 +1,10 @@
 // Package kube is the Talos plane's client of each tenant's Kubernetes
 // API: it holds, per tenant and in memory only, an admin credential
 // issued from the tenant's secrets bundle and the client-go clients made
-// with it, and it observes the API: whether /readyz says ok, and the
-// Nodes with their readiness, schedulability and kubelet versions.
+// with it. It observes the API (whether /readyz says ok, and the Nodes
+// with their readiness, schedulability and kubelet versions), and it
+// cordons, drains (k8s.io/kubectl's drain package, through the eviction
+// API), uncordons and deletes Nodes when the plane asks.
 //
 // It dials the tenant's controlPlaneEndpoint when that names an IP
 // address, and the control planes' addresses at port 6443 when the
@@ -12,7 +14,8 @@
 // cannot be reached is an observation like any other, never an error of
 // the caller's.
 //
-// It owns no state beyond that cache: it writes nothing to the store and
+// It owns no state beyond that cache: it decides nothing (the plane says
+// when to drain and with which policy), writes nothing to the store and
 // imports nothing of the reconciler but render/talos, which derives the
 // credential.
 package kube
