@@ -40,6 +40,7 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
 		Suspended:   func() bool { return t.r.suspended(t.name) },
 		Windows:     t.win.set, KubernetesVersion: td.Tenant.Spec.KubernetesVersion,
+		Endpoint: td.Tenant.Spec.ControlPlaneEndpoint, Drains: map[string]schema.Drain{},
 	}
 	for _, ng := range td.NodeGroups {
 		d.Groups[ng.Metadata.Name] = talos.GroupTarget{
@@ -47,6 +48,7 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 			TalosVersion: rtalos.InputFor(td, ng, nil).TalosVersion,
 			RestartedAt:  ng.Metadata.Annotations[schema.AnnotationRestartedAt],
 		}
+		d.Drains[ng.Metadata.Name] = schema.EffectiveDrain(td.Tenant.Spec.Drain, ng.Spec.Drain)
 	}
 	return d, nil
 }
@@ -195,6 +197,8 @@ func talosError(err error) error {
 		return nil // a suspended tenant's rollout resumes when it is resumed
 	case errors.As(err, &wait):
 		return windowWait(wait)
+	case errors.As(err, &stopped) && stopped.Cause != "":
+		return stall(stopped.Cause, err)
 	case errors.As(err, &stopped):
 		return stall(schema.ReasonRolloutFailed, err)
 	case errors.As(err, &waiting):

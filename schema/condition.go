@@ -137,6 +137,10 @@ const (
 	// ReasonRolloutFailed: a machine did not come back from a change the
 	// Talos plane rolled through the tenant; the rollout stopped there.
 	ReasonRolloutFailed = "RolloutFailed"
+	// ReasonDrainTimeout: a rollout stopped before disrupting a machine
+	// whose Kubernetes node did not drain within its timeout (onTimeout:
+	// stop), or whose pods the drain policy does not let it evict.
+	ReasonDrainTimeout = "DrainTimeout"
 	// ReasonUnverifiedSignature: --verify-signatures refused the commit,
 	// unsigned or not signed by a trusted key.
 	ReasonUnverifiedSignature = "UnverifiedSignature"

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -73,7 +75,7 @@ func (c *Clients) with(ctx context.Context, t Target, fn func(kubernetes.Interfa
 	for _, u := range tc.order(urls) {
 		cs, err := c.client(tc, u)
 		if err == nil {
-			if err = fn(cs); err == nil || !isNoAnswer(err) || ctx.Err() != nil {
+			if err = fn(cs); err == nil || !connectionError(err) || ctx.Err() != nil {
 				c.mu.Lock()
 				tc.lastURL = u
 				c.mu.Unlock()
@@ -84,6 +86,14 @@ func (c *Clients) with(ctx context.Context, t Target, fn func(kubernetes.Interfa
 		tried = append(tried, u+": "+oneLine(err))
 	}
 	return "", &UnreachableError{Problem: strings.Join(tried, "; ")}
+}
+
+// connectionError tells an error of the connection to an address (it
+// was refused, timed out, or TLS failed) from any other.
+func connectionError(err error) bool {
+	var ue *url.Error
+	var oe *net.OpError
+	return errors.As(err, &ue) || errors.As(err, &oe)
 }
 
 // NodeState is what the API says of one Node.
@@ -163,14 +173,14 @@ func (c *Clients) Drain(ctx context.Context, t Target, node string, p Drain) (Dr
 	}
 	res.URL, err = c.with(ctx, t, func(cs kubernetes.Interface) error {
 		res = Drained{}
-		return evict(ctx, cs, node, p, &res)
+		return evict(ctx, cs, node, p, time.Now(), &res)
 	})
 	res.Took = time.Since(start)
 	return res, err
 }
 
 // evict drains node with the client cs; it fills res.
-func evict(ctx context.Context, cs kubernetes.Interface, node string, p Drain, res *Drained) error {
+func evict(ctx context.Context, cs kubernetes.Interface, node string, p Drain, start time.Time, res *Drained) error {
 	var mu sync.Mutex
 	var errOut bytes.Buffer
 	h := &drain.Helper{
@@ -207,7 +217,9 @@ func evict(ctx context.Context, cs kubernetes.Interface, node string, p Drain, r
 	if err == nil {
 		return nil
 	}
-	if !strings.Contains(err.Error(), "global timeout reached") {
+	// The helper's timeout ends the evictions still refused ("global
+	// timeout reached") and the waits for evicted pods to go (a deadline).
+	if time.Since(start) < p.Timeout && !strings.Contains(err.Error(), "global timeout reached") {
 		return err
 	}
 	res.TimedOut = true

@@ -25,7 +25,10 @@ type StoppedError struct {
 	Tenant  string
 	Machine string
 	// Op is what failed: "apply", "upgrade" or "reboot".
-	Op     string
+	Op string
+	// Cause is the condition reason: schema.ReasonDrainTimeout for a
+	// drain that did not finish, empty for a machine that failed.
+	Cause  string
 	Reason string
 }
 

@@ -19,6 +19,10 @@ type Machine struct {
 	Address      string
 	NodeGroup    string
 	ControlPlane bool
+	// Node is the name of its Kubernetes Node, once the plane has seen
+	// it in the tenant's API (status.kubernetes); empty before, and then
+	// it is not drained.
+	Node string
 }
 
 // MachineOf returns the stored machine m as the plane addresses it, and
@@ -29,10 +33,14 @@ func MachineOf(m *schema.Machine) (Machine, bool) {
 	if m.Spec.ManagementAddress == "" || m.Metadata.DeletionTimestamp != nil {
 		return Machine{}, false
 	}
-	return Machine{
+	pm := Machine{
 		ID: m.Metadata.Name, Name: m.Spec.TFAddress, Address: m.Spec.ManagementAddress,
 		NodeGroup: m.Spec.NodeGroup, ControlPlane: m.Spec.Role == schema.RoleControlPlane,
-	}, true
+	}
+	if k := m.Status.Kubernetes; k != nil {
+		pm.Node = k.NodeName
+	}
+	return pm, true
 }
 
 // MachinesOf returns those of ms that the plane works on (MachineOf), in

@@ -19,7 +19,7 @@ func (pl *Plane) start(ctx context.Context, d Desired, rec *RolloutRecord, w wor
 	g := rec.Groups[w.m.NodeGroup]
 	op := &Operation{
 		Machine: w.m.ID, Name: w.m.Name, Address: w.m.Address, NodeGroup: w.m.NodeGroup, ControlPlane: w.m.ControlPlane,
-		Op: w.op, FromVersion: w.obs.TalosVersion, StartedAt: pl.opts.Now(),
+		Op: w.op, FromVersion: w.obs.TalosVersion, StartedAt: pl.opts.Now(), Drain: w.drain,
 	}
 	switch w.op {
 	case OpApply:
@@ -121,12 +121,22 @@ func (pl *Plane) finish(ctx context.Context, d Desired, rec *RolloutRecord, done
 			}
 		}
 		pl.report(rec, &o)
-		switch v := verdict(op, o, resumed); {
-		case v == verdictDone && (!m.ControlPlane || pl.etcdHealthy(ctx, d) == ""):
+		v := verdict(op, o, resumed)
+		back, why := v == verdictDone && (!m.ControlPlane || pl.etcdHealthy(ctx, d) == ""), ""
+		if back {
+			var err error
+			if back, why, err = pl.nodeBack(ctx, d, rec); err != nil {
+				return err
+			}
+		}
+		switch {
+		case back:
 			done.add(op)
 			return pl.done(d, rec)
 		case v == verdictFailed:
 			return pl.fail(ctx, d, rec, m, "came back with "+describe(o))
+		case !pl.opts.Now().Before(deadline) && why != "":
+			return pl.fail(ctx, d, rec, m, fmt.Sprintf("back, but waited %s for %s", pl.opts.Timeout, why))
 		case !pl.opts.Now().Before(deadline):
 			return pl.fail(ctx, d, rec, m, fmt.Sprintf("not back within %s: %s", pl.opts.Timeout, describe(o)))
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/window"
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // Operations a rollout makes on a machine.
@@ -42,6 +43,11 @@ type Desired struct {
 	// Windows are the tenant's maintenance windows: while none is open,
 	// no disruptive operation starts (see window.go). Empty: any time.
 	Windows window.Set
+	// Endpoint is the tenant's controlPlaneEndpoint, where its Kubernetes
+	// API is drained through.
+	Endpoint string
+	// Drains are the node groups' drain policies, by node group name.
+	Drains map[string]schema.Drain
 }
 
 // GroupTarget is what the machines of one node group should run.
@@ -60,6 +66,10 @@ type GroupRecord struct {
 	ConfigSHA256 string `json:"configSHA256"`
 	TalosVersion string `json:"talosVersion"`
 	RestartedAt  string `json:"restartedAt,omitempty"`
+	// Drain is the node group's drain policy when it is not the default:
+	// a new one starts a new generation, so that a rollout a drain
+	// stopped goes on with it.
+	Drain string `json:"drain,omitempty"`
 }
 
 // RolloutRecord is the store's record of a tenant's rollout. It is written
@@ -89,6 +99,10 @@ type RolloutRecord struct {
 	Finished map[string]bool   `json:"finished,omitempty"`
 	// Current is the operation in progress, if any.
 	Current *Operation `json:"current,omitempty"`
+	// Cordoned are the Kubernetes Nodes the rollout cordoned (written
+	// before the cordon), by machine id, until it uncordons them: a
+	// rollout resumed after a restart uncordons what it cordoned.
+	Cordoned map[string]string `json:"cordoned,omitempty"`
 	// Failed stops the rollout of this generation.
 	Failed *Failure `json:"failed,omitempty"`
 	// Completed is set once every machine runs this generation.
@@ -122,9 +136,12 @@ type Operation struct {
 	// rebooted.
 	RestartKey string `json:"restartKey,omitempty"`
 	// WentDown is set once the machine was seen going through a reboot.
-	WentDown  bool      `json:"wentDown,omitempty"`
-	StartedAt time.Time `json:"startedAt"`
-	IssuedAt  time.Time `json:"issuedAt,omitzero"`
+	WentDown bool `json:"wentDown,omitempty"`
+	// Drain is what the drain of the machine's Node before the
+	// operation did, when it was drained.
+	Drain     *DrainRecord `json:"drain,omitempty"`
+	StartedAt time.Time    `json:"startedAt"`
+	IssuedAt  time.Time    `json:"issuedAt,omitzero"`
 	// here is set when this process issued the call; an operation read
 	// back after a restart may have rebooted unseen.
 	here bool
@@ -138,6 +155,9 @@ type Failure struct {
 	NodeGroup  string `json:"nodeGroup"`
 	Op         string `json:"op"`
 	Reason     string `json:"reason"`
+	// Cause is the condition reason of the stop: schema.ReasonDrainTimeout,
+	// or empty for schema.ReasonRolloutFailed.
+	Cause string `json:"cause,omitempty"`
 	// RolledBack says that the machine was rolled back to its previous
 	// Talos version.
 	RolledBack bool      `json:"rolledBack,omitempty"`
@@ -155,6 +175,11 @@ func groupRecords(d Desired) map[string]GroupRecord {
 	out := make(map[string]GroupRecord, len(d.Groups))
 	for name, g := range d.Groups {
 		out[name] = GroupRecord{ConfigSHA256: sha256Hex(g.Config), TalosVersion: vTag(g.TalosVersion), RestartedAt: g.RestartedAt}
+		if p, ok := d.Drains[name]; ok && p != schema.EffectiveDrain(nil, nil) {
+			r := out[name]
+			r.Drain = fmt.Sprintf("%+v", p)
+			out[name] = r
+		}
 	}
 	return out
 }
@@ -197,6 +222,9 @@ func generation(groups map[string]GroupRecord, machines map[string]string, tenan
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		g := groups[name]
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00", name, g.ConfigSHA256, g.TalosVersion, g.RestartedAt)
+		if g.Drain != "" {
+			fmt.Fprintf(h, "drain\x00%s\x00", g.Drain)
+		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(machines)) {
 		fmt.Fprintf(h, "machine\x00%s\x00%s\x00", id, machines[id])
@@ -306,6 +334,8 @@ type work struct {
 	m   Machine
 	op  string
 	obs Observation
+	// drain is what the drain before the operation did.
+	drain *DrainRecord
 }
 
 // plan returns the machines that need an operation, in rollout order, each
@@ -359,10 +389,13 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) (Rolled, error) {
 		return done, err
 	}
 	for {
+		if err := pl.uncordonLeft(ctx, d, rec); err != nil {
+			return done, err
+		}
 		if rec.Failed != nil {
 			pl.report(rec, nil)
 			f := rec.Failed
-			return done, &StoppedError{Tenant: d.Tenant, Machine: labelOf(f.Machine, f.Name), Op: f.Op, Reason: f.Reason}
+			return done, &StoppedError{Tenant: d.Tenant, Machine: labelOf(f.Machine, f.Name), Op: f.Op, Cause: f.Cause, Reason: f.Reason}
 		}
 		if rec.Current != nil {
 			if err := pl.finish(ctx, d, rec, &done); err != nil {
@@ -391,6 +424,10 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) (Rolled, error) {
 		// After the gate: the window's dry run needs the machine to answer,
 		// and a machine still booting may need nothing once it has.
 		if err := pl.windowClosed(ctx, d, rec, todo); err != nil {
+			pl.report(rec, nil)
+			return done, err
+		}
+		if next.drain, err = pl.drainBefore(ctx, d, rec, next); err != nil {
 			pl.report(rec, nil)
 			return done, err
 		}

@@ -1,0 +1,194 @@
+package talos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/reconciler/kube"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// Before a rollout disrupts a machine (an upgrade, a reboot, a config
+// that needs a reboot: the operations disrupts names), it drains the
+// machine's Kubernetes Node with the node group's policy (Desired.Drains):
+// cordon, then evict its pods through the eviction API, which respects
+// PodDisruptionBudgets. The Node is recorded in RolloutRecord.Cordoned
+// before the cordon. Once the machine is back, the operation is done only
+// when its Node is Ready again; then the plane uncordons it. Each Roll
+// first uncordons the Nodes recorded of machines no operation holds, so
+// that a rollout resumed after a restart, or stopped, leaves none
+// cordoned. A machine whose Node the plane never saw (Machine.Node) is
+// not drained.
+
+// DrainRecord is what a drain before an operation did.
+type DrainRecord struct {
+	Node string `json:"node"`
+	// Evicted and Forced count the pods evicted, and deleted after the
+	// timeout (onTimeout: force).
+	Evicted int `json:"evicted"`
+	Forced  int `json:"forced,omitempty"`
+	// Skipped says why the machine was disrupted undrained (onUnreachable:
+	// proceed).
+	Skipped string `json:"skipped,omitempty"`
+	// Took is how long the cordon and the evictions took.
+	Took time.Duration `json:"took"`
+	// NodeReadyAfter is how long after the machine was back its Node was
+	// Ready again, and then uncordoned.
+	NodeReadyAfter time.Duration `json:"nodeReadyAfter,omitempty"`
+}
+
+// kubeTarget is the tenant's Kubernetes API as the plane dials it.
+func (d Desired) kubeTarget() kube.Target {
+	t := kube.Target{Tenant: d.Tenant, Endpoint: d.Endpoint, Bundle: d.Bundle}
+	for _, m := range controlPlanes(d.Machines) {
+		if a, ok := hostAddr(m.Address); ok {
+			t.ControlPlanes = append(t.ControlPlanes, a)
+		}
+	}
+	return t
+}
+
+// drainPolicy is the drain policy of machine m's node group.
+func (d Desired) drainPolicy(m Machine) schema.Drain {
+	if p, ok := d.Drains[m.NodeGroup]; ok {
+		return p
+	}
+	return schema.EffectiveDrain(nil, nil)
+}
+
+// drainBefore drains the Node of w's machine when w's operation disrupts
+// it, and returns what the drain did for the operation's record (nil when
+// there was nothing to drain). A drain that timed out with onTimeout:
+// stop, or that the policy refused, stops the rollout there with a
+// *StoppedError whose Cause is schema.ReasonDrainTimeout; the Node is
+// uncordoned. An API that does not answer gives a *WaitingError, unless
+// the policy says proceed.
+func (pl *Plane) drainBefore(ctx context.Context, d Desired, rec *RolloutRecord, w work) (*DrainRecord, error) {
+	if w.m.Node == "" {
+		return nil, nil
+	}
+	disrupts, err := pl.disrupts(ctx, d, rec, w)
+	if err != nil || !disrupts {
+		return nil, err
+	}
+	p := d.drainPolicy(w.m)
+	if rec.Cordoned == nil {
+		rec.Cordoned = map[string]string{}
+	}
+	rec.Cordoned[w.m.ID] = w.m.Node
+	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
+		return nil, err
+	}
+	pl.log.Info("draining", "tenant", d.Tenant, "machine", w.m.ID, "node", w.m.Node, "timeout", p.Timeout)
+	res, err := pl.kube.clients.Drain(ctx, d.kubeTarget(), w.m.Node, kube.Drain{
+		Timeout: p.Timeout, IgnoreDaemonSets: p.IgnoreDaemonSets, DeleteEmptyDirData: p.DeleteEmptyDirData, Force: p.Force})
+	dr := &DrainRecord{Node: w.m.Node, Evicted: len(res.Evicted), Forced: len(res.Forced), Took: res.Took}
+	var unreachable *kube.UnreachableError
+	switch {
+	case errors.As(err, &unreachable) && p.Proceed:
+		dr.Skipped = "not drained: " + unreachable.Error() + " (onUnreachable: proceed)"
+		pl.log.Warn("disrupting a machine undrained", "tenant", d.Tenant, "machine", w.m.ID, "node", w.m.Node, "why", unreachable.Problem)
+		return dr, nil
+	case err != nil:
+		return nil, &WaitingError{Tenant: d.Tenant, Machine: w.m.label(), Reason: fmt.Sprintf("its node %s to drain: %v", w.m.Node, err)}
+	case res.Refused || (res.TimedOut && !p.Force):
+		return nil, pl.drainStopped(ctx, d, rec, w, res, p)
+	}
+	if len(res.Forced) > 0 {
+		pl.log.Warn("drain timed out: deleted the pods left", "tenant", d.Tenant, "node", w.m.Node, "pods", strings.Join(res.Forced, ", "))
+	}
+	pl.log.Info("drained", "tenant", d.Tenant, "machine", w.m.ID, "node", w.m.Node, "evicted", len(res.Evicted), "forced", len(res.Forced), "took", res.Took)
+	return dr, nil
+}
+
+// drainStopped stops the rollout at w, before its operation, for a drain
+// that did not finish: the Node is uncordoned, since nothing will disrupt
+// it now.
+func (pl *Plane) drainStopped(ctx context.Context, d Desired, rec *RolloutRecord, w work, res kube.Drained, p schema.Drain) error {
+	why := fmt.Sprintf("node %s did not drain within %s (onTimeout: stop)", w.m.Node, p.Timeout)
+	if res.Refused {
+		why = fmt.Sprintf("node %s cannot be drained under the drain policy", w.m.Node)
+	}
+	if len(res.Blocked) > 0 {
+		why += ": " + strings.Join(res.Blocked, "; ")
+	}
+	if _, err := pl.kube.clients.Cordon(ctx, d.kubeTarget(), w.m.Node, false); err == nil {
+		delete(rec.Cordoned, w.m.ID)
+		why += "; the node was uncordoned"
+	}
+	f := &Failure{Generation: rec.Generation, Machine: w.m.ID, Name: w.m.Name, NodeGroup: w.m.NodeGroup, Op: w.op,
+		Cause: schema.ReasonDrainTimeout, Reason: why + "; the machine was not disrupted", At: pl.opts.Now()}
+	pl.log.Warn("rollout stopped", "tenant", d.Tenant, "machine", w.m.ID, "reason", f.Reason)
+	rec.Failed, rec.UpdatedAt = f, pl.opts.Now()
+	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
+		return err
+	}
+	pl.report(rec, nil)
+	return &StoppedError{Tenant: d.Tenant, Machine: w.m.label(), Op: w.op, Cause: f.Cause, Reason: f.Reason}
+}
+
+// nodeBack reports whether the Node of the current operation's machine,
+// drained before it, is Ready again, and then uncordons it. It is true
+// at once for an operation that drained nothing. why says what it waits
+// for.
+func (pl *Plane) nodeBack(ctx context.Context, d Desired, rec *RolloutRecord) (ok bool, why string, err error) {
+	op := rec.Current
+	node, cordoned := rec.Cordoned[op.Machine]
+	if op.Drain == nil || op.Drain.Skipped != "" || !cordoned {
+		return true, "", nil
+	}
+	s, err := pl.kube.clients.Node(ctx, d.kubeTarget(), node)
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("its node %s: %v", node, err), nil
+	case s.Found && !s.Ready:
+		return false, fmt.Sprintf("its node %s to be Ready in Kubernetes", node), nil
+	}
+	if _, err := pl.kube.clients.Cordon(ctx, d.kubeTarget(), node, false); err != nil {
+		return false, fmt.Sprintf("uncordon its node %s: %v", node, err), nil
+	}
+	if !op.IssuedAt.IsZero() {
+		op.Drain.NodeReadyAfter = pl.opts.Now().Sub(op.IssuedAt)
+	}
+	delete(rec.Cordoned, op.Machine)
+	pl.log.Info("uncordoned", "tenant", d.Tenant, "machine", op.Machine, "node", node)
+	return true, "", pl.save(KindRollout, d.Tenant, rec)
+}
+
+// uncordonLeft uncordons the Nodes the rollout cordoned whose machines no
+// operation holds now (a restart came between the cordon and the
+// operation, or the rollout stopped), once they are Ready. Those of
+// machines gone are forgotten. What fails is tried again on the next
+// Roll.
+func (pl *Plane) uncordonLeft(ctx context.Context, d Desired, rec *RolloutRecord) error {
+	changed := false
+	for id, node := range rec.Cordoned {
+		if rec.Current != nil && rec.Current.Machine == id {
+			continue
+		}
+		if _, ok := machineByID(d, id); !ok {
+			delete(rec.Cordoned, id)
+			changed = true
+			continue
+		}
+		s, err := pl.kube.clients.Node(ctx, d.kubeTarget(), node)
+		if err != nil || (s.Found && !s.Ready) {
+			continue
+		}
+		if _, err := pl.kube.clients.Cordon(ctx, d.kubeTarget(), node, false); err != nil {
+			pl.log.Warn("uncordon", "tenant", d.Tenant, "node", node, "err", err)
+			continue
+		}
+		pl.log.Info("uncordoned", "tenant", d.Tenant, "machine", id, "node", node)
+		delete(rec.Cordoned, id)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return pl.save(KindRollout, d.Tenant, rec)
+}
+

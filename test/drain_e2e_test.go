@@ -1,0 +1,289 @@
+package test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// addKubeTenant adds to the work tree a tenant named name, made from the
+// staging example, whose sim node groups ask for a Kubernetes API, with
+// a loopback endpoint of 127.253.0.0/16 and workers workers; tenantExtra
+// is added to the tenant's spec. It returns the endpoint (host:port).
+func addKubeTenant(t *testing.T, e *e2e, name string, workers int, tenantExtra string) string {
+	t.Helper()
+	var r [2]byte
+	_, _ = rand.Read(r[:])
+	endpoint := fmt.Sprintf("127.253.%d.%d:6443", r[0], r[1]%250+1)
+	for _, f := range []string{"tenant.yaml", "nodegroups.yaml", "patches.yaml"} {
+		s := strings.ReplaceAll(e.read(e2eManifests+"/staging/"+f), "staging", name)
+		s = strings.ReplaceAll(s, "https://"+name+".example.internal:6443", "https://"+endpoint)
+		s = strings.ReplaceAll(s, "    shape: small\n", "    shape: small\n    kubernetesAPI: true\n")
+		if f == "nodegroups.yaml" {
+			s = strings.Replace(s, "  count: 1\n", "  count: 1\n", 1)
+			i := strings.LastIndex(s, "  count: 1\n")
+			s = s[:i] + fmt.Sprintf("  count: %d\n", workers) + s[i+len("  count: 1\n"):]
+		}
+		if f == "tenant.yaml" {
+			s += tenantExtra
+		}
+		e.work.Write(e2eManifests+"/"+name+"/"+f, s)
+	}
+	if s := e.read(e2eManifests + "/" + name + "/nodegroups.yaml"); strings.Count(s, "kubernetesAPI: true") != 2 {
+		t.Fatalf("the %s tenant's manifests were not made as meant:\n%s", name, s)
+	}
+	return endpoint
+}
+
+// kubeClient is a client of the tenant's API with the kubeconfig that
+// `rezusctl kubeconfig` downloads.
+func kubeClient(t *testing.T, e *e2e, tenant string) kubernetes.Interface {
+	t.Helper()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if out, err := exec.Command(servertest.CLI(t), "--server", e.srv.URL(), "kubeconfig", tenant, "-f", kc).CombinedOutput(); err != nil {
+		t.Fatalf("rezusctl kubeconfig %s: %v\n%s", tenant, err, out)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 5 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// waitNodesSeen waits until the plane shows every machine of the tenant
+// with its Node Ready: only then does a rollout drain it.
+func waitNodesSeen(t *testing.T, e *e2e, tenant string) {
+	t.Helper()
+	e.srv.WaitFor(tenant+"'s machines to show their Nodes Ready", func() bool {
+		ms := e.srv.tenantMachines(tenant)
+		for _, m := range ms {
+			if k := m.Status.Kubernetes; k == nil || !k.Ready {
+				return false
+			}
+		}
+		return len(ms) > 0
+	})
+}
+
+// drainSampler watches, every 50 ms, the available pods of a Deployment
+// and which Nodes are cordoned.
+type drainSampler struct {
+	mu           sync.Mutex
+	minAvailable int
+	samples      int
+	maxCordoned  int
+	cordons      []string // each Node as it was seen cordoned, in order
+	stop         chan struct{}
+	done         chan struct{}
+}
+
+func sampleDrains(cs kubernetes.Interface, selector string) *drainSampler {
+	s := &drainSampler{minAvailable: 1 << 30, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		cordoned := map[string]bool{}
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			ctx := context.Background()
+			pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+			nodes, nerr := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil || nerr != nil {
+				continue
+			}
+			avail := 0
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && podReady(&p) {
+					avail++
+				}
+			}
+			s.mu.Lock()
+			s.samples++
+			s.minAvailable = min(s.minAvailable, avail)
+			n := 0
+			for _, node := range nodes.Items {
+				if node.Spec.Unschedulable {
+					n++
+					if !cordoned[node.Name] {
+						s.cordons = append(s.cordons, node.Name)
+					}
+				}
+				cordoned[node.Name] = node.Spec.Unschedulable
+			}
+			s.maxCordoned = max(s.maxCordoned, n)
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *drainSampler) finish() {
+	close(s.stop)
+	<-s.done
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func createDeployment(t *testing.T, cs kubernetes.Interface, name string, replicas int32, nodeSelector map[string]string, minAvailable int) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: appsv1.DeploymentSpec{
+		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: new(int64(1)), NodeSelector: nodeSelector,
+			Containers: []corev1.Container{{Name: name, Image: "registry.k8s.io/pause:3.10"}},
+		}},
+	}}
+	ctx := context.Background()
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := intstr.FromInt32(int32(minAvailable))
+	b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: policyv1.PodDisruptionBudgetSpec{
+		MinAvailable: &m, Selector: &metav1.LabelSelector{MatchLabels: labels}}}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDrainRollout, through the real server, tofu, the sim provider, the
+// simulated nodes and a real kube-apiserver: a tenant with a Deployment
+// of 3 replicas under a PodDisruptionBudget of minAvailable 2, on 3
+// workers. A restart of every machine (restartedAt) cordons and drains
+// each node in turn before its reboot: at no sample are fewer than 2 pods
+// available, never two nodes are cordoned at once, the nodes are cordoned
+// in the rollout's order, each before its machine's reboot, and every node
+// ends schedulable. Then a budget that can never be satisfied, on the
+// first worker, stops the workers' restart with DrainTimeout naming the
+// pod and the budget, with no machine rebooted and the node uncordoned;
+// with onTimeout: force the restart goes on.
+func TestDrainRollout(t *testing.T) {
+	e := newE2E(t, e2eOptions{args: planeArgs("--sim-kube-bin", testenv.KubeBin(t), "--talos-timeout", "60s")})
+	addKubeTenant(t, e, "drain", 3, "  drain:\n    timeout: 30s\n")
+	e.srv.waitApplied(e.push("Tenant drain, with a Kubernetes API and 3 workers"))
+	planeWaitReady(t, e, "drain")
+	waitNodesSeen(t, e, "drain")
+	cs := kubeClient(t, e, "drain")
+	createDeployment(t, cs, "web", 3, nil, 2)
+	e.srv.WaitFor("web's 3 pods to be available", func() bool {
+		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(context.Background(), "web", metav1.GetOptions{})
+		return err == nil && b.Status.CurrentHealthy == 3 && b.Status.DisruptionsAllowed == 1
+	})
+
+	s := sampleDrains(cs, "app=web")
+	path := e2eManifests + "/drain/tenant.yaml"
+	e.edit(path, "  name: drain\n", "  name: drain\n  annotations:\n    rezuscloud.io/restartedAt: \"2026-12-05T10:00:00Z\"\n")
+	e.srv.waitApplied(e.push("Restart every machine of drain"))
+	s.finish()
+	reboots := planeCalls(t, e, "drain", "Reboot")
+	if len(reboots) != 4 {
+		t.Fatalf("reboots %+v, want one on each of the 4 machines", reboots)
+	}
+	host := map[string]string{}
+	for _, m := range e.srv.tenantMachines("drain") {
+		host[m.Metadata.Name] = m.Spec.Hostname
+	}
+	var order []string
+	for _, r := range reboots {
+		order = append(order, host[r.ID])
+	}
+	if s.samples < 20 || s.minAvailable < 2 {
+		t.Errorf("web had %d pods available at its lowest over %d samples, want at least 2", s.minAvailable, s.samples)
+	}
+	if s.maxCordoned > 1 {
+		t.Errorf("%d nodes were cordoned at once, want one at a time", s.maxCordoned)
+	}
+	if !slices.Equal(s.cordons, order) {
+		t.Errorf("nodes cordoned in the order %v, the machines rebooted in the order %v", s.cordons, order)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if n.Spec.Unschedulable {
+			t.Errorf("node %s is still cordoned after the rollout", n.Name)
+		}
+	}
+	t.Logf("restart of 4 machines: cordons %v, web at least %d available over %d samples", s.cordons, s.minAvailable, s.samples)
+
+	// A budget that no eviction can satisfy, on the first worker of the
+	// rollout's order.
+	var first schema.Machine
+	for _, m := range e.srv.tenantMachines("drain") {
+		if m.Metadata.Name == reboots[1].ID {
+			first = m
+		}
+	}
+	createDeployment(t, cs, "db", 1, map[string]string{"kubernetes.io/hostname": first.Spec.Hostname}, 2)
+	e.srv.WaitFor("db's pod to run on "+first.Spec.Hostname, func() bool {
+		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(context.Background(), "db", metav1.GetOptions{})
+		return err == nil && b.Status.CurrentHealthy == 1
+	})
+	rebooted := len(planeCalls(t, e, "drain", "Reboot"))
+	e.edit(path, "    timeout: 30s\n", "    timeout: 3s\n")
+	e.edit(e2eManifests+"/drain/nodegroups.yaml", "  name: workers\n", "  name: workers\n  annotations:\n    rezuscloud.io/restartedAt: \"2026-12-05T11:00:00Z\"\n")
+	e.push("Restart drain's workers, with a budget that blocks")
+	var tn schema.Tenant
+	e.srv.WaitFor("drain to stall with DrainTimeout", func() bool {
+		tn = planeTenant(t, e, "drain")
+		c := tn.Status.Conditions.Get(schema.ConditionStalled)
+		return c != nil && c.Status == schema.ConditionTrue && c.Reason == schema.ReasonDrainTimeout
+	})
+	msg := tn.Status.Conditions.Get(schema.ConditionStalled).Message
+	for _, want := range []string{"node " + first.Spec.Hostname + " did not drain within 3s", "pod default/db-", "PodDisruptionBudget default/db allows no disruption", "the node was uncordoned"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Stalled message %q does not say %q", msg, want)
+		}
+	}
+	if n := len(planeCalls(t, e, "drain", "Reboot")); n != rebooted {
+		t.Errorf("%d reboots after the drain timed out, want %d: no machine rebooted", n, rebooted)
+	}
+	if n, err := cs.CoreV1().Nodes().Get(context.Background(), first.Spec.Hostname, metav1.GetOptions{}); err != nil || n.Spec.Unschedulable {
+		t.Errorf("%s after the stopped drain: cordoned or gone (%v)", first.Spec.Hostname, err)
+	}
+
+	e.edit(path, "    timeout: 3s\n", "    timeout: 3s\n    onTimeout: force\n")
+	e.srv.waitApplied(e.push("Force drain's drains"))
+	if n := len(planeCalls(t, e, "drain", "Reboot")); n != rebooted+3 {
+		t.Errorf("%d reboots after onTimeout: force, want %d", n, rebooted+3)
+	}
+	tn = planeTenant(t, e, "drain")
+	if c := tn.Status.Conditions.Get(schema.ConditionStalled); c != nil && c.Status == schema.ConditionTrue {
+		t.Errorf("still stalled after onTimeout: force: %s", c.Message)
+	}
+}
