@@ -286,4 +286,28 @@ func TestDrainRollout(t *testing.T) {
 	if c := tn.Status.Conditions.Get(schema.ConditionStalled); c != nil && c.Status == schema.ConditionTrue {
 		t.Errorf("still stalled after onTimeout: force: %s", c.Message)
 	}
+
+	// The server killed in the middle of a drain (db's budget holds it):
+	// once started again, a commit that takes the restart back leaves
+	// the rollout nothing to do, and it uncordons the node it cordoned.
+	rebooted = len(planeCalls(t, e, "drain", "Reboot"))
+	e.edit(path, "    timeout: 3s\n    onTimeout: force\n", "    timeout: 5m\n")
+	e.edit(e2eManifests+"/drain/nodegroups.yaml", "2026-12-05T11:00:00Z", "2026-12-05T12:00:00Z")
+	e.push("Restart drain's workers again")
+	e.srv.WaitFor(first.Spec.Hostname+" to be cordoned for its drain", func() bool {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), first.Spec.Hostname, metav1.GetOptions{})
+		return err == nil && n.Spec.Unschedulable
+	})
+	e.srv.Kill()
+	e.srv.Start()
+	e.edit(e2eManifests+"/drain/nodegroups.yaml", "2026-12-05T12:00:00Z", "2026-12-05T11:00:00Z")
+	e.srv.waitApplied(e.push("Take the restart back"))
+	cs = kubeClient(t, e, "drain")
+	e.srv.WaitFor(first.Spec.Hostname+" to be uncordoned after the restart", func() bool {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), first.Spec.Hostname, metav1.GetOptions{})
+		return err == nil && !n.Spec.Unschedulable
+	})
+	if n := len(planeCalls(t, e, "drain", "Reboot")); n != rebooted {
+		t.Errorf("%d reboots after the killed drain, want %d", n, rebooted)
+	}
 }

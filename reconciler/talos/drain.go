@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,9 +162,10 @@ func (pl *Plane) nodeBack(ctx context.Context, d Desired, rec *RolloutRecord) (o
 
 // uncordonLeft uncordons the Nodes the rollout cordoned whose machines no
 // operation holds now (a restart came between the cordon and the
-// operation, or the rollout stopped), once they are Ready. Those of
-// machines gone are forgotten. What fails is tried again on the next
-// Roll.
+// operation, or the rollout stopped); a Node that is not Ready gets no
+// pods all the same. Those of machines gone are forgotten. What fails is
+// tried again on the next Roll, and a rollout does not complete while
+// one is left (leftCordoned).
 func (pl *Plane) uncordonLeft(ctx context.Context, d Desired, rec *RolloutRecord) error {
 	changed := false
 	for id, node := range rec.Cordoned {
@@ -172,10 +175,6 @@ func (pl *Plane) uncordonLeft(ctx context.Context, d Desired, rec *RolloutRecord
 		if _, ok := machineByID(d, id); !ok {
 			delete(rec.Cordoned, id)
 			changed = true
-			continue
-		}
-		s, err := pl.kube.clients.Node(ctx, d.kubeTarget(), node)
-		if err != nil || (s.Found && !s.Ready) {
 			continue
 		}
 		if _, err := pl.kube.clients.Cordon(ctx, d.kubeTarget(), node, false); err != nil {
@@ -192,3 +191,14 @@ func (pl *Plane) uncordonLeft(ctx context.Context, d Desired, rec *RolloutRecord
 	return pl.save(KindRollout, d.Tenant, rec)
 }
 
+
+// leftCordoned returns a *WaitingError when the rollout has Nodes left
+// cordoned (the tenant's API did not answer uncordonLeft), so that the
+// rollout is not complete until they are uncordoned.
+func leftCordoned(d Desired, rec *RolloutRecord) error {
+	if len(rec.Cordoned) == 0 {
+		return nil
+	}
+	nodes := slices.Sorted(maps.Values(rec.Cordoned))
+	return &WaitingError{Tenant: d.Tenant, Reason: "the Kubernetes API, to uncordon the nodes the rollout cordoned: " + strings.Join(nodes, ", ")}
+}

@@ -407,6 +407,9 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) (Rolled, error) {
 		todo := pl.plan(rec, d, obs)
 		pl.track(rec, todo)
 		if len(todo) == 0 {
+			if err := leftCordoned(d, rec); err != nil {
+				return done, err
+			}
 			return done, pl.complete(d, rec)
 		}
 		next := todo[0]
