@@ -191,7 +191,6 @@ func (pl *Plane) uncordonLeft(ctx context.Context, d Desired, rec *RolloutRecord
 	return pl.save(KindRollout, d.Tenant, rec)
 }
 
-
 // leftCordoned returns a *WaitingError when the rollout has Nodes left
 // cordoned (the tenant's API did not answer uncordonLeft), so that the
 // rollout is not complete until they are uncordoned.
