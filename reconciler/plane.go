@@ -7,6 +7,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/window"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -40,7 +41,7 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
 		Suspended:   func() bool { return t.r.suspended(t.name) },
 		Windows:     t.win.set, KubernetesVersion: td.Tenant.Spec.KubernetesVersion,
-		Endpoint: td.Tenant.Spec.ControlPlaneEndpoint, Drains: map[string]schema.Drain{},
+		Endpoint: td.Tenant.Spec.ControlPlaneEndpoint, Drains: drains(td),
 	}
 	for _, ng := range td.NodeGroups {
 		d.Groups[ng.Metadata.Name] = talos.GroupTarget{
@@ -48,9 +49,77 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 			TalosVersion: rtalos.InputFor(td, ng, nil).TalosVersion,
 			RestartedAt:  ng.Metadata.Annotations[schema.AnnotationRestartedAt],
 		}
-		d.Drains[ng.Metadata.Name] = schema.EffectiveDrain(td.Tenant.Spec.Drain, ng.Spec.Drain)
 	}
 	return d, nil
+}
+
+// drains are the drain policies of the tenant's node groups.
+func drains(td *schema.TenantDesired) map[string]schema.Drain {
+	out := map[string]schema.Drain{}
+	for _, ng := range td.NodeGroups {
+		out[ng.Metadata.Name] = schema.EffectiveDrain(td.Tenant.Spec.Drain, ng.Spec.Drain)
+	}
+	return out
+}
+
+// drainCheck wraps a plan check: before a plan that removes or replaces
+// machines is applied, the Nodes of those machines are drained
+// (Plane.DrainRemoved), one at a time; a drain that does not finish
+// stalls the run with reason DrainTimeout, and nothing is applied.
+func (t *tenantRun) drainCheck(ctx context.Context, check tofu.Check) tofu.Check {
+	pl := t.r.opts.Talos
+	if pl == nil {
+		return check
+	}
+	return func(gone []tofu.PlannedChange) error {
+		if err := check(gone); err != nil || len(gone) == 0 {
+			return err
+		}
+		stored, err := t.r.storedMachines(t.name)
+		if err != nil {
+			return retry(schema.ReasonStoreError, err)
+		}
+		addresses := map[string]bool{}
+		for _, c := range gone {
+			addresses[c.Address] = true
+		}
+		var removed []talos.Machine
+		for _, m := range talos.MachinesOf(stored) {
+			if addresses[m.Name] {
+				removed = append(removed, m)
+			}
+		}
+		if len(removed) == 0 {
+			return nil
+		}
+		if err := pl.DrainRemoved(ctx, t.kubeDesired(stored), removed); err != nil {
+			return talosError(err)
+		}
+		t.removed = removed
+		return nil
+	}
+}
+
+// deleteRemovedNodes deletes, after an apply, the Nodes of the machines
+// it removed (drainCheck).
+func (t *tenantRun) deleteRemovedNodes(ctx context.Context) {
+	if len(t.removed) == 0 {
+		return
+	}
+	stored, err := t.r.storedMachines(t.name)
+	if err != nil {
+		return
+	}
+	t.r.opts.Talos.DeleteNodes(ctx, t.kubeDesired(stored), t.removed)
+	t.removed = nil
+}
+
+// kubeDesired is what the plane needs of the tenant to reach its
+// Kubernetes API and drain: its machines, bundle, endpoint and drain
+// policies.
+func (t *tenantRun) kubeDesired(machines []*schema.Machine) talos.Desired {
+	return talos.Desired{Tenant: t.name, Bundle: t.bundle, Machines: talos.MachinesOf(machines),
+		Endpoint: t.desired.Tenant.Spec.ControlPlaneEndpoint, Drains: drains(t.desired)}
 }
 
 // talosWanted reports whether a tenant whose manifests did not change

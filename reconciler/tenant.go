@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"os"
 	"path/filepath"
 
@@ -10,7 +11,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
-	"github.com/rezuscloud/rezuscloud/render/talos"
+	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -86,6 +87,9 @@ type tenantRun struct {
 	inPlane  bool        // the Talos plane's steps work on the machines Finish recorded (plane.go)
 	win      windowState // what the MaintenanceWindow step found (window.go)
 	metalErr error       // bare-metal machines ConfigureMetal did not reach (metal.go)
+	// removed are the machines the applied plan removed after their Nodes
+	// were drained (drainCheck); their Nodes are deleted after the apply.
+	removed []talos.Machine
 
 	// release gives the tenant's work directory back to drift checks
 	// (see driftState.hold); Settle takes it.
@@ -196,7 +200,7 @@ func (t *tenantRun) secrets(ctx context.Context) (stepResult, error) {
 	}
 	var err error
 	t.bundle, t.fresh, err = t.r.secretsFor(ctx, t.desired, t.dir, initInputs, t.creds)
-	t.creds.Secrets = talos.SecretValues(t.bundle)
+	t.creds.Secrets = rtalos.SecretValues(t.bundle)
 	return stepNext, retry(schema.ReasonStateBackendError, err)
 }
 
@@ -256,7 +260,7 @@ func (t *tenantRun) pushErrored(ctx context.Context) (stepResult, error) {
 
 // apply runs tofu: plan, and apply the plan when it changes anything.
 func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
-	check := t.windowCheck(replaceCheck(t.desired, t.job.run.snap.Trailers))
+	check := t.drainCheck(ctx, t.windowCheck(replaceCheck(t.desired, t.job.run.snap.Trailers)))
 	apply := func(ctx context.Context, dir string, initInputs, vars []byte, creds tofu.Creds) (*tofu.Result, error) {
 		return t.r.runner.ApplyChecked(ctx, dir, initInputs, vars, creds, check)
 	}
@@ -271,6 +275,7 @@ func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
 	if kept := secretsFromShow(out.State); kept != nil {
 		t.r.secrets.put(t.name, kept)
 	}
+	t.deleteRemovedNodes(ctx)
 	return stepNext, nil
 }
 

@@ -310,4 +310,31 @@ func TestDrainRollout(t *testing.T) {
 	if n := len(planeCalls(t, e, "drain", "Reboot")); n != rebooted {
 		t.Errorf("%d reboots after the killed drain, want %d", n, rebooted)
 	}
+
+	// A scale-down drains the machine it removes, then deletes its Node.
+	before := map[string]string{}
+	for _, m := range e.srv.tenantMachines("drain") {
+		before[m.Metadata.Name] = m.Spec.Hostname
+	}
+	s = sampleDrains(cs, "app=web")
+	e.edit(e2eManifests+"/drain/nodegroups.yaml", "  count: 3\n", "  count: 2\n")
+	e.srv.waitApplied(e.push("Scale drain's workers down to 2"))
+	s.finish()
+	for _, m := range e.srv.tenantMachines("drain") {
+		delete(before, m.Metadata.Name)
+	}
+	if len(before) != 1 {
+		t.Fatalf("machines removed by the scale-down: %v, want one", before)
+	}
+	for _, gone := range before {
+		if _, err := cs.CoreV1().Nodes().Get(context.Background(), gone, metav1.GetOptions{}); err == nil {
+			t.Errorf("the Node %s of the removed machine is still in the API", gone)
+		}
+		if !slices.Contains(s.cordons, gone) {
+			t.Errorf("the Node %s of the removed machine was never seen cordoned (cordons %v)", gone, s.cordons)
+		}
+	}
+	if s.minAvailable < 2 {
+		t.Errorf("web had %d pods available at its lowest during the scale-down, want at least 2", s.minAvailable)
+	}
 }

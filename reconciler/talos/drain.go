@@ -76,60 +76,117 @@ func (pl *Plane) drainBefore(ctx context.Context, d Desired, rec *RolloutRecord,
 	if err != nil || !disrupts {
 		return nil, err
 	}
-	p := d.drainPolicy(w.m)
-	if rec.Cordoned == nil {
-		rec.Cordoned = map[string]string{}
-	}
-	rec.Cordoned[w.m.ID] = w.m.Node
-	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
-		return nil, err
-	}
-	pl.log.Info("draining", "tenant", d.Tenant, "machine", w.m.ID, "node", w.m.Node, "timeout", p.Timeout)
-	res, err := pl.kube.clients.Drain(ctx, d.kubeTarget(), w.m.Node, kube.Drain{
-		Timeout: p.Timeout, IgnoreDaemonSets: p.IgnoreDaemonSets, DeleteEmptyDirData: p.DeleteEmptyDirData, Force: p.Force})
-	dr := &DrainRecord{Node: w.m.Node, Evicted: len(res.Evicted), Forced: len(res.Forced), Took: res.Took}
-	var unreachable *kube.UnreachableError
-	switch {
-	case errors.As(err, &unreachable) && p.Proceed:
-		dr.Skipped = "not drained: " + unreachable.Error() + " (onUnreachable: proceed)"
-		pl.log.Warn("disrupting a machine undrained", "tenant", d.Tenant, "machine", w.m.ID, "node", w.m.Node, "why", unreachable.Problem)
-		return dr, nil
-	case err != nil:
-		return nil, &WaitingError{Tenant: d.Tenant, Machine: w.m.label(), Reason: fmt.Sprintf("its node %s to drain: %v", w.m.Node, err)}
-	case res.Refused || (res.TimedOut && !p.Force):
-		return nil, pl.drainStopped(ctx, d, rec, w, res, p)
-	}
-	if len(res.Forced) > 0 {
-		pl.log.Warn("drain timed out: deleted the pods left", "tenant", d.Tenant, "node", w.m.Node, "pods", strings.Join(res.Forced, ", "))
-	}
-	pl.log.Info("drained", "tenant", d.Tenant, "machine", w.m.ID, "node", w.m.Node, "evicted", len(res.Evicted), "forced", len(res.Forced), "took", res.Took)
-	return dr, nil
-}
-
-// drainStopped stops the rollout at w, before its operation, for a drain
-// that did not finish: the Node is uncordoned, since nothing will disrupt
-// it now.
-func (pl *Plane) drainStopped(ctx context.Context, d Desired, rec *RolloutRecord, w work, res kube.Drained, p schema.Drain) error {
-	why := fmt.Sprintf("node %s did not drain within %s (onTimeout: stop)", w.m.Node, p.Timeout)
-	if res.Refused {
-		why = fmt.Sprintf("node %s cannot be drained under the drain policy", w.m.Node)
-	}
-	if len(res.Blocked) > 0 {
-		why += ": " + strings.Join(res.Blocked, "; ")
-	}
-	if _, err := pl.kube.clients.Cordon(ctx, d.kubeTarget(), w.m.Node, false); err == nil {
-		delete(rec.Cordoned, w.m.ID)
-		why += "; the node was uncordoned"
+	dr, why, err := pl.drainNode(ctx, d, rec, w.m)
+	if err != nil || why == "" {
+		return dr, err
 	}
 	f := &Failure{Generation: rec.Generation, Machine: w.m.ID, Name: w.m.Name, NodeGroup: w.m.NodeGroup, Op: w.op,
 		Cause: schema.ReasonDrainTimeout, Reason: why + "; the machine was not disrupted", At: pl.opts.Now()}
 	pl.log.Warn("rollout stopped", "tenant", d.Tenant, "machine", w.m.ID, "reason", f.Reason)
 	rec.Failed, rec.UpdatedAt = f, pl.opts.Now()
 	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
-		return err
+		return nil, err
 	}
 	pl.report(rec, nil)
-	return &StoppedError{Tenant: d.Tenant, Machine: w.m.label(), Op: w.op, Cause: f.Cause, Reason: f.Reason}
+	return nil, &StoppedError{Tenant: d.Tenant, Machine: w.m.label(), Op: w.op, Cause: f.Cause, Reason: f.Reason}
+}
+
+// drainNode records m's Node in rec (when rec is not nil), cordons and
+// drains it with its node group's policy. A drain that did not finish
+// (timed out with onTimeout: stop, or refused by the policy) uncordons
+// the Node again and returns why, naming the pods and budgets.
+func (pl *Plane) drainNode(ctx context.Context, d Desired, rec *RolloutRecord, m Machine) (*DrainRecord, string, error) {
+	p := d.drainPolicy(m)
+	if rec != nil {
+		if rec.Cordoned == nil {
+			rec.Cordoned = map[string]string{}
+		}
+		rec.Cordoned[m.ID] = m.Node
+		if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
+			return nil, "", err
+		}
+	}
+	pl.log.Info("draining", "tenant", d.Tenant, "machine", m.ID, "node", m.Node, "timeout", p.Timeout)
+	res, err := pl.kube.clients.Drain(ctx, d.kubeTarget(), m.Node, kube.Drain{
+		Timeout: p.Timeout, IgnoreDaemonSets: p.IgnoreDaemonSets, DeleteEmptyDirData: p.DeleteEmptyDirData, Force: p.Force})
+	dr := &DrainRecord{Node: m.Node, Evicted: len(res.Evicted), Forced: len(res.Forced), Took: res.Took}
+	var unreachable *kube.UnreachableError
+	switch {
+	case errors.As(err, &unreachable) && p.Proceed:
+		dr.Skipped = "not drained: " + unreachable.Error() + " (onUnreachable: proceed)"
+		pl.log.Warn("disrupting a machine undrained", "tenant", d.Tenant, "machine", m.ID, "node", m.Node, "why", unreachable.Problem)
+		return dr, "", nil
+	case err != nil:
+		return nil, "", &WaitingError{Tenant: d.Tenant, Machine: m.label(), Reason: fmt.Sprintf("its node %s to drain: %v", m.Node, err)}
+	case res.Refused || (res.TimedOut && !p.Force):
+		why := fmt.Sprintf("node %s did not drain within %s (onTimeout: stop)", m.Node, p.Timeout)
+		if res.Refused {
+			why = fmt.Sprintf("node %s cannot be drained under the drain policy", m.Node)
+		}
+		if len(res.Blocked) > 0 {
+			why += ": " + strings.Join(res.Blocked, "; ")
+		}
+		if _, err := pl.kube.clients.Cordon(ctx, d.kubeTarget(), m.Node, false); err == nil {
+			if rec != nil {
+				delete(rec.Cordoned, m.ID)
+			}
+			why += "; the node was uncordoned"
+		}
+		return nil, why, nil
+	}
+	if len(res.Forced) > 0 {
+		pl.log.Warn("drain timed out: deleted the pods left", "tenant", d.Tenant, "node", m.Node, "pods", strings.Join(res.Forced, ", "))
+	}
+	pl.log.Info("drained", "tenant", d.Tenant, "machine", m.ID, "node", m.Node, "evicted", len(res.Evicted), "forced", len(res.Forced), "took", res.Took)
+	return dr, "", nil
+}
+
+// DrainRemoved drains, one at a time, the Nodes of machines that an apply
+// is about to remove (a scale-down, or a replacement), before tofu
+// removes them; machines whose Node the plane never saw are skipped. The
+// Nodes are recorded as cordoned in the tenant's rollout record, so that
+// the next Roll uncordons those of machines that an apply did not remove
+// after all. A drain that does not finish gives a *StoppedError with
+// Cause schema.ReasonDrainTimeout: the apply must not run.
+func (pl *Plane) DrainRemoved(ctx context.Context, d Desired, gone []Machine) error {
+	rec := &RolloutRecord{}
+	found, err := pl.load(KindRollout, d.Tenant, rec)
+	if err != nil {
+		return err
+	}
+	if !found {
+		rec = nil // no rollout yet: nothing to record in
+	}
+	for _, m := range gone {
+		if m.Node == "" {
+			continue
+		}
+		_, why, err := pl.drainNode(ctx, d, rec, m)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			return &StoppedError{Tenant: d.Tenant, Machine: m.label(), Op: "remove", Cause: schema.ReasonDrainTimeout,
+				Reason: why + "; nothing was applied"}
+		}
+	}
+	return nil
+}
+
+// DeleteNodes deletes the Nodes of machines an apply removed, once they
+// are gone; what fails is logged (a Node left behind is NotReady, and
+// deleting it again is harmless).
+func (pl *Plane) DeleteNodes(ctx context.Context, d Desired, gone []Machine) {
+	for _, m := range gone {
+		if m.Node == "" {
+			continue
+		}
+		if err := pl.kube.clients.DeleteNode(ctx, d.kubeTarget(), m.Node); err != nil {
+			pl.log.Warn("delete the Node of a removed machine", "tenant", d.Tenant, "machine", m.ID, "node", m.Node, "err", err)
+			continue
+		}
+		pl.log.Info("deleted the Node of a removed machine", "tenant", d.Tenant, "machine", m.ID, "node", m.Node)
+	}
 }
 
 // nodeBack reports whether the Node of the current operation's machine,
