@@ -43,6 +43,9 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 		Windows:     t.win.set, KubernetesVersion: td.Tenant.Spec.KubernetesVersion,
 		Endpoint: td.Tenant.Spec.ControlPlaneEndpoint, Drains: drains(td),
 	}
+	if ro := td.Tenant.Spec.Rollout; ro != nil {
+		d.WaitFor = ro.WaitFor
+	}
 	for _, ng := range td.NodeGroups {
 		d.Groups[ng.Metadata.Name] = talos.GroupTarget{
 			Config:       []byte(t.ws.Variables[render.MachineConfigVariable(ng.Metadata.Name)]),

@@ -29,6 +29,7 @@ func checkDocument(d *document, obj map[string]any, checkPatch func(string) stri
 		problems = append(problems, checkDriftPolicy(d, obj)...)
 		problems = append(problems, checkSuspend(d, obj)...)
 		problems = append(problems, checkMaintenanceWindows(d, obj)...)
+		problems = append(problems, checkRollout(d, obj)...)
 	}
 	if d.kind != KindConfigPatch {
 		problems = append(problems, checkDrain(d, obj)...)

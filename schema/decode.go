@@ -36,6 +36,7 @@ func decodeTenant(obj map[string]any) *Tenant {
 			ConfigPatches:        decodePatches(spec["configPatches"]),
 			MaintenanceWindows:   decodeWindows(spec["maintenanceWindows"]),
 			Drain:                decodeDrain(spec["drain"]),
+			Rollout:              decodeRollout(spec["rollout"]),
 		},
 	}
 	plugins := asMap(spec["plugins"])

@@ -49,7 +49,8 @@ func TestDecodeMatchesJSON(t *testing.T) {
 					map[string]any{"schedule": "0 2 * * 6", "duration": "4h", "timeZone": "Europe/Berlin"},
 					map[string]any{"schedule": "@daily", "duration": "1h"},
 				},
-				"drain": map[string]any{"timeout": "5m", "ignoreDaemonSets": false, "onTimeout": "force", "onUnreachable": "proceed"},
+				"drain":   map[string]any{"timeout": "5m", "ignoreDaemonSets": false, "onTimeout": "force", "onUnreachable": "proceed"},
+				"rollout": map[string]any{"waitFor": "tier in (web, db)"},
 			},
 		},
 		{

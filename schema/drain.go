@@ -3,6 +3,8 @@ package schema
 import (
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // DrainPolicy is how the Talos plane drains a machine's Kubernetes node
@@ -110,4 +112,37 @@ func decodeDrain(v any) *DrainPolicy {
 		p.DeleteEmptyDirData = &b
 	}
 	return p
+}
+
+// RolloutPolicy is what a Tenant's rollouts wait for between machines,
+// beyond the machine itself.
+type RolloutPolicy struct {
+	// WaitFor is a Kubernetes label selector, such as
+	// "app.kubernetes.io/part-of=shop": after each machine, the next one
+	// starts only when every Deployment, StatefulSet and DaemonSet of the
+	// tenant's cluster that it selects is fully available.
+	WaitFor string `json:"waitFor,omitempty"`
+}
+
+// checkRollout checks spec.rollout.waitFor of a Tenant: a label selector
+// as kubectl -l reads it.
+func checkRollout(d *document, obj map[string]any) []Problem {
+	const path = "/spec/rollout/waitFor"
+	s, ok := lookup(obj, path).(string)
+	if !ok {
+		return nil
+	}
+	if _, err := labels.Parse(s); err != nil {
+		return []Problem{d.problem(path, "%q is not a label selector: %v", s, err)}
+	}
+	return nil
+}
+
+// decodeRollout reads spec.rollout of a checked Tenant; nil when absent.
+func decodeRollout(v any) *RolloutPolicy {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	return &RolloutPolicy{WaitFor: asString(m["waitFor"])}
 }

@@ -36,6 +36,8 @@ type TenantSpec struct {
 	// Drain is how machines' Kubernetes nodes are drained before they are
 	// disrupted; node groups may override it.
 	Drain *DrainPolicy `json:"drain,omitempty"`
+	// Rollout is what rollouts wait for between machines.
+	Rollout *RolloutPolicy `json:"rollout,omitempty"`
 }
 
 // Plugins selects the cluster's network and storage plugins.

@@ -89,8 +89,8 @@ func waitNodesSeen(t *testing.T, e *e2e, tenant string) {
 	})
 }
 
-// drainSampler watches, every 50 ms, the available pods of a Deployment
-// and which Nodes are cordoned.
+// drainSampler samples, every 50 ms, the available pods of a Deployment
+// and, through a watch that misses no change, which Nodes are cordoned.
 type drainSampler struct {
 	mu           sync.Mutex
 	minAvailable int
@@ -101,21 +101,62 @@ type drainSampler struct {
 	done         chan struct{}
 }
 
-func sampleDrains(cs kubernetes.Interface, selector string) *drainSampler {
+func sampleDrains(t *testing.T, cs kubernetes.Interface, selector string) *drainSampler {
+	t.Helper()
 	s := &drainSampler{minAvailable: 1 << 30, stop: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		cordoned := map[string]bool{}
+		rv := list.ResourceVersion
+		for ctx.Err() == nil {
+			// The client's timeout ends each watch: go on from the last
+			// version seen, so that no change is missed.
+			w, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				n, ok := ev.Object.(*corev1.Node)
+				if !ok {
+					continue
+				}
+				rv = n.ResourceVersion
+				on := n.Spec.Unschedulable && ev.Type != "DELETED"
+				s.mu.Lock()
+				if on && !cordoned[n.Name] {
+					s.cordons = append(s.cordons, n.Name)
+				}
+				cordoned[n.Name] = on
+				c := 0
+				for _, v := range cordoned {
+					if v {
+						c++
+					}
+				}
+				s.maxCordoned = max(s.maxCordoned, c)
+				s.mu.Unlock()
+			}
+			w.Stop()
+		}
+	}()
 	go func() {
 		defer close(s.done)
-		cordoned := map[string]bool{}
+		defer func() { cancel(); <-watched }()
 		for {
 			select {
 			case <-s.stop:
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			ctx := context.Background()
 			pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
-			nodes, nerr := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-			if err != nil || nerr != nil {
+			if err != nil {
 				continue
 			}
 			avail := 0
@@ -127,17 +168,6 @@ func sampleDrains(cs kubernetes.Interface, selector string) *drainSampler {
 			s.mu.Lock()
 			s.samples++
 			s.minAvailable = min(s.minAvailable, avail)
-			n := 0
-			for _, node := range nodes.Items {
-				if node.Spec.Unschedulable {
-					n++
-					if !cordoned[node.Name] {
-						s.cordons = append(s.cordons, node.Name)
-					}
-				}
-				cordoned[node.Name] = node.Spec.Unschedulable
-			}
-			s.maxCordoned = max(s.maxCordoned, n)
 			s.mu.Unlock()
 		}
 	}()
@@ -161,7 +191,7 @@ func podReady(p *corev1.Pod) bool {
 func createDeployment(t *testing.T, cs kubernetes.Interface, name string, replicas int32, nodeSelector map[string]string, minAvailable int) {
 	t.Helper()
 	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: appsv1.DeploymentSpec{
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels}, Spec: appsv1.DeploymentSpec{
 		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: new(int64(1)), NodeSelector: nodeSelector,
@@ -204,7 +234,7 @@ func TestDrainRollout(t *testing.T) {
 		return err == nil && b.Status.CurrentHealthy == 3 && b.Status.DisruptionsAllowed == 1
 	})
 
-	s := sampleDrains(cs, "app=web")
+	s := sampleDrains(t, cs, "app=web")
 	path := e2eManifests + "/drain/tenant.yaml"
 	e.edit(path, "  name: drain\n", "  name: drain\n  annotations:\n    rezuscloud.io/restartedAt: \"2026-12-05T10:00:00Z\"\n")
 	e.srv.waitApplied(e.push("Restart every machine of drain"))
@@ -301,7 +331,9 @@ func TestDrainRollout(t *testing.T) {
 	e.srv.Kill()
 	e.srv.Start()
 	e.edit(e2eManifests+"/drain/nodegroups.yaml", "2026-12-05T12:00:00Z", "2026-12-05T11:00:00Z")
-	e.srv.waitApplied(e.push("Take the restart back"))
+	// Until the restarted simulated cloud serves the API again, the run
+	// waits and is tried again: no waitApplied of its first attempt.
+	e.push("Take the restart back")
 	cs = kubeClient(t, e, "drain")
 	e.srv.WaitFor(first.Spec.Hostname+" to be uncordoned after the restart", func() bool {
 		n, err := cs.CoreV1().Nodes().Get(context.Background(), first.Spec.Hostname, metav1.GetOptions{})
@@ -316,7 +348,7 @@ func TestDrainRollout(t *testing.T) {
 	for _, m := range e.srv.tenantMachines("drain") {
 		before[m.Metadata.Name] = m.Spec.Hostname
 	}
-	s = sampleDrains(cs, "app=web")
+	s = sampleDrains(t, cs, "app=web")
 	e.edit(e2eManifests+"/drain/nodegroups.yaml", "  count: 3\n", "  count: 2\n")
 	e.srv.waitApplied(e.push("Scale drain's workers down to 2"))
 	s.finish()
@@ -336,5 +368,45 @@ func TestDrainRollout(t *testing.T) {
 	}
 	if s.minAvailable < 2 {
 		t.Errorf("web had %d pods available at its lowest during the scale-down, want at least 2", s.minAvailable)
+	}
+}
+
+// TestRolloutWaitFor: a tenant whose spec.rollout.waitFor selects a
+// Deployment that cannot be available holds its rollout after the first
+// machine (the control plane) until the Deployment is gone; then the
+// worker is restarted too.
+func TestRolloutWaitFor(t *testing.T) {
+	e := newE2E(t, e2eOptions{args: planeArgs("--sim-kube-bin", testenv.KubeBin(t), "--talos-timeout", "60s")})
+	addKubeTenant(t, e, "gated", 1, "  rollout:\n    waitFor: gate=yes\n")
+	e.srv.waitApplied(e.push("Tenant gated, with a Kubernetes API"))
+	planeWaitReady(t, e, "gated")
+	waitNodesSeen(t, e, "gated")
+	cs := kubeClient(t, e, "gated")
+	labels := map[string]string{"app": "blocker", "gate": "yes"}
+	blocker := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "blocker", Namespace: "default", Labels: labels}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/hostname": "no-such-node"},
+			Containers:   []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
+		}},
+	}}
+	ctx := context.Background()
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, blocker, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	path := e2eManifests + "/gated/tenant.yaml"
+	e.edit(path, "  name: gated\n", "  name: gated\n  annotations:\n    rezuscloud.io/restartedAt: \"2026-12-05T10:00:00Z\"\n")
+	sha := e.push("Restart every machine of gated")
+	e.srv.WaitFor("the control plane's reboot", func() bool { return len(planeCalls(t, e, "gated", "Reboot")) == 1 })
+	time.Sleep(5 * time.Second) // the machine is back in about a second: the gate holds the worker
+	if r := planeCalls(t, e, "gated", "Reboot"); len(r) != 1 || !r[0].CP {
+		t.Fatalf("reboots while the workloads of gate=yes are unavailable: %+v, want only the control plane's", r)
+	}
+	if err := cs.AppsV1().Deployments("default").Delete(ctx, "blocker", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.waitApplied(sha)
+	if r := planeCalls(t, e, "gated", "Reboot"); len(r) != 2 || r[1].CP {
+		t.Errorf("reboots once the blocker is gone: %+v, want the worker's after the control plane's", r)
 	}
 }

@@ -65,6 +65,12 @@ func TestDrain(t *testing.T) {
 	c := NewClients(Options{})
 	target := Target{Tenant: "acme", Endpoint: cp.URL(), Bundle: bundle}
 
+	if problem, err := c.Readyz(bg, target); err != nil || problem != "" {
+		t.Errorf("/readyz: %q, %v", problem, err)
+	}
+	if left, err := c.Unavailable(bg, target, "app=web"); err != nil || len(left) != 0 {
+		t.Errorf("web, fully available: %v, %v", left, err)
+	}
 	node := nodeOfPod(t, cs, "app=web")
 	res, err := c.Drain(bg, target, node, Drain{Timeout: 30 * time.Second, IgnoreDaemonSets: true})
 	if err != nil || res.TimedOut || res.Refused || len(res.Evicted) == 0 || res.URL != cp.URL() {
@@ -76,6 +82,16 @@ func TestDrain(t *testing.T) {
 	if on := podsOn(t, cs, node, "app=web"); len(on) != 0 {
 		t.Errorf("pods of web left on %s after its drain: %v", node, on)
 	}
+	waitKube(t, "web to be fully available again", func() bool {
+		left, err := c.Unavailable(bg, target, "app in (web)")
+		return err == nil && len(left) == 0
+	})
+	// A Deployment whose pod no node takes is not available.
+	deploy(t, cs, "nowhere", 1, "kubernetes.io/hostname", "no-such-node")
+	waitKube(t, "nowhere to be seen unavailable", func() bool {
+		left, err := c.Unavailable(bg, target, "app in (web, nowhere)")
+		return err == nil && len(left) == 1 && strings.HasPrefix(left[0], "Deployment default/nowhere: 0 of 1 available")
+	})
 	if found, err := c.Cordon(bg, target, node, false); err != nil || !found {
 		t.Fatalf("uncordon %s: %v %v", node, found, err)
 	}
@@ -132,16 +148,19 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-func deploy(t *testing.T, cs kubernetes.Interface, name string, replicas int32) {
+func deploy(t *testing.T, cs kubernetes.Interface, name string, replicas int32, nodeSelector ...string) {
 	t.Helper()
 	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: appsv1.DeploymentSpec{
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels}, Spec: appsv1.DeploymentSpec{
 		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: new(int64(1)),
-			Containers:                    []corev1.Container{{Name: name, Image: "registry.k8s.io/pause:3.10"}},
+			TerminationGracePeriodSeconds: new(int64(1)), NodeSelector: map[string]string{},
+			Containers: []corev1.Container{{Name: name, Image: "registry.k8s.io/pause:3.10"}},
 		}},
 	}}
+	for i := 0; i+1 < len(nodeSelector); i += 2 {
+		d.Spec.Template.Spec.NodeSelector[nodeSelector[i]] = nodeSelector[i+1]
+	}
 	if _, err := cs.AppsV1().Deployments("default").Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -122,12 +122,9 @@ func (pl *Plane) finish(ctx context.Context, d Desired, rec *RolloutRecord, done
 		}
 		pl.report(rec, &o)
 		v := verdict(op, o, resumed)
-		back, why := v == verdictDone && (!m.ControlPlane || pl.etcdHealthy(ctx, d) == ""), ""
-		if back {
-			var err error
-			if back, why, err = pl.nodeBack(ctx, d, rec); err != nil {
-				return err
-			}
+		back, why, err := pl.gatesOpen(ctx, d, rec, m, v)
+		if err != nil {
+			return err
 		}
 		switch {
 		case back:

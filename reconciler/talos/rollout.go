@@ -48,6 +48,9 @@ type Desired struct {
 	Endpoint string
 	// Drains are the node groups' drain policies, by node group name.
 	Drains map[string]schema.Drain
+	// WaitFor is the tenant's spec.rollout.waitFor: a label selector of
+	// the workloads that must be available before the next machine.
+	WaitFor string
 }
 
 // GroupTarget is what the machines of one node group should run.
@@ -139,9 +142,12 @@ type Operation struct {
 	WentDown bool `json:"wentDown,omitempty"`
 	// Drain is what the drain of the machine's Node before the
 	// operation did, when it was drained.
-	Drain     *DrainRecord `json:"drain,omitempty"`
-	StartedAt time.Time    `json:"startedAt"`
-	IssuedAt  time.Time    `json:"issuedAt,omitzero"`
+	Drain *DrainRecord `json:"drain,omitempty"`
+	// Gates are the gates after the call that have opened, with their
+	// times (kubegates.go).
+	Gates     []GateTime `json:"gates,omitempty"`
+	StartedAt time.Time  `json:"startedAt"`
+	IssuedAt  time.Time  `json:"issuedAt,omitzero"`
 	// here is set when this process issued the call; an operation read
 	// back after a restart may have rebooted unseen.
 	here bool
