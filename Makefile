@@ -77,8 +77,10 @@ bench: tools build openstack-provider
 fuzz:
 	@bash scripts/fuzz.sh $(FUZZTIME)
 
-demo: tools build $(if $(filter openstack,$(CLOUD)),openstack-provider)
-	./$(BIN)/rezuscloud demo --cloud $(CLOUD) --tofu $(TOFU_BIN)
+# The sim demo's tenants get a real Kubernetes API: it needs the control
+# plane's binaries (make kube; built once, then cached).
+demo: tools build $(if $(filter openstack,$(CLOUD)),openstack-provider) $(if $(filter sim,$(CLOUD)),kube)
+	./$(BIN)/rezuscloud demo --cloud $(CLOUD) --tofu $(TOFU_BIN) $(if $(filter sim,$(CLOUD)),--sim-kube-bin $(KUBE_BIN))
 
 clean:
 	rm -rf $(BIN)

@@ -38,6 +38,10 @@ type demoFlags struct {
 	providerMirror string
 	exitAfterApply bool
 	cloud          string
+	// simKubeBin, when set, gives the sim demo's tenants a real
+	// Kubernetes API at loopback endpoints of kubeNet (demoKube).
+	simKubeBin string
+	kubeNet    string
 }
 
 // demoCloud is what differs between the demo on the simulated cloud and on
@@ -85,6 +89,9 @@ already applied and runs nothing.`,
 	fs.StringVar(&f.tofu, "tofu", getenv("TOFU"), "the tofu `BINARY`; default: $TOFU, tofu on PATH, else the build `make tools` caches")
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` holding the simulated provider; default: providers/ beside this binary")
 	fs.BoolVar(&f.exitAfterApply, "exit-after-apply", false, "stop once the first commit is reconciled, instead of serving until interrupted")
+	fs.StringVar(&f.simKubeBin, "sim-kube-bin", "", "`DIR` of the Kubernetes control plane's binaries (scripts/kube.sh builds them; make demo passes them): with it, the sim demo's tenants get a real Kubernetes API at loopback endpoints, for kubectl")
+	fs.StringVar(&f.kubeNet, "sim-kube-net", "127.250.0", "the first three parts of the loopback addresses of the demo tenants' Kubernetes endpoints (with --sim-kube-bin)")
+	_ = fs.MarkHidden("sim-kube-net")
 	fs.StringVar(&f.cloud, "cloud", "sim", "where the demo's machines run: sim (the simulated cloud), openstack (examples/openstack on a simulated OpenStack API, driven by the real OpenStack provider; its default data dir is .data/demo-openstack) or metal (examples/metal on simulated bare-metal machines waiting in maintenance mode; .data/demo-metal)")
 	return cmd
 }
@@ -160,7 +167,7 @@ func runDemo(ctx context.Context, f *demoFlags, getenv func(string) string, stdo
 		shutdown()
 		return err
 	}
-	printDemoResult(stdout, step, c, m.Server.URL(), repo, sha, f.cloud, cloud)
+	printDemoResult(stdout, step, c, m.Server.URL(), repo, sha, f.cloud, cloud, demoKubectl(f, repo))
 	if f.exitAfterApply {
 		if err := shutdown(); err != nil {
 			return err
@@ -188,7 +195,7 @@ func prepareDemo(f *demoFlags, cloud demoCloud, step demoStep) (data, repo, sha 
 	}
 	step.printf(1, "data dir %s", data)
 	repo = filepath.Join(data, "repo")
-	sha, created, err := demoRepository(repo, cloud)
+	sha, created, err := demoRepository(repo, cloud, demoKube(f))
 	if err != nil {
 		return "", "", "", err
 	}
@@ -214,12 +221,53 @@ func demoServeFlags(f *demoFlags, data, repo string, getenv func(string) string)
 	sf.simCloud = true
 	// The metal demo's simulated machines listen on loopback addresses.
 	sf.allowLoopbackMetal = f.cloud == "metal"
+	if f.cloud == "sim" {
+		sf.simKubeBin = f.simKubeBin
+	}
 	return sf
+}
+
+// demoKubectl is the kubectl to name in the hints: the one beside the
+// control plane's binaries, when the demo's repository asks for a
+// Kubernetes API (it was made with --sim-kube-bin); "" otherwise.
+func demoKubectl(f *demoFlags, repo string) string {
+	if demoKube(f) == nil {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(repo, "examples", "production", "nodegroups.yaml"))
+	if err != nil || !strings.Contains(string(b), "kubernetesAPI: true") {
+		return ""
+	}
+	return filepath.Join(f.simKubeBin, "kubectl")
+}
+
+// demoKube returns, for the sim demo with --sim-kube-bin, the edit that
+// gives its tenants a Kubernetes API: each tenant's controlPlaneEndpoint
+// becomes a loopback address of --sim-kube-net (production .1, staging
+// .2), since nothing may resolve a name, and each sim node group sets
+// providerConfig.kubernetesAPI. nil otherwise: the example manifests as
+// they are.
+func demoKube(f *demoFlags) func(name string, b []byte) []byte {
+	if f.cloud != "sim" || f.simKubeBin == "" {
+		return nil
+	}
+	hosts := map[string]string{"production": f.kubeNet + ".1", "staging": f.kubeNet + ".2"}
+	return func(name string, b []byte) []byte {
+		s := string(b)
+		tenant := path.Dir(name)
+		if host, ok := hosts[tenant]; ok && path.Base(name) == "tenant.yaml" {
+			s = strings.Replace(s, "https://"+tenant+".example.internal:6443", "https://"+host+":6443", 1)
+		}
+		if path.Base(name) == "nodegroups.yaml" {
+			s = strings.ReplaceAll(s, "  providerConfig:\n", "  providerConfig:\n    kubernetesAPI: true\n")
+		}
+		return []byte(s)
+	}
 }
 
 // printDemoResult prints the first commit's outcome (step 5) and what to
 // try next.
-func printDemoResult(stdout io.Writer, step demoStep, c *schema.Commit, u, repo, sha, cloudName string, cloud demoCloud) {
+func printDemoResult(stdout io.Writer, step demoStep, c *schema.Commit, u, repo, sha, cloudName string, cloud demoCloud, kubectl string) {
 	var parts []string
 	for _, tr := range c.Status.Tenants {
 		s := fmt.Sprintf("%s %s", tr.Tenant, tr.Plan.Text())
@@ -270,6 +318,18 @@ machines roll, control planes first, one at a time:
   %[3]s describe tenant %[4]s -s %[1]s    # the Upgrading condition: machine n of N
 `, u, repo, rezusctlPath(), cloud.tenant)
 	}
+	if kubectl != "" {
+		fmt.Fprintf(stdout, `
+Each tenant has a real Kubernetes API, and each machine is its Node's
+kubelet. Use it with kubectl, and watch a node go to SchedulingDisabled and
+back while a Talos upgrade by commit drains it:
+
+  %[3]s kubeconfig %[4]s -f %[4]s.kubeconfig -s %[1]s
+  %[5]s --kubeconfig %[4]s.kubeconfig get nodes -w &
+  sed -i 's/talosVersion: "1.12.6"/talosVersion: "1.12.7"/' examples/%[4]s/tenant.yaml
+  git commit -am 'Upgrade %[4]s to Talos 1.12.7'
+`, u, repo, rezusctlPath(), cloud.tenant, kubectl)
+	}
 	if c.Status.Phase != schema.CommitSucceeded {
 		fmt.Fprintf(stdout, "\nThe first commit did not succeed (%s): see the commit's page at %s\n", c.Status.Phase, commitPage(u, schema.CommitName(sha)))
 	}
@@ -291,7 +351,7 @@ func rezusctlPath() string {
 // demoRepository makes sure dir holds a git repository with the example
 // manifests and the JSON Schemas they point at, committed on main. It
 // returns the HEAD commit and whether it created the repository.
-func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
+func demoRepository(dir string, cloud demoCloud, edit func(name string, b []byte) []byte) (string, bool, error) {
 	if r, err := git.PlainOpen(dir); err == nil {
 		head, err := r.Head()
 		if err != nil {
@@ -321,6 +381,9 @@ func demoRepository(dir string, cloud demoCloud) (string, bool, error) {
 			b, err := fs.ReadFile(fsys, p)
 			if err != nil {
 				return err
+			}
+			if edit != nil && prefix == "examples" {
+				b = edit(p, b)
 			}
 			dst := filepath.Join(dir, filepath.FromSlash(path.Join(prefix, p)))
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 )
@@ -43,7 +46,7 @@ func gitWithoutIdentity(t *testing.T, dir string, args ...string) (string, error
 func TestDemoRepositoryHasIdentity(t *testing.T) {
 	cloud := demoClouds()["sim"]
 	repo := filepath.Join(t.TempDir(), "repo")
-	if _, created, err := demoRepository(repo, cloud); err != nil || !created {
+	if _, created, err := demoRepository(repo, cloud, nil); err != nil || !created {
 		t.Fatalf("demoRepository: created %v, %v", created, err)
 	}
 	commitChange := func(change string) {
@@ -72,7 +75,7 @@ func TestDemoRepositoryHasIdentity(t *testing.T) {
 			t.Fatalf("unset %s: %v\n%s", key, err, out)
 		}
 	}
-	if _, created, err := demoRepository(repo, cloud); err != nil || created {
+	if _, created, err := demoRepository(repo, cloud, nil); err != nil || created {
 		t.Fatalf("demoRepository again: created %v, %v", created, err)
 	}
 	commitChange("A second change")
@@ -140,8 +143,14 @@ func (r *demoRun) waitFor(t *testing.T, ctx context.Context, re *regexp.Regexp) 
 // (exitAfterApply) or is cancelled as Ctrl-C cancels it.
 func startDemo(t *testing.T, data string, exitAfterApply bool, env map[string]string) *demoRun {
 	t.Helper()
-	f := &demoFlags{data: data, listen: "127.0.0.1:0", tofu: testenv.Tofu(t), providerMirror: testenv.ProviderMirror(t),
-		exitAfterApply: exitAfterApply, cloud: "sim"}
+	return startDemoWith(t, &demoFlags{data: data, listen: "127.0.0.1:0", tofu: testenv.Tofu(t), providerMirror: testenv.ProviderMirror(t),
+		exitAfterApply: exitAfterApply, cloud: "sim"}, env)
+}
+
+// startDemoWith runs the demo with f and the environment env, as
+// startDemo does.
+func startDemoWith(t *testing.T, f *demoFlags, env map[string]string) *demoRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &demoRun{out: newDemoOutput(), cancel: cancel, done: make(chan error, 1), stopped: make(chan struct{})}
 	go func() {
@@ -233,4 +242,58 @@ func TestDemoStopAndRestart(t *testing.T) {
 	if strings.Contains(out, "reconciling commit") || !strings.Contains(out, "Succeeded") {
 		t.Fatalf("a start with the commit applied:\n%s", out)
 	}
+}
+
+// TestDemoKubernetes: with --sim-kube-bin, the sim demo's tenants get a
+// real Kubernetes API at loopback endpoints, and the hints' kubectl, with
+// the kubeconfig that `rezusctl kubeconfig` downloads, lists a Ready Node
+// for each machine of the tenant.
+func TestDemoKubernetes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	kubeBin := testenv.KubeBin(t)
+	var r [1]byte
+	_, _ = rand.Read(r[:])
+	f := &demoFlags{data: filepath.Join(t.TempDir(), "demo"), listen: "127.0.0.1:0", tofu: testenv.Tofu(t), providerMirror: testenv.ProviderMirror(t),
+		cloud: "sim", simKubeBin: kubeBin, kubeNet: fmt.Sprintf("127.248.%d", r[0])}
+	run := startDemoWith(t, f, nil)
+	m := run.waitFor(t, ctx, regexp.MustCompile(`(?m)^  Dashboard  (http://\S+)/$`))
+	url := m[1]
+	hint := run.waitFor(t, ctx, regexp.MustCompile(`(?m)^  (\S+) --kubeconfig production.kubeconfig get nodes -w &$`))
+	if hint[1] != filepath.Join(kubeBin, "kubectl") {
+		t.Errorf("the hints' kubectl is %s, want %s", hint[1], filepath.Join(kubeBin, "kubectl"))
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if out, err := exec.Command(servertest.CLI(t), "kubeconfig", "production", "-f", kc, "-s", url).CombinedOutput(); err != nil {
+		t.Fatalf("rezusctl kubeconfig production: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(kc); err != nil || !strings.Contains(string(b), "server: https://"+f.kubeNet+".1:6443") {
+		t.Errorf("the kubeconfig does not point at %s.1:6443: %v\n%s", f.kubeNet, err, b)
+	}
+	machines, err := sim.Open(defaultSimDir(filepath.Join(f.data, "server")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes string
+	for {
+		out, err := exec.Command(filepath.Join(kubeBin, "kubectl"), "--kubeconfig", kc, "--request-timeout", "5s", "get", "nodes",
+			"-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`).CombinedOutput()
+		nodes = string(out)
+		list, lerr := machines.List()
+		production := 0
+		for _, rec := range list {
+			if rec.Tenant == "production" {
+				production++
+			}
+		}
+		if err == nil && lerr == nil && production > 0 && strings.Count(nodes, " True\n") == production {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("kubectl get nodes of production: %v\n%s", err, nodes)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	t.Logf("production's Nodes:\n%s", nodes)
 }
