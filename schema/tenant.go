@@ -136,6 +136,11 @@ type RolloutStatus struct {
 	NodeGroup string `json:"nodeGroup,omitempty"`
 	Op        string `json:"op,omitempty"`
 	Stage     string `json:"stage,omitempty"`
+	// Waiting says what the rollout waits for now, when it waits for
+	// more than the machine: "draining node prod-workers-1a2b3c", "its
+	// node … to be Ready in Kubernetes", "the workloads of … to be
+	// available: …".
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // String says where the rollout stands: "machine 4 of 6 (prod-cp-2

@@ -398,7 +398,16 @@ func TestRolloutWaitFor(t *testing.T) {
 	e.edit(path, "  name: gated\n", "  name: gated\n  annotations:\n    rezuscloud.io/restartedAt: \"2026-12-05T10:00:00Z\"\n")
 	sha := e.push("Restart every machine of gated")
 	e.srv.WaitFor("the control plane's reboot", func() bool { return len(planeCalls(t, e, "gated", "Reboot")) == 1 })
-	time.Sleep(5 * time.Second) // the machine is back in about a second: the gate holds the worker
+	want := `the workloads of "gate=yes" to be available: Deployment default/blocker: 0 of 1 available`
+	var ro *schema.RolloutStatus
+	e.srv.WaitFor("gated's status to say what the rollout waits for", func() bool {
+		ro = planeTenant(t, e, "gated").Status.Rollout
+		return ro != nil && strings.Contains(ro.Waiting, want)
+	})
+	if c := planeTenant(t, e, "gated").Status.Conditions.Get(schema.ConditionUpgrading); c == nil || !strings.Contains(c.Message, want) {
+		t.Errorf("the Upgrading condition does not say what the rollout waits for: %+v", c)
+	}
+	time.Sleep(3 * time.Second) // the machine is back in about a second: the gate holds the worker
 	if r := planeCalls(t, e, "gated", "Reboot"); len(r) != 1 || !r[0].CP {
 		t.Fatalf("reboots while the workloads of gate=yes are unavailable: %+v, want only the control plane's", r)
 	}

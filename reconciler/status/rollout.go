@@ -24,6 +24,9 @@ type Rollout struct {
 	NodeGroup string `json:"nodeGroup,omitempty"`
 	Op        string `json:"op,omitempty"`
 	Stage     string `json:"stage,omitempty"`
+	// Waiting says what the rollout waits for beyond the machine: a drain,
+	// its Node, the Kubernetes API, workloads.
+	Waiting string `json:"waiting,omitempty"`
 	// Groups counts per node group: machines to change and changed.
 	Groups map[string]RolloutGroup `json:"groups,omitempty"`
 	// Failed is why the rollout stopped, if it did.
@@ -52,12 +55,17 @@ func (p Rollout) Message() string {
 		return fmt.Sprintf("rollout stopped at machine %s (%s): %s", p.Failed.Machine, p.Failed.Op, p.Failed.Reason)
 	case !p.Active:
 		return ""
+	case p.Machine == "" && p.Waiting != "":
+		return fmt.Sprintf("rolling out: machine %d of %d: %s", p.N, p.Total, p.Waiting)
 	case p.Machine == "":
 		return fmt.Sprintf("rolling out: machine %d of %d waits for its gates", p.N, p.Total)
 	}
 	s := fmt.Sprintf("rolling out: machine %d of %d, %s (%s)", p.N, p.Total, p.Machine, p.Op)
 	if p.Stage != "" {
 		s += ": " + p.Stage
+	}
+	if p.Waiting != "" {
+		s += "; waiting for " + p.Waiting
 	}
 	return s
 }
@@ -69,7 +77,7 @@ func (p Rollout) Status(machines []*schema.Machine) *schema.RolloutStatus {
 	if !p.Active {
 		return nil
 	}
-	st := &schema.RolloutStatus{N: p.N, Total: p.Total, Machine: p.MachineID, NodeGroup: p.NodeGroup, Op: p.Op, Stage: p.Stage}
+	st := &schema.RolloutStatus{N: p.N, Total: p.Total, Machine: p.MachineID, NodeGroup: p.NodeGroup, Op: p.Op, Stage: p.Stage, Waiting: p.Waiting}
 	for _, m := range machines {
 		if m.Metadata.Name == p.MachineID && m.Spec.Hostname != "" {
 			st.Machine = m.Spec.Hostname

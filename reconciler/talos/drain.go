@@ -107,6 +107,9 @@ func (pl *Plane) drainNode(ctx context.Context, d Desired, rec *RolloutRecord, m
 		}
 	}
 	pl.log.Info("draining", "tenant", d.Tenant, "machine", m.ID, "node", m.Node, "timeout", p.Timeout)
+	if rec != nil {
+		pl.reportWaiting(rec, nil, fmt.Sprintf("draining node %s of %s (timeout %s)", m.Node, m.label(), p.Timeout))
+	}
 	res, err := pl.kube.clients.Drain(ctx, d.kubeTarget(), m.Node, kube.Drain{
 		Timeout: p.Timeout, IgnoreDaemonSets: p.IgnoreDaemonSets, DeleteEmptyDirData: p.DeleteEmptyDirData, Force: p.Force})
 	dr := &DrainRecord{Node: m.Node, Evicted: len(res.Evicted), Forced: len(res.Forced), Took: res.Took}

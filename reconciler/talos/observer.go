@@ -113,6 +113,11 @@ func (pl *Plane) writeTenants(observed, api map[string]bool) error {
 		o := status.Observation{APIAnswers: api[tenant]}
 		if rec, found, err := pl.Rollout(tenant); err == nil && found {
 			o.Rollout = ProgressOf(rec)
+			pl.progressMu.Lock()
+			if last := pl.lastProgress[tenant]; o.Rollout.Active && last.MachineID == o.Rollout.MachineID {
+				o.Rollout.Waiting = last.Waiting // what the rollout waits for, as it last reported
+			}
+			pl.progressMu.Unlock()
 			if rec.Current != nil {
 				if last, ok := pl.prober.Last(rec.Current.Machine); ok {
 					o.Rollout.Stage = stageWord(last)

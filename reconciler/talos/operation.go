@@ -120,12 +120,12 @@ func (pl *Plane) finish(ctx context.Context, d Desired, rec *RolloutRecord, done
 				return err
 			}
 		}
-		pl.report(rec, &o)
 		v := verdict(op, o, resumed)
 		back, why, err := pl.gatesOpen(ctx, d, rec, m, v)
 		if err != nil {
 			return err
 		}
+		pl.reportWaiting(rec, &o, why)
 		switch {
 		case back:
 			done.add(op)

@@ -41,11 +41,16 @@ func ProgressOf(rec RolloutRecord) status.Rollout {
 
 // report tells Options.OnProgress about a change of progress; o is the
 // current machine's latest observation, if there is one.
-func (pl *Plane) report(rec *RolloutRecord, o *Observation) {
+func (pl *Plane) report(rec *RolloutRecord, o *Observation) { pl.reportWaiting(rec, o, "") }
+
+// reportWaiting is report with what the rollout waits for beyond the
+// machine (status.Rollout.Waiting).
+func (pl *Plane) reportWaiting(rec *RolloutRecord, o *Observation, waiting string) {
 	p := ProgressOf(*rec)
 	if o != nil && p.Machine != "" {
 		p.Stage = stageWord(*o)
 	}
+	p.Waiting = waiting
 	pl.progressMu.Lock()
 	same := reflect.DeepEqual(pl.lastProgress[rec.Tenant], p)
 	if !same {
