@@ -210,11 +210,49 @@ func createDeployment(t *testing.T, cs kubernetes.Interface, name string, replic
 	}
 }
 
+// checkDrained checks a rollout of n machines whose calls are calls, as
+// the sampler s saw it: at no sample fewer than 2 pods of web available,
+// never two nodes cordoned at once, the nodes cordoned in the order of
+// the calls, and none left cordoned.
+func checkDrained(t *testing.T, e *e2e, cs kubernetes.Interface, s *drainSampler, what string, calls []planeCall, n int) {
+	t.Helper()
+	if len(calls) != n {
+		t.Fatalf("%s: calls %+v, want one on each of the %d machines", what, calls, n)
+	}
+	host := map[string]string{}
+	for _, m := range e.srv.tenantMachines("drain") {
+		host[m.Metadata.Name] = m.Spec.Hostname
+	}
+	var order []string
+	for _, c := range calls {
+		order = append(order, host[c.ID])
+	}
+	if s.samples < 20 || s.minAvailable < 2 {
+		t.Errorf("%s: web had %d pods available at its lowest over %d samples, want at least 2", what, s.minAvailable, s.samples)
+	}
+	if s.maxCordoned > 1 {
+		t.Errorf("%s: %d nodes were cordoned at once, want one at a time", what, s.maxCordoned)
+	}
+	if !slices.Equal(s.cordons, order) {
+		t.Errorf("%s: nodes cordoned in the order %v, the machines' calls in the order %v", what, s.cordons, order)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if n.Spec.Unschedulable {
+			t.Errorf("%s: node %s is still cordoned after the rollout", what, n.Name)
+		}
+	}
+	t.Logf("%s of %d machines: cordons %v, web at least %d available over %d samples", what, n, s.cordons, s.minAvailable, s.samples)
+}
+
 // TestDrainRollout, through the real server, tofu, the sim provider, the
 // simulated nodes and a real kube-apiserver: a tenant with a Deployment
 // of 3 replicas under a PodDisruptionBudget of minAvailable 2, on 3
-// workers. A restart of every machine (restartedAt) cordons and drains
-// each node in turn before its reboot: at no sample are fewer than 2 pods
+// workers. A restart of every machine (restartedAt), and then a Talos
+// upgrade by commit, cordon and drain each node in turn before its call: at no sample are fewer than 2 pods
 // available, never two nodes are cordoned at once, the nodes are cordoned
 // in the rollout's order, each before its machine's reboot, and every node
 // ends schedulable. Then a budget that can never be satisfied, on the
@@ -240,36 +278,14 @@ func TestDrainRollout(t *testing.T) {
 	e.srv.waitApplied(e.push("Restart every machine of drain"))
 	s.finish()
 	reboots := planeCalls(t, e, "drain", "Reboot")
-	if len(reboots) != 4 {
-		t.Fatalf("reboots %+v, want one on each of the 4 machines", reboots)
-	}
-	host := map[string]string{}
-	for _, m := range e.srv.tenantMachines("drain") {
-		host[m.Metadata.Name] = m.Spec.Hostname
-	}
-	var order []string
-	for _, r := range reboots {
-		order = append(order, host[r.ID])
-	}
-	if s.samples < 20 || s.minAvailable < 2 {
-		t.Errorf("web had %d pods available at its lowest over %d samples, want at least 2", s.minAvailable, s.samples)
-	}
-	if s.maxCordoned > 1 {
-		t.Errorf("%d nodes were cordoned at once, want one at a time", s.maxCordoned)
-	}
-	if !slices.Equal(s.cordons, order) {
-		t.Errorf("nodes cordoned in the order %v, the machines rebooted in the order %v", s.cordons, order)
-	}
-	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes.Items {
-		if n.Spec.Unschedulable {
-			t.Errorf("node %s is still cordoned after the rollout", n.Name)
-		}
-	}
-	t.Logf("restart of 4 machines: cordons %v, web at least %d available over %d samples", s.cordons, s.minAvailable, s.samples)
+	checkDrained(t, e, cs, s, "restart", reboots, 4)
+
+	// A Talos upgrade by commit drains each node in turn the same way.
+	s = sampleDrains(t, cs, "app=web")
+	e.edit(path, `talosVersion: "1.12.6"`, `talosVersion: "1.12.7"`)
+	e.srv.waitApplied(e.push("Upgrade drain to Talos 1.12.7"))
+	s.finish()
+	checkDrained(t, e, cs, s, "Talos upgrade", planeCalls(t, e, "drain", "Upgrade"), 4)
 
 	// A budget that no eviction can satisfy, on the first worker of the
 	// rollout's order.
@@ -278,6 +294,9 @@ func TestDrainRollout(t *testing.T) {
 		if m.Metadata.Name == reboots[1].ID {
 			first = m
 		}
+	}
+	if first.Spec.Hostname == "" {
+		t.Fatalf("the machine %s of the second reboot is gone", reboots[1].ID)
 	}
 	createDeployment(t, cs, "db", 1, map[string]string{"kubernetes.io/hostname": first.Spec.Hostname}, 2)
 	e.srv.WaitFor("db's pod to run on "+first.Spec.Hostname, func() bool {
