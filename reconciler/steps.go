@@ -77,6 +77,7 @@ var revisionSteps = []step[*CommitRun]{
 // tenant.go).
 var applySteps = []step[*tenantRun]{
 	{"Prepare", (*tenantRun).prepare},
+	{"VersionSkew", (*tenantRun).versionSkew},
 	{"ProviderClasses", (*tenantRun).providerClasses},
 	{"Suspend", (*tenantRun).suspend},
 	{"MaintenanceWindow", (*tenantRun).maintenanceWindow},
