@@ -39,7 +39,6 @@ func addKubeTenant(t *testing.T, e *e2e, name string, workers int, tenantExtra s
 		s = strings.ReplaceAll(s, "https://"+name+".example.internal:6443", "https://"+endpoint)
 		s = strings.ReplaceAll(s, "    shape: small\n", "    shape: small\n    kubernetesAPI: true\n")
 		if f == "nodegroups.yaml" {
-			s = strings.Replace(s, "  count: 1\n", "  count: 1\n", 1)
 			i := strings.LastIndex(s, "  count: 1\n")
 			s = s[:i] + fmt.Sprintf("  count: %d\n", workers) + s[i+len("  count: 1\n"):]
 		}
@@ -52,6 +51,20 @@ func addKubeTenant(t *testing.T, e *e2e, name string, workers int, tenantExtra s
 		t.Fatalf("the %s tenant's manifests were not made as meant:\n%s", name, s)
 	}
 	return endpoint
+}
+
+// startKubeTenant starts the server of the plane's tests with the
+// simulated cloud's Kubernetes control planes, adds a tenant with a
+// Kubernetes API (addKubeTenant), and waits until its machines are ready
+// and the plane has seen their Nodes. It returns a client of its API.
+func startKubeTenant(t *testing.T, name string, workers int, tenantExtra string) (*e2e, kubernetes.Interface) {
+	t.Helper()
+	e := newE2E(t, e2eOptions{args: planeArgs("--sim-kube-bin", testenv.KubeBin(t), "--talos-timeout", "60s")})
+	addKubeTenant(t, e, name, workers, tenantExtra)
+	e.srv.waitApplied(e.push("Tenant " + name + ", with a Kubernetes API"))
+	planeWaitReady(t, e, name)
+	waitNodesSeen(t, e, name)
+	return e, kubeClient(t, e, name)
 }
 
 // kubeClient is a client of the tenant's API with the kubeconfig that
@@ -260,12 +273,7 @@ func checkDrained(t *testing.T, e *e2e, cs kubernetes.Interface, s *drainSampler
 // pod and the budget, with no machine rebooted and the node uncordoned;
 // with onTimeout: force the restart goes on.
 func TestDrainRollout(t *testing.T) {
-	e := newE2E(t, e2eOptions{args: planeArgs("--sim-kube-bin", testenv.KubeBin(t), "--talos-timeout", "60s")})
-	addKubeTenant(t, e, "drain", 3, "  drain:\n    timeout: 30s\n")
-	e.srv.waitApplied(e.push("Tenant drain, with a Kubernetes API and 3 workers"))
-	planeWaitReady(t, e, "drain")
-	waitNodesSeen(t, e, "drain")
-	cs := kubeClient(t, e, "drain")
+	e, cs := startKubeTenant(t, "drain", 3, "  drain:\n    timeout: 30s\n")
 	createDeployment(t, cs, "web", 3, nil, 2)
 	e.srv.WaitFor("web's 3 pods to be available", func() bool {
 		b, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(context.Background(), "web", metav1.GetOptions{})
@@ -395,12 +403,7 @@ func TestDrainRollout(t *testing.T) {
 // machine (the control plane) until the Deployment is gone; then the
 // worker is restarted too.
 func TestRolloutWaitFor(t *testing.T) {
-	e := newE2E(t, e2eOptions{args: planeArgs("--sim-kube-bin", testenv.KubeBin(t), "--talos-timeout", "60s")})
-	addKubeTenant(t, e, "gated", 1, "  rollout:\n    waitFor: gate=yes\n")
-	e.srv.waitApplied(e.push("Tenant gated, with a Kubernetes API"))
-	planeWaitReady(t, e, "gated")
-	waitNodesSeen(t, e, "gated")
-	cs := kubeClient(t, e, "gated")
+	e, cs := startKubeTenant(t, "gated", 1, "  rollout:\n    waitFor: gate=yes\n")
 	labels := map[string]string{"app": "blocker", "gate": "yes"}
 	blocker := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "blocker", Namespace: "default", Labels: labels}, Spec: appsv1.DeploymentSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: labels},

@@ -39,7 +39,9 @@ func contains(t *testing.T, what, s string, want ...string) {
 // objects and three commits, the newest invalid.
 func filled(t *testing.T, o rigOptions) *rig {
 	r := newRig(t, o)
-	r.put(fleet("production", 3, 2)...)
+	production := fleet("production", 3, 2)
+	production[0].(*schema.Tenant).Status.Machines.NodesReady = 4
+	r.put(production...)
 	staging := fleet("staging", 1, 1)
 	st := staging[0].(*schema.Tenant)
 	st.Status.Phase, st.Status.Ready, st.Status.Machines.Ready = schema.TenantForming, false, 1
@@ -63,7 +65,11 @@ func TestOverview(t *testing.T) {
 	page := body(t, r.do("GET", "/", nil, ""), 200)
 	contains(t, "overview", page, "production", "staging", "active", "forming", "1.34.1", "1.12.6",
 		"instance quota exceeded", "+1</span> <span class=\"change\">~2</span> <span class=\"destroy\">-3",
-		`href="/tenants/staging"`, `href="/commits/`+sha(3)+`"`, "Break the manifests", "1 failing")
+		`href="/tenants/staging"`, `href="/commits/`+sha(3)+`"`, "Break the manifests", "1 failing",
+		`1.34.1<div class="note">4 of 5 nodes Ready</div>`)
+	if n := strings.Count(page, "nodes Ready"); n != 1 {
+		t.Errorf("%d tenants show Nodes, want 1: staging's API was never observed", n)
+	}
 	// The failing tenant comes first, before the healthy one.
 	if i, j := strings.Index(page, `href="/tenants/staging"`), strings.Index(page, `href="/tenants/production"`); i < 0 || j < 0 || i > j {
 		t.Errorf("staging (failing) at %d, production at %d: the failing tenant must come first", i, j)

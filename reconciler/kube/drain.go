@@ -105,16 +105,7 @@ type NodeState struct {
 // Node reads one Node; Found is false when there is none of that name.
 func (c *Clients) Node(ctx context.Context, t Target, name string) (NodeState, error) {
 	var s NodeState
-	_, err := c.with(ctx, t, func(cs kubernetes.Interface) error {
-		ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
-		defer cancel()
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	err := c.withNode(ctx, t, name, func(_ context.Context, _ kubernetes.Interface, n *corev1.Node) error {
 		o := nodeOf(n)
 		s = NodeState{Found: true, Ready: o.Ready, Schedulable: o.Schedulable, KubeletVersion: o.KubeletVersion}
 		return nil
@@ -125,20 +116,30 @@ func (c *Clients) Node(ctx context.Context, t Target, name string) (NodeState, e
 // Cordon marks a node unschedulable (on) or schedulable again (off). A
 // node that does not exist is no error: found says whether it did.
 func (c *Clients) Cordon(ctx context.Context, t Target, name string, on bool) (found bool, err error) {
-	_, err = c.with(ctx, t, func(cs kubernetes.Interface) error {
-		ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
-		defer cancel()
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	err = c.withNode(ctx, t, name, func(ctx context.Context, cs kubernetes.Interface, n *corev1.Node) error {
 		found = true
 		return drain.RunCordonOrUncordon(&drain.Helper{Ctx: ctx, Client: cs}, n, on)
 	})
 	return found, err
+}
+
+// withNode reads the Node name at the first address that answers and
+// runs fn with it, within one request timeout; a Node that does not
+// exist runs nothing and is no error.
+func (c *Clients) withNode(ctx context.Context, t Target, name string, fn func(context.Context, kubernetes.Interface, *corev1.Node) error) error {
+	_, err := c.with(ctx, t, func(cs kubernetes.Interface) error {
+		ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return fn(ctx, cs, n)
+	})
+	return err
 }
 
 // DeleteNode deletes a node; one already gone is no error.
