@@ -115,6 +115,12 @@ type ConfigInput struct {
 	// InstallDisk sets machine.install.disk, e.g. "/dev/sda"; "" leaves it
 	// unset. ModeMetal needs it or a diskSelector patch.
 	InstallDisk string
+	// Components holds Kubernetes components at other versions than
+	// KubernetesVersion, while an upgrade of Kubernetes goes component
+	// by component; an empty field follows KubernetesVersion. They set
+	// the components' images before the patches, so a patch that pins
+	// an image keeps it.
+	Components ComponentVersions
 	// Now is the clock the config is generated with. With this machinery
 	// version nothing in a config depends on it; it is passed so that the
 	// output stays a function of the input should that change. The zero
@@ -304,6 +310,9 @@ func generateBase(in ConfigInput) (coreconfig.Provider, error) {
 		if proxy := cfg.RawV1Alpha1().ClusterConfig.ProxyConfig; proxy != nil {
 			proxy.Disabled = pointer.To(true)
 		}
+	}
+	if err := in.Components.set(cfg.RawV1Alpha1()); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

@@ -35,7 +35,7 @@ func etcdArgs(o Options) []string {
 // the "kubernetes" Service has no endpoints to keep, since nothing in the
 // simulated cloud dials it.
 func apiserverArgs(o Options, f files) []string {
-	return []string{
+	return append([]string{
 		"--advertise-address=" + o.Address.String(),
 		"--bind-address=" + o.Address.String(),
 		"--secure-port=" + strconv.Itoa(o.Port),
@@ -50,7 +50,7 @@ func apiserverArgs(o Options, f files) []string {
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
-	}
+	}, o.APIServerArgs...)
 }
 
 // controllerManagerArgs: one instance, so no leader election; each

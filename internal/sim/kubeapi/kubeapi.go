@@ -67,6 +67,9 @@ type Options struct {
 	ServiceCIDR netip.Prefix
 	// Timeout bounds the wait for each process to answer; default 1 min.
 	Timeout time.Duration
+	// APIServerArgs are kube-apiserver's arguments beyond its own, as
+	// cluster.apiServer.extraArgs gives them ("--runtime-config=...").
+	APIServerArgs []string
 }
 
 // DefaultServiceCIDR is the Services' range when Options.ServiceCIDR is

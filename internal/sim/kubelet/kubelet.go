@@ -3,7 +3,8 @@
 // node registers its Node with its Kubernetes and Talos versions, keeps its
 // heartbeat Lease, is Ready only while its Talos stage is running and its
 // kubelet service healthy, runs the pods bound to it (phase Running,
-// Ready), and removes the pods that are deleted or evicted from it once
+// Ready), shows the control plane components it runs as static pods by
+// their mirror pods, and removes the pods that are deleted or evicted from it once
 // their grace period has passed. No container runs: a pod's containers are
 // reported running as soon as the pod is bound.
 //
@@ -16,6 +17,7 @@ package kubelet
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +39,23 @@ type Node struct {
 	// KubeletVersion is the kubelet's version, such as v1.34.1; OSImage
 	// the OS the Node reports, such as "Talos (v1.12.6)".
 	KubeletVersion, OSImage string
+	// StaticPods are the control plane components the node runs as
+	// static pods, each shown by its mirror pod in kube-system.
+	StaticPods []StaticPod
+}
+
+// StaticPod is a control plane component that a node runs from its own
+// config rather than from the API: Component is its name
+// (kube-apiserver), Image the image that config names.
+type StaticPod struct {
+	Component, Image string
+}
+
+// equal reports whether a and b report the same.
+func (a Node) equal(b Node) bool {
+	return a.Name == b.Name && a.Address == b.Address && a.ControlPlane == b.ControlPlane && a.Ready == b.Ready &&
+		a.Reason == b.Reason && a.Message == b.Message && a.KubeletVersion == b.KubeletVersion &&
+		a.OSImage == b.OSImage && slices.Equal(a.StaticPods, b.StaticPods)
 }
 
 // Options say which API and which nodes.
@@ -113,6 +132,9 @@ func (k *kubelet) round(ctx context.Context) error {
 		if err := k.renew(ctx, n.Name); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := k.staticPods(ctx, nodes); err != nil {
+		errs = append(errs, err)
 	}
 	if err := k.pods(ctx, ready); err != nil {
 		errs = append(errs, err)

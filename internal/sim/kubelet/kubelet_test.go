@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -243,4 +244,46 @@ func TestKubelets(t *testing.T) {
 	if err := evict(onWorker2); !apierrors.IsTooManyRequests(err) {
 		t.Errorf("an eviction the budget forbids: %v, want 429 Too Many Requests", err)
 	}
+}
+
+// setStatic sets the static pods of node name.
+func (c *cluster) setStatic(name string, pods ...StaticPod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.nodes {
+		if c.nodes[i].Name == name {
+			c.nodes[i].StaticPods = pods
+		}
+	}
+}
+
+// TestStaticPods: a control plane's components show as mirror pods in
+// kube-system, owned by its Node, running their config's image and Ready
+// with the node; a new image restarts the pod on it.
+func TestStaticPods(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	old, next := "registry.k8s.io/kube-apiserver:v1.34.1", "registry.k8s.io/kube-apiserver:v1.35.0"
+	c.setStatic("cp-1", StaticPod{Component: "kube-apiserver", Image: old}, StaticPod{Component: "kube-scheduler", Image: "registry.k8s.io/kube-scheduler:v1.34.1"})
+	running := func(image string) func() (bool, string) {
+		return func() (bool, string) {
+			p, err := c.cs.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-cp-1", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			ready := false
+			for _, cond := range p.Status.Conditions {
+				ready = ready || (cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue)
+			}
+			st := fmt.Sprintf("spec %s, status %+v", p.Spec.Containers[0].Image, p.Status.ContainerStatuses)
+			return ready && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Image == image &&
+				p.Spec.NodeName == "cp-1" && len(p.OwnerReferences) == 1 && p.OwnerReferences[0].Kind == "Node", st
+		}
+	}
+	waitFor(t, "the API server's mirror pod running "+old, running(old))
+	if _, err := c.cs.CoreV1().Pods("kube-system").Get(ctx, "kube-scheduler-cp-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the scheduler's mirror pod: %v", err)
+	}
+	c.setStatic("cp-1", StaticPod{Component: "kube-apiserver", Image: next}, StaticPod{Component: "kube-scheduler", Image: "registry.k8s.io/kube-scheduler:v1.34.1"})
+	waitFor(t, "the API server's mirror pod running "+next, running(next))
 }

@@ -38,7 +38,7 @@ func (k *kubelet) report(ctx context.Context, n Node) error {
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	if last, ok := k.sent[n.Name]; ok && last == n && readyOf(cur) != corev1.ConditionUnknown {
+	if last, ok := k.sent[n.Name]; ok && last.equal(n) && readyOf(cur) != corev1.ConditionUnknown {
 		return nil
 	}
 	cur.Status = nodeStatus(n, cur.Status, time.Now())

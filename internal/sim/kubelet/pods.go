@@ -62,10 +62,16 @@ func (k *kubelet) finish(ctx context.Context, p *corev1.Pod, now time.Time) erro
 	return nil
 }
 
-// runs reports whether p already shows as running, Ready as its node is.
+// runs reports whether p already shows as running its containers' images,
+// Ready as its node is.
 func runs(p *corev1.Pod, nodeReady bool) bool {
-	if p.Status.Phase != corev1.PodRunning {
+	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != len(p.Spec.Containers) {
 		return false
+	}
+	for i, c := range p.Spec.Containers {
+		if p.Status.ContainerStatuses[i].Image != c.Image {
+			return false
+		}
 	}
 	want := corev1.ConditionFalse
 	if nodeReady {
