@@ -47,11 +47,17 @@ func Bundle(t testing.TB) ([]byte, *secrets.Bundle) {
 // so that test processes running at once never share an address.
 func Start(t testing.TB, block byte) *Cluster {
 	t.Helper()
+	return StartWith(t, block, nil)
+}
+
+// StartWith is Start with extra kube-apiserver arguments.
+func StartWith(t testing.TB, block byte, apiServerArgs []string) *Cluster {
+	t.Helper()
 	b, s := Bundle(t)
 	var r [2]byte
 	_, _ = rand.Read(r[:])
 	o := kubeapi.Options{Bin: testenv.KubeBin(t), Dir: t.TempDir(), Address: netip.AddrFrom4([4]byte{127, block, r[0], r[1]%250 + 1}),
-		CA: s.Certs.K8s, ServiceAccountKey: s.Certs.K8sServiceAccount.Key}
+		CA: s.Certs.K8s, ServiceAccountKey: s.Certs.K8sServiceAccount.Key, APIServerArgs: apiServerArgs}
 	cp, err := kubeapi.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -72,6 +74,12 @@ type Options struct {
 	APIServerArgs []string
 }
 
+// EmulationMinors are the Kubernetes minor versions 1.N, N from the
+// first up to (not including) the second, that kube-apiserver of the
+// release scripts/kube.sh builds (v1.37) can emulate with
+// --emulated-version.
+var EmulationMinors = [2]int{34, 37}
+
 // DefaultServiceCIDR is the Services' range when Options.ServiceCIDR is
 // unset.
 var DefaultServiceCIDR = netip.MustParsePrefix("127.96.0.0/16")
@@ -79,11 +87,15 @@ var DefaultServiceCIDR = netip.MustParsePrefix("127.96.0.0/16")
 // ControlPlane is a started control plane.
 type ControlPlane struct {
 	opts  Options
+	files files
+	mu    sync.Mutex // guards procs[1] across RestartAPIServer
 	procs []*process // in start order: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 }
 
 // Pids returns the process ID of each running process by name.
 func (c *ControlPlane) Pids() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	pids := map[string]int{}
 	for _, p := range c.procs {
 		pids[p.name] = p.cmd.Process.Pid
@@ -106,7 +118,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &ControlPlane{opts: o}
+	c := &ControlPlane{opts: o, files: f}
 	for _, s := range []struct {
 		name  string
 		args  []string
@@ -157,10 +169,42 @@ func (c *ControlPlane) URL() string {
 	return "https://" + netip.AddrPortFrom(c.opts.Address, uint16(c.opts.Port)).String()
 }
 
+// APIServerArgs are the extra arguments kube-apiserver runs with now.
+func (c *ControlPlane) APIServerArgs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.opts.APIServerArgs)
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again with the
+// extra arguments args, as a control plane's new config restarts its
+// static pod, and returns once it is ready. What the API server counted
+// in memory (its metrics) starts again from nothing.
+func (c *ControlPlane) RestartAPIServer(ctx context.Context, args []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.procs) < 2 {
+		return errors.New("kubeapi: the control plane is stopped")
+	}
+	c.procs[1].stop(10 * time.Second)
+	c.opts.APIServerArgs = slices.Clone(args)
+	p, err := startProcess("kube-apiserver", filepath.Join(c.opts.Bin, "kube-apiserver"), apiserverArgs(c.opts, c.files), filepath.Join(c.opts.Dir, "kube-apiserver.log"))
+	if err != nil {
+		return err
+	}
+	c.procs[1] = p
+	if err := p.waitReady(ctx, c.opts.Timeout, c.apiReady); err != nil {
+		return fmt.Errorf("kube-apiserver on %s: %w (its log: %s)", c.opts.Address, err, p.log)
+	}
+	return nil
+}
+
 // Stop stops the processes in the reverse of their start order, each with
 // SIGTERM and, after 10 s, SIGKILL. It returns once all have exited. The
 // directory stays.
 func (c *ControlPlane) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].stop(10 * time.Second)
 	}

@@ -32,7 +32,7 @@ const kubeDir = "kubernetes"
 type kubePlanes struct {
 	mu        sync.Mutex
 	byCluster map[string]*kubePlane
-	versions  map[string]string // kubelet version by config hash
+	byConfig  map[string]components // by config hash
 	wg        sync.WaitGroup    // starts under way
 }
 
@@ -40,6 +40,8 @@ type kubePlane struct {
 	cp      *kubeapi.ControlPlane // nil while it starts
 	kubelet func()                // stops its nodes' kubelet
 	stopped bool                  // a stop came while it started
+	// restarting is set while its API server restarts for a new config.
+	restarting bool
 	dir     string
 }
 
@@ -144,7 +146,15 @@ func (h *Host) kubeNodes(cluster string) []kubelet.Node {
 		}
 		h.advance(n, now)
 		kn := kubelet.Node{Name: n.hostname(), Address: n.st.Address, ControlPlane: n.controlPlane(),
-			Ready: n.running(now), KubeletVersion: h.kube.kubeletVersion(h, n), OSImage: "Talos (" + n.st.Version + ")"}
+			Ready: n.running(now), OSImage: "Talos (" + n.st.Version + ")"}
+		c := h.kube.components(h, n)
+		kn.KubeletVersion = c.kubelet
+		if n.controlPlane() {
+			kn.StaticPods = c.static
+		}
+		if n.st.Etcd.Bootstrapped {
+			h.kube.follow(h, cluster, c.apiServerArgs)
+		}
 		switch {
 		case !kn.Ready:
 			kn.Reason, kn.Message = "KubeletNotReady", "the node is "+strings.ToLower(n.viewAt(now).Stage.String())
@@ -157,29 +167,26 @@ func (h *Host) kubeNodes(cluster string) []kubelet.Node {
 	return out
 }
 
-// kubeletVersion is the version of the kubelet image of n's running
-// config, read once per config. Called with h.mu held.
-func (k *kubePlanes) kubeletVersion(h *Host, n *node) string {
+// components are what n's running config says of the Kubernetes
+// components, read once per config. Called with h.mu held.
+func (k *kubePlanes) components(h *Host, n *node) components {
 	hash := n.st.Running.Hash
 	k.mu.Lock()
-	v, ok := k.versions[hash]
+	c, ok := k.byConfig[hash]
 	k.mu.Unlock()
 	if ok {
-		return v
+		return c
 	}
 	if b, err := h.readConfig(n.dir, hash); err == nil {
-		if cfg, err := configloader.NewFromBytes(b); err == nil {
-			image := cfg.Machine().Kubelet().Image()
-			v = image[strings.LastIndex(image, ":")+1:]
-		}
+		c = componentsOf(b)
 	}
 	k.mu.Lock()
-	if k.versions == nil {
-		k.versions = map[string]string{}
+	if k.byConfig == nil {
+		k.byConfig = map[string]components{}
 	}
-	k.versions[hash] = v
+	k.byConfig[hash] = c
 	k.mu.Unlock()
-	return v
+	return c
 }
 
 // kubeOptions reads what the control plane needs from n's running config:
@@ -219,6 +226,7 @@ func (h *Host) kubeOptions(n *node) (kubeapi.Options, error) {
 	return kubeapi.Options{
 		Bin: h.opts.KubeBin, Dir: filepath.Join(h.opts.Dir, kubeDir, n.cluster()[:16]),
 		Address: addr, Port: port, CA: ca, ServiceAccountKey: sa.Key,
+		APIServerArgs: componentsOf(b).apiServerArgs,
 	}, nil
 }
 
