@@ -33,7 +33,7 @@ type kubePlanes struct {
 	mu        sync.Mutex
 	byCluster map[string]*kubePlane
 	byConfig  map[string]components // by config hash
-	wg        sync.WaitGroup    // starts under way
+	wg        sync.WaitGroup        // starts under way
 }
 
 type kubePlane struct {
@@ -42,7 +42,7 @@ type kubePlane struct {
 	stopped bool                  // a stop came while it started
 	// restarting is set while its API server restarts for a new config.
 	restarting bool
-	dir     string
+	dir        string
 }
 
 // kubeFor starts the Kubernetes control plane of n's cluster when n is
