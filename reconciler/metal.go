@@ -214,6 +214,12 @@ func (r *Reconciler) configureMetal(ctx context.Context, td *schema.TenantDesire
 // install disk. The plane compares and applies these, never the bare
 // group config, which would drop the host name.
 func metalConfigs(td *schema.TenantDesired, ws *render.Workspace, machines []*schema.Machine) (map[string][]byte, error) {
+	return metalConfigsOf(td, func(group string) []byte { return []byte(ws.Variables[render.MachineConfigVariable(group)]) }, machines)
+}
+
+// metalConfigsOf is metalConfigs from the node groups' configs that
+// groupConfig gives.
+func metalConfigsOf(td *schema.TenantDesired, groupConfig func(string) []byte, machines []*schema.Machine) (map[string][]byte, error) {
 	used := usedAddresses(metalGroups(td))
 	out := map[string][]byte{}
 	for _, m := range machines {
@@ -221,8 +227,7 @@ func metalConfigs(td *schema.TenantDesired, ws *render.Workspace, machines []*sc
 		if m.Spec.ProviderClass != metal.Class || !ok {
 			continue
 		}
-		group := ws.Variables[render.MachineConfigVariable(m.Spec.NodeGroup)]
-		cfg, err := rtalos.MetalMachineConfig([]byte(group), mc.Hostname, mc.InstallDisk)
+		cfg, err := rtalos.MetalMachineConfig(groupConfig(m.Spec.NodeGroup), mc.Hostname, mc.InstallDisk)
 		if err != nil {
 			return nil, fmt.Errorf("metal machine %s at %s: %w", m.Metadata.Name, mc.Address, err)
 		}

@@ -46,6 +46,14 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 	if ro := td.Tenant.Spec.Rollout; ro != nil {
 		d.WaitFor = ro.WaitFor
 	}
+	d.KubernetesStage = func(from string, next int) (map[string][]byte, map[string][]byte, error) {
+		groups, err := t.r.modules.MachineConfigsHolding(td, t.bundle, from, next)
+		if err != nil {
+			return nil, nil, err
+		}
+		machines, err := metalConfigsOf(td, func(g string) []byte { return groups[g] }, t.machines)
+		return groups, machines, err
+	}
 	for _, ng := range td.NodeGroups {
 		d.Groups[ng.Metadata.Name] = talos.GroupTarget{
 			Config:       []byte(t.ws.Variables[render.MachineConfigVariable(ng.Metadata.Name)]),
@@ -273,6 +281,8 @@ func talosError(err error) error {
 		return stall(stopped.Cause, err)
 	case errors.As(err, &stopped):
 		return stall(schema.ReasonRolloutFailed, err)
+	case errors.As(err, &waiting) && waiting.Cause != "":
+		return retry(waiting.Cause, err)
 	case errors.As(err, &waiting):
 		return retry(schema.ReasonWaitingForMachines, err)
 	}

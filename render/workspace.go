@@ -357,3 +357,26 @@ func hashFiles(files map[string][]byte, vars []byte) string {
 	h.Write(vars)
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// MachineConfigsHolding renders every node group's machine config as
+// Render does, by node group name, with the Kubernetes components from
+// index next of talos.UpgradeOrder on held at version from: the configs
+// of a step of an upgrade of Kubernetes, which the Talos plane rolls one
+// component at a time.
+func (ms Modules) MachineConfigsHolding(td *schema.TenantDesired, secretsBundle []byte, from string, next int) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, ng := range td.NodeGroups {
+		m, ok := ms[ng.Spec.ProviderClass]
+		if !ok {
+			return nil, fmt.Errorf("node group %s: providerClass %q has no provider module", ng.Metadata.Name, ng.Spec.ProviderClass)
+		}
+		in := configInput(m, td, ng, secretsBundle)
+		in.Components = talos.Holding(from, next)
+		cfg, err := talos.MachineConfig(in)
+		if err != nil {
+			return nil, fmt.Errorf("node group %s: %w", ng.Metadata.Name, err)
+		}
+		out[ng.Metadata.Name] = cfg
+	}
+	return out, nil
+}

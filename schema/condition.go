@@ -172,6 +172,12 @@ const (
 	// waits for one of its maintenance windows to open (see
 	// MaintenanceStatus); the rest of the commit is applied.
 	ReasonWaitingForMaintenanceWindow = "WaitingForMaintenanceWindow"
+	// ReasonDeprecatedAPIsRequested: an upgrade of the tenant's
+	// Kubernetes waits because clients still request APIs that the new
+	// release removes (the API server's apiserver_requested_deprecated_apis
+	// names them). It goes on once the API servers no longer count a
+	// request of them, which they do from their last restart.
+	ReasonDeprecatedAPIsRequested = "DeprecatedAPIsRequested"
 	// ReasonFailed: a failure of no more specific kind.
 	ReasonFailed = "Failed"
 

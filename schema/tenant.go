@@ -141,6 +141,10 @@ type RolloutStatus struct {
 	// node … to be Ready in Kubernetes", "the workloads of … to be
 	// available: …".
 	Waiting string `json:"waiting,omitempty"`
+	// Kubernetes says where an upgrade of the tenant's Kubernetes
+	// stands, while one is under way: "Kubernetes 1.36.4 → 1.37.1:
+	// kube-apiserver (1 of 4)", the components going one at a time.
+	Kubernetes string `json:"kubernetes,omitempty"`
 }
 
 // String says where the rollout stands: "machine 4 of 6 (prod-cp-2

@@ -59,8 +59,18 @@ func addKubeTenant(t *testing.T, e *e2e, name string, workers int, tenantExtra s
 // and the plane has seen their Nodes. It returns a client of its API.
 func startKubeTenant(t *testing.T, name string, workers int, tenantExtra string) (*e2e, kubernetes.Interface) {
 	t.Helper()
+	return startKubeTenantWith(t, name, workers, tenantExtra, nil)
+}
+
+// startKubeTenantWith is startKubeTenant with edit, when not nil, run on
+// the work tree after the tenant is added and before it is pushed.
+func startKubeTenantWith(t *testing.T, name string, workers int, tenantExtra string, edit func(*e2e)) (*e2e, kubernetes.Interface) {
+	t.Helper()
 	e := newE2E(t, e2eOptions{args: planeArgs("--sim-kube-bin", testenv.KubeBin(t), "--talos-timeout", "60s")})
 	addKubeTenant(t, e, name, workers, tenantExtra)
+	if edit != nil {
+		edit(e)
+	}
 	e.srv.waitApplied(e.push("Tenant " + name + ", with a Kubernetes API"))
 	planeWaitReady(t, e, name)
 	waitNodesSeen(t, e, name)

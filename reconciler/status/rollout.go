@@ -27,6 +27,9 @@ type Rollout struct {
 	// Waiting says what the rollout waits for beyond the machine: a drain,
 	// its Node, the Kubernetes API, workloads.
 	Waiting string `json:"waiting,omitempty"`
+	// Kubernetes says where an upgrade of Kubernetes stands, while one is
+	// under way: "Kubernetes 1.36.4 → 1.37.1: kube-apiserver (1 of 4)".
+	Kubernetes string `json:"kubernetes,omitempty"`
 	// Groups counts per node group: machines to change and changed.
 	Groups map[string]RolloutGroup `json:"groups,omitempty"`
 	// Failed is why the rollout stopped, if it did.
@@ -50,6 +53,14 @@ type RolloutFailure struct {
 
 // Message says in one line where the rollout stands.
 func (p Rollout) Message() string {
+	m := p.machineMessage()
+	if p.Kubernetes != "" && p.Failed == nil {
+		return p.Kubernetes + "; " + m
+	}
+	return m
+}
+
+func (p Rollout) machineMessage() string {
 	switch {
 	case p.Failed != nil:
 		return fmt.Sprintf("rollout stopped at machine %s (%s): %s", p.Failed.Machine, p.Failed.Op, p.Failed.Reason)
@@ -77,7 +88,8 @@ func (p Rollout) Status(machines []*schema.Machine) *schema.RolloutStatus {
 	if !p.Active {
 		return nil
 	}
-	st := &schema.RolloutStatus{N: p.N, Total: p.Total, Machine: p.MachineID, NodeGroup: p.NodeGroup, Op: p.Op, Stage: p.Stage, Waiting: p.Waiting}
+	st := &schema.RolloutStatus{N: p.N, Total: p.Total, Machine: p.MachineID, NodeGroup: p.NodeGroup, Op: p.Op, Stage: p.Stage,
+		Waiting: p.Waiting, Kubernetes: p.Kubernetes}
 	for _, m := range machines {
 		if m.Metadata.Name == p.MachineID && m.Spec.Hostname != "" {
 			st.Machine = m.Spec.Hostname

@@ -10,6 +10,9 @@ type WaitingError struct {
 	// Machine is the machine waited for, if one.
 	Machine string
 	Reason  string
+	// Cause is the condition reason of the wait when it is not
+	// schema.ReasonWaitingForMachines.
+	Cause string
 }
 
 func (e *WaitingError) Error() string {

@@ -14,7 +14,9 @@ import (
 // gates open, in this order: the machine is back and ready at its config
 // or version; for a control plane, every etcd member is healthy; its
 // Kubernetes Node is Ready again, then uncordoned (when it was drained);
-// for a control plane, the Kubernetes API's /readyz says ok; and the
+// for a control plane, the Kubernetes API's /readyz says ok; in a step
+// of an upgrade of Kubernetes, the component it moves runs the new
+// version on the machine, ready (kubeupgrade.go); and the
 // workloads that the tenant's spec.rollout.waitFor selects are fully
 // available. The Kubernetes gates are asked only of a tenant whose API
 // the plane has seen (the machine has a Node), and an API that does not
@@ -29,6 +31,9 @@ const (
 	GateNode      = "node"
 	GateAPI       = "apiReadyz"
 	GateWorkloads = "workloads"
+	// GateComponent: in a step of an upgrade of Kubernetes, the
+	// component being moved runs the new version on the machine, ready.
+	GateComponent = "component"
 )
 
 // GateTime is when one gate after an operation opened.
@@ -85,6 +90,12 @@ func (pl *Plane) gatesOpen(ctx context.Context, d Desired, rec *RolloutRecord, m
 			return false, "the Kubernetes API to be ready: " + problem, nil
 		}
 		pl.opened(op, GateAPI)
+	}
+	if d.kubeUpgrade != nil {
+		if ok, why := pl.componentReady(ctx, d, m); !ok {
+			return false, why, nil
+		}
+		pl.opened(op, GateComponent)
 	}
 	if d.WaitFor != "" {
 		left, err := pl.kube.clients.Unavailable(ctx, d.kubeTarget(), d.WaitFor)

@@ -30,6 +30,10 @@ func ProgressOf(rec RolloutRecord) status.Rollout {
 		}
 	}
 	p.Active = rec.Failed == nil && (finished < p.Total || rec.Current != nil)
+	if u := rec.Kubernetes; u != nil && u.component() != "" {
+		p.Kubernetes = u.String()
+		p.Active = p.Active || rec.Failed == nil
+	}
 	if p.Active {
 		p.N = min(finished+1, p.Total)
 	}

@@ -51,6 +51,15 @@ type Desired struct {
 	// WaitFor is the tenant's spec.rollout.waitFor: a label selector of
 	// the workloads that must be available before the next machine.
 	WaitFor string
+	// KubernetesStage renders the node groups' configs, by node group,
+	// and the machines' own (Configs), with the Kubernetes components
+	// from index next of rtalos.UpgradeOrder on held at version from: the
+	// steps of an upgrade of Kubernetes (kubeupgrade.go). Nil: a change
+	// of KubernetesVersion rolls as any change of config.
+	KubernetesStage func(from string, next int) (groups, machines map[string][]byte, err error)
+
+	// kubeUpgrade is the upgrade of Kubernetes whose step this is.
+	kubeUpgrade *KubeUpgrade
 }
 
 // GroupTarget is what the machines of one node group should run.
@@ -95,6 +104,8 @@ type RolloutRecord struct {
 	// rollout (or of the machines when the plane first saw the tenant):
 	// a rollout to another one restarts Kubernetes on every machine.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Kubernetes is the last upgrade of Kubernetes, under way or done.
+	Kubernetes *KubeUpgrade `json:"kubernetes,omitempty"`
 	// Touched are the machines this generation had to change, Finished
 	// those it has changed: machine len(Finished)+1 of len(Touched) is
 	// the one being worked on.
@@ -388,7 +399,22 @@ func (pl *Plane) plan(rec *RolloutRecord, d Desired, obs map[string]Observation)
 // *SuspendedError before the next machine. The call must follow
 // Bootstrap: a rollout needs etcd. Whatever it returns, Rolled counts the
 // operations it completed.
+//
+// A change of KubernetesVersion is rolled one component at a time
+// (kubeupgrade.go) when d can render the steps.
 func (pl *Plane) Roll(ctx context.Context, d Desired) (Rolled, error) {
+	u, err := pl.kubeUpgrade(d)
+	switch {
+	case err != nil:
+		return Rolled{}, err
+	case u != nil:
+		return pl.rollKubernetes(ctx, d, u)
+	}
+	return pl.roll(ctx, d)
+}
+
+// roll is Roll of one set of targets.
+func (pl *Plane) roll(ctx context.Context, d Desired) (Rolled, error) {
 	var done Rolled
 	rec, err := pl.prepare(d)
 	if err != nil {
@@ -454,6 +480,21 @@ type Rolled struct {
 	// Ops counts its completed operations by kind (OpApply, OpUpgrade,
 	// OpReboot).
 	Ops map[string]int
+}
+
+// merge adds what another call did.
+func (r *Rolled) merge(o Rolled) {
+	for _, id := range o.Machines {
+		if !slices.Contains(r.Machines, id) {
+			r.Machines = append(r.Machines, id)
+		}
+	}
+	for op, n := range o.Ops {
+		if r.Ops == nil {
+			r.Ops = map[string]int{}
+		}
+		r.Ops[op] += n
+	}
 }
 
 // add counts a completed operation.

@@ -52,7 +52,7 @@ func (pl *Plane) disrupts(ctx context.Context, d Desired, rec *RolloutRecord, w 
 	if w.op != OpApply {
 		return true, nil // upgrades and reboots restart the machine
 	}
-	if rec.KubernetesVersion != "" && rec.KubernetesVersion != d.KubernetesVersion {
+	if d.kubeUpgrade != nil || (rec.KubernetesVersion != "" && rec.KubernetesVersion != d.KubernetesVersion) {
 		return true, nil // the new config restarts Kubernetes' components
 	}
 	var mode machine.ApplyConfigurationRequest_Mode

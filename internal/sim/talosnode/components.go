@@ -29,33 +29,28 @@ type components struct {
 	apiServerArgs []string
 }
 
-// componentsOf reads the components of a machine config's v1alpha1
-// document.
+// componentsOf reads the components of a machine config: from its
+// v1alpha1 document (cluster.apiServer, machine.kubelet, ...), and from
+// the documents of their own that newer configs give them
+// (KubeAPIServerConfig, KubeletConfig, ...).
 func componentsOf(config []byte) components {
-	var doc struct {
-		Machine struct {
-			Kubelet struct {
-				Image string `yaml:"image"`
-			} `yaml:"kubelet"`
+	type pod struct {
+		Image     string         `yaml:"image"`
+		ExtraArgs map[string]any `yaml:"extraArgs"`
+	}
+	var v1 struct {
+		Machine *struct {
+			Kubelet pod `yaml:"kubelet"`
 		} `yaml:"machine"`
 		Cluster struct {
-			APIServer struct {
-				Image     string            `yaml:"image"`
-				ExtraArgs map[string]string `yaml:"extraArgs"`
-			} `yaml:"apiServer"`
-			ControllerManager struct {
-				Image string `yaml:"image"`
-			} `yaml:"controllerManager"`
-			Scheduler struct {
-				Image string `yaml:"image"`
-			} `yaml:"scheduler"`
+			APIServer         pod `yaml:"apiServer"`
+			ControllerManager pod `yaml:"controllerManager"`
+			Scheduler         pod `yaml:"scheduler"`
 		} `yaml:"cluster"`
 	}
+	var klet, api, cm, sched pod
 	dec := yaml.NewDecoder(bytes.NewReader(config))
 	for {
-		var d struct {
-			Machine any `yaml:"machine"`
-		}
 		var node yaml.Node
 		if err := dec.Decode(&node); err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -63,29 +58,68 @@ func componentsOf(config []byte) components {
 			}
 			break
 		}
-		if node.Decode(&d) == nil && d.Machine != nil {
-			_ = node.Decode(&doc)
-			break
+		var head struct {
+			Kind    string `yaml:"kind"`
+			Machine any    `yaml:"machine"`
 		}
+		if node.Decode(&head) != nil {
+			continue
+		}
+		var into *pod
+		switch head.Kind {
+		case "KubeletConfig":
+			into = &klet
+		case "KubeAPIServerConfig":
+			into = &api
+		case "KubeControllerManagerConfig":
+			into = &cm
+		case "KubeSchedulerConfig":
+			into = &sched
+		case "":
+			if head.Machine != nil && node.Decode(&v1) == nil && v1.Machine != nil {
+				klet, api, cm, sched = v1.Machine.Kubelet, v1.Cluster.APIServer, v1.Cluster.ControllerManager, v1.Cluster.Scheduler
+			}
+			continue
+		default:
+			continue
+		}
+		_ = node.Decode(into)
 	}
-	c := components{kubelet: imageTag(doc.Machine.Kubelet.Image)}
-	cl := doc.Cluster
+	c := components{kubelet: imageTag(klet.Image)}
 	for _, sp := range []kubelet.StaticPod{
-		{Component: "kube-apiserver", Image: cl.APIServer.Image},
-		{Component: "kube-controller-manager", Image: cl.ControllerManager.Image},
-		{Component: "kube-scheduler", Image: cl.Scheduler.Image},
+		{Component: "kube-apiserver", Image: api.Image},
+		{Component: "kube-controller-manager", Image: cm.Image},
+		{Component: "kube-scheduler", Image: sched.Image},
 	} {
 		if sp.Image != "" {
 			c.static = append(c.static, sp)
 		}
 	}
-	if minor, ok := minorOf(imageTag(cl.APIServer.Image)); ok && minor >= kubeapi.EmulationMinors[0] && minor < kubeapi.EmulationMinors[1] {
+	if minor, ok := minorOf(imageTag(api.Image)); ok && minor >= kubeapi.EmulationMinors[0] && minor < kubeapi.EmulationMinors[1] {
 		c.apiServerArgs = append(c.apiServerArgs, "--emulated-version=kube=1."+strconv.Itoa(minor))
 	}
-	if rc := cl.APIServer.ExtraArgs["runtime-config"]; rc != "" {
+	if rc := argValue(api.ExtraArgs["runtime-config"]); rc != "" {
 		c.apiServerArgs = append(c.apiServerArgs, "--runtime-config="+rc)
 	}
 	return c
+}
+
+// argValue is an extra argument's value: a string, or a list of them
+// (joined with commas, as the component reads a repeated flag).
+func argValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case []any:
+		var parts []string
+		for _, p := range v {
+			if s, ok := p.(string); ok {
+				parts = append(parts, s)
+			}
+		}
+		return strings.Join(parts, ",")
+	}
+	return ""
 }
 
 // imageTag is the tag of an image reference ("" when it has none).
