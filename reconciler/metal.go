@@ -41,7 +41,15 @@ import (
 
 // resetRemovedMetal is the ResetRemovedMetal step.
 func (t *tenantRun) resetRemovedMetal(ctx context.Context) (stepResult, error) {
-	if err := t.r.resetRemovedMetal(ctx, t.desired, t.bundle); err != nil {
+	var drainErr error
+	drain := func(removed, stored []*schema.Machine) bool {
+		drainErr = t.drainRemoved(ctx, removed, stored)
+		return drainErr == nil
+	}
+	if err := t.r.resetRemovedMetal(ctx, t.desired, t.bundle, drain); err != nil {
+		if drainErr != nil {
+			return stepNext, drainErr
+		}
 		return stepNext, retry(schema.ReasonFailed, err)
 	}
 	return stepNext, nil
@@ -119,7 +127,7 @@ func usedAddresses(groups map[string]*schema.NodeGroup) map[string]map[string]me
 // resetRemovedMetal resets the tenant's stored metal machines whose node
 // group no longer uses them, with the tenant's credentials; a control
 // plane leaves etcd first, checked through a control plane that stays.
-func (r *Reconciler) resetRemovedMetal(ctx context.Context, td *schema.TenantDesired, bundle []byte) error {
+func (r *Reconciler) resetRemovedMetal(ctx context.Context, td *schema.TenantDesired, bundle []byte, drain func(removed, stored []*schema.Machine) bool) error {
 	tenant := td.Tenant.Metadata.Name
 	stored, err := r.storedMachines(tenant)
 	if err != nil {
@@ -140,6 +148,9 @@ func (r *Reconciler) resetRemovedMetal(ctx context.Context, td *schema.TenantDes
 		} else if m.Spec.Role == schema.RoleControlPlane && peerAddr == "" {
 			peerAddr = m.Spec.ManagementAddress
 		}
+	}
+	if len(removed) > 0 && !drain(removed, stored) {
+		return errors.New("the Nodes of the removed metal machines did not drain")
 	}
 	for _, m := range removed {
 		if err := r.resetMetal(ctx, tenant, bundle, m, peerAddr); err != nil {

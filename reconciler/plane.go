@@ -106,9 +106,25 @@ func (t *tenantRun) drainCheck(ctx context.Context, check tofu.Check) tofu.Check
 		if err := pl.DrainRemoved(ctx, t.kubeDesired(stored), removed); err != nil {
 			return talosError(err)
 		}
-		t.removed = removed
+		t.removed = append(t.removed, removed...)
 		return nil
 	}
+}
+
+// drainRemoved drains, before they are reset, the Nodes of the bare-metal
+// machines a commit takes out (Plane.DrainRemoved); their Nodes are
+// deleted after the apply, with those of the other machines it removes.
+func (t *tenantRun) drainRemoved(ctx context.Context, removed, stored []*schema.Machine) error {
+	pl := t.r.opts.Talos
+	if pl == nil {
+		return nil
+	}
+	ms := talos.MachinesOf(removed)
+	if err := pl.DrainRemoved(ctx, t.kubeDesired(stored), ms); err != nil {
+		return talosError(err)
+	}
+	t.removed = append(t.removed, ms...)
+	return nil
 }
 
 // deleteRemovedNodes deletes, after an apply, the Nodes of the machines
