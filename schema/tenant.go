@@ -148,9 +148,13 @@ type RolloutStatus struct {
 }
 
 // String says where the rollout stands: "machine 4 of 6 (prod-cp-2
-// restarting)", or "machine 4 of 6 waits for its gates".
+// restarting)", or "machine 4 of 6 waits for its gates", after the step of
+// an upgrade of Kubernetes when one is under way.
 func (r RolloutStatus) String() string {
 	s := "machine " + strconv.Itoa(r.N) + " of " + strconv.Itoa(r.Total)
+	if r.Kubernetes != "" {
+		s = r.Kubernetes + "; " + s
+	}
 	if r.Machine == "" {
 		return s + " waits for its gates"
 	}

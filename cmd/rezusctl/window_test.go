@@ -22,7 +22,8 @@ func TestTenantStatusShowsWaitingForWindow(t *testing.T) {
 
 // TestTenantStatusShowsRollout: while the Talos plane rolls a change
 // through the machines, STATUS says which machine of how many and its
-// stage, not the Ready condition's count of ready machines.
+// stage, not the Ready condition's count of ready machines; during an
+// upgrade of Kubernetes, the component that moves first.
 func TestTenantStatusShowsRollout(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	st := schema.TenantStatus{
@@ -35,6 +36,10 @@ func TestTenantStatusShowsRollout(t *testing.T) {
 	}
 	st.Rollout.Machine, st.Rollout.Op, st.Rollout.Stage = "", "", ""
 	if got, want := tenantStatus(st, now), "Upgrading: machine 4 of 6 waits for its gates"; got != want {
+		t.Fatalf("STATUS = %q, want %q", got, want)
+	}
+	st.Rollout.Kubernetes, st.Rollout.N, st.Rollout.Total = "Kubernetes 1.36.4 → 1.37.1: kube-scheduler (3 of 4)", 1, 3
+	if got, want := tenantStatus(st, now), "Upgrading: Kubernetes 1.36.4 → 1.37.1: kube-scheduler (3 of 4); machine 1 of 3 waits for its gates"; got != want {
 		t.Fatalf("STATUS = %q, want %q", got, want)
 	}
 }
