@@ -73,6 +73,10 @@ func (pl *Plane) kubeUpgrade(d Desired) (*KubeUpgrade, error) {
 	}
 	from := rec.KubernetesVersion
 	if from == "" || from == d.KubernetesVersion {
+		if rec.Kubernetes.component() != "" { // given up: the version went back
+			rec.Kubernetes = nil
+			return nil, pl.save(KindRollout, d.Tenant, rec)
+		}
 		return nil, nil
 	}
 	u := rec.Kubernetes
