@@ -55,32 +55,32 @@ func TestMachineConfigRoles(t *testing.T) {
 			if got := cfg.Machine().Type().String(); got != role {
 				t.Errorf("machine.type = %s", got)
 			}
-			if got := cfg.Cluster().Name(); got != "alpha" {
+			if got := cfg.K8sClusterConfig().ClusterName(); got != "alpha" {
 				t.Errorf("cluster name = %q", got)
 			}
-			if got := cfg.Cluster().Endpoint().String(); got != "https://10.0.0.10:6443" {
+			if got := cfg.K8sClusterConfig().ClusterEndpoint().String(); got != "https://10.0.0.10:6443" {
 				t.Errorf("endpoint = %q", got)
 			}
-			if got := cfg.Machine().Kubelet().Image(); got != "ghcr.io/siderolabs/kubelet:v1.34.1" {
+			if got := cfg.K8sKubeletConfig().Image(); got != "ghcr.io/siderolabs/kubelet:v1.34.1" {
 				t.Errorf("kubelet image = %q", got)
 			}
-			if got := cfg.Cluster().Network().PodCIDRs(); !slices.Equal(got, []string{"10.200.0.0/16"}) {
+			if got := prefixes(cfg.K8sNetworkConfig().PodCIDRs()); !slices.Equal(got, []string{"10.200.0.0/16"}) {
 				t.Errorf("pod CIDRs = %v", got)
 			}
-			if got := cfg.Cluster().Network().ServiceCIDRs(); !slices.Equal(got, []string{"10.100.0.0/16"}) {
+			if got := prefixes(cfg.K8sNetworkConfig().ServiceCIDRs()); !slices.Equal(got, []string{"10.100.0.0/16"}) {
 				t.Errorf("service CIDRs = %v", got)
 			}
-			if got := cfg.Cluster().Network().CNI().Name(); got != "flannel" {
+			if got := cfg.RawV1Alpha1().ClusterConfig.CNI().Name(); got != "flannel" {
 				t.Errorf("CNI = %q, want the default, flannel", got)
 			}
 			// The secrets come from the bundle, not from the generator.
-			if got := cfg.Cluster().IssuingCA().Crt; !bytes.Equal(got, k8sCA) {
+			if got := cfg.RawV1Alpha1().ClusterConfig.ClusterCA.Crt; !bytes.Equal(got, k8sCA) {
 				t.Error("cluster.ca is not the bundle's Kubernetes CA")
 			}
 			if got := cfg.Machine().Security().IssuingCA().Crt; !bytes.Equal(got, osCA) {
 				t.Error("machine.ca is not the bundle's OS CA")
 			}
-			hasKey := len(cfg.Cluster().IssuingCA().Key) > 0
+			hasKey := len(cfg.RawV1Alpha1().ClusterConfig.ClusterCA.Key) > 0
 			if hasKey != (role == RoleControlPlane) {
 				t.Errorf("cluster CA key present = %v on a %s", hasKey, role)
 			}
@@ -98,10 +98,10 @@ func TestMachineConfigDefaultsAndContract(t *testing.T) {
 	in.PodNetwork, in.ServiceNetwork = nil, nil
 	in.TalosVersion = "1.11.5"
 	cfg := load(t, render(t, in), ModeCloud)
-	if got := cfg.Cluster().Network().PodCIDRs(); !slices.Equal(got, []string{"10.244.0.0/16"}) {
+	if got := prefixes(cfg.K8sNetworkConfig().PodCIDRs()); !slices.Equal(got, []string{"10.244.0.0/16"}) {
 		t.Errorf("default pod CIDRs = %v", got)
 	}
-	if got := cfg.Cluster().Network().ServiceCIDRs(); !slices.Equal(got, []string{"10.96.0.0/12"}) {
+	if got := prefixes(cfg.K8sNetworkConfig().ServiceCIDRs()); !slices.Equal(got, []string{"10.96.0.0/12"}) {
 		t.Errorf("default service CIDRs = %v", got)
 	}
 	// The 1.11 contract has no HostnameConfig document.
@@ -128,10 +128,10 @@ func TestMachineConfigCNI(t *testing.T) {
 		in := baseInput(t, tc.role)
 		in.CNI = tc.cni
 		cfg := load(t, render(t, in), ModeCloud)
-		if got := cfg.Cluster().Network().CNI().Name(); got != tc.wantCNI {
+		if got := cfg.RawV1Alpha1().ClusterConfig.CNI().Name(); got != tc.wantCNI {
 			t.Errorf("CNI %q on %s: cni.name = %q, want %q", tc.cni, tc.role, got, tc.wantCNI)
 		}
-		if got := cfg.Cluster().Proxy().Enabled(); got != tc.wantProxy {
+		if got := cfg.K8sProxyConfig().Enabled(); got != tc.wantProxy {
 			t.Errorf("CNI %q on %s: kube-proxy enabled = %v, want %v", tc.cni, tc.role, got, tc.wantProxy)
 		}
 	}
@@ -140,7 +140,7 @@ func TestMachineConfigCNI(t *testing.T) {
 	in := baseInput(t, RoleControlPlane)
 	in.CNI = CNICilium
 	in.Patches = []Patch{{Name: "kube-proxy", Patch: "cluster:\n  proxy:\n    disabled: false\n"}}
-	if cfg := load(t, render(t, in), ModeCloud); !cfg.Cluster().Proxy().Enabled() {
+	if cfg := load(t, render(t, in), ModeCloud); !cfg.K8sProxyConfig().Enabled() {
 		t.Error("patch did not re-enable kube-proxy")
 	}
 }
@@ -183,7 +183,7 @@ func TestMachineConfigSecretsOnlyFromBundle(t *testing.T) {
 		t.Fatal("two bundles gave the same config")
 	}
 	ca, cb := load(t, ra, ModeCloud), load(t, rb, ModeCloud)
-	if ca.Cluster().ID() == cb.Cluster().ID() || ca.Machine().Security().Token() == cb.Machine().Security().Token() {
+	if ca.DiscoveryIdentityConfig().ClusterID() == cb.DiscoveryIdentityConfig().ClusterID() || ca.Machine().Security().Token() == cb.Machine().Security().Token() {
 		t.Error("cluster id or machine token does not come from the bundle")
 	}
 }
@@ -195,7 +195,7 @@ func TestMachineConfigAppliesPatchesInOrder(t *testing.T) {
 
 	labels := func(in ConfigInput) map[string]string {
 		t.Helper()
-		return map[string]string(load(t, render(t, in), ModeCloud).Machine().NodeLabels())
+		return map[string]string(load(t, render(t, in), ModeCloud).K8sNodeConfig().Labels())
 	}
 
 	// The caller passes the worker-targeted patch only to worker configs;
@@ -304,7 +304,7 @@ func TestMachineConfigBlamesLastBreakingPatch(t *testing.T) {
 	in := baseInput(t, RoleControlPlane)
 	in.Patches = []Patch{badDNS, labels, fixDNS, hostOff, hostName}
 	cfg := load(t, render(t, in), ModeCloud)
-	if got := cfg.Cluster().Network().DNSDomain(); got != "cluster.example" {
+	if got := cfg.K8sNetworkConfig().DNSDomain(); got != "cluster.example" {
 		t.Errorf("dnsDomain = %q", got)
 	}
 	if got := cfg.NetworkHostnameConfig().Hostname(); got != "web-1" {

@@ -51,7 +51,7 @@ func ParseSecrets(b []byte) (*secrets.Bundle, error) {
 		return nil, fmt.Errorf("secrets bundle: %s", flattenError(err))
 	}
 	bundle.Clock = secrets.NewClock()
-	if err := bundle.Validate(); err != nil {
+	if err := bundle.Validate(newestContract); err != nil {
 		return nil, fmt.Errorf("secrets bundle: %s", flattenError(err))
 	}
 	return bundle, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -169,8 +170,10 @@ func (k *kubePlanes) kubeletVersion(h *Host, n *node) string {
 	}
 	if b, err := h.readConfig(n.dir, hash); err == nil {
 		if cfg, err := configloader.NewFromBytes(b); err == nil {
-			image := cfg.Machine().Kubelet().Image()
-			v = image[strings.LastIndex(image, ":")+1:]
+			if kubelet := cfg.K8sKubeletConfig(); kubelet != nil {
+				image := kubelet.Image()
+				v = image[strings.LastIndex(image, ":")+1:]
+			}
 		}
 	}
 	k.mu.Lock()
@@ -197,8 +200,10 @@ func (h *Host) kubeOptions(n *node) (kubeapi.Options, error) {
 	if err != nil {
 		return kubeapi.Options{}, err
 	}
-	c := cfg.Cluster()
-	ep := c.Endpoint()
+	var ep *url.URL
+	if c := cfg.K8sClusterConfig(); c != nil {
+		ep = c.ClusterEndpoint()
+	}
 	if ep == nil {
 		return kubeapi.Options{}, errors.New("the config has no control plane endpoint")
 	}
@@ -212,7 +217,14 @@ func (h *Host) kubeOptions(n *node) (kubeapi.Options, error) {
 			return kubeapi.Options{}, fmt.Errorf("control plane endpoint %s: %w", ep, err)
 		}
 	}
-	ca, sa := c.IssuingCA(), c.ServiceAccount()
+	var ca *x509.PEMEncodedCertificateAndKey
+	if c := cfg.K8sAPIServerCAConfig(); c != nil {
+		ca = c.IssuingCA()
+	}
+	var sa *x509.PEMEncodedKey
+	if c := cfg.K8sServiceAccountConfig(); c != nil {
+		sa = c.IssuingKey()
+	}
 	if ca == nil || len(ca.Key) == 0 || sa == nil {
 		return kubeapi.Options{}, errors.New("the config holds no Kubernetes CA key or service-account key")
 	}
