@@ -374,7 +374,7 @@ func TestMachineConfigInputErrors(t *testing.T) {
 		{"kubernetes too old", func(in *ConfigInput) { in.KubernetesVersion = "1.28.0" }, "too old to be used with Talos"},
 		{"kubernetes too new", func(in *ConfigInput) { in.KubernetesVersion = "1.40.0" }, "too new to be used with Talos"},
 		{"talos version", func(in *ConfigInput) { in.TalosVersion = "latest" }, `talos version "latest": not of the form 1.12.6`},
-		{"talos too new", func(in *ConfigInput) { in.TalosVersion = "1.13.0" }, `talos version "1.13.0": newer than v1.12`},
+		{"talos too new", func(in *ConfigInput) { in.TalosVersion = "1.15.0" }, `talos version "1.15.0": newer than v1.14`},
 		{"cni", func(in *ConfigInput) { in.CNI = "calico" }, `cni "calico": want "flannel", "cilium" or "none"`},
 		{"no secrets", func(in *ConfigInput) { in.Secrets = nil }, "secrets bundle: empty"},
 		{"bad secrets", func(in *ConfigInput) { in.Secrets = []byte("cluster: {}\n") }, "secrets bundle: "},

@@ -121,7 +121,7 @@ func encodeSecrets(bundle *secrets.Bundle) ([]byte, error) {
 
 // newestContract is the newest Talos version this build's machinery can
 // generate configs for. Config generation is backwards compatible only.
-var newestContract = config.TalosVersion1_12
+var newestContract = config.TalosVersion1_14
 
 func parseContract(talosVersion string) (*config.VersionContract, error) {
 	if talosVersion == "" {
