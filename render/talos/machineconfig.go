@@ -41,7 +41,9 @@ const (
 	CNIFlannel = "flannel"
 	// CNICilium disables the default CNI and kube-proxy (on control-plane
 	// configs), which Cilium replaces; the caller installs Cilium itself.
-	// A patch setting cluster.proxy.disabled to false brings kube-proxy back.
+	// A patch setting cluster.proxy.disabled to false (with the Talos 1.14
+	// contract, a KubeProxyConfig document with enabled: true) brings
+	// kube-proxy back.
 	CNICilium = "cilium"
 	// CNINone disables the default CNI and nothing else.
 	CNINone = "none"

@@ -467,3 +467,35 @@ func TestStrategicMergeIntoOwnConfig(t *testing.T) {
 		t.Errorf("the config's sysctl is %q after the merge", got)
 	}
 }
+
+// The Talos 1.14 contract renders its own layout: the Kubernetes settings
+// in documents of their own, Cilium without the flannel document and with
+// kube-proxy off (a patch brings it back), and the fields the bundle owns
+// refused in those documents too.
+func TestMachineConfigContract114(t *testing.T) {
+	in := baseInput(t, RoleControlPlane)
+	in.TalosVersion, in.CNI = "1.14.1", CNICilium
+	cfg := load(t, render(t, in), ModeCloud)
+	if cfg.RawV1Alpha1().ClusterConfig.ClusterCA != nil || cfg.K8sAPIServerCAConfig() == nil || !bytes.Equal(cfg.K8sAPIServerCAConfig().IssuingCA().Crt, cfg.K8sAPIServerCAConfig().AcceptedCAs()[0].Crt) {
+		t.Error("the Kubernetes CA is not in a KubeAPIServerCAConfig document of its own")
+	}
+	if got := cfg.K8sKubeletConfig().Image(); got != "ghcr.io/siderolabs/kubelet:v1.34.1" {
+		t.Errorf("kubelet image = %q", got)
+	}
+	for _, doc := range cfg.Documents() {
+		if doc.Kind() == "KubeFlannelCNIConfig" {
+			t.Error("a Cilium control plane carries the flannel document")
+		}
+	}
+	if cfg.K8sProxyConfig().Enabled() {
+		t.Error("kube-proxy enabled with Cilium")
+	}
+	in.Patches = []Patch{{Name: "kube-proxy", Patch: "apiVersion: v1alpha1\nkind: KubeProxyConfig\nenabled: true\n"}}
+	if cfg := load(t, render(t, in), ModeCloud); !cfg.K8sProxyConfig().Enabled() {
+		t.Error("patch did not re-enable kube-proxy")
+	}
+	in.Patches = []Patch{{Name: "own-ca", Source: "a.yaml:3", Patch: "apiVersion: v1alpha1\nkind: KubeAPIServerCAConfig\nissuingCA:\n  cert: x\n  key: y\n"}}
+	if _, err := MachineConfig(in); err == nil || !strings.Contains(err.Error(), "may not set cluster.ca") {
+		t.Errorf("a patch of the Kubernetes CA document: %v", err)
+	}
+}
