@@ -58,7 +58,9 @@ func (pl *Plane) install(ctx context.Context, d Desired, rec *RolloutRecord) err
 	m := Machine{ID: op.Machine, Name: op.Name, Address: op.Address, NodeGroup: op.NodeGroup, ControlPlane: op.ControlPlane}
 	image := pl.InstallerImage(op.ToVersion)
 	pl.reportWaiting(rec, nil, fmt.Sprintf("the install of %s on %s", image, m.label()))
-	err := pl.withClient(ctx, d.Tenant, d.Bundle, m, func(ctx context.Context, c *client.Client) error {
+	// An install pulls an image and writes the disk: it may take as long
+	// as an operation may.
+	err := pl.withClientFor(ctx, pl.opts.Timeout, d.Tenant, d.Bundle, m, func(ctx context.Context, c *client.Client) error {
 		return lifecycleUpgrade(ctx, c, image)
 	})
 	if err != nil {
