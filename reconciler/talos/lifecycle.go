@@ -82,6 +82,7 @@ func (pl *Plane) drainAndReboot(ctx context.Context, d Desired, rec *RolloutReco
 	if op.Drain == nil {
 		dr, err := pl.drainBefore(ctx, d, rec, work{m: m, op: op.Op})
 		if err != nil {
+			pl.report(rec, nil)
 			return err
 		}
 		op.Drain = dr

@@ -441,11 +441,13 @@ func (pl *Plane) Roll(ctx context.Context, d Desired) (Rolled, error) {
 			pl.report(rec, nil)
 			return done, err
 		}
-		if next.lifecycleWork() {
-			// Installed first: the drain comes before the reboot (finish).
-		} else if next.drain, err = pl.drainBefore(ctx, d, rec, next); err != nil {
-			pl.report(rec, nil)
-			return done, err
+		// An upgrade through LifecycleService is drained after its
+		// install, before its reboot (finish).
+		if !next.lifecycleWork() {
+			if next.drain, err = pl.drainBefore(ctx, d, rec, next); err != nil {
+				pl.report(rec, nil)
+				return done, err
+			}
 		}
 		if err := pl.start(ctx, d, rec, next); err != nil {
 			return done, err
