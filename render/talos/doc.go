@@ -27,8 +27,8 @@
 //
 // # Version contracts
 //
-// A config renders for the version contract of its talosVersion, Talos 1.12
-// up to 1.14 (newer ones are refused): the same input gives the config a
+// A config renders for the version contract of its talosVersion, up to
+// Talos 1.14 (newer ones are refused): the same input gives the config a
 // node of that version expects. The 1.14 contract keeps the Kubernetes
 // settings, CAs and keys in documents of their own (KubeletConfig,
 // KubeAPIServerCAConfig, ...) instead of the v1alpha1 machine and cluster
