@@ -625,3 +625,52 @@ spec:
 		}
 	}
 }
+
+// TestTalosVersions: the tenant's and each node group's talosVersion may
+// be any Talos up to 1.14, this build's newest contract; a newer one is
+// refused at the line that declares it, as is a Kubernetes version that
+// the node group's Talos does not support.
+func TestTalosVersions(t *testing.T) {
+	manifests := func(tenant, group string) fstest.MapFS {
+		return fstest.MapFS{"t.yaml": {Data: []byte(`apiVersion: rezuscloud.io/v1
+kind: Tenant
+metadata:
+  name: acme
+spec:
+  kubernetesVersion: "1.35.0"
+  talosVersion: "` + tenant + `"
+  controlPlaneEndpoint: https://acme.example.internal:6443
+---
+apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: workers
+  labels:
+    rezuscloud.io/tenant: acme
+    rezuscloud.io/role: worker
+spec:
+  count: 1
+  providerClass: sim
+  talosVersion: "` + group + `"
+`)}}
+	}
+	for _, tc := range []struct{ tenant, group, want string }{
+		{"1.12.6", "1.14.1", ""},
+		{"1.14.1", "1.13.2", ""},
+		{"1.12.6", "1.15.0", `t.yaml:20:1: /spec/talosVersion: talos version "1.15.0": newer than v1.14, the newest this build can render`},
+		{"1.15.0", "1.14.1", `t.yaml:7:1: /spec/talosVersion: talos version "1.15.0": newer than v1.14`},
+		{"1.14.1", "1.11.5", `t.yaml:20:1: /spec/talosVersion: kubernetes version "1.35.0" with talos version "1.11.5"`},
+	} {
+		d, err := schema.Load(manifests(tc.tenant, tc.group), ".", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probs := append(Builtin().Validate(d), ValidateTalos(d.Tenants[0])...)
+		switch {
+		case tc.want == "" && len(probs) != 0:
+			t.Errorf("%s/%s: %v, want no problem", tc.tenant, tc.group, probs)
+		case tc.want != "" && (len(probs) != 1 || !strings.HasPrefix(probs[0].String(), tc.want)):
+			t.Errorf("%s/%s: %v, want one problem starting %q", tc.tenant, tc.group, probs, tc.want)
+		}
+	}
+}

@@ -119,7 +119,8 @@ type drainSampler struct {
 	minAvailable int
 	samples      int
 	maxCordoned  int
-	cordons      []string // each Node as it was seen cordoned, in order
+	cordons      []string    // each Node as it was seen cordoned, in order
+	cordonedAt   []time.Time // when the watch showed each of cordons
 	stop         chan struct{}
 	done         chan struct{}
 }
@@ -155,6 +156,7 @@ func sampleDrains(t *testing.T, cs kubernetes.Interface, selector string) *drain
 				s.mu.Lock()
 				if on && !cordoned[n.Name] {
 					s.cordons = append(s.cordons, n.Name)
+					s.cordonedAt = append(s.cordonedAt, time.Now())
 				}
 				cordoned[n.Name] = on
 				c := 0

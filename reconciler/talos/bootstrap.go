@@ -151,12 +151,18 @@ func (pl *Plane) clusterExists(ctx context.Context, tenant string, bundle []byte
 
 // withClient runs fn with a client of m, bounded by CallTimeout.
 func (pl *Plane) withClient(ctx context.Context, tenant string, bundle []byte, m Machine, fn func(context.Context, *client.Client) error) error {
+	return pl.withClientFor(ctx, pl.opts.CallTimeout, tenant, bundle, m, fn)
+}
+
+// withClientFor is withClient with a bound of its own, for a call that
+// takes long (an install).
+func (pl *Plane) withClientFor(ctx context.Context, timeout time.Duration, tenant string, bundle []byte, m Machine, fn func(context.Context, *client.Client) error) error {
 	c, release, err := pl.pool.Client(tenant, bundle, m.Address)
 	if err != nil {
 		return err
 	}
 	defer release()
-	ctx, cancel := context.WithTimeout(ctx, pl.opts.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return fn(ctx, c)
 }

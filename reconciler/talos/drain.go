@@ -83,7 +83,9 @@ func (pl *Plane) drainBefore(ctx context.Context, d Desired, rec *RolloutRecord,
 	f := &Failure{Generation: rec.Generation, Machine: w.m.ID, Name: w.m.Name, NodeGroup: w.m.NodeGroup, Op: w.op,
 		Cause: schema.ReasonDrainTimeout, Reason: why + "; the machine was not disrupted", At: pl.opts.Now()}
 	pl.log.Warn("rollout stopped", "tenant", d.Tenant, "machine", w.m.ID, "reason", f.Reason)
-	rec.Failed, rec.UpdatedAt = f, pl.opts.Now()
+	// An upgrade installed before its drain is dropped too: its machine
+	// runs the old version, and the next rollout starts it again.
+	rec.Current, rec.Failed, rec.UpdatedAt = nil, f, pl.opts.Now()
 	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
 		return nil, err
 	}

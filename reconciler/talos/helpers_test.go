@@ -73,6 +73,9 @@ type rig struct {
 	plane *Plane
 	opts  Options
 	next  int
+	// version is the Talos version the machines of cluster boot;
+	// talosnode.DefaultVersion when empty.
+	version string
 }
 
 func newRig(t *testing.T) *rig {
@@ -123,7 +126,7 @@ func (r *rig) cluster(tenant string, cps, workers int, cpCfg, wCfg []byte) []Mac
 			m.Name = fmt.Sprintf("rezussim_machine.ng_w[%d]", i-cps)
 		}
 		r.next++
-		if err := r.host.Boot(m.ID, m.Address, cfg); err != nil {
+		if err := r.host.BootMachine(talosnode.Machine{ID: m.ID, Address: m.Address, Version: r.version, UserData: cfg}); err != nil {
 			r.t.Fatal(err)
 		}
 		ms = append(ms, m)

@@ -149,8 +149,8 @@ func (o *Observation) readConfig(ctx context.Context, c *client.Client) error {
 	}
 	sum := sha256.Sum256(b)
 	o.ConfigSHA256 = hex.EncodeToString(sum[:])
-	if m := mc.Config().Machine(); m != nil {
-		o.KubernetesVersion = imageTag(m.Kubelet().Image())
+	if k := mc.Config().K8sKubeletConfig(); k != nil {
+		o.KubernetesVersion = imageTag(k.Image())
 	}
 	return nil
 }

@@ -28,11 +28,15 @@ func (pl *Plane) start(ctx context.Context, d Desired, rec *RolloutRecord, w wor
 		op.ToVersion = g.TalosVersion
 	}
 	op.RestartKey = restartKey(rec, d, w.m)
+	op.Lifecycle = w.lifecycleWork()
 	rec.Current, rec.UpdatedAt = op, pl.opts.Now()
 	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
 		return err
 	}
 	pl.log.Info("rollout", "tenant", d.Tenant, "machine", w.m.ID, "op", w.op, "to", op.ToVersion+op.ConfigSHA256)
+	if op.Lifecycle {
+		return pl.install(ctx, d, rec)
+	}
 	return pl.issue(ctx, d, rec)
 }
 
@@ -54,7 +58,10 @@ func (pl *Plane) issue(ctx context.Context, d Desired, rec *RolloutRecord) error
 			}
 			return err
 		case OpUpgrade:
-			_, err := c.Upgrade(ctx, pl.InstallerImage(op.ToVersion), false, false)
+			if op.Lifecycle { // installed already
+				return c.Reboot(ctx)
+			}
+			_, err := c.Upgrade(ctx, pl.InstallerImage(op.ToVersion), false, false) //nolint:staticcheck // the path of Talos before 1.13
 			return err
 		case OpReboot:
 			return c.Reboot(ctx)
@@ -76,6 +83,9 @@ func (pl *Plane) issue(ctx context.Context, d Desired, rec *RolloutRecord) error
 		return &WaitingError{Tenant: d.Tenant, Machine: m.label(), Reason: fmt.Sprintf("%s was refused: %v", op.Op, err)}
 	}
 	op.Issued, op.IssuedAt, op.here = true, pl.opts.Now(), true
+	if op.Lifecycle {
+		op.Phase = PhaseRebooted
+	}
 	rec.UpdatedAt = op.IssuedAt
 	if err := pl.save(KindRollout, d.Tenant, rec); err != nil {
 		return err
@@ -105,11 +115,20 @@ func (pl *Plane) finish(ctx context.Context, d Desired, rec *RolloutRecord, done
 	}
 	resumed := !op.here
 	if !op.Issued {
+		if op.Lifecycle && op.Phase == "" { // the install did not finish
+			return pl.install(ctx, d, rec)
+		}
 		o := pl.prober.Fresh(ctx, d.Tenant, d.Bundle, m)
 		if !gotIt(op, o) {
+			if op.Lifecycle {
+				return pl.drainAndReboot(ctx, d, rec, m)
+			}
 			return pl.issue(ctx, d, rec)
 		}
 		op.Issued, op.IssuedAt = true, op.StartedAt
+		if op.Lifecycle {
+			op.Phase = PhaseRebooted
+		}
 	}
 	deadline := op.IssuedAt.Add(pl.opts.Timeout)
 	for {

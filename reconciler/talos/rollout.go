@@ -146,6 +146,11 @@ type Operation struct {
 	ConfigSHA256 string `json:"configSHA256,omitempty"`
 	// Mode is the mode an apply took (no_reboot or reboot).
 	Mode string `json:"mode,omitempty"`
+	// Lifecycle is set on an upgrade through LifecycleService.Upgrade
+	// (lifecycle.go), and Phase says how far it got: "" while it
+	// installs, PhaseInstalled, PhaseRebooted.
+	Lifecycle bool   `json:"lifecycle,omitempty"`
+	Phase     string `json:"phase,omitempty"`
 	// RestartKey is the restart value the machine satisfies once it has
 	// rebooted.
 	RestartKey string `json:"restartKey,omitempty"`
@@ -462,9 +467,13 @@ func (pl *Plane) roll(ctx context.Context, d Desired) (Rolled, error) {
 			pl.report(rec, nil)
 			return done, err
 		}
-		if next.drain, err = pl.drainBefore(ctx, d, rec, next); err != nil {
-			pl.report(rec, nil)
-			return done, err
+		// An upgrade through LifecycleService is drained after its
+		// install, before its reboot (finish).
+		if !next.lifecycleWork() {
+			if next.drain, err = pl.drainBefore(ctx, d, rec, next); err != nil {
+				pl.report(rec, nil)
+				return done, err
+			}
 		}
 		if err := pl.start(ctx, d, rec, next); err != nil {
 			return done, err

@@ -25,6 +25,16 @@
 // check of a fleet's validation, where configs that differ only in their
 // tenant's name and endpoint share one encode-and-load round trip.
 //
+// # Version contracts
+//
+// A config renders for the version contract of its talosVersion, up to
+// Talos 1.14 (newer ones are refused): the same input gives the config a
+// node of that version expects. The 1.14 contract keeps the Kubernetes
+// settings, CAs and keys in documents of their own (KubeletConfig,
+// KubeAPIServerCAConfig, ...) instead of the v1alpha1 machine and cluster
+// sections, so a patch for it sets those documents; the checks of the
+// fields that the bundle owns read both layouts.
+//
 // # Hostnames
 //
 // With the Talos 1.12 contract the generated config carries a separate

@@ -3,6 +3,7 @@ package talos
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -66,4 +67,13 @@ func certPool(t testing.TB, what string, pemCert []byte) *x509.CertPool {
 		t.Fatalf("%s: not a PEM certificate", what)
 	}
 	return pool
+}
+
+// prefixes returns the CIDRs as text.
+func prefixes(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }

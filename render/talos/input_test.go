@@ -163,7 +163,7 @@ func TestInputFor(t *testing.T) {
 	if w.Role != RoleWorker || w.TalosVersion != "1.12.6" || w.CNI != CNICilium || w.ClusterName != "alpha" || w.ControlPlaneEndpoint != "https://alpha.example.internal:6443" {
 		t.Errorf("worker input = role %s, talos %s, cni %s, cluster %s, endpoint %s", w.Role, w.TalosVersion, w.CNI, w.ClusterName, w.ControlPlaneEndpoint)
 	}
-	labels := load(t, render(t, w), ModeCloud).Machine().NodeLabels()
+	labels := load(t, render(t, w), ModeCloud).K8sNodeConfig().Labels()
 	if labels["tier"] != "group" || labels["all"] != "yes" || labels["workers"] != "yes" || labels["controlplane"] != "" {
 		t.Errorf("worker labels = %v", labels)
 	}
@@ -185,7 +185,7 @@ func TestInputFor(t *testing.T) {
 	if cp.TalosVersion != "1.11.5" {
 		t.Errorf("control plane talos version = %s, want the tenant's", cp.TalosVersion)
 	}
-	labels = load(t, render(t, cp), ModeCloud).Machine().NodeLabels()
+	labels = load(t, render(t, cp), ModeCloud).K8sNodeConfig().Labels()
 	if labels["tier"] != "all" || labels["controlplane"] != "yes" || labels["workers"] != "" {
 		t.Errorf("control plane labels = %v", labels)
 	}
@@ -230,8 +230,8 @@ func TestExamplesRender(t *testing.T) {
 		for _, ng := range td.NodeGroups {
 			in := InputFor(td, ng, b)
 			cfg := load(t, render(t, in), ModeCloud)
-			if cfg.Cluster().Name() != td.Tenant.Metadata.Name || cfg.Machine().Type().String() != ng.Role() {
-				t.Errorf("%s/%s: cluster %s, type %s", td.Tenant.Metadata.Name, ng.Metadata.Name, cfg.Cluster().Name(), cfg.Machine().Type())
+			if cfg.K8sClusterConfig().ClusterName() != td.Tenant.Metadata.Name || cfg.Machine().Type().String() != ng.Role() {
+				t.Errorf("%s/%s: cluster %s, type %s", td.Tenant.Metadata.Name, ng.Metadata.Name, cfg.K8sClusterConfig().ClusterName(), cfg.Machine().Type())
 			}
 			n++
 		}

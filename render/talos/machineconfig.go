@@ -13,15 +13,20 @@ import (
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/siderolabs/go-pointer"
 	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	configdoc "github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/config/container"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/network"
 	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 )
 
 // Machine roles, as NodeGroup manifests name them.
@@ -36,7 +41,9 @@ const (
 	CNIFlannel = "flannel"
 	// CNICilium disables the default CNI and kube-proxy (on control-plane
 	// configs), which Cilium replaces; the caller installs Cilium itself.
-	// A patch setting cluster.proxy.disabled to false brings kube-proxy back.
+	// A patch setting cluster.proxy.disabled to false (with the Talos 1.14
+	// contract, a KubeProxyConfig document with enabled: true) brings
+	// kube-proxy back.
 	CNICilium = "cilium"
 	// CNINone disables the default CNI and nothing else.
 	CNINone = "none"
@@ -281,14 +288,8 @@ func generateBase(in ConfigInput) (coreconfig.Provider, error) {
 	if in.InstallDisk != "" {
 		opts = append(opts, generate.WithInstallDisk(in.InstallDisk))
 	}
-	disableProxy := false
 	switch in.CNI {
-	case "", CNIFlannel:
-	case CNICilium:
-		opts = append(opts, generate.WithClusterCNIConfig(&v1alpha1.CNIConfig{CNIName: constants.NoneCNI}))
-		disableProxy = true
-	case CNINone:
-		opts = append(opts, generate.WithClusterCNIConfig(&v1alpha1.CNIConfig{CNIName: constants.NoneCNI}))
+	case "", CNIFlannel, CNICilium, CNINone:
 	default:
 		return nil, fmt.Errorf("cni %q: want %q, %q or %q", in.CNI, CNIFlannel, CNICilium, CNINone)
 	}
@@ -306,15 +307,50 @@ func generateBase(in ConfigInput) (coreconfig.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("machine config for %s: %w", in.Role, err)
 	}
-	if disableProxy {
-		if proxy := cfg.RawV1Alpha1().ClusterConfig.ProxyConfig; proxy != nil {
-			proxy.Disabled = pointer.To(true)
+	if in.CNI == CNICilium || in.CNI == CNINone {
+		if cfg, err = withoutDefaultCNI(cfg, in.CNI == CNICilium); err != nil {
+			return nil, fmt.Errorf("machine config for %s: %w", in.Role, err)
 		}
 	}
-	if err := in.Components.set(cfg.RawV1Alpha1()); err != nil {
+	if err := in.Components.set(cfg); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// withoutDefaultCNI turns off the CNI that Talos deploys by default and,
+// with disableProxy, kube-proxy. Configs of the legacy v1alpha1 layout say
+// so in cluster.network.cni (name none) and cluster.proxy.disabled; the
+// multi-document layout (the Talos 1.14 contract) drops the
+// KubeFlannelCNIConfig document and sets enabled: false in the
+// KubeProxyConfig document. The config is the generator's own, so it is
+// changed in place.
+func withoutDefaultCNI(cfg coreconfig.Provider, disableProxy bool) (coreconfig.Provider, error) {
+	if c := cfg.RawV1Alpha1().ClusterConfig; c != nil {
+		if c.ClusterNetwork != nil {
+			c.ClusterNetwork.CNI = &v1alpha1.CNIConfig{CNIName: constants.NoneCNI} //nolint:staticcheck // the layout of this contract
+		}
+		if disableProxy && c.ProxyConfig != nil { //nolint:staticcheck // the layout of this contract
+			c.ProxyConfig.Disabled = pointer.To(true) //nolint:staticcheck // the layout of this contract
+		}
+	}
+	docs := cfg.Documents()
+	kept := make([]configdoc.Document, 0, len(docs))
+	for _, doc := range docs {
+		switch d := doc.(type) {
+		case *k8s.KubeFlannelCNIConfigV1Alpha1:
+			continue
+		case *k8s.KubeProxyConfigV1Alpha1:
+			if disableProxy {
+				d.ProxyEnabled = pointer.To(false)
+			}
+		}
+		kept = append(kept, doc)
+	}
+	if len(kept) == len(docs) {
+		return cfg, nil
+	}
+	return container.New(kept...)
 }
 
 // applyPatch loads one patch and applies it to cfg, and checks that the
@@ -341,17 +377,15 @@ func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched co
 	case jsonpatch.Patch:
 		patched, err = applyJSON6902(cfg, lp)
 	case configpatcher.StrategicMergePatch:
+		if err := checkDeletes(cfg, lp); err != nil {
+			return nil, err
+		}
 		patched, err = configpatcher.StrategicMerge(owned{cfg}, lp)
 	default:
 		err = fmt.Errorf("load: unknown patch type %T", loaded)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("apply: %s", flattenError(err))
-	}
-	for _, doc := range patched.Documents() {
-		if sel, ok := doc.(configloader.Selector); ok {
-			return nil, fmt.Errorf("apply: deletes %s, which the config does not have", sel)
-		}
 	}
 	v1 := patched.RawV1Alpha1()
 	if v1 == nil || v1.MachineConfig == nil {
@@ -361,6 +395,32 @@ func applyPatch(cfg coreconfig.Provider, p Patch, want machine.Type) (patched co
 		return nil, fmt.Errorf("changes machine.type from %s to %q; a node group's role decides the type", want, v1.MachineConfig.MachineType)
 	}
 	return patched, nil
+}
+
+// checkDeletes refuses a patch that deletes a document cfg does not have
+// ($patch: delete), which the merge would skip without a word: the
+// operator meant to remove something, and nothing would be removed.
+func checkDeletes(cfg coreconfig.Provider, p configpatcher.StrategicMergePatch) error {
+	have := map[string]bool{}
+	for _, doc := range cfg.Documents() {
+		have[documentID(doc)] = true
+	}
+	for _, doc := range p.Documents() {
+		if sel, ok := doc.(configloader.Selector); ok && !have[documentID(doc)] {
+			return fmt.Errorf("apply: deletes %s, which the config does not have", sel)
+		}
+	}
+	return nil
+}
+
+// documentID names a config document as a strategic merge matches them:
+// apiVersion, kind and, for a named document, its name.
+func documentID(doc configdoc.Document) string {
+	id := doc.APIVersion() + "/" + doc.Kind()
+	if named, ok := doc.(configdoc.NamedDocument); ok {
+		id += "/" + named.Name()
+	}
+	return id
 }
 
 // owned is a config that only its builder holds: build and blame generate
@@ -407,6 +467,13 @@ func validate(cfg coreconfig.Provider, mode Mode) (err error) {
 	var errs []error
 	if _, err := cfg.Validate(mode); err != nil {
 		errs = append(errs, err)
+	}
+	for _, doc := range cfg.Documents() {
+		// Talos 1.12 refuses "auto: off" without a hostname, which later
+		// versions take as no hostname at all; a machine needs one.
+		if h, ok := doc.(*network.HostnameConfigV1Alpha1); ok && h.ConfigAuto != nil && *h.ConfigAuto == nethelpers.AutoHostnameKindOff && h.ConfigHostname == "" {
+			errs = append(errs, errors.New("HostnameConfig: either 'auto' or 'hostname' must be set"))
+		}
 	}
 	if c := cfg.RawV1Alpha1(); c != nil && c.ClusterConfig != nil {
 		if n := c.ClusterConfig.ClusterNetwork; n != nil {

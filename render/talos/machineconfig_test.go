@@ -55,32 +55,32 @@ func TestMachineConfigRoles(t *testing.T) {
 			if got := cfg.Machine().Type().String(); got != role {
 				t.Errorf("machine.type = %s", got)
 			}
-			if got := cfg.Cluster().Name(); got != "alpha" {
+			if got := cfg.K8sClusterConfig().ClusterName(); got != "alpha" {
 				t.Errorf("cluster name = %q", got)
 			}
-			if got := cfg.Cluster().Endpoint().String(); got != "https://10.0.0.10:6443" {
+			if got := cfg.K8sClusterConfig().ClusterEndpoint().String(); got != "https://10.0.0.10:6443" {
 				t.Errorf("endpoint = %q", got)
 			}
-			if got := cfg.Machine().Kubelet().Image(); got != "ghcr.io/siderolabs/kubelet:v1.34.1" {
+			if got := cfg.K8sKubeletConfig().Image(); got != "ghcr.io/siderolabs/kubelet:v1.34.1" {
 				t.Errorf("kubelet image = %q", got)
 			}
-			if got := cfg.Cluster().Network().PodCIDRs(); !slices.Equal(got, []string{"10.200.0.0/16"}) {
+			if got := prefixes(cfg.K8sNetworkConfig().PodCIDRs()); !slices.Equal(got, []string{"10.200.0.0/16"}) {
 				t.Errorf("pod CIDRs = %v", got)
 			}
-			if got := cfg.Cluster().Network().ServiceCIDRs(); !slices.Equal(got, []string{"10.100.0.0/16"}) {
+			if got := prefixes(cfg.K8sNetworkConfig().ServiceCIDRs()); !slices.Equal(got, []string{"10.100.0.0/16"}) {
 				t.Errorf("service CIDRs = %v", got)
 			}
-			if got := cfg.Cluster().Network().CNI().Name(); got != "flannel" {
+			if got := cfg.RawV1Alpha1().ClusterConfig.CNI().Name(); got != "flannel" {
 				t.Errorf("CNI = %q, want the default, flannel", got)
 			}
 			// The secrets come from the bundle, not from the generator.
-			if got := cfg.Cluster().IssuingCA().Crt; !bytes.Equal(got, k8sCA) {
+			if got := cfg.RawV1Alpha1().ClusterConfig.ClusterCA.Crt; !bytes.Equal(got, k8sCA) {
 				t.Error("cluster.ca is not the bundle's Kubernetes CA")
 			}
 			if got := cfg.Machine().Security().IssuingCA().Crt; !bytes.Equal(got, osCA) {
 				t.Error("machine.ca is not the bundle's OS CA")
 			}
-			hasKey := len(cfg.Cluster().IssuingCA().Key) > 0
+			hasKey := len(cfg.RawV1Alpha1().ClusterConfig.ClusterCA.Key) > 0
 			if hasKey != (role == RoleControlPlane) {
 				t.Errorf("cluster CA key present = %v on a %s", hasKey, role)
 			}
@@ -98,10 +98,10 @@ func TestMachineConfigDefaultsAndContract(t *testing.T) {
 	in.PodNetwork, in.ServiceNetwork = nil, nil
 	in.TalosVersion = "1.11.5"
 	cfg := load(t, render(t, in), ModeCloud)
-	if got := cfg.Cluster().Network().PodCIDRs(); !slices.Equal(got, []string{"10.244.0.0/16"}) {
+	if got := prefixes(cfg.K8sNetworkConfig().PodCIDRs()); !slices.Equal(got, []string{"10.244.0.0/16"}) {
 		t.Errorf("default pod CIDRs = %v", got)
 	}
-	if got := cfg.Cluster().Network().ServiceCIDRs(); !slices.Equal(got, []string{"10.96.0.0/12"}) {
+	if got := prefixes(cfg.K8sNetworkConfig().ServiceCIDRs()); !slices.Equal(got, []string{"10.96.0.0/12"}) {
 		t.Errorf("default service CIDRs = %v", got)
 	}
 	// The 1.11 contract has no HostnameConfig document.
@@ -128,10 +128,10 @@ func TestMachineConfigCNI(t *testing.T) {
 		in := baseInput(t, tc.role)
 		in.CNI = tc.cni
 		cfg := load(t, render(t, in), ModeCloud)
-		if got := cfg.Cluster().Network().CNI().Name(); got != tc.wantCNI {
+		if got := cfg.RawV1Alpha1().ClusterConfig.CNI().Name(); got != tc.wantCNI {
 			t.Errorf("CNI %q on %s: cni.name = %q, want %q", tc.cni, tc.role, got, tc.wantCNI)
 		}
-		if got := cfg.Cluster().Proxy().Enabled(); got != tc.wantProxy {
+		if got := cfg.K8sProxyConfig().Enabled(); got != tc.wantProxy {
 			t.Errorf("CNI %q on %s: kube-proxy enabled = %v, want %v", tc.cni, tc.role, got, tc.wantProxy)
 		}
 	}
@@ -140,7 +140,7 @@ func TestMachineConfigCNI(t *testing.T) {
 	in := baseInput(t, RoleControlPlane)
 	in.CNI = CNICilium
 	in.Patches = []Patch{{Name: "kube-proxy", Patch: "cluster:\n  proxy:\n    disabled: false\n"}}
-	if cfg := load(t, render(t, in), ModeCloud); !cfg.Cluster().Proxy().Enabled() {
+	if cfg := load(t, render(t, in), ModeCloud); !cfg.K8sProxyConfig().Enabled() {
 		t.Error("patch did not re-enable kube-proxy")
 	}
 }
@@ -183,7 +183,7 @@ func TestMachineConfigSecretsOnlyFromBundle(t *testing.T) {
 		t.Fatal("two bundles gave the same config")
 	}
 	ca, cb := load(t, ra, ModeCloud), load(t, rb, ModeCloud)
-	if ca.Cluster().ID() == cb.Cluster().ID() || ca.Machine().Security().Token() == cb.Machine().Security().Token() {
+	if ca.DiscoveryIdentityConfig().ClusterID() == cb.DiscoveryIdentityConfig().ClusterID() || ca.Machine().Security().Token() == cb.Machine().Security().Token() {
 		t.Error("cluster id or machine token does not come from the bundle")
 	}
 }
@@ -195,7 +195,7 @@ func TestMachineConfigAppliesPatchesInOrder(t *testing.T) {
 
 	labels := func(in ConfigInput) map[string]string {
 		t.Helper()
-		return map[string]string(load(t, render(t, in), ModeCloud).Machine().NodeLabels())
+		return map[string]string(load(t, render(t, in), ModeCloud).K8sNodeConfig().Labels())
 	}
 
 	// The caller passes the worker-targeted patch only to worker configs;
@@ -304,7 +304,7 @@ func TestMachineConfigBlamesLastBreakingPatch(t *testing.T) {
 	in := baseInput(t, RoleControlPlane)
 	in.Patches = []Patch{badDNS, labels, fixDNS, hostOff, hostName}
 	cfg := load(t, render(t, in), ModeCloud)
-	if got := cfg.Cluster().Network().DNSDomain(); got != "cluster.example" {
+	if got := cfg.K8sNetworkConfig().DNSDomain(); got != "cluster.example" {
 		t.Errorf("dnsDomain = %q", got)
 	}
 	if got := cfg.NetworkHostnameConfig().Hostname(); got != "web-1" {
@@ -374,7 +374,7 @@ func TestMachineConfigInputErrors(t *testing.T) {
 		{"kubernetes too old", func(in *ConfigInput) { in.KubernetesVersion = "1.28.0" }, "too old to be used with Talos"},
 		{"kubernetes too new", func(in *ConfigInput) { in.KubernetesVersion = "1.40.0" }, "too new to be used with Talos"},
 		{"talos version", func(in *ConfigInput) { in.TalosVersion = "latest" }, `talos version "latest": not of the form 1.12.6`},
-		{"talos too new", func(in *ConfigInput) { in.TalosVersion = "1.13.0" }, `talos version "1.13.0": newer than v1.12`},
+		{"talos too new", func(in *ConfigInput) { in.TalosVersion = "1.15.0" }, `talos version "1.15.0": newer than v1.14`},
 		{"cni", func(in *ConfigInput) { in.CNI = "calico" }, `cni "calico": want "flannel", "cilium" or "none"`},
 		{"no secrets", func(in *ConfigInput) { in.Secrets = nil }, "secrets bundle: empty"},
 		{"bad secrets", func(in *ConfigInput) { in.Secrets = []byte("cluster: {}\n") }, "secrets bundle: "},
@@ -465,5 +465,37 @@ func TestStrategicMergeIntoOwnConfig(t *testing.T) {
 	}
 	if got := v1.MachineConfig.MachineSysctls["net.core.somaxconn"]; got != "1024" {
 		t.Errorf("the config's sysctl is %q after the merge", got)
+	}
+}
+
+// The Talos 1.14 contract renders its own layout: the Kubernetes settings
+// in documents of their own, Cilium without the flannel document and with
+// kube-proxy off (a patch brings it back), and the fields the bundle owns
+// refused in those documents too.
+func TestMachineConfigContract114(t *testing.T) {
+	in := baseInput(t, RoleControlPlane)
+	in.TalosVersion, in.CNI = "1.14.1", CNICilium
+	cfg := load(t, render(t, in), ModeCloud)
+	if cfg.RawV1Alpha1().ClusterConfig.ClusterCA != nil || cfg.K8sAPIServerCAConfig() == nil || !bytes.Equal(cfg.K8sAPIServerCAConfig().IssuingCA().Crt, cfg.K8sAPIServerCAConfig().AcceptedCAs()[0].Crt) {
+		t.Error("the Kubernetes CA is not in a KubeAPIServerCAConfig document of its own")
+	}
+	if got := cfg.K8sKubeletConfig().Image(); got != "ghcr.io/siderolabs/kubelet:v1.34.1" {
+		t.Errorf("kubelet image = %q", got)
+	}
+	for _, doc := range cfg.Documents() {
+		if doc.Kind() == "KubeFlannelCNIConfig" {
+			t.Error("a Cilium control plane carries the flannel document")
+		}
+	}
+	if cfg.K8sProxyConfig().Enabled() {
+		t.Error("kube-proxy enabled with Cilium")
+	}
+	in.Patches = []Patch{{Name: "kube-proxy", Patch: "apiVersion: v1alpha1\nkind: KubeProxyConfig\nenabled: true\n"}}
+	if cfg := load(t, render(t, in), ModeCloud); !cfg.K8sProxyConfig().Enabled() {
+		t.Error("patch did not re-enable kube-proxy")
+	}
+	in.Patches = []Patch{{Name: "own-ca", Source: "a.yaml:3", Patch: "apiVersion: v1alpha1\nkind: KubeAPIServerCAConfig\nissuingCA:\n  cert: x\n  key: y\n"}}
+	if _, err := MachineConfig(in); err == nil || !strings.Contains(err.Error(), "may not set cluster.ca") {
+		t.Errorf("a patch of the Kubernetes CA document: %v", err)
 	}
 }

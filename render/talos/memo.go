@@ -10,7 +10,9 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/siderolabs/crypto/x509"
+	configdoc "github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 )
 
@@ -141,12 +143,46 @@ func loadPatchOnce(text string) (configpatcher.Patch, error) {
 	}
 	switch lp := p.patch.(type) {
 	case configpatcher.StrategicMergePatch:
-		return configpatcher.NewStrategicMergePatch(lp.Provider().Clone()), nil
+		return cloneStrategicPatch(lp), nil
 	case jsonpatch.Patch:
 		return cloneJSONPatch(lp), nil
 	default:
 		return nil, fmt.Errorf("unknown patch type %T", p.patch)
 	}
+}
+
+// patchDocs is a strategic merge patch of documents that only its
+// holder has.
+type patchDocs []configdoc.Document
+
+func (p patchDocs) Documents() []configdoc.Document { return p }
+
+// Bytes encodes the documents as configs are encoded.
+func (p patchDocs) Bytes() ([]byte, error) {
+	var b bytes.Buffer
+	for i, doc := range p {
+		out, err := encoder.NewEncoder(doc, encoder.WithComments(encoder.CommentsDisabled)).Encode()
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(out)
+	}
+	return b.Bytes(), nil
+}
+
+var _ configpatcher.StrategicMergePatch = patchDocs(nil)
+
+// cloneStrategicPatch returns a deep copy of p's documents.
+func cloneStrategicPatch(p configpatcher.StrategicMergePatch) patchDocs {
+	docs := p.Documents()
+	out := make(patchDocs, len(docs))
+	for i, doc := range docs {
+		out[i] = doc.Clone()
+	}
+	return out
 }
 
 func cloneJSONPatch(p jsonpatch.Patch) jsonpatch.Patch {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/siderolabs/crypto/x509"
 	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 )
 
 // bundleField is one field of a machine config whose value comes from the
@@ -24,24 +25,69 @@ var bundleFields = []bundleField{
 	{"machine.ca", func(c coreconfig.Provider) string { return certAndKey(c.Machine().Security().IssuingCA()) }},
 	{"machine.acceptedCAs", func(c coreconfig.Provider) string { return certs(c.Machine().Security().AcceptedCAs()) }},
 	{"machine.token", func(c coreconfig.Provider) string { return c.Machine().Security().Token() }},
-	{"cluster.id", func(c coreconfig.Provider) string { return c.Cluster().ID() }},
-	{"cluster.secret", func(c coreconfig.Provider) string { return c.Cluster().Secret() }},
+	{"cluster.id", func(c coreconfig.Provider) string {
+		if id := c.DiscoveryIdentityConfig(); id != nil {
+			return id.ClusterID()
+		}
+		return ""
+	}},
+	{"cluster.secret", func(c coreconfig.Provider) string {
+		if id := c.DiscoveryIdentityConfig(); id != nil {
+			return id.ClusterSecret()
+		}
+		return ""
+	}},
 	{"cluster.token", func(c coreconfig.Provider) string {
 		t := c.Cluster().Token()
 		return t.ID() + "." + t.Secret()
 	}},
-	{"cluster.ca", func(c coreconfig.Provider) string { return certAndKey(c.Cluster().IssuingCA()) }},
-	{"cluster.acceptedCAs", func(c coreconfig.Provider) string { return certs(c.Cluster().AcceptedCAs()) }},
-	{"cluster.aggregatorCA", func(c coreconfig.Provider) string { return certAndKey(c.Cluster().AggregatorCA()) }},
+	{"cluster.ca", func(c coreconfig.Provider) string {
+		if l := legacyCluster(c); l != nil && l.ClusterCA != nil {
+			return certAndKey(l.ClusterCA)
+		}
+		if ca := c.K8sAPIServerCAConfig(); ca != nil {
+			return certAndKey(ca.IssuingCA())
+		}
+		return ""
+	}},
+	{"cluster.acceptedCAs", func(c coreconfig.Provider) string {
+		if l := legacyCluster(c); l != nil && (l.ClusterCA != nil || l.ClusterAcceptedCAs != nil) {
+			return certs(l.ClusterAcceptedCAs)
+		}
+		if ca := c.K8sAPIServerCAConfig(); ca != nil {
+			return certs(ca.AcceptedCAs())
+		}
+		return ""
+	}},
+	{"cluster.aggregatorCA", func(c coreconfig.Provider) string {
+		if ca := c.K8sAggregatorCAConfig(); ca != nil {
+			return certAndKey(ca.IssuingCA())
+		}
+		return ""
+	}},
 	{"cluster.serviceAccount", func(c coreconfig.Provider) string {
-		if k := c.Cluster().ServiceAccount(); k != nil {
-			return string(k.Key)
+		if l := legacyCluster(c); l != nil && l.ClusterServiceAccount != nil {
+			return string(l.ClusterServiceAccount.Key)
+		}
+		if sa := c.K8sServiceAccountConfig(); sa != nil && sa.IssuingKey() != nil {
+			return string(sa.IssuingKey().Key)
 		}
 		return ""
 	}},
 	{"cluster.etcd.ca", func(c coreconfig.Provider) string { return certAndKey(c.Cluster().Etcd().CA()) }},
 	{"cluster.secretboxEncryptionSecret", func(c coreconfig.Provider) string { return c.Cluster().SecretboxEncryptionSecret() }},
 	{"cluster.aescbcEncryptionSecret", func(c coreconfig.Provider) string { return c.Cluster().AESCBCEncryptionSecret() }},
+}
+
+// legacyCluster is the cluster section of cfg's v1alpha1 document, which
+// holds the Kubernetes CAs and keys in configs of the Talos 1.13 contract
+// and older; nil when there is none. Newer contracts keep them in
+// documents of their own, which the config's accessors read.
+func legacyCluster(cfg coreconfig.Provider) *v1alpha1.ClusterConfig {
+	if v1 := cfg.RawV1Alpha1(); v1 != nil {
+		return v1.ClusterConfig
+	}
+	return nil
 }
 
 func certAndKey(c *x509.PEMEncodedCertificateAndKey) string {

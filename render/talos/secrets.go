@@ -51,7 +51,7 @@ func ParseSecrets(b []byte) (*secrets.Bundle, error) {
 		return nil, fmt.Errorf("secrets bundle: %s", flattenError(err))
 	}
 	bundle.Clock = secrets.NewClock()
-	if err := bundle.Validate(); err != nil {
+	if err := bundle.Validate(newestContract); err != nil {
 		return nil, fmt.Errorf("secrets bundle: %s", flattenError(err))
 	}
 	return bundle, nil
@@ -121,7 +121,7 @@ func encodeSecrets(bundle *secrets.Bundle) ([]byte, error) {
 
 // newestContract is the newest Talos version this build's machinery can
 // generate configs for. Config generation is backwards compatible only.
-var newestContract = config.TalosVersion1_12
+var newestContract = config.TalosVersion1_14
 
 func parseContract(talosVersion string) (*config.VersionContract, error) {
 	if talosVersion == "" {

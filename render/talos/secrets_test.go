@@ -104,8 +104,8 @@ func TestGenerateSecretsVersions(t *testing.T) {
 		{"", "talos version: empty"},
 		{"banana", `talos version "banana": not of the form 1.12.6`},
 		{"1", `talos version "1": not of the form 1.12.6`},
-		{"1.13.0", `talos version "1.13.0": newer than v1.12`},
-		{"v2.0.0", `talos version "v2.0.0": newer than v1.12`},
+		{"1.15.0", `talos version "1.15.0": newer than v1.14`},
+		{"v2.0.0", `talos version "v2.0.0": newer than v1.14`},
 	} {
 		_, err := GenerateSecrets(tc.version, testNow)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

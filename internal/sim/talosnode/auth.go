@@ -41,6 +41,7 @@ var rules = map[string]role.Set{
 	"/machine.MachineService/ServiceList":          readers,
 	"/machine.MachineService/Upgrade":              admins,
 	"/machine.MachineService/Version":              readers,
+	"/machine.LifecycleService/Upgrade":            admins,
 	"/cosi.resource.State/Get":                     readers,
 	"/cosi.resource.State/List":                    readers,
 	"/cosi.resource.State/Watch":                   readers,

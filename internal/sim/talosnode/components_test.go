@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/kubelet"
+	"github.com/rezuscloud/rezuscloud/render/talos"
 )
 
 // TestComponentsOf: a control plane's config names its kubelet's version,
@@ -32,5 +33,18 @@ func TestComponentsOf(t *testing.T) {
 	w := componentsOf(machineConfig(t, s, "worker", false))
 	if w.kubelet != "v1.34.1" || len(w.static) != 0 {
 		t.Errorf("worker: %+v", w)
+	}
+
+	// Talos 1.14's layout: each component has a document of its own.
+	b, err := talos.MachineConfig(talos.ConfigInput{
+		ClusterName: "acme", ControlPlaneEndpoint: "https://127.9.9.9:6443", KubernetesVersion: "1.34.1", TalosVersion: "1.14.1",
+		Role: "controlplane", Secrets: s, Now: testNow, Patches: []talos.Patch{{Name: "rc",
+			Patch: "apiVersion: v1alpha1\nkind: KubeAPIServerConfig\nextraArgs:\n  runtime-config: networking.k8s.io/v1beta1=true\n"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := componentsOf(b); c.kubelet != cp.kubelet || !slices.Equal(c.static, cp.static) || !slices.Equal(c.apiServerArgs, cp.apiServerArgs) {
+		t.Errorf("a Talos 1.14 control plane: %+v, want %+v", c, cp)
 	}
 }

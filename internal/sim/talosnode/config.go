@@ -72,6 +72,15 @@ func loadConfig(b []byte, mode validationMode) (config.Provider, []string, error
 	return cfg, warnings, nil
 }
 
+// clusterIdentity is the cluster's ID and secret, wherever the config's
+// layout keeps them.
+func clusterIdentity(cfg config.Provider) string {
+	if id := cfg.DiscoveryIdentityConfig(); id != nil {
+		return id.ClusterID() + "\x00" + id.ClusterSecret()
+	}
+	return "\x00"
+}
+
 // summarize extracts a summary of a config that loaded and validated.
 func summarize(cfg config.Provider) (summary, error) {
 	m, c := cfg.Machine(), cfg.Cluster()
@@ -85,7 +94,7 @@ func summarize(cfg config.Provider) (summary, error) {
 	}
 	s := summary{
 		ControlPlane: m.Type() == machine.TypeControlPlane || m.Type() == machine.TypeInit,
-		Cluster:      hashHex([]byte(c.ID() + "\x00" + c.Secret())),
+		Cluster:      hashHex([]byte(clusterIdentity(cfg))),
 		CA:           ca.Crt,
 		CAKey:        ca.Key,
 		Token:        hashHex([]byte(sec.Token())),

@@ -161,8 +161,9 @@ func (h *Host) restore() error {
 // (disk/<id>/journal.jsonl, one JSON object per line) keeps it.
 type JournalEntry struct {
 	Time time.Time `json:"time"`
-	// Call is the method: ApplyConfiguration, Bootstrap, Upgrade,
-	// Rollback, Reboot, Reset, EtcdLeaveCluster, EtcdRemoveMemberByID.
+	// Call is the method: ApplyConfiguration, Bootstrap, Upgrade (of the
+	// MachineService), LifecycleService.Upgrade, Rollback, Reboot, Reset,
+	// EtcdLeaveCluster, EtcdRemoveMemberByID.
 	Call string `json:"call"`
 	// Mode is ApplyConfiguration's requested mode (auto, no_reboot,
 	// reboot, staged, try); Applied the mode it took (auto becomes
@@ -172,7 +173,7 @@ type JournalEntry struct {
 	DryRun  bool   `json:"dryRun,omitempty"`
 	// ConfigSHA256 is the SHA-256 of the config applied.
 	ConfigSHA256 string `json:"configSHA256,omitempty"`
-	// Image is Upgrade's installer image, Version the Talos version the
+	// Image is an upgrade's installer image, Version the Talos version the
 	// node ran when the call came.
 	Image   string `json:"image,omitempty"`
 	Version string `json:"version,omitempty"`

@@ -1,8 +1,10 @@
 // Package talosnode simulates Talos machines that are real Talos API
 // servers: every machine of a sim dir (internal/sim), and every machine
 // another simulated cloud boots or a bare-metal test starts, answers the
-// Talos gRPC API (MachineService and COSI State) on ADDRESS:50000 to the
-// real machinery client, with Talos's message shapes and errors. COSI
+// Talos gRPC API (MachineService, LifecycleService and COSI State) on
+// ADDRESS:50000 to the real machinery client, with Talos's message shapes
+// and errors, and by the Talos version each node runs: LifecycleService
+// from 1.13, MachineService.Upgrade until 1.17 (upgrade.go). COSI
 // serves MachineStatus, the running MachineConfig and the cluster's
 // Members, with the resource definitions and namespaces of these, so that
 // talosctl resolves their names (resources.go).

@@ -224,7 +224,9 @@ func (h *Host) newGRPCServer() *grpc.Server {
 		grpc.ReadBufferSize(8<<10),
 		grpc.WriteBufferSize(8<<10),
 	)
-	machine.RegisterMachineServiceServer(srv, &machineAPI{h: h})
+	api := &machineAPI{h: h}
+	machine.RegisterMachineServiceServer(srv, api)
+	machine.RegisterLifecycleServiceServer(srv, &lifecycleAPI{a: api})
 	cosiv1alpha1.RegisterStateServer(srv, cosiserver.NewState(&cosiState{h: h}))
 	return srv
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -204,8 +205,10 @@ func (h *Host) kubeOptions(n *node) (kubeapi.Options, error) {
 	if err != nil {
 		return kubeapi.Options{}, err
 	}
-	c := cfg.Cluster()
-	ep := c.Endpoint()
+	var ep *url.URL
+	if c := cfg.K8sClusterConfig(); c != nil {
+		ep = c.ClusterEndpoint()
+	}
 	if ep == nil {
 		return kubeapi.Options{}, errors.New("the config has no control plane endpoint")
 	}
@@ -219,7 +222,14 @@ func (h *Host) kubeOptions(n *node) (kubeapi.Options, error) {
 			return kubeapi.Options{}, fmt.Errorf("control plane endpoint %s: %w", ep, err)
 		}
 	}
-	ca, sa := c.IssuingCA(), c.ServiceAccount()
+	var ca *x509.PEMEncodedCertificateAndKey
+	if c := cfg.K8sAPIServerCAConfig(); c != nil {
+		ca = c.IssuingCA()
+	}
+	var sa *x509.PEMEncodedKey
+	if c := cfg.K8sServiceAccountConfig(); c != nil {
+		sa = c.IssuingKey()
+	}
 	if ca == nil || len(ca.Key) == 0 || sa == nil {
 		return kubeapi.Options{}, errors.New("the config holds no Kubernetes CA key or service-account key")
 	}

@@ -79,8 +79,13 @@ func (a *machineAPI) Upgrade(ctx context.Context, in *machine.UpgradeRequest) (*
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{Metadata: meta(n), Ack: "Upgrade request received", ActorId: actorID()}}}, nil
 }
 
-// upgradeCheck is Upgrade's validation. Called with h.mu held.
+// upgradeCheck is Upgrade's validation. Called with h.mu held. Talos 1.18
+// and later no longer have this call (LifecycleService.Upgrade replaces
+// it).
 func (h *Host) upgradeCheck(n *node, in *machine.UpgradeRequest) error {
+	if runsAtLeast(n.st.Version, machineUpgradeEnd) {
+		return status.Error(codes.Unimplemented, "method Upgrade not implemented: Talos 1.18 upgrades with LifecycleService.Upgrade")
+	}
 	if versionOfImage(in.GetImage()) == "" {
 		return fmt.Errorf("error validating installer image %q: not a Talos installer image: its tag names no version", in.GetImage())
 	}
@@ -126,12 +131,17 @@ func (a *machineAPI) Rollback(ctx context.Context, _ *machine.RollbackRequest) (
 	return &machine.RollbackResponse{Messages: []*machine.Rollback{{Metadata: meta(n)}}}, nil
 }
 
-// Reboot reboots the node; a staged config becomes the running one.
+// Reboot reboots the node; a staged config becomes the running one, and
+// a version that LifecycleService.Upgrade installed boots.
 func (a *machineAPI) Reboot(ctx context.Context, _ *machine.RebootRequest) (*machine.RebootResponse, error) {
 	h, n := a.h, callOf(ctx).n
 	h.mu.Lock()
 	e := a.begin(n, "Reboot")
-	n.start(h.now(), rebootSteps(h.t, effectActivate))
+	if n.st.UpgradeTo != "" {
+		n.start(h.now(), switchSteps(h.t, n.fault.NoUpgradeReturn))
+	} else {
+		n.start(h.now(), rebootSteps(h.t, effectActivate))
+	}
 	save := h.changed(n)
 	h.mu.Unlock()
 	err := save()

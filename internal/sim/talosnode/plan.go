@@ -156,17 +156,21 @@ func installSteps(t Timings) []step {
 }
 
 func upgradeSteps(t Timings, hang bool) []step {
-	s := []step{{Stage: runtime.MachineStageUpgrading, For: t.Upgrade}}
+	return append([]step{{Stage: runtime.MachineStageUpgrading, For: t.Upgrade}}, switchSteps(t, hang)...)
+}
+
+// switchSteps are the reboot into an installed version; with hang the new
+// version never comes up, and the machine stays down until the boot
+// loader falls back to the previous version.
+func switchSteps(t Timings, hang bool) []step {
 	if !hang {
-		return append(s, rebootSteps(t, effectActivate, effectSwitch)...)
+		return rebootSteps(t, effectActivate, effectSwitch)
 	}
-	// The new version never comes up: the machine stays down until the
-	// boot loader falls back to the previous version.
-	return append(s,
-		step{Stage: runtime.MachineStageRebooting, For: t.Reboot / 2},
-		step{Stage: runtime.MachineStageRebooting, For: t.Fallback, Down: true, Effects: []string{effectActivate, effectRebootCount}},
-		step{Stage: runtime.MachineStageBooting, For: t.Boot, Effects: []string{effectFellBack}},
-	)
+	return []step{
+		{Stage: runtime.MachineStageRebooting, For: t.Reboot / 2},
+		{Stage: runtime.MachineStageRebooting, For: t.Fallback, Down: true, Effects: []string{effectActivate, effectRebootCount}},
+		{Stage: runtime.MachineStageBooting, For: t.Boot, Effects: []string{effectFellBack}},
+	}
 }
 
 func resetSteps(t Timings, graceful bool) []step {
