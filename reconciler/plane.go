@@ -168,7 +168,7 @@ func (t *tenantRun) talosWanted() (bool, error) {
 	for _, ng := range t.desired.NodeGroups {
 		restarts.Groups[ng.Metadata.Name] = ng.Metadata.Annotations[schema.AnnotationRestartedAt]
 	}
-	return pl.Wanted(t.name, restarts)
+	return pl.Wanted(t.name, restarts, t.desired.Tenant.Spec.KubernetesVersion)
 }
 
 // talosUnchanged runs the plane's steps for a tenant whose workspace is

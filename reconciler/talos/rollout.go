@@ -271,13 +271,18 @@ func (pl *Plane) Pending(tenant string) (bool, error) {
 }
 
 // Wanted reports whether the tenant's machines need the plane although its
-// manifests did not change: it is Pending, or restarts (the restartedAt
+// manifests did not change: it is Pending, restarts (the restartedAt
 // values its manifests declare, the tenant's and each node group's) name
-// a restart that its rollouts have not done.
-func (pl *Plane) Wanted(tenant string, restarts RestartValues) (bool, error) {
+// a restart that its rollouts have not done, or its kubernetesVersion is
+// not the one its machines were rolled to (an upgrade that waited, for
+// instance for deprecated APIs, when the server restarted).
+func (pl *Plane) Wanted(tenant string, restarts RestartValues, kubernetesVersion string) (bool, error) {
 	boot, rec, err := pl.records(tenant)
 	if err != nil || pending(boot, rec) {
 		return true, err
+	}
+	if rec.Failed == nil && rec.KubernetesVersion != "" && kubernetesVersion != rec.KubernetesVersion {
+		return true, nil // an upgrade of Kubernetes that has not rolled yet
 	}
 	if v := restarts.Tenant; v != "" && v != rec.Restarts.Tenant {
 		return true, nil

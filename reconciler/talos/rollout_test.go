@@ -356,8 +356,8 @@ func TestRollWaitsForHealthyEtcdBeforeAControlPlane(t *testing.T) {
 // TestWanted: a tenant whose manifests did not change needs the plane
 // while it is not bootstrapped, has no rollout record, or has a rollout
 // under way, and when its manifests declare a restart (of the tenant or
-// of one of its node groups) that its rollouts have not done; a stopped
-// rollout waits for a new commit.
+// of one of its node groups) or a Kubernetes version that its rollouts
+// have not done; a stopped rollout waits for a new commit.
 func TestWanted(t *testing.T) {
 	st, err := bolt.Open(t.TempDir(), nil)
 	if err != nil {
@@ -382,6 +382,7 @@ func TestWanted(t *testing.T) {
 		boot     *BootstrapRecord
 		rollout  *RolloutRecord
 		restarts RestartValues
+		k8s      string
 		want     bool
 	}{
 		{name: "no records", want: true},
@@ -401,6 +402,10 @@ func TestWanted(t *testing.T) {
 		{name: "group restart not done", boot: &BootstrapRecord{Tenant: "acme", Done: true},
 			rollout:  &RolloutRecord{Tenant: "acme", Completed: true, Restarts: done},
 			restarts: RestartValues{Tenant: "t1", Groups: map[string]string{"workers": "w1", "controlplane": "c1"}}, want: true},
+		{name: "kubernetes at the version rolled", boot: &BootstrapRecord{Tenant: "acme", Done: true},
+			rollout: &RolloutRecord{Tenant: "acme", Completed: true, Restarts: done, KubernetesVersion: "1.36.4"}, restarts: done, k8s: "1.36.4"},
+		{name: "kubernetes upgrade not rolled", boot: &BootstrapRecord{Tenant: "acme", Done: true},
+			rollout: &RolloutRecord{Tenant: "acme", Completed: true, Restarts: done, KubernetesVersion: "1.36.4"}, restarts: done, k8s: "1.37.1", want: true},
 	} {
 		err := st.Update(func(tx store.Tx) error {
 			for _, kind := range []string{KindBootstrap, KindRollout} {
@@ -419,7 +424,7 @@ func TestWanted(t *testing.T) {
 		if c.rollout != nil {
 			save(KindRollout, c.rollout)
 		}
-		if got, err := pl.Wanted("acme", c.restarts); got != c.want || err != nil {
+		if got, err := pl.Wanted("acme", c.restarts, c.k8s); got != c.want || err != nil {
 			t.Errorf("%s: wanted %v (%v), want %v", c.name, got, err, c.want)
 		}
 	}
