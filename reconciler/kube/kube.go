@@ -75,6 +75,8 @@ type Observation struct {
 // Node is one Node of the cluster.
 type Node struct {
 	Name string
+	// InternalIP is the address its kubelet reports as InternalIP.
+	InternalIP string
 	// Ready is its Ready condition; Schedulable is false once cordoned.
 	Ready, Schedulable bool
 	KubeletVersion     string
@@ -302,6 +304,11 @@ func httpClient(cred *talos.KubernetesCredential, timeout time.Duration) (*http.
 
 func nodeOf(n *corev1.Node) Node {
 	out := Node{Name: n.Name, Schedulable: !n.Spec.Unschedulable, KubeletVersion: n.Status.NodeInfo.KubeletVersion}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && out.InternalIP == "" {
+			out.InternalIP = a.Address
+		}
+	}
 	for _, cond := range n.Status.Conditions {
 		out.Conditions = append(out.Conditions, Condition{Type: string(cond.Type), Status: string(cond.Status), Reason: cond.Reason, Message: cond.Message,
 			Since: cond.LastTransitionTime.UTC()})

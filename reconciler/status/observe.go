@@ -3,6 +3,7 @@ package status
 import (
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
@@ -91,19 +92,41 @@ func (r Recorder) putObserved(kind, key string, obj schema.Object) error {
 	return r.put(kind, key, obj)
 }
 
-// KubernetesObserved records the tenant's Nodes, as its Kubernetes API
-// listed them by name, on the machines whose host name they carry; a
-// machine with no Node of its name loses its Kubernetes status. Only
+// Nodes are a tenant's Nodes as its Kubernetes API listed them.
+type Nodes struct {
+	ByName map[string]schema.MachineKubernetes
+	// ByAddress names the Node whose kubelet reports each InternalIP.
+	ByAddress map[string]string
+}
+
+// of is the Node of machine m: the one named after its host name, else,
+// for a machine with no host name of its own (Talos then makes one up),
+// the one at its management address.
+func (ns Nodes) of(m *schema.Machine) (schema.MachineKubernetes, bool) {
+	if m.Spec.Hostname != "" {
+		n, ok := ns.ByName[m.Spec.Hostname]
+		return n, ok
+	}
+	addr := m.Spec.ManagementAddress
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
+	}
+	n, ok := ns.ByName[ns.ByAddress[addr]]
+	return n, ok && addr != ""
+}
+
+// KubernetesObserved records the tenant's Nodes on the machines they run
+// on (Nodes.of); a machine with no Node loses its Kubernetes status. Only
 // machines whose status changes are written. It reports whether anything
 // changes.
-func (r Recorder) KubernetesObserved(tenant string, nodes map[string]schema.MachineKubernetes) (changed bool, err error) {
+func (r Recorder) KubernetesObserved(tenant string, nodes Nodes) (changed bool, err error) {
 	machines, err := store.DecodeTenantObjects[schema.Machine](r.tx, tenant, schema.KindMachine)
 	if err != nil {
 		return false, fmt.Errorf("tenant %s: %w", tenant, err)
 	}
 	for _, m := range machines {
 		var k *schema.MachineKubernetes
-		if n, ok := nodes[m.Spec.Hostname]; ok {
+		if n, ok := nodes.of(m); ok {
 			k = &n
 		}
 		st := m.Status

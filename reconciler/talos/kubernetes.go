@@ -67,7 +67,7 @@ func (pl *Plane) observeKubernetes(ctx context.Context, obs []Observed, talosAPI
 		}
 	}
 	kw.mu.Unlock()
-	nodes := map[string]map[string]schema.MachineKubernetes{}
+	nodes := map[string]status.Nodes{}
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(8)
@@ -145,14 +145,17 @@ func hostAddr(addr string) (netip.Addr, bool) {
 	return a, err == nil
 }
 
-func nodesByName(ns []kube.Node) map[string]schema.MachineKubernetes {
-	out := map[string]schema.MachineKubernetes{}
+func nodesByName(ns []kube.Node) status.Nodes {
+	out := status.Nodes{ByName: map[string]schema.MachineKubernetes{}, ByAddress: map[string]string{}}
 	for _, n := range ns {
+		if n.InternalIP != "" {
+			out.ByAddress[n.InternalIP] = n.Name
+		}
 		k := schema.MachineKubernetes{NodeName: n.Name, Ready: n.Ready, Schedulable: n.Schedulable, KubeletVersion: n.KubeletVersion}
 		for _, c := range n.Conditions {
 			k.Conditions = append(k.Conditions, schema.NodeCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.Since})
 		}
-		out[n.Name] = k
+		out.ByName[n.Name] = k
 	}
 	return out
 }

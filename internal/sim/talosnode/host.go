@@ -49,6 +49,10 @@ type Options struct {
 	// (scripts/kube.sh). Without it no machine's cluster gets a
 	// Kubernetes API, even when its record asks for one.
 	KubeBin string
+	// MetalKubernetesAPI gives the clusters that bare-metal machines
+	// (StartMaintenance) bootstrap a Kubernetes API too, as a record's
+	// KubernetesAPI does for the cloud's machines (with KubeBin).
+	MetalKubernetesAPI bool
 	// Background restores the nodes whose state is on disk and powers on
 	// the machines of the sim dir's records on the host's own goroutine:
 	// Open returns at once, and Booted is closed when every machine found

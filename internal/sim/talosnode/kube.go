@@ -46,21 +46,36 @@ type kubePlane struct {
 	dir        string
 }
 
+// wantsKube reports whether n's cluster asks for a Kubernetes API, and
+// names its tenant for the log: its record says so, or it is a bare-metal
+// machine and the host gives their clusters one
+// (Options.MetalKubernetesAPI).
+func (h *Host) wantsKube(n *node) (tenant string, ok bool) {
+	switch n.st.Origin {
+	case originRecord:
+		rec, err := h.store.Get(n.st.ID)
+		return rec.Tenant, err == nil && rec.KubernetesAPI
+	case originMetal:
+		return n.st.Address, h.opts.MetalKubernetesAPI
+	}
+	return "", false
+}
+
 // kubeFor starts the Kubernetes control plane of n's cluster when n is
 // its bootstrapped node, its record asks for one, and none runs yet. The
 // start runs on a goroutine of its own; what goes wrong is logged, and the
 // node's Talos API is not affected. Called with h.mu held.
 func (h *Host) kubeFor(n *node) {
-	if n.st.Origin != originRecord || !n.st.Etcd.Bootstrapped || n.cluster() == "" {
+	if !n.st.Etcd.Bootstrapped || n.cluster() == "" {
 		return
 	}
-	rec, err := h.store.Get(n.st.ID)
-	if err != nil || !rec.KubernetesAPI {
+	tenant, ok := h.wantsKube(n)
+	if !ok {
 		return
 	}
 	o, err := h.kubeOptions(n)
 	if err != nil {
-		h.log.Warn("no Kubernetes API for the tenant", "tenant", rec.Tenant, "machine", n.st.ID, "err", err)
+		h.log.Warn("no Kubernetes API for the tenant", "tenant", tenant, "machine", n.st.ID, "err", err)
 		return
 	}
 	cluster := n.cluster()
@@ -81,7 +96,7 @@ func (h *Host) kubeFor(n *node) {
 		defer k.wg.Done()
 		cp, err := kubeapi.Start(h.ctx, o)
 		if err != nil {
-			h.log.Warn("the tenant's Kubernetes API did not start", "tenant", rec.Tenant, "address", o.Address, "err", err)
+			h.log.Warn("the tenant's Kubernetes API did not start", "tenant", tenant, "address", o.Address, "err", err)
 			k.mu.Lock()
 			if k.byCluster[cluster] == p {
 				delete(k.byCluster, cluster)
@@ -103,9 +118,9 @@ func (h *Host) kubeFor(n *node) {
 			}
 			cp.Stop()
 		case err != nil:
-			h.log.Warn("the tenant's nodes do not report to its Kubernetes API", "tenant", rec.Tenant, "err", err)
+			h.log.Warn("the tenant's nodes do not report to its Kubernetes API", "tenant", tenant, "err", err)
 		default:
-			h.log.Info("the tenant's Kubernetes API serves", "tenant", rec.Tenant, "url", cp.URL())
+			h.log.Info("the tenant's Kubernetes API serves", "tenant", tenant, "url", cp.URL())
 		}
 	}()
 }
