@@ -220,7 +220,7 @@ func startBenchKubelets(b *testing.B, k *kubetest.Cluster, h *talosnode.Host, ms
 		}
 		for _, n := range ns.Items {
 			if !nodeReady(n) {
-				return false, nil
+				return false, fmt.Errorf("node %s is not Ready", n.Name)
 			}
 		}
 		return true, nil
@@ -270,7 +270,7 @@ func checkBenchBack(b *testing.B, cs kubernetes.Interface) {
 		}
 		for _, n := range ns.Items {
 			if n.Spec.Unschedulable || !nodeReady(n) {
-				return false, nil
+				return false, fmt.Errorf("node %s: unschedulable %t, ready %t", n.Name, n.Spec.Unschedulable, nodeReady(n))
 			}
 		}
 		pdbs, err := cs.PolicyV1().PodDisruptionBudgets("default").List(ctx, metav1.ListOptions{})
@@ -279,7 +279,7 @@ func checkBenchBack(b *testing.B, cs kubernetes.Interface) {
 		}
 		for _, p := range pdbs.Items {
 			if p.Status.CurrentHealthy != benchReplicas || p.Status.DisruptionsAllowed != 1 {
-				return false, nil
+				return false, fmt.Errorf("PodDisruptionBudget %s: %d healthy, %d disruptions allowed", p.Name, p.Status.CurrentHealthy, p.Status.DisruptionsAllowed)
 			}
 		}
 		return true, nil
@@ -296,7 +296,8 @@ func nodeReady(n corev1.Node) bool {
 }
 
 // benchUntil asks cond every 100 ms until it holds, and fails the
-// benchmark with its last error after a minute.
+// benchmark after a minute with its last error, which says what it
+// waits for.
 func benchUntil(b *testing.B, what string, cond func() (bool, error)) {
 	b.Helper()
 	deadline := time.Now().Add(time.Minute)
@@ -306,7 +307,7 @@ func benchUntil(b *testing.B, what string, cond func() (bool, error)) {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("waited a minute for %s (last error: %v)", what, err)
+			b.Fatalf("waited a minute for %s; last: %v", what, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
