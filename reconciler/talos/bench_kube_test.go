@@ -90,7 +90,7 @@ func BenchmarkRollingUpgradeKubernetes(b *testing.B) {
 	if _, err := pl.Roll(ctx, tr.desired(cpCfg, wCfg, "1.12.6")); err != nil {
 		b.Fatal(err)
 	}
-	cs := startBenchKubelets(b, k, h, tr.ms)
+	cs := startBenchKubelets(b, k, h, ids(tr.ms))
 	for i := range tr.ms {
 		n, _ := h.Node(tr.ms[i].ID)
 		tr.ms[i].Node = n.Hostname
@@ -168,10 +168,10 @@ func (l *drainLog) check(b *testing.B, ms []Machine) time.Duration {
 	return took
 }
 
-// startBenchKubelets runs the kubelets of the machines toward k until the
+// startBenchKubelets runs the kubelets of the machines (by id) toward k until the
 // benchmark ends, Ready while their simulated node runs, and returns an
 // admin client of k once every Node is Ready.
-func startBenchKubelets(b *testing.B, k *kubetest.Cluster, h *talosnode.Host, ms []Machine) kubernetes.Interface {
+func startBenchKubelets(b *testing.B, k *kubetest.Cluster, h *talosnode.Host, machines []string) kubernetes.Interface {
 	b.Helper()
 	ca, err := sx509.NewCertificateAuthorityFromCertificateAndKey(k.Secrets.Certs.K8s)
 	if err != nil {
@@ -184,15 +184,15 @@ func startBenchKubelets(b *testing.B, k *kubetest.Cluster, h *talosnode.Host, ms
 	// One client serves every node: it may send as much as their kubelets
 	// would with the kubelet's defaults (kubeAPIQPS 50, kubeAPIBurst 100).
 	cfg := &rest.Config{Host: k.URL(), TLSClientConfig: rest.TLSClientConfig{CAData: k.Secrets.Certs.K8s.Crt, CertData: pair.CrtPEM, KeyData: pair.KeyPEM},
-		QPS: float32(50 * len(ms)), Burst: 100 * len(ms)}
+		QPS: float32(50 * len(machines)), Burst: 100 * len(machines)}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	nodes := func() []kubelet.Node {
 		var out []kubelet.Node
-		for _, m := range ms {
-			n, ok := h.Node(m.ID)
+		for _, id := range machines {
+			n, ok := h.Node(id)
 			if !ok {
 				continue
 			}
@@ -215,7 +215,7 @@ func startBenchKubelets(b *testing.B, k *kubetest.Cluster, h *talosnode.Host, ms
 	b.Cleanup(func() { cancel(); <-done })
 	benchUntil(b, "every Node Ready", func() (bool, error) {
 		ns, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil || len(ns.Items) != len(ms) {
+		if err != nil || len(ns.Items) != len(machines) {
 			return false, err
 		}
 		for _, n := range ns.Items {
