@@ -50,6 +50,10 @@ func runBenchHost(dir string) error {
 	if err != nil {
 		return err
 	}
+	kube, err := readBenchKube(dir)
+	if err != nil {
+		return err
+	}
 	h, err := talosnode.Open(talosnode.Options{Dir: dir})
 	if err != nil {
 		return err
@@ -78,13 +82,20 @@ func runBenchHost(dir string) error {
 			if i < benchCPs {
 				m.NodeGroup, m.ControlPlane, cfg = "cp", true, cp
 			}
-			if err := h.Boot(m.ID, m.Address, cfg); err != nil {
+			if err := h.BootMachine(talosnode.Machine{ID: m.ID, Address: m.Address, UserData: cfg, Hostname: kube.hostname(tenant, i)}); err != nil {
 				return err
 			}
 			if err := enc.Encode(m); err != nil {
 				return err
 			}
 		}
+	}
+	if kube != nil {
+		stop, err := kube.runKubelets(h, secrets)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	fmt.Println(`"ready"`)
 	_, err = io.Copy(io.Discard, os.Stdin)
@@ -121,7 +132,7 @@ func benchValue(what string, i int) string {
 //
 //	go test -run '^$' -bench ProbeFleet -benchtime 1x ./reconciler/talos/
 func BenchmarkProbeFleet(b *testing.B) {
-	ms := startBenchHost(b)
+	ms := startBenchHost(b, bundle(b, "fleet"), nil)
 	st, err := bolt.Open(b.TempDir(), nil)
 	if err != nil {
 		b.Fatal(err)
@@ -165,12 +176,19 @@ func benchIdle() time.Duration {
 	return d
 }
 
-// startBenchHost runs the node host in a child process and returns its
-// machines.
-func startBenchHost(b *testing.B) []Machine {
+// startBenchHost runs the node host in a child process, its machines made
+// from secrets and reporting to kube's API when kube is not nil, and
+// returns its machines.
+func startBenchHost(b *testing.B, secrets []byte, kube *benchKube) []Machine {
 	dir := b.TempDir() + "/sim"
-	if err := os.WriteFile(dir+".bundle", bundle(b, "fleet"), 0o600); err != nil {
+	if err := os.WriteFile(dir+".bundle", secrets, 0o600); err != nil {
 		b.Fatal(err)
+	}
+	if kube != nil {
+		k, _ := json.Marshal(kube)
+		if err := os.WriteFile(dir+".kube", k, 0o600); err != nil {
+			b.Fatal(err)
+		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), benchHostEnv+"="+dir)
