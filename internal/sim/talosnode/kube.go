@@ -137,7 +137,10 @@ func (h *Host) startKubelet(cluster string, cp *kubeapi.ControlPlane, caPEM *x50
 	if err != nil {
 		return nil, err
 	}
-	cfg := &rest.Config{Host: cp.URL(), TLSClientConfig: rest.TLSClientConfig{CAData: caPEM.Crt, CertData: pair.CrtPEM, KeyData: pair.KeyPEM}}
+	// A kubelet's own client may send 50 requests a second (bursts of 100);
+	// client-go's default of 5 would make the cluster's Nodes report late.
+	cfg := &rest.Config{Host: cp.URL(), TLSClientConfig: rest.TLSClientConfig{CAData: caPEM.Crt, CertData: pair.CrtPEM, KeyData: pair.KeyPEM},
+		QPS: 50, Burst: 100}
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
 	go func() {
