@@ -85,7 +85,7 @@ func TestSecretsStableAndDownloads(t *testing.T) {
 	if cert.Subject.CommonName != "admin" || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != "system:masters" {
 		t.Errorf("client certificate subject %v, want CN admin O system:masters", cert.Subject)
 	}
-	if !strings.Contains(string(kc), "https://production.example.internal:6443") {
+	if !strings.Contains(string(kc), "https://127.250.0.1:6443") {
 		t.Error("kubeconfig does not point at the control-plane endpoint")
 	}
 

@@ -269,7 +269,7 @@ func TestRenderTalos(t *testing.T) {
 		{"worker node-group patch on workers", wk, "node.example.internal/pool", true},
 		{"worker node-group patch kept off control plane", cp, "node.example.internal/pool", false},
 		{"cilium disables the default CNI", cp, "name: none", true},
-		{"endpoint", cp, "https://production.example.internal:6443", true},
+		{"endpoint", cp, "https://127.250.0.1:6443", true},
 	} {
 		if strings.Contains(c.cfg, c.want) != c.has {
 			t.Errorf("%s: contains %q = %v, want %v", c.name, c.want, !c.has, c.has)

@@ -36,7 +36,7 @@ func addKubeTenant(t *testing.T, e *e2e, name string, workers int, tenantExtra s
 	endpoint := fmt.Sprintf("127.253.%d.%d:6443", r[0], r[1]%250+1)
 	for _, f := range []string{"tenant.yaml", "nodegroups.yaml", "patches.yaml"} {
 		s := strings.ReplaceAll(e.read(e2eManifests+"/staging/"+f), "staging", name)
-		s = strings.ReplaceAll(s, "https://"+name+".example.internal:6443", "https://"+endpoint)
+		s = strings.ReplaceAll(s, "https://127.250.0.2:6443", "https://"+endpoint) // staging's
 		s = strings.ReplaceAll(s, "    shape: small\n", "    shape: small\n    kubernetesAPI: true\n")
 		if f == "nodegroups.yaml" {
 			i := strings.LastIndex(s, "  count: 1\n")

@@ -792,7 +792,7 @@ func rolesVerifyKubeconfig(t *testing.T, kc, caPEM []byte) {
 	if len(cfg.Clusters) != 1 || len(cfg.Users) != 1 {
 		t.Fatalf("kubeconfig has %d clusters and %d users, want 1 and 1", len(cfg.Clusters), len(cfg.Users))
 	}
-	if cfg.Clusters[0].Cluster.Server != "https://production.example.internal:6443" {
+	if cfg.Clusters[0].Cluster.Server != "https://127.250.0.1:6443" {
 		t.Errorf("kubeconfig server %q", cfg.Clusters[0].Cluster.Server)
 	}
 	caData, err := base64.StdEncoding.DecodeString(cfg.Clusters[0].Cluster.CAData)

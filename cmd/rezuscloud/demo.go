@@ -90,7 +90,7 @@ already applied and runs nothing.`,
 	fs.StringVar(&f.providerMirror, "provider-mirror", "", "filesystem mirror `DIR` holding the simulated provider; default: providers/ beside this binary")
 	fs.BoolVar(&f.exitAfterApply, "exit-after-apply", false, "stop once the first commit is reconciled, instead of serving until interrupted")
 	fs.StringVar(&f.simKubeBin, "sim-kube-bin", "", "`DIR` of the Kubernetes control plane's binaries (scripts/kube.sh builds them; make demo passes them): with it, the sim demo's tenants get a real Kubernetes API at loopback endpoints, for kubectl")
-	fs.StringVar(&f.kubeNet, "sim-kube-net", "127.250.0", "the first three parts of the loopback addresses of the demo tenants' Kubernetes endpoints (with --sim-kube-bin)")
+	fs.StringVar(&f.kubeNet, "sim-kube-net", exampleKubeNet, "the first three parts of the loopback addresses of the demo tenants' Kubernetes endpoints (with --sim-kube-bin)")
 	_ = fs.MarkHidden("sim-kube-net")
 	fs.StringVar(&f.cloud, "cloud", "sim", "where the demo's machines run: sim (the simulated cloud), openstack (examples/openstack on a simulated OpenStack API, driven by the real OpenStack provider; its default data dir is .data/demo-openstack) or metal (examples/metal on simulated bare-metal machines waiting in maintenance mode; .data/demo-metal)")
 	return cmd
@@ -241,22 +241,23 @@ func demoKubectl(f *demoFlags, repo string) string {
 	return filepath.Join(f.simKubeBin, "kubectl")
 }
 
+// exampleKubeNet is the network of the examples' loopback endpoints
+// (production .1, staging .2).
+const exampleKubeNet = "127.250.0"
+
 // demoKube returns, for the sim demo with --sim-kube-bin, the edit that
-// gives its tenants a Kubernetes API: each tenant's controlPlaneEndpoint
-// becomes a loopback address of --sim-kube-net (production .1, staging
-// .2), since nothing may resolve a name, and each sim node group sets
-// providerConfig.kubernetesAPI. nil otherwise: the example manifests as
-// they are.
+// gives its tenants a Kubernetes API: each sim node group sets
+// providerConfig.kubernetesAPI, and each tenant's controlPlaneEndpoint
+// moves to --sim-kube-net when that is not the examples' own network. nil
+// otherwise: the example manifests as they are.
 func demoKube(f *demoFlags) func(name string, b []byte) []byte {
 	if f.cloud != "sim" || f.simKubeBin == "" {
 		return nil
 	}
-	hosts := map[string]string{"production": f.kubeNet + ".1", "staging": f.kubeNet + ".2"}
 	return func(name string, b []byte) []byte {
 		s := string(b)
-		tenant := path.Dir(name)
-		if host, ok := hosts[tenant]; ok && path.Base(name) == "tenant.yaml" {
-			s = strings.Replace(s, "https://"+tenant+".example.internal:6443", "https://"+host+":6443", 1)
+		if path.Base(name) == "tenant.yaml" && f.kubeNet != exampleKubeNet {
+			s = strings.Replace(s, "https://"+exampleKubeNet+".", "https://"+f.kubeNet+".", 1)
 		}
 		if path.Base(name) == "nodegroups.yaml" {
 			s = strings.ReplaceAll(s, "  providerConfig:\n", "  providerConfig:\n    kubernetesAPI: true\n")
