@@ -69,8 +69,8 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; else echo "lint: staticcheck not installed; ran gofmt and go vet"; fi
 
-bench: tools build openstack-provider
-	TOFU=$(TOFU_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) \
+bench: tools kube build openstack-provider
+	TOFU=$(TOFU_BIN) REZUSCLOUD_KUBE_BIN=$(KUBE_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) \
 		$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # Every fuzz target of the module (every func FuzzX), FUZZTIME each.
