@@ -583,14 +583,17 @@ func TestTFStateEncrypted(t *testing.T) {
 	secret := "plaintext-marker-4f1c"
 	w := s.work("enc", "alice", tfsDataTF(map[string]string{"a": secret}, 0), "TF_ENCRYPTION="+tfsEncryption)
 	w.must("apply", "-auto-approve", "-input=false", "-no-color")
-	os.WriteFile(filepath.Join(w.dir, "main.tf.json"), []byte(tfsDataTF(map[string]string{"a": secret, "b": "more"}, 0)), 0o600)
+	// Markers long enough that ciphertext never holds them by chance (a
+	// 4-letter word does, in base64, about once in 10,000 runs).
+	more := "second-plaintext-marker-9d2e"
+	os.WriteFile(filepath.Join(w.dir, "main.tf.json"), []byte(tfsDataTF(map[string]string{"a": secret, "b": more}, 0)), 0o600)
 	w.must("apply", "-auto-approve", "-input=false", "-no-color")
 
 	code, raw := s.request("GET", "/tfstate/enc", "alice", nil)
 	if code != http.StatusOK {
 		t.Fatalf("GET: %d", code)
 	}
-	for _, plain := range []string{secret, "terraform_data", "more"} {
+	for _, plain := range []string{secret, "terraform_data", more} {
 		if bytes.Contains(raw, []byte(plain)) {
 			t.Errorf("stored state contains the plaintext %q", plain)
 		}
@@ -609,7 +612,7 @@ func TestTFStateEncrypted(t *testing.T) {
 	}
 
 	pulled := w.must("state", "pull")
-	if !strings.Contains(pulled, secret) || !strings.Contains(pulled, `"more"`) {
+	if !strings.Contains(pulled, secret) || !strings.Contains(pulled, more) {
 		t.Fatalf("state pull did not decrypt the state:\n%.500s", pulled)
 	}
 	// Without the key the state cannot be read.

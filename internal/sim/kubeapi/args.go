@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 func base64std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -58,7 +59,7 @@ func apiserverArgs(o Options, f files) []string {
 // bootstrap policy gives it, as on a real control plane; the cluster CA
 // signs the certificates that CSRs ask for.
 func controllerManagerArgs(o Options, f files) []string {
-	return []string{
+	return append([]string{
 		"--kubeconfig=" + f.controllerManagerKubeconfig,
 		"--authentication-kubeconfig=" + f.controllerManagerKubeconfig,
 		"--authorization-kubeconfig=" + f.controllerManagerKubeconfig,
@@ -71,12 +72,12 @@ func controllerManagerArgs(o Options, f files) []string {
 		"--cluster-signing-cert-file=" + f.caCrt,
 		"--cluster-signing-key-file=" + f.caKey,
 		"--profiling=false",
-	}
+	}, emulation(o)...)
 }
 
 // schedulerArgs: one instance, so no leader election.
 func schedulerArgs(o Options, f files) []string {
-	return []string{
+	return append([]string{
 		"--kubeconfig=" + f.schedulerKubeconfig,
 		"--authentication-kubeconfig=" + f.schedulerKubeconfig,
 		"--authorization-kubeconfig=" + f.schedulerKubeconfig,
@@ -84,5 +85,18 @@ func schedulerArgs(o Options, f files) []string {
 		"--secure-port=" + strconv.Itoa(SchedulerPort),
 		"--leader-elect=false",
 		"--profiling=false",
+	}, emulation(o)...)
+}
+
+// emulation is the --emulated-version that the API server starts with,
+// for the controller-manager and the scheduler: a 1.37 scheduler waits
+// forever for the informers of APIs that an API server emulating an
+// older release does not let it list.
+func emulation(o Options) []string {
+	for _, a := range o.APIServerArgs {
+		if strings.HasPrefix(a, "--emulated-version=") {
+			return []string{a}
+		}
 	}
+	return nil
 }

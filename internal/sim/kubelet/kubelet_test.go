@@ -41,7 +41,9 @@ func (c *cluster) setReady(name string, ready bool) {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	k := kubetest.Start(t, 251)
+	// The API server emulates Kubernetes 1.34, as the simulated cloud's
+	// does for a tenant of that release.
+	k := kubetest.StartWith(t, 251, []string{"--emulated-version=kube=1.34"})
 	cp, b := k.ControlPlane, k.Secrets
 	ca, err := sx509.NewCertificateAuthorityFromCertificateAndKey(b.Certs.K8s)
 	if err != nil {
