@@ -1,8 +1,6 @@
 package test
 
 import (
-	"crypto/rand"
-	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -24,18 +22,7 @@ import (
 func TestSimKubernetesAPI(t *testing.T) {
 	kubeBin := testenv.KubeBin(t)
 	e := newE2E(t, e2eOptions{args: planeArgs("--sim-kube-bin", kubeBin)})
-	var r [2]byte
-	_, _ = rand.Read(r[:])
-	endpoint := fmt.Sprintf("127.253.%d.%d:6443", r[0], r[1]%250+1)
-	for _, f := range []string{"tenant.yaml", "nodegroups.yaml", "patches.yaml"} {
-		s := strings.ReplaceAll(e.read(e2eManifests+"/staging/"+f), "staging", "kube")
-		s = strings.ReplaceAll(s, "https://kube.example.internal:6443", "https://"+endpoint)
-		s = strings.ReplaceAll(s, "    shape: small\n", "    shape: small\n    kubernetesAPI: true\n")
-		e.work.Write(e2eManifests+"/kube/"+f, s)
-	}
-	if s := e.read(e2eManifests + "/kube/nodegroups.yaml"); strings.Count(s, "kubernetesAPI: true") != 2 || !strings.Contains(e.read(e2eManifests+"/kube/tenant.yaml"), endpoint) {
-		t.Fatalf("the kube tenant's manifests were not made as meant:\n%s", s)
-	}
+	endpoint := addKubeTenant(t, e, "kube", 1, "")
 	e.srv.waitApplied(e.push("Tenant kube, with a Kubernetes API"))
 	planeWaitReady(t, e, "kube")
 
