@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -20,24 +19,7 @@ import (
 // control plane out cordons and drains its Node before the machine leaves
 // etcd and is reset, and deletes the Node after the apply.
 func TestMetalDrainBeforeReset(t *testing.T) {
-	host, err := talosnode.Open(talosnode.Options{Dir: t.TempDir(), KubeBin: testenv.KubeBin(t), MetalKubernetesAPI: true,
-		Timings: talosnode.Timings{Boot: 100 * time.Millisecond, Install: 100 * time.Millisecond, Reboot: 200 * time.Millisecond, Reset: 100 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer host.Close()
-	var addrs []string
-	for i := range 3 {
-		a := netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, byte(i + 1)}).String()
-		if err := host.StartMaintenance(a); err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, a)
-	}
-	fp, err := host.MaintenanceFingerprint(addrs[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, addrs, fp := startMetalMachines(t, talosnode.Options{KubeBin: testenv.KubeBin(t), MetalKubernetesAPI: true})
 	e, dir := newMetalRepo(t, metalNodeGroups(addrs, fp, 2))
 	e.first = e.push("Tenant metal-lab on three machines, with a Kubernetes API")
 	e.srv = newE2EServer(t, metalServer(e, "--talos-wait", "30s", "--allow-loopback-metal"))

@@ -128,19 +128,19 @@ func metalServer(e *e2e, args ...string) servertest.Options {
 	}
 }
 
-// TestMetalEndToEnd runs examples/metal's tenant on three bare-metal
-// machines that wait in maintenance mode: each gets its config over the
-// maintenance API (one through its pinned fingerprint) and installs; the
-// server bootstraps etcd once and rolls a patch through the machines in
-// place, each keeping its host name; taking a control plane out resets
-// it, and only after it left etcd.
-func TestMetalEndToEnd(t *testing.T) {
-	host, err := talosnode.Open(talosnode.Options{Dir: t.TempDir(), Timings: talosnode.Timings{
-		Boot: 100 * time.Millisecond, Install: 100 * time.Millisecond, Reboot: 200 * time.Millisecond, Reset: 100 * time.Millisecond}})
+// startMetalMachines opens a node host with o and short stage times, closed
+// when the test ends, and starts three bare-metal machines in maintenance
+// mode. It returns their addresses and the second one's certificate
+// fingerprint.
+func startMetalMachines(t *testing.T, o talosnode.Options) (*talosnode.Host, []string, string) {
+	t.Helper()
+	o.Dir = t.TempDir()
+	o.Timings = talosnode.Timings{Boot: 100 * time.Millisecond, Install: 100 * time.Millisecond, Reboot: 200 * time.Millisecond, Reset: 100 * time.Millisecond}
+	host, err := talosnode.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer host.Close()
+	t.Cleanup(func() { host.Close() })
 	var addrs []string
 	for i := range 3 {
 		a := netip.AddrFrom4([4]byte{127, byte(host.Block()), 9, byte(i + 1)}).String()
@@ -153,7 +153,17 @@ func TestMetalEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return host, addrs, fp
+}
 
+// TestMetalEndToEnd runs examples/metal's tenant on three bare-metal
+// machines that wait in maintenance mode: each gets its config over the
+// maintenance API (one through its pinned fingerprint) and installs; the
+// server bootstraps etcd once and rolls a patch through the machines in
+// place, each keeping its host name; taking a control plane out resets
+// it, and only after it left etcd.
+func TestMetalEndToEnd(t *testing.T) {
+	host, addrs, fp := startMetalMachines(t, talosnode.Options{})
 	e, dir := newMetalRepo(t, metalNodeGroups(addrs, fp, 2))
 	e.first = e.push("Tenant metal-lab on three machines")
 	e.srv = newE2EServer(t, metalServer(e, "--talos-wait", "30s", "--allow-loopback-metal"))
