@@ -46,6 +46,7 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 	if ro := td.Tenant.Spec.Rollout; ro != nil {
 		d.WaitFor = ro.WaitFor
 	}
+	d.Snapshot, d.SnapshotRequired = t.r.snapshotGate(t.name), td.Tenant.Spec.Backup != nil
 	d.KubernetesStage = func(from string, next int) (map[string][]byte, map[string][]byte, error) {
 		groups, err := t.r.modules.MachineConfigsHolding(td, t.bundle, from, next)
 		if err != nil {
@@ -163,6 +164,9 @@ func (t *tenantRun) talosWanted() (bool, error) {
 	if metalWaiting {
 		return true, nil // ConfigureMetal has a machine to configure
 	}
+	if value, err := t.restoreValue(); err != nil || value != "" {
+		return value != "", err // a restore is pending
+	}
 	restarts := talos.RestartValues{Tenant: t.desired.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
 		Groups: map[string]string{}}
 	for _, ng := range t.desired.NodeGroups {
@@ -180,7 +184,7 @@ func (t *tenantRun) talosUnchanged(ctx context.Context) error {
 		return retry(schema.ReasonStoreError, err)
 	}
 	t.machines = machines
-	for _, step := range []func(*tenantRun, context.Context) (stepResult, error){(*tenantRun).configureMetal, (*tenantRun).bootstrap, (*tenantRun).rollout} {
+	for _, step := range []func(*tenantRun, context.Context) (stepResult, error){(*tenantRun).configureMetal, (*tenantRun).bootstrap, (*tenantRun).restore, (*tenantRun).rollout} {
 		if _, err := step(t, ctx); err != nil {
 			return err
 		}
@@ -201,6 +205,9 @@ func (t *tenantRun) bootstrap(ctx context.Context) (stepResult, error) {
 	}
 	if t.r.suspended(t.name) {
 		return stepDone, nil // suspended meanwhile: the run that resumes it bootstraps
+	}
+	if value, err := t.restoreValue(); err != nil || value != "" {
+		return stepNext, err // the restore bootstraps the tenant's etcd from its backup
 	}
 	was, _, err := pl.Bootstrapped(t.name)
 	if err != nil {

@@ -129,6 +129,9 @@ type Options struct {
 	// DriftWorkers is how many drift checks run at once. Default
 	// DefaultDriftWorkers.
 	DriftWorkers int
+	// Backups, when set, configure the tenants' etcd backups (see
+	// backups.go); nil: the server takes none.
+	Backups *BackupOptions
 	// OnDrift, when set, is called when a drift check changes a tenant's
 	// Drifted condition: commit status reporters hang here. It must not
 	// block.
@@ -169,6 +172,7 @@ type Reconciler struct {
 	// checked are the node groups the provider modules found no problem in.
 	checked moduleChecks
 	drift   *driftState
+	backups *backupState // nil when the server takes no backups
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures
@@ -231,6 +235,7 @@ func New(st store.Store, runner *tofu.Runner, modules render.Modules, opts Optio
 	r.previews = NewQueue(QueueOptions{Workers: 1, Grace: time.Minute})
 	r.previews.Start()
 	r.drift = newDriftState(r)
+	r.backups = newBackupState(r, opts.Backups)
 	if err := r.putProviders(); err != nil {
 		return nil, err
 	}
@@ -240,6 +245,7 @@ func New(st store.Store, runner *tofu.Runner, modules render.Modules, opts Optio
 // Close stops the queue: pending runs are superseded, running ones get
 // ShutdownGrace to finish before tofu is interrupted.
 func (r *Reconciler) Close() {
+	r.backups.close()
 	r.drift.close()
 	r.previews.Stop()
 	r.queue.Stop()

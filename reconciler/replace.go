@@ -19,8 +19,15 @@ const TrailerAllowReplace = "Rezuscloud-Allow-Replace"
 // allowsReplace reports whether the trailers allow replacing tenant's
 // control planes.
 func allowsReplace(trailers commitmsg.Trailers, tenant string) bool {
+	return trailerNames(trailers, TrailerAllowReplace, tenant)
+}
+
+// trailerNames reports whether a trailer key of the commit names tenant
+// among its values (separated by commas or spaces; several trailers of
+// the key add up).
+func trailerNames(trailers commitmsg.Trailers, key, tenant string) bool {
 	for _, t := range trailers {
-		if !strings.EqualFold(t.Key, TrailerAllowReplace) {
+		if !strings.EqualFold(t.Key, key) {
 			continue
 		}
 		for _, v := range strings.FieldsFunc(t.Value, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {

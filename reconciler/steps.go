@@ -80,9 +80,11 @@ var applySteps = []step[*tenantRun]{
 	{"VersionSkew", (*tenantRun).versionSkew},
 	{"ProviderClasses", (*tenantRun).providerClasses},
 	{"Suspend", (*tenantRun).suspend},
+	{"RestoreGuard", (*tenantRun).restoreGuard},
 	{"MaintenanceWindow", (*tenantRun).maintenanceWindow},
 	{"QuickCheck", (*tenantRun).quickCheck},
 	{"Settle", (*tenantRun).settle},
+	{"RestoreState", (*tenantRun).restoreState},
 	{"Secrets", (*tenantRun).secrets},
 	{"Render", (*tenantRun).render},
 	{"WriteWorkspace", (*tenantRun).writeWorkspace},
@@ -94,6 +96,7 @@ var applySteps = []step[*tenantRun]{
 	{"ConfigureMetal", (*tenantRun).configureMetal},
 	{"Finish", (*tenantRun).finish},
 	{"Bootstrap", (*tenantRun).bootstrap},
+	{"Restore", (*tenantRun).restore},
 	{"Rollout", (*tenantRun).rollout},
 }
 

@@ -270,12 +270,18 @@ type PlaneActions struct {
 	Configs  int `json:"configs,omitempty"`
 	Upgrades int `json:"upgrades,omitempty"`
 	Restarts int `json:"restarts,omitempty"`
+	// Restore is the backup from which the run restored the tenant's
+	// etcd (spec.restore).
+	Restore string `json:"restore,omitempty"`
 }
 
 // String says in a line what the plane did: "bootstrap on prod-cp-0",
 // "rollout of 6 machines (6 upgrades)"; "" for nothing.
 func (a PlaneActions) String() string {
 	var parts []string
+	if a.Restore != "" {
+		parts = append(parts, "restore of etcd from backup "+a.Restore)
+	}
 	if a.Bootstrap != "" {
 		parts = append(parts, "bootstrap on "+a.Bootstrap)
 	}

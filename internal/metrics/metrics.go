@@ -37,6 +37,12 @@ type Metrics struct {
 	// TenantDrifted is 1 for a tenant whose last drift check found drift,
 	// 0 for one it found as applied.
 	TenantDrifted *prometheus.GaugeVec
+	// Backups counts the etcd backups taken of tenants, by result (ok,
+	// error).
+	Backups *prometheus.CounterVec
+	// TenantBackupFailed is 1 for a tenant whose last etcd backup failed,
+	// 0 for one whose last backup succeeded.
+	TenantBackupFailed *prometheus.GaugeVec
 
 	mu          sync.Mutex
 	lastApplied map[string]string
@@ -72,9 +78,16 @@ func New() *Metrics {
 		TenantDrifted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rezuscloud_tenant_drifted", Help: "1 for a tenant whose last drift check found its infrastructure or machine configs changed behind its back, 0 for one found as applied.",
 		}, []string{"tenant"}),
+		Backups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rezuscloud_etcd_backups_total", Help: "etcd backups of tenants taken, by result (ok, error).",
+		}, []string{"result"}),
+		TenantBackupFailed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rezuscloud_tenant_backup_failed", Help: "1 for a tenant whose last etcd backup failed, 0 for one whose last backup succeeded.",
+		}, []string{"tenant"}),
 		lastApplied: map[string]string{},
 	}
 	m.Registry.MustRegister(m.ReconcileDuration, m.TofuDuration, m.TofuRuns, m.LastApplied, m.Webhooks, m.TenantRetries, m.TenantDrifted,
+		m.Backups, m.TenantBackupFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -171,4 +184,22 @@ func (m *Metrics) Drifted(tenant string, v float64) {
 		return
 	}
 	m.TenantDrifted.WithLabelValues(tenant).Set(v)
+}
+
+// BackedUp records the result of a tenant's etcd backup; a nil err is a
+// success. forget drops the tenant's gauge (it declares no backups).
+func (m *Metrics) BackedUp(tenant string, err error, forget bool) {
+	if m == nil {
+		return
+	}
+	if forget {
+		m.TenantBackupFailed.DeleteLabelValues(tenant)
+		return
+	}
+	result, failed := "ok", 0.0
+	if err != nil {
+		result, failed = "error", 1
+	}
+	m.Backups.WithLabelValues(result).Inc()
+	m.TenantBackupFailed.WithLabelValues(tenant).Set(failed)
 }

@@ -77,6 +77,7 @@ func (r Recorder) appliedTenant(name string, a Apply) *schema.Tenant {
 		t.Status.Phase = "" // back in git before its removal finished
 	}
 	t.APIVersion, t.Kind, t.Spec = td.Tenant.APIVersion, td.Tenant.Kind, td.Tenant.Spec
+	backupDeclared(t)
 	t.Metadata = td.Tenant.Metadata.Declared()
 	t.Metadata.Generation = a.Generation
 	t.Status.ObservedCommit = a.Revision

@@ -69,8 +69,10 @@ func (r Recorder) tenant(name string, declared *schema.Tenant) (t *schema.Tenant
 	case errors.Is(err, store.ErrNotFound) && declared == nil:
 		return nil, false, nil
 	case errors.Is(err, store.ErrNotFound):
-		return &schema.Tenant{APIVersion: declared.APIVersion, Kind: declared.Kind, Metadata: declared.Metadata.Declared(),
-			Spec: declared.Spec}, true, nil
+		t = &schema.Tenant{APIVersion: declared.APIVersion, Kind: declared.Kind, Metadata: declared.Metadata.Declared(),
+			Spec: declared.Spec}
+		backupDeclared(t)
+		return t, true, nil
 	case err != nil:
 		return nil, false, err
 	}

@@ -36,6 +36,9 @@ type KubeUpgrade struct {
 	StartedAt time.Time        `json:"startedAt"`
 	// Checked is set once the check of requested deprecated APIs passed.
 	Checked bool `json:"checked,omitempty"`
+	// Snapshot is the backup of etcd the upgrade relied on, taken before
+	// its first component moved.
+	Snapshot *Relied `json:"snapshot,omitempty"`
 }
 
 // ComponentMoved is one component an upgrade moved.
@@ -104,6 +107,10 @@ func (pl *Plane) rollKubernetes(ctx context.Context, d Desired, u *KubeUpgrade) 
 		if err := pl.saveUpgrade(d.Tenant, u); err != nil {
 			return total, err
 		}
+	}
+	save := func() error { return pl.saveUpgrade(d.Tenant, u) }
+	if err := pl.snapshotBefore(ctx, d, &u.Snapshot, "the upgrade of Kubernetes to "+u.To, save); err != nil {
+		return total, err
 	}
 	for u.Next < len(rtalos.UpgradeOrder) {
 		step, err := pl.kubeStep(d, u)

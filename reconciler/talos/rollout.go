@@ -57,6 +57,12 @@ type Desired struct {
 	// steps of an upgrade of Kubernetes (kubeupgrade.go). Nil: a change
 	// of KubernetesVersion rolls as any change of config.
 	KubernetesStage func(from string, next int) (groups, machines map[string][]byte, err error)
+	// Snapshot, when set, takes a backup of the tenant's etcd before a
+	// rolling upgrade of Talos or Kubernetes starts; the record of the
+	// rollout names it. SnapshotRequired (the tenant declares backups)
+	// holds the upgrade back while the snapshot fails.
+	Snapshot         SnapshotGate
+	SnapshotRequired bool
 
 	// kubeUpgrade is the upgrade of Kubernetes whose step this is.
 	kubeUpgrade *KubeUpgrade
@@ -117,6 +123,9 @@ type RolloutRecord struct {
 	// before the cordon), by machine id, until it uncordons them: a
 	// rollout resumed after a restart uncordons what it cordoned.
 	Cordoned map[string]string `json:"cordoned,omitempty"`
+	// Snapshot is the backup of etcd this generation's upgrade of Talos
+	// relied on, taken before its first machine.
+	Snapshot *Relied `json:"snapshot,omitempty"`
 	// Failed stops the rollout of this generation.
 	Failed *Failure `json:"failed,omitempty"`
 	// Completed is set once every machine runs this generation.
@@ -476,6 +485,13 @@ func (pl *Plane) roll(ctx context.Context, d Desired) (Rolled, error) {
 		// install, before its reboot (finish).
 		if !next.lifecycleWork() {
 			if next.drain, err = pl.drainBefore(ctx, d, rec, next); err != nil {
+				pl.report(rec, nil)
+				return done, err
+			}
+		}
+		if next.op == OpUpgrade && d.kubeUpgrade == nil {
+			save := func() error { return pl.save(KindRollout, d.Tenant, rec) }
+			if err := pl.snapshotBefore(ctx, d, &rec.Snapshot, "the upgrade of Talos to "+rec.Groups[next.m.NodeGroup].TalosVersion, save); err != nil {
 				pl.report(rec, nil)
 				return done, err
 			}
