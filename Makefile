@@ -6,7 +6,9 @@
 # filesystem mirror bin/providers. `make test` also builds the real
 # Kubernetes control plane that the simulated cloud runs for a tenant
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl;
-# scripts/kube.sh, once into the same cache). Every go build says how many packages it
+# scripts/kube.sh, once into the same cache), and a real S3-compatible
+# server for the backup store's tests (versitygw; scripts/s3.sh, once into
+# the same cache). Every go build says how many packages it
 # compiles and how long it has left (scripts/gobuild.sh).
 
 GO       ?= go
@@ -20,13 +22,15 @@ FUZZTIME ?= 20s
 TOFU_BIN  = $(shell bash scripts/tools.sh | tail -n1)
 # The Kubernetes control plane's binaries: built once (see scripts/kube.sh).
 KUBE_BIN  = $(shell bash scripts/kube.sh | tail -n1)
+# The S3-compatible server of the backup store's tests: built once (see scripts/s3.sh).
+S3_BIN    = $(shell bash scripts/s3.sh | tail -n1)
 
 export CGO_ENABLED ?= 0
 
 # The demo's cloud: sim (the default), openstack or metal.
 CLOUD    := sim
 
-.PHONY: all tools kube chromium build openstack-provider test lint vet bench fuzz demo clean
+.PHONY: all tools kube s3 chromium build openstack-provider test lint vet bench fuzz demo clean
 
 all: build
 
@@ -35,6 +39,9 @@ tools:
 
 kube:
 	@bash scripts/kube.sh >/dev/null
+
+s3:
+	@bash scripts/s3.sh >/dev/null
 
 # Chromium for the dashboard's browser tests: Debian's package, installed
 # when missing. When it cannot be installed the script says why (exit 3)
@@ -60,8 +67,8 @@ vet:
 	$(GO) vet ./...
 	$(DEPLOY) $(GO) vet ./...
 
-test: tools kube chromium build openstack-provider vet
-	TOFU=$(TOFU_BIN) REZUSCLOUD_KUBE_BIN=$(KUBE_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) CGO_ENABLED=1 \
+test: tools kube s3 chromium build openstack-provider vet
+	TOFU=$(TOFU_BIN) REZUSCLOUD_KUBE_BIN=$(KUBE_BIN) REZUSCLOUD_S3_BIN=$(S3_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) CGO_ENABLED=1 \
 		$(GO) test -race -timeout 30m ./...
 	$(DEPLOY) $(GO) test -timeout 10m ./...
 
@@ -69,8 +76,8 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; else echo "lint: staticcheck not installed; ran gofmt and go vet"; fi
 
-bench: tools kube build openstack-provider
-	TOFU=$(TOFU_BIN) REZUSCLOUD_KUBE_BIN=$(KUBE_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) \
+bench: tools kube s3 build openstack-provider
+	TOFU=$(TOFU_BIN) REZUSCLOUD_KUBE_BIN=$(KUBE_BIN) REZUSCLOUD_S3_BIN=$(S3_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) \
 		$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # Every fuzz target of the module (every func FuzzX), FUZZTIME each.

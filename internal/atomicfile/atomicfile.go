@@ -8,7 +8,9 @@
 package atomicfile
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -17,7 +19,13 @@ import (
 // file has them from the start, so the data is never readable by more
 // than perm allows). The directory of path must exist. On an error path
 // is unchanged and no temporary file is left.
-func Write(path string, data []byte, perm os.FileMode) (err error) {
+func Write(path string, data []byte, perm os.FileMode) error {
+	return WriteFrom(path, bytes.NewReader(data), perm)
+}
+
+// WriteFrom is Write with the data streamed from r, to its end; an error
+// of r is an error of WriteFrom.
+func WriteFrom(path string, r io.Reader, perm os.FileMode) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -37,7 +45,7 @@ func Write(path string, data []byte, perm os.FileMode) (err error) {
 		f.Close()
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.CopyBuffer(f, r, make([]byte, 256<<10)); err != nil {
 		f.Close()
 		return err
 	}

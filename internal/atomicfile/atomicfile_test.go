@@ -1,9 +1,13 @@
 package atomicfile
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // entries lists the names in dir.
@@ -77,5 +81,25 @@ func TestWriteRelative(t *testing.T) {
 	}
 	if b, err := os.ReadFile("plain"); err != nil || string(b) != "x" {
 		t.Fatalf("content %q, %v", b, err)
+	}
+}
+
+// A stream that fails midway leaves the old file as it was and no
+// temporary file.
+func TestWriteFromReaderError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "target")
+	if err := Write(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken := io.MultiReader(strings.NewReader(strings.Repeat("new", 1<<18)), iotest.ErrReader(errors.New("stream broke")))
+	if err := WriteFrom(path, broken, 0o600); err == nil || !strings.Contains(err.Error(), "stream broke") {
+		t.Fatalf("WriteFrom of a broken stream: %v, want its error", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "old" {
+		t.Errorf("content %q, %v; want old", b, err)
+	}
+	if names := entries(t, dir); len(names) != 1 || names[0] != "target" {
+		t.Errorf("dir holds %v after a failed write, want only target", names)
 	}
 }

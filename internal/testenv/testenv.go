@@ -1,8 +1,9 @@
 // Package testenv locates the real tools that tests drive: the tofu binary,
-// the provider mirror that `make build` fills, and the Kubernetes control
-// plane's binaries that scripts/kube.sh builds. A test that needs one of
-// them fails, with a message that says how to get it, rather than skipping:
-// `make test` always provides them. Only tests and benchmarks import it,
+// the provider mirror that `make build` fills, the Kubernetes control
+// plane's binaries that scripts/kube.sh builds, and the S3-compatible
+// server that scripts/s3.sh builds (StartS3 runs one on loopback). A test
+// that needs one of them fails, with a message that says how to get it,
+// rather than skipping: `make test` always provides them. Only tests and benchmarks import it,
 // and it imports nothing of the project.
 package testenv
 
