@@ -1,6 +1,9 @@
 package atomicfile
 
 import (
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -77,5 +80,45 @@ func TestWriteRelative(t *testing.T) {
 	}
 	if b, err := os.ReadFile("plain"); err != nil || string(b) != "x" {
 		t.Fatalf("content %q, %v", b, err)
+	}
+}
+
+// A streamed write that fails leaves no file and no temporary file;
+// CreateFrom refuses a path that exists and leaves it as it was.
+func TestWriteFromAndCreateFrom(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "backup.tar")
+	broken := errors.New("the stream broke off")
+	err := CreateFrom(path, 0o600, func(w io.Writer) error {
+		w.Write([]byte("half"))
+		return broken
+	})
+	if !errors.Is(err, broken) {
+		t.Fatalf("CreateFrom = %v, want the stream's error", err)
+	}
+	if names := entries(t, dir); len(names) != 0 {
+		t.Fatalf("dir holds %v after a failed stream, want nothing", names)
+	}
+	stream := func(s string) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+	}
+	if err := CreateFrom(path, 0o600, stream("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateFrom(path, 0o600, stream("second")); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("CreateFrom over an existing file = %v, want fs.ErrExist", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "first" {
+		t.Errorf("content %q after a refused CreateFrom, want first", b)
+	}
+	if err := WriteFrom(path, 0o600, stream("third")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if b, _ := os.ReadFile(path); string(b) != "third" || err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("content %q mode %v (%v), want third and 0600", b, fi.Mode(), err)
+	}
+	if names := entries(t, dir); len(names) != 1 {
+		t.Errorf("dir holds %v, want only backup.tar", names)
 	}
 }

@@ -14,11 +14,15 @@ import (
 
 // Backups is a backend.Backups over backups held in memory, for the tests
 // of the API's clients (the client, rezusctl, the dashboard), which need a
-// server with a backup store but not the store itself: Backup is what the
+// server with a backup store but not the store itself: Add gives what the
 // listing serves, RequestBackup records who asked, and DownloadBackup
 // writes a tar of the backup's objects, each holding Object(tenant, id,
 // name). An unknown backup is store.ErrNotFound.
 type Backups struct {
+	// OnRequest, when set, is called with each request RequestBackup
+	// takes, as the backup worker would start one.
+	OnRequest func(tenant, by string)
+
 	mu        sync.Mutex
 	backups   map[string][]schema.BackupInfo
 	requested []string
@@ -59,8 +63,11 @@ func (b *Backups) ListBackups(_ context.Context, tenant string) ([]schema.Backup
 
 func (b *Backups) RequestBackup(_ context.Context, tenant, by string) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.requested = append(b.requested, tenant+" by "+by)
+	b.mu.Unlock()
+	if b.OnRequest != nil {
+		b.OnRequest(tenant, by)
+	}
 	return nil
 }
 
