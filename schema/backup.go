@@ -238,3 +238,13 @@ func decodeRestore(v any) *RestoreSpec {
 	}
 	return &RestoreSpec{Backup: asString(m["backup"])}
 }
+
+// BackupDeclared reports whether the tenant declares backups: what its
+// status.backup.declared says, or, before the server has written one, its
+// spec.backup.
+func (t *Tenant) BackupDeclared() bool {
+	if t.Status.Backup != nil {
+		return t.Status.Backup.Declared
+	}
+	return t.Spec.Backup != nil
+}

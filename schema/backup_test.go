@@ -87,3 +87,21 @@ func TestBackupID(t *testing.T) {
 		}
 	}
 }
+
+func TestBackupDeclared(t *testing.T) {
+	for _, tc := range []struct {
+		spec *BackupPolicy
+		st   *BackupStatus
+		want bool
+	}{
+		{nil, nil, false},
+		{&BackupPolicy{Interval: "6h", Keep: 1}, nil, true},
+		{nil, &BackupStatus{Declared: true}, true},
+		{&BackupPolicy{Interval: "6h", Keep: 1}, &BackupStatus{Declared: false}, false},
+	} {
+		tn := &Tenant{Spec: TenantSpec{Backup: tc.spec}, Status: TenantStatus{Backup: tc.st}}
+		if got := tn.BackupDeclared(); got != tc.want {
+			t.Errorf("spec %+v status %+v: BackupDeclared = %v, want %v", tc.spec, tc.st, got, tc.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
@@ -307,20 +308,9 @@ func printBackups(stdout, stderr io.Writer, tenant string, list []schema.BackupI
 	return printTable(stdout, header, rows, o.noHeaders)
 }
 
-// bytesText is a size in bytes as people read it: 512 B, 1.5 KiB, 240.0
-// MiB, 1.2 GiB.
-func bytesText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
+// bytesText is a size in bytes as people read it: 512 B, 1.5 KiB, 240
+// MiB.
+func bytesText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 
 // backupPolicyText says what a spec.backup declares: "every 6h, keep 14",
 // "at 0 3 * * * (Europe/Berlin), keep 14"; "" for none.
@@ -347,7 +337,7 @@ const noBackup = "no etcd backup"
 // there are ("2h ago, 14 kept").
 func backupWord(t *schema.Tenant, now time.Time) string {
 	st := t.Status.Backup
-	if t.Spec.Backup == nil && (st == nil || !st.Declared) {
+	if !t.BackupDeclared() {
 		return noBackup
 	}
 	if st == nil {
@@ -366,7 +356,7 @@ func backupWord(t *schema.Tenant, now time.Time) string {
 // or "no etcd backup".
 func (d *describer) backupStatus(t *schema.Tenant) {
 	st := t.Status.Backup
-	if t.Spec.Backup == nil && (st == nil || !st.Declared) {
+	if !t.BackupDeclared() {
 		d.kv(1, "Backup", noBackup)
 	} else if st == nil {
 		d.kv(1, "Backup", "none yet")
