@@ -6,8 +6,8 @@
 // the data dir with the bbolt engine (store/bolt). It must not import
 // reconciler or render; where the API has to set something in motion it
 // calls a small interface declared here (Reconcile, Previewer,
-// TenantSecrets, MachineLogs), which the reconciler implements and
-// cmd/rezuscloud wires.
+// TenantSecrets, MachineLogs, Backups), which the reconciler implements
+// and cmd/rezuscloud wires.
 //
 // # State backend
 //

@@ -22,29 +22,40 @@ func requestLogFrom(ctx context.Context) *requestLog {
 
 // LogRequests returns middleware that logs one line per request: method,
 // path, status, duration, response bytes and the name of the token that
-// made it. It never logs query strings, headers or bodies, so no
-// credential or state content reaches the log.
+// made it, and "aborted" for an answer a handler broke off. It never logs
+// query strings, headers or bodies, so no credential or state content
+// reaches the log.
 func LogRequests(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rl := &requestLog{}
 		sw := &statusWriter{ResponseWriter: w}
+		aborted := true
+		// Deferred, so that an answer a handler breaks off
+		// (http.ErrAbortHandler) is logged too, as aborted.
+		defer func() {
+			if sw.status == 0 {
+				sw.status = http.StatusOK
+			}
+			level := slog.LevelInfo
+			if sw.status >= 500 || aborted {
+				level = slog.LevelError
+			}
+			attrs := []slog.Attr{
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.Int("status", sw.status),
+				slog.Duration("duration", time.Since(start)),
+				slog.Int64("bytes", sw.bytes),
+				slog.String("token", rl.token),
+			}
+			if aborted {
+				attrs = append(attrs, slog.Bool("aborted", true))
+			}
+			log.LogAttrs(r.Context(), level, "request", attrs...)
+		}()
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestLogKey{}, rl)))
-		if sw.status == 0 {
-			sw.status = http.StatusOK
-		}
-		level := slog.LevelInfo
-		if sw.status >= 500 {
-			level = slog.LevelError
-		}
-		log.LogAttrs(r.Context(), level, "request",
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status),
-			slog.Duration("duration", time.Since(start)),
-			slog.Int64("bytes", sw.bytes),
-			slog.String("token", rl.token),
-		)
+		aborted = false
 	})
 }
 

@@ -104,7 +104,10 @@ type Server struct {
 	hub      *Hub
 	api      *resourceAPI
 	mux      *http.ServeMux
-	http     *http.Server
+	// backups answer the backup endpoints; nil without a backup store
+	// (see ServeBackups).
+	backups atomic.Pointer[backupService]
+	http    *http.Server
 
 	ln       net.Listener
 	stopping atomic.Bool
@@ -218,7 +221,8 @@ func (cfg *Config) withDefaults() error {
 	return nil
 }
 
-// routes mounts the server's own endpoints, the state backend and the API.
+// routes mounts the server's own endpoints, the state backend, the API and
+// its backup endpoints.
 func (s *Server) routes() {
 	s.mount("GET /healthz", http.HandlerFunc(s.healthz))
 	s.mount("GET /readyz", http.HandlerFunc(s.readyz))
@@ -227,6 +231,7 @@ func (s *Server) routes() {
 	s.Handle(VersionsPrefix, s.state)
 	s.api = newResourceAPI(s.store, s.hub, s.cfg.WatchHeartbeat, s.log, s.cfg.Origin, s.cfg.Version)
 	s.Handle(APIPrefix, s.api)
+	s.serveBackups()
 }
 
 // Handle mounts h at pattern (http.ServeMux syntax) behind authentication:

@@ -48,7 +48,11 @@ func (s *fileStore) Put(ctx context.Context, key string, r io.Reader) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	if err := atomicfile.WriteFrom(p, ctxReader{ctx, r}, 0o600); err != nil {
+	write := func(w io.Writer) error {
+		_, err := io.CopyBuffer(w, ctxReader{ctx, r}, make([]byte, 256<<10))
+		return err
+	}
+	if err := atomicfile.WriteFrom(p, 0o600, write); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil

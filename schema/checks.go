@@ -30,6 +30,7 @@ func checkDocument(d *document, obj map[string]any, checkPatch func(string) stri
 		problems = append(problems, checkSuspend(d, obj)...)
 		problems = append(problems, checkMaintenanceWindows(d, obj)...)
 		problems = append(problems, checkRollout(d, obj)...)
+		problems = append(problems, checkBackup(d, obj)...)
 	}
 	if d.kind != KindConfigPatch {
 		problems = append(problems, checkDrain(d, obj)...)

@@ -53,6 +53,9 @@ const (
 	ConditionSuspended = "Suspended"
 	// ConditionUpgrading: a rolling change of the machines is in progress.
 	ConditionUpgrading = "Upgrading"
+	// ConditionBackupFailed: the last backup of the tenant's etcd failed
+	// (status.backup.lastError says why); the next success clears it.
+	ConditionBackupFailed = "BackupFailed"
 )
 
 // Conditions is an object's status.conditions list, kept in a stable order
@@ -205,4 +208,17 @@ const (
 	ReasonRollingOut = "RollingOut"
 	// ReasonUpToDate: every machine runs what its node group declares.
 	ReasonUpToDate = "UpToDate"
+
+	// Reasons of backups and restores.
+
+	// ReasonBackupFailed: a backup of the tenant's etcd failed; it is
+	// retried with backoff (the BackupFailed condition).
+	ReasonBackupFailed = "BackupFailed"
+	// ReasonRestoreNotAllowed: the commit sets or changes spec.restore
+	// without the Rezuscloud-Allow-Restore trailer for the tenant; the
+	// tenant stalls until a commit carries it.
+	ReasonRestoreNotAllowed = "RestoreNotAllowed"
+	// ReasonRestoreFailed: a restore of the tenant's etcd from a backup
+	// failed (the backup does not check out, or a step of the restore).
+	ReasonRestoreFailed = "RestoreFailed"
 )

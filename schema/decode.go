@@ -37,6 +37,8 @@ func decodeTenant(obj map[string]any) *Tenant {
 			MaintenanceWindows:   decodeWindows(spec["maintenanceWindows"]),
 			Drain:                decodeDrain(spec["drain"]),
 			Rollout:              decodeRollout(spec["rollout"]),
+			Backup:               decodeBackup(spec["backup"]),
+			Restore:              decodeRestore(spec["restore"]),
 		},
 	}
 	plugins := asMap(spec["plugins"])

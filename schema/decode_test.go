@@ -51,12 +51,20 @@ func TestDecodeMatchesJSON(t *testing.T) {
 				},
 				"drain":   map[string]any{"timeout": "5m", "ignoreDaemonSets": false, "onTimeout": "force", "onUnreachable": "proceed"},
 				"rollout": map[string]any{"waitFor": "tier in (web, db)"},
+				"backup":  map[string]any{"schedule": "0 3 * * *", "timeZone": "Europe/Berlin", "keep": 14},
+				"restore": map[string]any{"backup": "20261205T083000Z-1a2b3c4d"},
 			},
 		},
 		{
 			"apiVersion": APIVersion, "kind": KindTenant,
 			"metadata": map[string]any{"name": "bare"},
 			"spec":     map[string]any{"kubernetesVersion": "1.34.1", "talosVersion": "1.12.6", "controlPlaneEndpoint": "https://x:6443", "plugins": map[string]any{}},
+		},
+		{
+			"apiVersion": APIVersion, "kind": KindTenant,
+			"metadata": map[string]any{"name": "interval"},
+			"spec": map[string]any{"kubernetesVersion": "1.34.1", "talosVersion": "1.12.6", "controlPlaneEndpoint": "https://x:6443",
+				"backup": map[string]any{"interval": "6h", "keep": int64(3)}},
 		},
 		{
 			"apiVersion": APIVersion, "kind": KindNodeGroup,

@@ -38,6 +38,12 @@ type TenantSpec struct {
 	Drain *DrainPolicy `json:"drain,omitempty"`
 	// Rollout is what rollouts wait for between machines.
 	Rollout *RolloutPolicy `json:"rollout,omitempty"`
+	// Backup is when the tenant's etcd is backed up and how many backups
+	// are kept; nil: never.
+	Backup *BackupPolicy `json:"backup,omitempty"`
+	// Restore names the backup the tenant's etcd is restored from, once
+	// per value, by a commit that carries Rezuscloud-Allow-Restore.
+	Restore *RestoreSpec `json:"restore,omitempty"`
 }
 
 // Plugins selects the cluster's network and storage plugins.
@@ -105,6 +111,9 @@ type TenantStatus struct {
 	// Talos version, a declared restart) through the tenant's machines,
 	// one at a time: where it stands.
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// Backup is where the tenant's etcd backups stand; its Declared is
+	// false for a tenant without spec.backup.
+	Backup *BackupStatus `json:"backup,omitempty"`
 	// Conditions are Ready, Reconciling and Stalled (see the Condition*
 	// constants); Ready follows the machines, the other two the runs.
 	Conditions Conditions `json:"conditions,omitempty"`

@@ -64,7 +64,7 @@ func TestReconcileRetriesAfterForeignLock(t *testing.T) {
 		!regexp.MustCompile(`(?m)^  Reconciling +True +RetryScheduled `).MatchString(out) {
 		t.Errorf("rezusctl describe tenant staging shows no retry:\n%s", out)
 	}
-	if out := ctl.run("get", "tenants", "--server", s.URL()); !regexp.MustCompile(`(?m)^staging .* False +Retrying: attempt \d+ failed \(StateLocked\), next `).MatchString(out) {
+	if out := ctl.run("get", "tenants", "--server", s.URL()); !regexp.MustCompile(`(?m)^staging .* False +no etcd backup +Retrying: attempt \d+ failed \(StateLocked\), next `).MatchString(out) {
 		t.Errorf("rezusctl get tenants does not show staging not ready:\n%s", out)
 	}
 

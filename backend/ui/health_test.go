@@ -35,6 +35,8 @@ func TestCondMeaning(t *testing.T) {
 		{schema.ConditionUpgrading, schema.ConditionFalse, "UpToDate", meaningIdle},
 		{schema.ConditionUpgrading, schema.ConditionTrue, "RollingOut", meaningBusy},
 		{schema.ConditionUpgrading, schema.ConditionFalse, schema.ReasonRolloutFailed, meaningBad},
+		{schema.ConditionBackupFailed, schema.ConditionFalse, "", meaningGood},
+		{schema.ConditionBackupFailed, schema.ConditionTrue, schema.ReasonBackupFailed, meaningBad},
 	} {
 		if got := condMeaning(schema.Condition{Type: c.typ, Status: c.status, Reason: c.reason}); got != c.want {
 			t.Errorf("%s %s (%s): %s, want %s", c.typ, c.status, c.reason, got, c.want)
@@ -76,4 +78,12 @@ func TestConditionBadges(t *testing.T) {
 		// staging has only the ready flag, false.
 		`<td class="badges"><span class="badge cond-bad">not ready</span> </td>`,
 		`<ul class="legend" aria-label="Colours of the recent commits">`, `<span class="swatch phase-failed"></span>failed or invalid`)
+}
+
+func TestCondWord(t *testing.T) {
+	for typ, want := range map[string]string{schema.ConditionStalled: "stalled", schema.ConditionBackupFailed: "backup failed", "": ""} {
+		if got := condWord(typ); got != want {
+			t.Errorf("condWord(%q) = %q, want %q", typ, got, want)
+		}
+	}
 }

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -95,6 +98,9 @@ var funcs = template.FuncMap{
 	"health":       health,
 	"serviceClass": serviceClass,
 	"ref":          refBreaks,
+	"bytes":        func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
+	"condWord":     condWord,
+	"noBackup":     noBackup,
 }
 
 // age says how long ago t was, as kubectl does: 45s, 12m, 5h, 3d, 2y;
@@ -138,15 +144,17 @@ func firstLine(s string) string {
 	return line
 }
 
-// phaseClass is the CSS class of a commit, tenant result or tenant phase.
+// phaseClass is the CSS class of a commit, tenant result or tenant phase,
+// or of a restore's phase.
 func phaseClass(v any) string {
 	p := strings.ToLower(fmt.Sprint(v))
 	switch p {
-	case "succeeded", "active":
+	case "succeeded", "active", "done":
 		return "phase-ok"
 	case "failed", "partiallyfailed", "invalid":
 		return "phase-failed"
-	case "planning", "applying", "validating", "pending", "forming", "shrinking":
+	case "planning", "applying", "validating", "pending", "forming", "shrinking",
+		"wiping", "recovering", "bootstrapping", "joining", "kubelets": // the last five: a restore's
 		return "phase-busy"
 	case "removing":
 		return "phase-removing"
@@ -181,13 +189,13 @@ const (
 )
 
 // condMeaning is what a condition says of its object, by its type: Ready
-// True, Stalled False and Drifted False are good; Reconciling, Upgrading
+// True, and Stalled, Drifted and BackupFailed False, are good; Reconciling, Upgrading
 // and Suspended False are idle; Reconciling or Upgrading True, and Ready
 // Unknown while work progresses or False while machines come up, are
 // busy; Suspended True is held; Ready False for any other reason (but for
-// a commit that newer ones superseded), Stalled or Drifted True, and a
-// rollout that failed are bad. It is the one place that decides how a
-// condition is coloured.
+// a commit that newer ones superseded), Stalled, Drifted or BackupFailed
+// True, and a rollout that failed are bad. It is the one place that
+// decides how a condition is coloured.
 func condMeaning(c schema.Condition) string {
 	if c.Reason == schema.ReasonRolloutFailed {
 		return meaningBad
@@ -210,7 +218,7 @@ func condMeaning(c schema.Condition) string {
 			return meaningBusy
 		}
 		return meaningBad
-	case schema.ConditionStalled, schema.ConditionDrifted:
+	case schema.ConditionStalled, schema.ConditionDrifted, schema.ConditionBackupFailed:
 		if isTrue {
 			return meaningBad
 		}
@@ -264,11 +272,45 @@ func health(st schema.TenantStatus) []badge {
 		}
 		if m := condMeaning(c); m != meaningGood && m != meaningIdle {
 			cb := conditionBadge(c)
-			cb.Text = strings.ToLower(c.Type)
+			cb.Text = condWord(c.Type)
 			b = append(b, cb)
 		}
 	}
 	return b
+}
+
+// condWord is a condition type in lower-case words, as a badge says it:
+// "stalled", "backup failed".
+func condWord(typ string) string {
+	var b strings.Builder
+	for i, r := range typ {
+		if unicode.IsUpper(r) && i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// noBackupBadge is the badge of a tenant that declares no spec.backup, so
+// that the default of no backups is seen.
+var noBackupBadge = badge{Text: "no etcd backup", Class: "cond-" + meaningIdle,
+	Title: "spec.backup is not declared: nothing keeps a copy of this cluster's etcd"}
+
+// noBackup is the "no etcd backup" badge of a tenant (a schema.Tenant or
+// a pointer to one) that declares no backups, else nothing.
+func noBackup(t any) []badge {
+	var tn *schema.Tenant
+	switch t := t.(type) {
+	case *schema.Tenant:
+		tn = t
+	case schema.Tenant:
+		tn = &t
+	}
+	if tn == nil || tn.BackupDeclared() {
+		return nil
+	}
+	return []badge{noBackupBadge}
 }
 
 // conditionBadge is a condition's badge: its colour, and its reason and

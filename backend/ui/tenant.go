@@ -27,6 +27,8 @@ type tenantPage struct {
 	// Downloads link the tenant's kubeconfig and talosconfig, for admins
 	// of a server that serves them.
 	Kubeconfig, Talosconfig string
+	// Backups lists the tenant's backups, when the page shows them.
+	Backups backupsView
 }
 
 // stageCount is how many of the tenant's machines are in one stage.
@@ -87,6 +89,7 @@ func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 			strings.Compare(a.Metadata.Name, b.Metadata.Name))
 	})
 	p.Stages = stagesOf(p.Machines)
+	p.Backups = h.backups(r, v, name)
 	if v.Admin {
 		base := "/api/v1/tenants/" + url.PathEscape(name)
 		if h.srv.Routes(http.MethodGet, base+"/kubeconfig") {

@@ -179,6 +179,12 @@ func (p *reconcilerPart) openReports() (err error) {
 func (p *reconcilerPart) openReconciler() (err error) {
 	f, srv := p.f, p.m.Server
 	tokens := srv.Tokens()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	backups, err := backupOptions(ctx, &f.backups, p.dataDir, f.getenv(envStatePassphrase), p.log)
+	if err != nil {
+		return err
+	}
 	p.rec, err = reconciler.New(srv.Store(), p.runner, providerModules(f), reconciler.Options{
 		DataDir:             p.dataDir,
 		StateURL:            srv.URL(),
@@ -195,6 +201,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		OnCommit:            p.startupCommits(),
 		OnDrift:             p.onDrift,
 		DriftInterval:       f.driftInterval,
+		Backups:             backups,
 		KubeconfigValidity:  f.kubeconfigValid,
 		Logger:              p.log.With("component", "reconciler"),
 		Credentials: func(tenant string) (string, string, func()) {

@@ -90,7 +90,8 @@ type serveFlags struct {
 	// variables the parts read themselves (credentials, tofu's PATH).
 	getenv func(string) string
 
-	talos talosFlags
+	talos   talosFlags
+	backups backupFlags
 }
 
 // talosFlags configure the Talos plane and the simulated nodes.
@@ -207,6 +208,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.reports.gitlabAPI, "gitlab-api-url", "", "GitLab API base `URL`, https://HOST/api/v4; default gitlab.com")
 	fs.StringVar(&f.reports.gitlabTokenFile, "gitlab-token-file", "", "`FILE` holding the token for GitLab commit statuses; or set REZUSCLOUD_GITLAB_TOKEN")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "`FILE` holding the secret that push webhooks (/hooks/github, /hooks/gitlab, /hooks/generic) are signed with; or set REZUSCLOUD_WEBHOOK_SECRET")
+	addBackupFlags(fs, &f.backups)
 	fs.StringVar(&f.talos.installer, "talos-installer", "ghcr.io/siderolabs/installer", "installer `IMAGE` (registry and repository, no tag) whose tag vX.Y.Z a Talos upgrade installs")
 	fs.DurationVar(&f.talos.timeout, "talos-timeout", 10*time.Minute, "how long a machine may take to be back and ready after a config apply, upgrade or reboot; an upgraded machine that is not is rolled back and the rollout stops")
 	fs.DurationVar(&f.talos.wait, "talos-wait", 5*time.Minute, "how long a tenant's run waits for a machine or etcd to be ready (bootstrap, rollout gates) before it retries later")

@@ -18,7 +18,14 @@ const completionTimeout = 3 * time.Second
 // completeTypeAndNames completes get's arguments: a resource type, then
 // the names of that type.
 func completeTypeAndNames(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	return completeFor(cmd, args, toComplete, nil)
+	if len(args) > 0 && slices.Contains(backupWords, args[0]) {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	types, dir := completeFor(cmd, args, toComplete, nil)
+	if len(args) == 0 {
+		types = append(types, backupWords[0])
+	}
+	return types, dir
 }
 
 // completeFor completes a resource type among kinds (all when nil), then

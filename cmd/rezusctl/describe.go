@@ -265,6 +265,10 @@ func (d *describer) tenant(ctx context.Context, name string) (string, error) {
 		d.kv(1, "CSI", "")
 	}
 	d.kv(1, "Config Patches", patchNames(s.ConfigPatches))
+	d.kv(1, "Backup", backupPolicyText(s.Backup))
+	if s.Restore != nil {
+		d.kv(1, "Restore", s.Restore.Backup)
+	}
 	st := t.Status
 	d.line(0, "Status:")
 	d.kv(1, "Phase", string(st.Phase))
@@ -281,6 +285,7 @@ func (d *describer) tenant(ctx context.Context, name string) (string, error) {
 	d.kv(1, "Observed Commit", st.ObservedCommit)
 	d.kv(1, "Message", st.Message)
 	d.kv(1, "Retry", d.retry(st.Retry))
+	d.backupStatus(t)
 	d.conditions(st.Conditions)
 	if len(ngs) == 0 {
 		d.kv(0, "Node Groups", "")

@@ -35,6 +35,7 @@ Types and their aliases:
   patches     (patch, cp, configpatches)  live in a tenant
   providers   (provider)
   commits     (commit)                    newest first; a NAME is a revision or a prefix of 7+ characters
+  backups     (backup)                    of one tenant (--tenant/-t), oldest first; a NAME is a backup ID
 
 Node groups and config patches live in a tenant: --tenant/-t T scopes them,
 and NAME may be written TENANT/NAME. Without --tenant, get lists them in
@@ -53,13 +54,14 @@ func newGetCmd() *cobra.Command {
 	var o getOptions
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME...]",
-		Short: "Print tenants, node groups, machines, patches, providers or commits",
+		Short: "Print tenants, node groups, machines, patches, providers, commits or a tenant's backups",
 		Long:  getLong,
 		Example: `  rezusctl get tenants
   rezusctl get ng -t production
   rezusctl get machines -l rezuscloud.io/role=worker -o wide
   rezusctl get nodegroup production/workers -o yaml
   rezusctl get commits
+  rezusctl get backups -t production
   rezusctl get machines -w`,
 		ValidArgsFunction: completeTypeAndNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +70,13 @@ func newGetCmd() *cobra.Command {
 			}
 			if err := checkOutput(o.output, outTable, outWide, outJSON, outYAML, outName); err != nil {
 				return err
+			}
+			if slices.Contains(backupWords, strings.ToLower(args[0])) {
+				c, err := newClient(cmd)
+				if err != nil {
+					return err
+				}
+				return runGetBackups(cmd.Context(), c, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[1:], &o)
 			}
 			if err := checkSelector(o.selector); err != nil {
 				return err
@@ -92,7 +101,7 @@ func newGetCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", outTable, "output format: table, wide, json, yaml or name")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. rezuscloud.io/role=worker,environment!=test")
-	f.StringVarP(&o.tenant, "tenant", "t", "", "the tenant whose node groups, patches, machines or commits to get")
+	f.StringVarP(&o.tenant, "tenant", "t", "", "the tenant whose node groups, patches, machines, commits or backups to get")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after printing, watch for changes and print them")
 	f.BoolVar(&o.watchOnly, "watch-only", false, "watch for changes without printing the current objects first")
 	f.BoolVar(&o.watchEvents, "output-watch-events", false, "with --watch, print the event type (ADDED, MODIFIED, DELETED) of each change")

@@ -42,9 +42,9 @@ var resourceTypes = []*resourceType{
 		getPath:  func(_, name string) string { return client.TenantPath(name) },
 		columns: func(wide bool) []string {
 			if wide {
-				return []string{"NAME", "PHASE", "MACHINES", "READY", "VERSION", "TALOS", "ENDPOINT", "AGE", "CONDITION", "STATUS"}
+				return []string{"NAME", "PHASE", "MACHINES", "READY", "VERSION", "TALOS", "ENDPOINT", "AGE", "CONDITION", "BACKUP", "STATUS"}
 			}
-			return []string{"NAME", "PHASE", "MACHINES", "VERSION", "AGE", "READY", "STATUS"}
+			return []string{"NAME", "PHASE", "MACHINES", "VERSION", "AGE", "READY", "BACKUP", "STATUS"}
 		},
 		row: tenantRow,
 	},
@@ -203,7 +203,7 @@ func tenantRow(raw json.RawMessage, wide bool, now time.Time) ([]string, error) 
 		row = append(row, orNone(t.Spec.TalosVersion), orNone(t.Spec.ControlPlaneEndpoint))
 	}
 	ready, _ := readyColumns(t.Status.Conditions)
-	return append(row, age(t.Metadata.CreatedAt, now), ready, tenantStatus(t.Status, now)), nil
+	return append(row, age(t.Metadata.CreatedAt, now), ready, backupWord(t, now), tenantStatus(t.Status, now)), nil
 }
 
 // tenantStatus is the STATUS column of a tenant: what holds it back, at a

@@ -96,6 +96,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newDiffCmd())
 	root.AddCommand(newLogsCmd())
 	root.AddCommand(newReconcileCmd())
+	root.AddCommand(newBackupCmd())
 
 	return root
 }

@@ -1,5 +1,6 @@
-// Package atomicfile replaces files so that a reader, or the disk after a
-// crash, sees the old content or the new and never a part of either: the
+// Package atomicfile replaces files (or creates one that must not exist)
+// so that a reader, or the disk after a crash, sees the old content or the
+// new and never a part of either: the
 // data goes to a temporary file in the same directory, which is synced,
 // renamed over the target, and then the directory is synced so that the
 // rename itself is durable. It owns nothing else: it makes no directories,
@@ -8,7 +9,6 @@
 package atomicfile
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -20,12 +20,33 @@ import (
 // than perm allows). The directory of path must exist. On an error path
 // is unchanged and no temporary file is left.
 func Write(path string, data []byte, perm os.FileMode) error {
-	return WriteFrom(path, bytes.NewReader(data), perm)
+	return WriteFrom(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 }
 
-// WriteFrom is Write with the data streamed from r, to its end; an error
-// of r is an error of WriteFrom.
-func WriteFrom(path string, r io.Reader, perm os.FileMode) (err error) {
+// WriteFrom is Write for data that write streams, of any size: an error
+// of write leaves path unchanged and no temporary file, as any other.
+func WriteFrom(path string, perm os.FileMode, write func(io.Writer) error) error {
+	return place(path, perm, write, os.Rename)
+}
+
+// CreateFrom is WriteFrom for a path that must not exist: the finished
+// file is linked to path, which fails with an error wrapping fs.ErrExist
+// when path exists by then, and then nothing is written.
+func CreateFrom(path string, perm os.FileMode, write func(io.Writer) error) error {
+	return place(path, perm, write, func(tmp, path string) error {
+		if err := os.Link(tmp, path); err != nil {
+			return err
+		}
+		return os.Remove(tmp)
+	})
+}
+
+// place writes a temporary file beside path with write and puts it at
+// path with put.
+func place(path string, perm os.FileMode, write func(io.Writer) error, put func(tmp, path string) error) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -45,7 +66,7 @@ func WriteFrom(path string, r io.Reader, perm os.FileMode) (err error) {
 		f.Close()
 		return err
 	}
-	if _, err := io.CopyBuffer(f, r, make([]byte, 256<<10)); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return err
 	}
@@ -56,7 +77,7 @@ func WriteFrom(path string, r io.Reader, perm os.FileMode) (err error) {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := put(tmp, path); err != nil {
 		return err
 	}
 	return syncDir(dir)

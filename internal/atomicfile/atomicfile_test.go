@@ -3,11 +3,10 @@ package atomicfile
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"testing/iotest"
 )
 
 // entries lists the names in dir.
@@ -84,22 +83,42 @@ func TestWriteRelative(t *testing.T) {
 	}
 }
 
-// A stream that fails midway leaves the old file as it was and no
-// temporary file.
-func TestWriteFromReaderError(t *testing.T) {
+// A streamed write that fails leaves no file and no temporary file;
+// CreateFrom refuses a path that exists and leaves it as it was.
+func TestWriteFromAndCreateFrom(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "target")
-	if err := Write(path, []byte("old"), 0o600); err != nil {
+	path := filepath.Join(dir, "backup.tar")
+	broken := errors.New("the stream broke off")
+	err := CreateFrom(path, 0o600, func(w io.Writer) error {
+		w.Write([]byte("half"))
+		return broken
+	})
+	if !errors.Is(err, broken) {
+		t.Fatalf("CreateFrom = %v, want the stream's error", err)
+	}
+	if names := entries(t, dir); len(names) != 0 {
+		t.Fatalf("dir holds %v after a failed stream, want nothing", names)
+	}
+	stream := func(s string) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+	}
+	if err := CreateFrom(path, 0o600, stream("first")); err != nil {
 		t.Fatal(err)
 	}
-	broken := io.MultiReader(strings.NewReader(strings.Repeat("new", 1<<18)), iotest.ErrReader(errors.New("stream broke")))
-	if err := WriteFrom(path, broken, 0o600); err == nil || !strings.Contains(err.Error(), "stream broke") {
-		t.Fatalf("WriteFrom of a broken stream: %v, want its error", err)
+	if err := CreateFrom(path, 0o600, stream("second")); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("CreateFrom over an existing file = %v, want fs.ErrExist", err)
 	}
-	if b, err := os.ReadFile(path); err != nil || string(b) != "old" {
-		t.Errorf("content %q, %v; want old", b, err)
+	if b, _ := os.ReadFile(path); string(b) != "first" {
+		t.Errorf("content %q after a refused CreateFrom, want first", b)
 	}
-	if names := entries(t, dir); len(names) != 1 || names[0] != "target" {
-		t.Errorf("dir holds %v after a failed write, want only target", names)
+	if err := WriteFrom(path, 0o600, stream("third")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if b, _ := os.ReadFile(path); string(b) != "third" || err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("content %q mode %v (%v), want third and 0600", b, fi.Mode(), err)
+	}
+	if names := entries(t, dir); len(names) != 1 {
+		t.Errorf("dir holds %v, want only backup.tar", names)
 	}
 }

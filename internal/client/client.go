@@ -1,6 +1,7 @@
 // Package client is the HTTP client of RezusCloud's read API, as rezusctl
 // and other programs use it: lists, objects, the server's status and
-// version, the admin-only downloads, and watches that resume after a
+// version, the admin-only downloads (a tenant's backups among them),
+// requests of a reconcile or a backup, and watches that resume after a
 // dropped connection.
 //
 // It speaks only the wire shapes of backend/api and the resource types of
