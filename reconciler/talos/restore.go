@@ -118,7 +118,9 @@ func (pl *Plane) Restore(ctx context.Context, tenant string, bundle []byte, ms [
 	if len(cps) == 0 {
 		return rec, &WaitingError{Tenant: tenant, Reason: "a control plane to restore etcd onto: the tenant has none"}
 	}
+	resumed := rec.Phase
 	if rec.Value != value || rec.Phase == "" {
+		resumed = ""
 		pre := ""
 		if rec.Value == value {
 			pre = rec.PreSnapshot
@@ -126,7 +128,7 @@ func (pl *Plane) Restore(ctx context.Context, tenant string, bundle []byte, ms [
 		rec = RestoreRecord{Value: value, Phase: RestoreWiping, Machine: cps[0].ID, PreSnapshot: pre, StartedAt: pl.opts.Now()}
 		pl.log.Info("restore of etcd", "tenant", tenant, "backup", value, "machine", cps[0].ID)
 	}
-	r := &restoreRun{pl: pl, tenant: tenant, bundle: bundle, ms: ms, cps: cps, snapshot: snapshot, rec: &rec, resumed: rec.Phase}
+	r := &restoreRun{pl: pl, tenant: tenant, bundle: bundle, ms: ms, cps: cps, snapshot: snapshot, rec: &rec, resumed: resumed}
 	err := r.run(ctx)
 	if err != nil && ctx.Err() == nil {
 		rec.Error = err.Error()
@@ -274,6 +276,8 @@ func (r *restoreRun) wipe(ctx context.Context) error {
 			case !o.Connected || o.TalosStage != "running":
 				waiting = append(waiting, m.label()+": "+describe(o))
 			case withoutEtcdData(o):
+			case !mayHoldEtcdData(o):
+				waiting = append(waiting, m.label()+": etcd is "+etcdServiceState(o))
 			case reset[m.ID]:
 				waiting = append(waiting, m.label()+": reset, but not begun yet")
 			default:
@@ -295,9 +299,28 @@ func (r *restoreRun) wipe(ctx context.Context) error {
 }
 
 // withoutEtcdData reports whether a running control plane has no etcd
-// data: it is no member, and its etcd waits for a bootstrap.
+// data: it is no member, and its etcd waits for a bootstrap (Preparing:
+// etcd starts at once on data of its own).
 func withoutEtcdData(o Observation) bool {
 	return o.EtcdPreparing && (o.Etcd == nil || !o.Etcd.Member)
+}
+
+// mayHoldEtcdData reports whether a running control plane that is not
+// withoutEtcdData needs a wipe: it is a member, or its etcd got past
+// waiting for the services it needs (it runs, or failed on its data).
+func mayHoldEtcdData(o Observation) bool {
+	st := etcdServiceState(o)
+	return (o.Etcd != nil && o.Etcd.Member) || (st != "Waiting" && st != "not listed")
+}
+
+// etcdServiceState is the state of the etcd service of an observation.
+func etcdServiceState(o Observation) string {
+	for _, s := range o.Services {
+		if s.Name == "etcd" {
+			return s.State
+		}
+	}
+	return "not listed"
 }
 
 // reset wipes m's EPHEMERAL partition, where etcd's data are, and reboots
