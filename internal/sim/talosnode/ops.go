@@ -13,9 +13,12 @@ import (
 
 // Bootstrap creates the etcd cluster on a running control plane, once per
 // cluster: a node that is a member, or whose cluster already has members,
-// refuses with Talos's "etcd data directory is not empty".
+// refuses with Talos's "etcd data directory is not empty". The cluster's
+// etcd starts empty.
 func (a *machineAPI) Bootstrap(ctx context.Context, _ *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	h, n := a.h, callOf(ctx).n
+	h.etcd.mu.Lock()
+	defer h.etcd.mu.Unlock()
 	h.mu.Lock()
 	e := a.begin(n, "Bootstrap")
 	now := h.now()
@@ -37,6 +40,13 @@ func (a *machineAPI) Bootstrap(ctx context.Context, _ *machine.BootstrapRequest)
 		a.journal(n, e, err)
 		return nil, err
 	}
+	cluster := n.cluster()
+	h.mu.Unlock()
+	if err := h.etcd.put(cluster, &etcdData{}); err != nil {
+		a.journal(n, e, err)
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	h.mu.Lock()
 	n.st.Etcd = etcdState{Member: true, JoinedAt: now, ID: memberID(n.st.ID, now), Bootstrapped: true}
 	save := h.changed(n)
 	h.notifyCluster(n)
