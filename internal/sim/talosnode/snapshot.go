@@ -196,3 +196,37 @@ func (h *Host) EtcdGet(machineID, key string) ([]byte, bool, error) {
 	v, ok := d.KV[key]
 	return append([]byte(nil), v...), ok, nil
 }
+
+// WipeEtcd makes every control plane of the cluster of the machine (by
+// id, name, host name or address) lose its etcd data and membership, and
+// an etcd snapshot uploaded for recovery, as after losing all control
+// planes' disks: the cluster's etcd has no quorum, and no data, until a
+// bootstrap. The nodes keep running their configs. A hook for tests, as
+// EtcdPut.
+func (h *Host) WipeEtcd(machineID string) error {
+	h.etcd.mu.Lock()
+	defer h.etcd.mu.Unlock()
+	h.mu.Lock()
+	n := h.lookup(machineID)
+	if n == nil || n.cluster() == "" {
+		h.mu.Unlock()
+		return fmt.Errorf("wipe etcd: no machine %q with a config", machineID)
+	}
+	cluster, now := n.cluster(), h.now()
+	var saves []func() error
+	for m := range h.clusters[cluster] {
+		h.advance(m, now)
+		if !m.controlPlane() {
+			continue
+		}
+		h.wipeData(m)
+		saves = append(saves, h.changed(m))
+	}
+	h.mu.Unlock()
+	var errs []error
+	for _, save := range saves {
+		errs = append(errs, save())
+	}
+	errs = append(errs, h.etcd.drop(cluster))
+	return errors.Join(errs...)
+}

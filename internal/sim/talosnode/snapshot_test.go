@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 )
 
@@ -165,5 +166,117 @@ func TestEtcdSnapshotHangs(t *testing.T) {
 	}
 	if _, d := c.snapshot(t, c.cps[0]); d.Filler != 1<<20 {
 		t.Fatalf("snapshot after the fault: %+v", d)
+	}
+}
+
+// resetEphemeral resets the node at a as the restore of a cluster does:
+// EPHEMERAL only, not gracefully, with a reboot.
+func (c *etcdCluster) resetEphemeral(t *testing.T, a string) {
+	t.Helper()
+	err := adminClient(t, c.secrets, a).ResetGeneric(ctxT(t), &machine.ResetRequest{
+		Graceful: false, Reboot: true,
+		SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: "EPHEMERAL", Wipe: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResetEphemeralKeepsTheConfig: a reset of EPHEMERAL only brings a
+// control plane back running the same config, without etcd data; one
+// reset while the others run rejoins them and the data are there, and
+// when all are reset the cluster's etcd is gone: EtcdGet fails and a
+// bootstrap starts it empty. A partition other than STATE and EPHEMERAL
+// is refused.
+func TestResetEphemeralKeepsTheConfig(t *testing.T) {
+	h := openHost(t, "")
+	c := bootstrapped(t, h, 3, 0)
+	if err := h.EtcdPut(c.cpIDs[0], "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	// A config applied in place differs from the user data the machine
+	// booted with, which a wipe of the whole disk would bring back.
+	_, err := adminClient(t, c.secrets, c.cps[2]).ApplyConfiguration(ctxT(t), &machine.ApplyConfigurationRequest{
+		Data: machineConfig(t, c.secrets, "controlplane", false, labelPatch), Mode: machine.ApplyConfigurationRequest_NO_REBOOT})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]NodeInfo{}
+	for _, id := range c.cpIDs {
+		before[id], _ = h.Node(id)
+	}
+	c.resetEphemeral(t, c.cps[1])
+	eventually(t, c.cpIDs[1]+" resetting", func() bool { i, _ := h.Node(c.cpIDs[1]); return !i.EtcdMember })
+	waitRunning(t, h, c.cpIDs[1])
+	c.waitMembers(t, c.cpIDs...)
+	if v, ok, err := h.EtcdGet(c.cpIDs[1], "k"); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("after one control plane's reset: %q %v %v", v, ok, err)
+	}
+
+	for _, a := range c.cps {
+		c.resetEphemeral(t, a)
+	}
+	for _, id := range c.cpIDs {
+		info := waitRunning(t, h, id)
+		if info.ConfigSHA256 != before[id].ConfigSHA256 || info.EtcdMember {
+			t.Fatalf("%s after the reset of EPHEMERAL: config %s (was %s), etcd member %v", id, info.ConfigSHA256, before[id].ConfigSHA256, info.EtcdMember)
+		}
+	}
+	if _, _, err := h.EtcdGet(c.cpIDs[0], "k"); err == nil || !strings.Contains(err.Error(), "no member") {
+		t.Fatalf("EtcdGet after every control plane's reset: %v", err)
+	}
+	j, _ := h.Journal(c.cpIDs[2])
+	if last := j[len(j)-1]; last.Call != "Reset" || !slices.Equal(last.Wipe, []string{"EPHEMERAL"}) || last.Graceful || !last.Reboot {
+		t.Fatalf("journal: %+v", last)
+	}
+	if err := adminClient(t, c.secrets, c.cps[2]).Bootstrap(ctxT(t), &machine.BootstrapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitMembers(t, c.cpIDs...)
+	if _, ok, err := h.EtcdGet(c.cpIDs[0], "k"); err != nil || ok {
+		t.Fatalf("a new etcd holds the old data: %v %v", ok, err)
+	}
+
+	err = adminClient(t, c.secrets, c.cps[0]).ResetGeneric(ctxT(t), &machine.ResetRequest{
+		SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: "META", Wipe: true}},
+	})
+	wantCode(t, "reset of META", err, codes.InvalidArgument, `partition "META" cannot be wiped`)
+}
+
+// TestWipeEtcdLosesQuorum: after WipeEtcd no control plane is a member:
+// the member list, snapshots and the hooks fail, and the nodes run their
+// configs, not ready, until a bootstrap.
+func TestWipeEtcdLosesQuorum(t *testing.T) {
+	h := openHost(t, "")
+	c := bootstrapped(t, h, 3, 1)
+	if err := h.EtcdPut(c.cpIDs[0], "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WipeEtcd(c.wIDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	for i, id := range c.cpIDs {
+		if info, _ := h.Node(id); info.EtcdMember || info.Stage != runtime.MachineStageRunning {
+			t.Fatalf("%s after WipeEtcd: %+v", id, info)
+		}
+		cl := adminClient(t, c.secrets, c.cps[i])
+		if _, err := cl.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{}); err == nil || !strings.Contains(err.Error(), "no controlplane endpoints discovered yet") {
+			t.Fatalf("member list after WipeEtcd: %v", err)
+		}
+		_, err := readAll(cl.EtcdSnapshot(ctx, &machine.EtcdSnapshotRequest{}))
+		wantCode(t, "snapshot after WipeEtcd", err, codes.Unavailable, "etcd is not running on this node")
+		if ms, err := machineStatus(ctx, cl); err != nil || ms.Status.Ready {
+			t.Fatalf("MachineStatus after WipeEtcd: %+v %v", ms, err)
+		}
+	}
+	if _, _, err := h.EtcdGet(c.cpIDs[0], "k"); err == nil {
+		t.Fatal("EtcdGet after WipeEtcd")
+	}
+	if err := h.EtcdPut(c.cpIDs[0], "k", nil); err == nil {
+		t.Fatal("EtcdPut after WipeEtcd")
+	}
+	if err := h.WipeEtcd("vm-99"); err == nil {
+		t.Fatal("WipeEtcd of an unknown machine")
 	}
 }
