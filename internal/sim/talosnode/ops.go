@@ -15,39 +15,28 @@ import (
 // Bootstrap creates the etcd cluster on a running control plane, once per
 // cluster: a node that is a member, or whose cluster already has members,
 // refuses with Talos's "etcd data directory is not empty". The cluster's
-// etcd starts empty.
-func (a *machineAPI) Bootstrap(ctx context.Context, _ *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+// etcd starts empty, or with RecoverEtcd from the snapshot uploaded to
+// the node (EtcdRecover); a single member, which the other control planes
+// join.
+func (a *machineAPI) Bootstrap(ctx context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	h, n := a.h, callOf(ctx).n
 	h.etcd.mu.Lock()
 	defer h.etcd.mu.Unlock()
 	h.mu.Lock()
 	e := a.begin(n, "Bootstrap")
-	now := h.now()
-	var err error
-	switch {
-	case !n.running(now):
-		err = status.Error(codes.FailedPrecondition, "bootstrap is not available yet")
-	case !n.controlPlane():
-		err = status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
-	case n.st.Etcd.Member:
-		err = status.Error(codes.AlreadyExists, "etcd data directory is not empty")
-	default:
-		if _, ok := h.bootstrappedSince(n.cluster(), n); ok {
-			err = status.Error(codes.AlreadyExists, "etcd data directory is not empty")
-		}
+	e.Recover = in.GetRecoverEtcd()
+	err := h.bootstrapCheck(n)
+	cluster := n.cluster()
+	h.mu.Unlock()
+	if err == nil {
+		err = h.startEtcd(n, cluster, in.GetRecoverEtcd())
 	}
 	if err != nil {
-		h.mu.Unlock()
 		a.journal(n, e, err)
 		return nil, err
 	}
-	cluster := n.cluster()
-	h.mu.Unlock()
-	if err := h.etcd.put(cluster, &etcdData{}); err != nil {
-		a.journal(n, e, err)
-		return nil, status.Error(codes.Internal, err.Error())
-	}
 	h.mu.Lock()
+	now := h.now()
 	n.st.Etcd = etcdState{Member: true, JoinedAt: now, ID: memberID(n.st.ID, now), Bootstrapped: true}
 	save := h.changed(n)
 	h.notifyCluster(n)
@@ -61,6 +50,22 @@ func (a *machineAPI) Bootstrap(ctx context.Context, _ *machine.BootstrapRequest)
 	h.kubeFor(n)
 	h.mu.Unlock()
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: meta(n)}}}, nil
+}
+
+// bootstrapCheck is Bootstrap's validation. Called with h.mu held.
+func (h *Host) bootstrapCheck(n *node) error {
+	switch {
+	case !n.running(h.now()):
+		return status.Error(codes.FailedPrecondition, "bootstrap is not available yet")
+	case !n.controlPlane():
+		return status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
+	case n.st.Etcd.Member:
+		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	}
+	if _, ok := h.bootstrappedSince(n.cluster(), n); ok {
+		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	}
+	return nil
 }
 
 // Upgrade starts an upgrade to the version of an installer image (any
