@@ -127,3 +127,36 @@ func TestEtcdRecoverCycle(t *testing.T) {
 		t.Fatalf("successful bootstraps: %d, with recovery %d; want 2 and 1", bootstraps, recovers)
 	}
 }
+
+// TestServiceRestartKubelet: every node restarts its kubelet on request,
+// journaled, and lists it running since then; an unknown service and
+// machined are refused, and so is a client of role os:reader.
+func TestServiceRestartKubelet(t *testing.T) {
+	h := openHost(t, "")
+	c := bootstrapped(t, h, 1, 1)
+	ctx := ctxT(t)
+	for i, a := range []string{c.cps[0], c.wks[0]} {
+		cl := adminClient(t, c.secrets, a)
+		was := services(t, ctx, cl)["kubelet"].Events.Events[0].Ts.AsTime()
+		r, err := cl.ServiceRestart(ctx, "kubelet")
+		if err != nil || r.Messages[0].Resp != `Service "kubelet" restarted` {
+			t.Fatalf("restart the kubelet of %s: %v %v", a, r, err)
+		}
+		s := services(t, ctx, cl)["kubelet"]
+		if s.State != "Running" || !s.Events.Events[0].Ts.AsTime().After(was) {
+			t.Fatalf("kubelet of %s after its restart: %s since %s (was since %s)", a, s.State, s.Events.Events[0].Ts.AsTime(), was)
+		}
+		j, _ := h.Journal([]string{c.cpIDs[0], c.wIDs[0]}[i])
+		if last := j[len(j)-1]; last.Call != "ServiceRestart" || last.Service != "kubelet" || last.Error != "" {
+			t.Fatalf("journal of %s: %+v", a, last)
+		}
+		if _, err := cl.ServiceRestart(ctx, "nope"); err == nil || !strings.Contains(err.Error(), `service "nope" not defined`) {
+			t.Fatalf("restart of an unknown service: %v", err)
+		}
+		if _, err := cl.ServiceRestart(ctx, "machined"); err == nil {
+			t.Fatal("machined restarted")
+		}
+	}
+	_, err := readerClient(t, c.secrets, c.wks[0]).ServiceRestart(ctx, "kubelet")
+	wantCode(t, "restart as os:reader", err, codes.PermissionDenied, "not authorized")
+}
