@@ -77,7 +77,7 @@ type state struct {
 	// Restarted is when each service last restarted through
 	// ServiceRestart.
 	Restarted map[string]time.Time `json:"restarted,omitempty"`
-	Etcd    etcdState `json:"etcd"`
+	Etcd      etcdState            `json:"etcd"`
 	// BootError is why the node could not boot (an invalid config in its
 	// user data): it stays in the booting stage and never answers.
 	BootError string `json:"bootError,omitempty"`
