@@ -5,10 +5,10 @@
 # module proxy into the same cache); the providers are installed into the
 # filesystem mirror bin/providers. `make test` also builds the real
 # Kubernetes control plane that the simulated cloud runs for a tenant
-# (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl;
-# scripts/kube.sh, once into the same cache), and a real S3-compatible
-# server for the backup store's tests (versitygw; scripts/s3.sh, once into
-# the same cache). Every go build says how many packages it
+# (etcd, etcdutl, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubectl; scripts/kube.sh, once into the same cache), and a real
+# S3-compatible server for the backup store's tests (versitygw;
+# scripts/s3.sh, once into the same cache). Every go build says how many packages it
 # compiles and how long it has left (scripts/gobuild.sh).
 
 GO       ?= go

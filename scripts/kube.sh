@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Provides the real Kubernetes control plane that the simulated cloud runs
 # for a tenant: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler and kubectl,
+# kube-scheduler and kubectl, and etcdutl, which restores an etcd snapshot,
 # built once from the Go module proxy into the cache (as scripts/tools.sh
 # caches tofu). Prints the directory that holds them on the last line.
 #
-# Neither module installs with `go install`: k8s.io/kubernetes replaces its
-# staging modules with ./staging paths its zip does not hold, and etcd's
-# server module has replace directives too. So each is built inside a small
-# wrapper module of its own, under the cache: Kubernetes's with a replace
-# of every staging module by its release on the proxy. One build runs at a
-# time: a second caller waits for the first one's binaries.
+# None of these modules installs with `go install`: k8s.io/kubernetes
+# replaces its staging modules with ./staging paths its zip does not hold,
+# and etcd's server and etcdutl modules have replace directives too. So
+# each is built inside a small wrapper module of its own, under the cache:
+# Kubernetes's with a replace of every staging module by its release on
+# the proxy. One build runs at a time: a second caller waits for the first
+# one's binaries. Only the binaries the cache lacks are built.
 #
-# $REZUSCLOUD_KUBE_BIN names a directory that holds the five binaries
+# $REZUSCLOUD_KUBE_BIN names a directory that holds the six binaries
 # already; it is used as it is.
 set -euo pipefail
 
@@ -22,11 +23,15 @@ staging=v0.37.2
 etcd=v3.7.3
 cache="${REZUSCLOUD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rezuscloud}"
 out="$cache/kube-$k8s-etcd-$etcd"
-bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
+bins=(etcd etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl)
+k8sbins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
+# complete DIR [BINARY...]: DIR holds every binary named (default: all).
 complete() {
-	local b
-	for b in "${bins[@]}"; do [ -x "$1/$b" ] || return 1; done
+	local dir=$1 b
+	shift
+	[ $# -gt 0 ] || set -- "${bins[@]}"
+	for b in "$@"; do [ -x "$dir/$b" ] || return 1; done
 }
 
 if [ -n "${REZUSCLOUD_KUBE_BIN:-}" ]; then
@@ -61,9 +66,13 @@ build() {
 	mv "$out/$bin.tmp" "$out/$bin"
 }
 
-echo "kube: building etcd $etcd and Kubernetes $k8s into $out (the first build takes 15 to 25 minutes on 2 cores; later ones use the cache)" >&2
+if complete "$out" "${k8sbins[@]}"; then
+	echo "kube: building what $out lacks of etcd $etcd's binaries" >&2
+else
+	echo "kube: building etcd $etcd and Kubernetes $k8s into $out (the first build takes 15 to 25 minutes on 2 cores; later ones use the cache)" >&2
+fi
 src="$cache/kube-src"
-mkdir -p "$src/etcd" "$src/kubernetes"
+mkdir -p "$src/etcd" "$src/etcdutl" "$src/kubernetes"
 
 # etcd: its server module's main package is the etcd binary.
 if [ ! -x "$out/etcd" ]; then
@@ -85,8 +94,28 @@ EOF
 	build etcd "$src/etcd" etcd go.etcd.io/etcd/server/v3
 fi
 
+# etcdutl: its module's main package restores a snapshot into a data dir.
+if [ ! -x "$out/etcdutl" ]; then
+	cat >"$src/etcdutl/go.mod" <<EOF
+module rezuscloud.local/etcdutlbuild
+
+go 1.26.0
+
+require go.etcd.io/etcd/etcdutl/v3 $etcd
+EOF
+	cat >"$src/etcdutl/tools.go" <<'EOF'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/etcdutl/v3"
+EOF
+	(cd "$src/etcdutl" && go mod tidy >&2)
+	build etcdutl "$src/etcdutl" etcdutl go.etcd.io/etcd/etcdutl/v3
+fi
+
 # Kubernetes: the staging modules at their release on the proxy.
-if ! complete "$out"; then
+if ! complete "$out" "${k8sbins[@]}"; then
 	modfile=$(cd "$src" && go mod download -json "k8s.io/kubernetes@$k8s" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
 	[ -f "$modfile" ] || { echo "kube: download of k8s.io/kubernetes $k8s failed" >&2; exit 1; }
 	{

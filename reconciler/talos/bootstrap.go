@@ -22,8 +22,12 @@ type BootstrapRecord struct {
 	Address string `json:"address"`
 	// Done is set once the tenant has an etcd cluster: the call succeeded,
 	// or a control plane already had members (Adopted).
-	Done      bool      `json:"done"`
-	Adopted   bool      `json:"adopted,omitempty"`
+	Done    bool `json:"done"`
+	Adopted bool `json:"adopted,omitempty"`
+	// Recovery is the backup a restore brings the cluster back from
+	// (Plane.Restore), on Machine: while it is not Done, Bootstrap leaves
+	// the cluster to the restore.
+	Recovery  string    `json:"recovery,omitempty"`
 	StartedAt time.Time `json:"startedAt,omitzero"`
 	DoneAt    time.Time `json:"doneAt,omitzero"`
 }
@@ -45,6 +49,9 @@ func (pl *Plane) Bootstrapped(tenant string) (BootstrapRecord, bool, error) {
 // leads to a second cluster: after a restart only that machine is asked
 // again. It waits up to Options.Wait, then returns a *WaitingError.
 //
+// A tenant whose etcd a restore is bringing back (Plane.Restore) is left
+// to it: Bootstrap returns the record as it is, and calls nothing.
+//
 // A tenant whose bootstrapped machine is gone (its control planes were
 // replaced, as a commit with the Rezuscloud-Allow-Replace trailer may)
 // gets a new cluster the same way, once every control plane it has now
@@ -55,7 +62,7 @@ func (pl *Plane) Bootstrap(ctx context.Context, tenant string, bundle []byte, ms
 		return rec, err
 	}
 	cps := controlPlanes(ms)
-	if len(cps) == 0 {
+	if len(cps) == 0 || (rec.Recovery != "" && !rec.Done) {
 		return rec, nil
 	}
 	if rec.Done {

@@ -27,11 +27,18 @@
 //     rollout stands, is recorded through package reconciler/status, the
 //     one writer of status (RunObserver);
 //   - gives bare-metal machines their config in maintenance mode and
-//     resets those a node group no longer uses (metal.go).
+//     resets those a node group no longer uses (metal.go);
+//   - streams etcd snapshots from the first control plane by stable order
+//     whose member is healthy (Plane.Snapshot), and restores one: every
+//     control plane wiped, the first bootstrapped from the snapshot with
+//     RecoverEtcd, the others joined, the workers' kubelets restarted
+//     (Plane.Restore). Where snapshots rest is not its concern: the
+//     caller gives and takes the streams.
 //
 // What must survive a restart of the server (that a tenant was
-// bootstrapped, which machine a rollout is working on) is kept as internal
-// records of the store before the call it guards is made.
+// bootstrapped, which machine a rollout is working on, where a restore
+// stands) is kept as internal records of the store before the call it
+// guards is made.
 //
 // The plane never changes spec or TF state, never writes a rendered
 // config or a secret to disk or to a log, and never writes a status but

@@ -97,6 +97,9 @@ func (pl *Plane) etcdHealthy(ctx context.Context, d Desired) string {
 type memberHealth struct {
 	hostname string
 	problem  string // "" when healthy
+	// raftIndex and dbSize are what the member reported of its data.
+	raftIndex uint64
+	dbSize    int64
 }
 
 // etcdStatusOf asks a control plane how its own etcd member is: the etcd
@@ -115,6 +118,7 @@ func etcdStatusOf(ctx context.Context, c *client.Client) (s memberHealth) {
 	}
 	s.hostname = msgs[0].GetMetadata().GetHostname()
 	st := msgs[0].GetMemberStatus()
+	s.raftIndex, s.dbSize = st.GetRaftIndex(), st.GetDbSize()
 	switch {
 	case len(st.GetErrors()) > 0:
 		s.problem = strings.Join(st.GetErrors(), "; ")

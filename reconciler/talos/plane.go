@@ -23,6 +23,9 @@ const (
 	// the restarts handled, a failure that stopped it, and the config
 	// hashes its node groups should run.
 	KindRollout = "TalosRollout"
+	// KindRestore records a tenant's restore of an etcd snapshot: the
+	// backup restored and the phase it is in (Plane.Restore).
+	KindRestore = "TalosRestore"
 )
 
 // DefaultInstaller is the installer image repository whose tag names the
@@ -51,6 +54,9 @@ type Options struct {
 	Poll time.Duration
 	// CallTimeout bounds every single API call. Default 10 s.
 	CallTimeout time.Duration
+	// SnapshotIdle is how long an etcd snapshot stream may go without a
+	// byte before it is cut off (Plane.Snapshot). Default 30 s.
+	SnapshotIdle time.Duration
 	// OnProgress, when set, is called with every change of a rollout's
 	// progress. It must not block for long.
 	OnProgress func(status.Rollout)
@@ -91,7 +97,7 @@ func New(opts Options) (*Plane, error) {
 	defaults := []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&opts.Timeout, 10 * time.Minute}, {&opts.Wait, 5 * time.Minute}, {&opts.Poll, 200 * time.Millisecond}, {&opts.CallTimeout, 10 * time.Second}}
+	}{{&opts.Timeout, 10 * time.Minute}, {&opts.Wait, 5 * time.Minute}, {&opts.Poll, 200 * time.Millisecond}, {&opts.CallTimeout, 10 * time.Second}, {&opts.SnapshotIdle, 30 * time.Second}}
 	for _, d := range defaults {
 		if *d.v <= 0 {
 			*d.v = d.def
@@ -188,7 +194,7 @@ func (pl *Plane) save(kind, tenant string, v any) error {
 func (pl *Plane) Forget(tenant string) error {
 	pl.pool.Forget(tenant)
 	return pl.store.Update(func(tx store.Tx) error {
-		for _, kind := range []string{KindBootstrap, KindRollout} {
+		for _, kind := range []string{KindBootstrap, KindRollout, KindRestore} {
 			if _, err := tx.Delete(kind, tenant); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}

@@ -163,7 +163,7 @@ type JournalEntry struct {
 	Time time.Time `json:"time"`
 	// Call is the method: ApplyConfiguration, Bootstrap, Upgrade (of the
 	// MachineService), LifecycleService.Upgrade, Rollback, Reboot, Reset,
-	// EtcdLeaveCluster, EtcdRemoveMemberByID.
+	// EtcdLeaveCluster, EtcdRemoveMemberByID, EtcdRecover, ServiceRestart.
 	Call string `json:"call"`
 	// Mode is ApplyConfiguration's requested mode (auto, no_reboot,
 	// reboot, staged, try); Applied the mode it took (auto becomes
@@ -177,9 +177,18 @@ type JournalEntry struct {
 	// node ran when the call came.
 	Image   string `json:"image,omitempty"`
 	Version string `json:"version,omitempty"`
-	// Graceful and Reboot are Reset's options.
-	Graceful bool `json:"graceful,omitempty"`
-	Reboot   bool `json:"reboot,omitempty"`
+	// Graceful and Reboot are Reset's options, Wipe the labels of the
+	// system partitions it was asked to wipe (none: the whole disk).
+	Graceful bool     `json:"graceful,omitempty"`
+	Reboot   bool     `json:"reboot,omitempty"`
+	Wipe     []string `json:"wipe,omitempty"`
+	// Recover is set on a Bootstrap that recovers etcd from an uploaded
+	// snapshot (BootstrapRequest.RecoverEtcd).
+	Recover bool `json:"recover,omitempty"`
+	// Size is the size of the snapshot EtcdRecover received.
+	Size int64 `json:"size,omitempty"`
+	// Service is ServiceRestart's service.
+	Service string `json:"service,omitempty"`
 	// MemberID is EtcdRemoveMemberByID's member.
 	MemberID uint64 `json:"memberID,omitempty"`
 	// Stage is the node's stage when the call came.

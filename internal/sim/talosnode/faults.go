@@ -32,6 +32,11 @@ type Fault struct {
 	// old version. A Rollback then reboots it and keeps the old version.
 	// The fault applies to upgrades that start while it is set.
 	NoUpgradeReturn bool `json:"noUpgradeReturn,omitempty"`
+	// SnapshotHang makes the node's etcd snapshots hang: an EtcdSnapshot
+	// stream sends its first chunk, then nothing until the call's
+	// context ends. The fault applies to snapshots that start while it is
+	// set.
+	SnapshotHang bool `json:"snapshotHang,omitempty"`
 }
 
 // Faults are the faults of a sim dir's nodes, each keyed by machine id,

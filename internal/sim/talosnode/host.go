@@ -93,6 +93,7 @@ type Host struct {
 	parsed     int
 
 	kube kubePlanes
+	etcd etcdStore
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -143,6 +144,7 @@ func Open(opts Options) (*Host, error) {
 		opts: opts, t: opts.Timings.withDefaults(), log: opts.Logger, store: store, claim: claim, acc: acc,
 		byID: map[string]*node{}, byAddr: map[netip.Addr]*node{}, clusters: map[string]map[*node]struct{}{},
 		trustd: map[string][]byte{}, checked: map[string]checkedConfig{},
+		etcd: etcdStore{dir: filepath.Join(opts.Dir, etcdDir)},
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.sched = newScheduler(h.tick)

@@ -224,6 +224,8 @@ func (h *Host) effect(n *node, e string) {
 		st.Etcd.LeftAt = st.Plan.Start
 	case effectWipe:
 		h.wipe(n)
+	case effectWipeData:
+		h.wipeData(n)
 	case effectRebootCount:
 		st.Reboots++
 	case effectPowerOff:
@@ -235,8 +237,9 @@ func (h *Host) effect(n *node, e string) {
 // machine boots its installer into maintenance mode again; a cloud machine
 // acquires its user data from the platform again, as Talos does.
 func (h *Host) wipe(n *node) {
+	h.wipeData(n)
 	st := &n.st
-	st.Running, st.Staged, st.Revert, st.Etcd = nil, nil, nil, etcdState{}
+	st.Running, st.Staged, st.Revert = nil, nil, nil
 	if st.Metal {
 		st.Installed = false
 	} else if ud, err := h.readUserData(n); err == nil && len(bytes.TrimSpace(ud)) > 0 {
@@ -275,4 +278,13 @@ func (h *Host) bootstrappedSince(cluster string, but *node) (time.Time, bool) {
 		}
 	}
 	return first, !first.IsZero()
+}
+
+// wipeData is the wipe of a node's EPHEMERAL partition: its etcd member
+// and data, and an etcd snapshot uploaded for recovery, are gone. The
+// cluster's etcd lives on in its other members, if any. Called with h.mu
+// held.
+func (h *Host) wipeData(n *node) {
+	n.st.Etcd = etcdState{}
+	h.dropRecovery(n)
 }

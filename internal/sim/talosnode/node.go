@@ -74,7 +74,10 @@ type state struct {
 	Plan    plan      `json:"plan"`
 	UpSince time.Time `json:"upSince,omitzero"`
 	Reboots int       `json:"reboots,omitempty"`
-	Etcd    etcdState `json:"etcd"`
+	// Restarted is when each service last restarted through
+	// ServiceRestart.
+	Restarted map[string]time.Time `json:"restarted,omitempty"`
+	Etcd      etcdState            `json:"etcd"`
 	// BootError is why the node could not boot (an invalid config in its
 	// user data): it stays in the booting stage and never answers.
 	BootError string `json:"bootError,omitempty"`

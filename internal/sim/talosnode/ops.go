@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -13,30 +14,29 @@ import (
 
 // Bootstrap creates the etcd cluster on a running control plane, once per
 // cluster: a node that is a member, or whose cluster already has members,
-// refuses with Talos's "etcd data directory is not empty".
-func (a *machineAPI) Bootstrap(ctx context.Context, _ *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+// refuses with Talos's "etcd data directory is not empty". The cluster's
+// etcd starts empty, or with RecoverEtcd from the snapshot uploaded to
+// the node (EtcdRecover); a single member, which the other control planes
+// join.
+func (a *machineAPI) Bootstrap(ctx context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	h, n := a.h, callOf(ctx).n
+	h.etcd.mu.Lock()
+	defer h.etcd.mu.Unlock()
 	h.mu.Lock()
 	e := a.begin(n, "Bootstrap")
-	now := h.now()
-	var err error
-	switch {
-	case !n.running(now):
-		err = status.Error(codes.FailedPrecondition, "bootstrap is not available yet")
-	case !n.controlPlane():
-		err = status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
-	case n.st.Etcd.Member:
-		err = status.Error(codes.AlreadyExists, "etcd data directory is not empty")
-	default:
-		if _, ok := h.bootstrappedSince(n.cluster(), n); ok {
-			err = status.Error(codes.AlreadyExists, "etcd data directory is not empty")
-		}
+	e.Recover = in.GetRecoverEtcd()
+	err := h.bootstrapCheck(n)
+	cluster := n.cluster()
+	h.mu.Unlock()
+	if err == nil {
+		err = h.startEtcd(n, cluster, in.GetRecoverEtcd())
 	}
 	if err != nil {
-		h.mu.Unlock()
 		a.journal(n, e, err)
 		return nil, err
 	}
+	h.mu.Lock()
+	now := h.now()
 	n.st.Etcd = etcdState{Member: true, JoinedAt: now, ID: memberID(n.st.ID, now), Bootstrapped: true}
 	save := h.changed(n)
 	h.notifyCluster(n)
@@ -50,6 +50,22 @@ func (a *machineAPI) Bootstrap(ctx context.Context, _ *machine.BootstrapRequest)
 	h.kubeFor(n)
 	h.mu.Unlock()
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: meta(n)}}}, nil
+}
+
+// bootstrapCheck is Bootstrap's validation. Called with h.mu held.
+func (h *Host) bootstrapCheck(n *node) error {
+	switch {
+	case !n.running(h.now()):
+		return status.Error(codes.FailedPrecondition, "bootstrap is not available yet")
+	case !n.controlPlane():
+		return status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
+	case n.st.Etcd.Member:
+		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	}
+	if _, ok := h.bootstrappedSince(n.cluster(), n); ok {
+		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	}
+	return nil
 }
 
 // Upgrade starts an upgrade to the version of an installer image (any
@@ -156,19 +172,22 @@ func (a *machineAPI) Reboot(ctx context.Context, _ *machine.RebootRequest) (*mac
 // first. With reboot the machine comes back without its config (a metal
 // machine in maintenance mode; a cloud machine acquires its user data
 // again); without, it powers off, and StartMaintenance powers a metal
-// machine on again.
+// machine on again. A reset whose system partitions to wipe are only
+// EPHEMERAL keeps the config (on STATE): the node loses its etcd data and
+// membership, and an etcd snapshot uploaded for recovery, and comes back
+// running its config.
 func (a *machineAPI) Reset(ctx context.Context, in *machine.ResetRequest) (*machine.ResetResponse, error) {
 	h, n := a.h, callOf(ctx).n
 	h.mu.Lock()
 	e := a.begin(n, "Reset")
 	e.Graceful, e.Reboot = in.GetGraceful(), in.GetReboot()
-	if len(in.GetUserDisksToWipe()) > 0 && in.GetMode() == machine.ResetRequest_SYSTEM_DISK {
+	wipe, err := resetWipe(in, &e)
+	if err != nil {
 		h.mu.Unlock()
-		err := errors.New("reset failed: invalid input, wipe mode SYSTEM_DISK doesn't support UserDisksToWipe parameter")
 		a.journal(n, e, err)
 		return nil, err
 	}
-	steps := resetSteps(h.t, in.GetGraceful())
+	steps := resetSteps(h.t, in.GetGraceful(), wipe)
 	if !in.GetReboot() {
 		steps = steps[:len(steps)-1] // no boot
 		for i := 1; i < len(steps); i++ {
@@ -179,10 +198,35 @@ func (a *machineAPI) Reset(ctx context.Context, in *machine.ResetRequest) (*mach
 	n.start(h.now(), steps)
 	save := h.changed(n)
 	h.mu.Unlock()
-	err := save()
+	err = save()
 	a.journal(n, e, err)
 	if err != nil {
 		return nil, err
 	}
 	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: meta(n), ActorId: actorID()}}}, nil
+}
+
+// resetWipe is what a reset wipes: everything (effectWipe), or with only
+// EPHEMERAL among the system partitions to wipe, the node's data but not
+// its config (effectWipeData). It notes the labels in e.
+func resetWipe(in *machine.ResetRequest, e *JournalEntry) (string, error) {
+	if len(in.GetUserDisksToWipe()) > 0 && in.GetMode() == machine.ResetRequest_SYSTEM_DISK {
+		return "", errors.New("reset failed: invalid input, wipe mode SYSTEM_DISK doesn't support UserDisksToWipe parameter")
+	}
+	wipe := effectWipe
+	if len(in.GetSystemPartitionsToWipe()) > 0 {
+		wipe = effectWipeData
+	}
+	for _, p := range in.GetSystemPartitionsToWipe() {
+		switch p.GetLabel() {
+		case constants.EphemeralPartitionLabel:
+		case constants.StatePartitionLabel:
+			wipe = effectWipe // the config goes: the node is wiped as a whole
+		default:
+			return "", status.Errorf(codes.InvalidArgument, "reset failed: invalid input, partition %q cannot be wiped: the system partitions to wipe are %s and %s",
+				p.GetLabel(), constants.StatePartitionLabel, constants.EphemeralPartitionLabel)
+		}
+		e.Wipe = append(e.Wipe, p.GetLabel())
+	}
+	return wipe, nil
 }

@@ -63,6 +63,7 @@ const (
 	effectRollback    = "rollback"       // the previous version boots
 	effectLeaveEtcd   = "leave-etcd"     // a reset's graceful leave
 	effectWipe        = "wipe"           // a reset wipes the config and etcd data
+	effectWipeData    = "wipe-ephemeral" // a reset wipes etcd's and the kubelet's data, not the config
 	effectFellBack    = "fell-back"      // the boot loader boots the old version after a failed upgrade
 	effectRebootCount = "rebooted"       // a reboot completed
 	effectPowerOff    = "power-off"      // a reset without reboot ends powered off
@@ -173,10 +174,12 @@ func switchSteps(t Timings, hang bool) []step {
 	}
 }
 
-func resetSteps(t Timings, graceful bool) []step {
+// resetSteps are a reset whose reboot applies wipe (effectWipe or
+// effectWipeData).
+func resetSteps(t Timings, graceful bool, wipe string) []step {
 	s := step{Stage: runtime.MachineStageResetting, For: t.Reset}
 	if graceful {
 		s.Effects = []string{effectLeaveEtcd}
 	}
-	return append([]step{s}, rebootSteps(t, effectWipe)...)
+	return append([]step{s}, rebootSteps(t, wipe)...)
 }

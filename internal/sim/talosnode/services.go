@@ -3,6 +3,7 @@ package talosnode
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -56,6 +57,9 @@ func (h *Host) services(n *node, now time.Time) []service {
 		out = append(out, h.controlPlaneServices(n, now, since, booting)...)
 	}
 	for i := range out {
+		if t, ok := n.st.Restarted[out[i].ID]; ok && out[i].State == "Running" {
+			out[i].Since = later(out[i].Since, t)
+		}
 		if out[i].ID == n.fault.Unhealthy && out[i].State == "Running" {
 			out[i].HealthUnknown, out[i].Healthy = false, false
 			out[i].HealthMessage = unhealthyMessage(out[i].ID)
@@ -164,4 +168,42 @@ func (h *Host) machineStatus(n *node, now time.Time) runtime.MachineStatusSpec {
 	}
 	spec.Status.Ready = len(spec.Status.UnmetConditions) == 0
 	return spec
+}
+
+// ServiceRestart restarts one of the node's services, as Talos does for
+// those it lets the API restart: every service the node lists but
+// machined. The service runs again at once; ServiceList shows it running
+// since then.
+func (a *machineAPI) ServiceRestart(ctx context.Context, in *machine.ServiceRestartRequest) (*machine.ServiceRestartResponse, error) {
+	h, n := a.h, callOf(ctx).n
+	id := in.GetId()
+	h.mu.Lock()
+	e := a.begin(n, "ServiceRestart")
+	e.Service = id
+	now := h.now()
+	h.advance(n, now)
+	var err error
+	switch known := slices.ContainsFunc(h.services(n, now), func(s service) bool { return s.ID == id }); {
+	case !known:
+		err = fmt.Errorf("service %q not defined", id)
+	case id == "machined":
+		err = fmt.Errorf("service %q doesn't support restart operation via API", id)
+	}
+	if err != nil {
+		h.mu.Unlock()
+		a.journal(n, e, err)
+		return nil, err
+	}
+	if n.st.Restarted == nil {
+		n.st.Restarted = map[string]time.Time{}
+	}
+	n.st.Restarted[id] = now
+	save := h.changed(n)
+	h.mu.Unlock()
+	err = save()
+	a.journal(n, e, err)
+	if err != nil {
+		return nil, err
+	}
+	return &machine.ServiceRestartResponse{Messages: []*machine.ServiceRestart{{Metadata: meta(n), Resp: fmt.Sprintf("Service %q restarted", id)}}}, nil
 }
