@@ -391,12 +391,31 @@ type backupResult struct {
 	err  error
 }
 
+// TakesBackups reports whether the server takes etcd backups: it has a
+// backup store and a key to encrypt them with.
+func (r *Reconciler) TakesBackups() bool { return r.backups != nil }
+
 // ListBackups lists a tenant's backups, oldest first: metadata only.
 func (r *Reconciler) ListBackups(ctx context.Context, tenant string) ([]schema.BackupInfo, error) {
 	if r.backups == nil {
 		return nil, ErrNoBackupStore
 	}
+	if err := r.knownTenant(tenant); err != nil {
+		return nil, err
+	}
 	return r.backups.list(ctx, tenant)
+}
+
+// knownTenant is nil for a tenant the store holds, store.ErrNotFound
+// (wrapped) for another.
+func (r *Reconciler) knownTenant(tenant string) error {
+	return r.store.View(func(tx store.Tx) error {
+		_, err := tx.Get(schema.KindTenant, tenant)
+		if err != nil {
+			return fmt.Errorf("tenant %s: %w", tenant, err)
+		}
+		return nil
+	})
 }
 
 // RequestBackup queues a backup of tenant now, as reason says (who asked
@@ -404,6 +423,9 @@ func (r *Reconciler) ListBackups(ctx context.Context, tenant string) ([]schema.B
 func (r *Reconciler) RequestBackup(_ context.Context, tenant, by string) error {
 	if r.backups == nil {
 		return ErrNoBackupStore
+	}
+	if err := r.knownTenant(tenant); err != nil {
+		return err
 	}
 	if !r.backups.bootstrapped(tenant) {
 		return fmt.Errorf("tenant %s has no etcd to back up yet", tenant)
@@ -421,6 +443,9 @@ func (r *Reconciler) RequestBackup(_ context.Context, tenant, by string) error {
 func (r *Reconciler) DownloadBackup(ctx context.Context, tenant, id string, w io.Writer) error {
 	if r.backups == nil {
 		return ErrNoBackupStore
+	}
+	if err := r.knownTenant(tenant); err != nil {
+		return err
 	}
 	return backup.Download(ctx, r.backups.o.Store, tenant, id, w)
 }

@@ -260,6 +260,9 @@ func (p *reconcilerPart) mount() (err error) {
 	srv.ServeMachineLogs(rec, p.audit)
 	srv.ServePreviews(rec)
 	srv.ServeReconcile(rec.Requests(src.Trigger))
+	if rec.TakesBackups() {
+		srv.ServeBackups(rec, p.audit)
+	}
 	if p.previews, err = newPreviews(p.f, p.dataDir, p.auth, p.log); err != nil {
 		return err
 	}
