@@ -211,6 +211,11 @@ func (s *Server) downloadBackup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tw := &tarWriter{w: rec, name: tenant + "-" + backup + ".tar"}
+	if r.Method == http.MethodHead {
+		// The headers only: reading the backup would be for nothing.
+		tw.start()
+		return
+	}
 	err := c.b.DownloadBackup(r.Context(), tenant, backup, tw)
 	switch {
 	case err == nil && !tw.started:

@@ -251,6 +251,9 @@ func TestBackupsDownload(t *testing.T) {
 		t.Errorf("tar holds %s", got)
 	}
 
+	if code, body := ts.do(t, req{method: "HEAD", path: path, token: "admin"}); code != http.StatusOK || len(body) != 0 {
+		t.Errorf("HEAD: %d with %d bytes", code, len(body))
+	}
 	for _, r := range []struct {
 		req  req
 		code int

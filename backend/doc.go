@@ -49,6 +49,13 @@
 // authenticates only reads (GET, HEAD) under /api/v1/: never the state
 // backend, its versions, webhooks or a write.
 //
+// # Backups
+//
+// The backup endpoints of a tenant (see Server.ServeBackups) list its etcd
+// backups for view, queue one for edit and stream one, still encrypted,
+// to admins, every download audited; they answer from the Backups the
+// reconciler implements, and 503 on a server without a backup store.
+//
 // # Server
 //
 // Server puts these together behind the request log with /healthz,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,4 +122,42 @@ func TestTenantPageBackupStoreFails(t *testing.T) {
 		t.Error("a server without a backup store shows a list or a problem")
 	}
 	contains(t, "tenant page", page, "<dt>Policy</dt><dd>every 6h, keep 14</dd>")
+}
+
+// countingBackups counts the listings of its backups.
+type countingBackups struct {
+	*servertest.Backups
+	n atomic.Int32
+}
+
+func (c *countingBackups) ListBackups(ctx context.Context, tenant string) ([]schema.BackupInfo, error) {
+	c.n.Add(1)
+	return c.Backups.ListBackups(ctx, tenant)
+}
+
+// TestTenantPageBackupsListedOnce: the live page's parts, fetched again
+// whenever the tenant changes, list the backup store again only when the
+// tenant's status.backup moved (a new backup, a pruned one).
+func TestTenantPageBackupsListedOnce(t *testing.T) {
+	r, b := withBackups(t, rigOptions{})
+	c := &countingBackups{Backups: b}
+	r.srv.ServeBackups(c, nil)
+	for range 3 {
+		body(t, r.do("GET", "/tenants/production?part=status,backups", nil, ""), 200)
+	}
+	body(t, r.do("GET", "/tenants/production?part=status,machines", nil, ""), 200)
+	if n := c.n.Load(); n != 1 {
+		t.Errorf("the store was listed %d times for an unchanged status.backup, want once", n)
+	}
+	objs := fleet("production", 3, 2)
+	tn := objs[0].(*schema.Tenant)
+	tn.Spec.Backup = &schema.BackupPolicy{Interval: "6h", Keep: 14}
+	tn.Status.Backup = &schema.BackupStatus{Declared: true, LastSuccess: testNow, LastAttempt: testNow, Count: 3, LastID: "20261130T120000Z-2b3c4d5e"}
+	r.put(objs...)
+	b.Add(schema.BackupInfo{ID: "20261130T120000Z-2b3c4d5e", Tenant: "production", Time: testNow, Machine: "production-controlplane-2", SizeBytes: 4096})
+	frag := body(t, r.do("GET", "/tenants/production?part=backups", nil, ""), 200)
+	contains(t, "backups part", frag, `data-backup-id="20261130T120000Z-2b3c4d5e"`)
+	if n := c.n.Load(); n != 2 {
+		t.Errorf("the store was listed %d times, want twice: once more after a new backup", n)
+	}
 }

@@ -89,7 +89,7 @@ func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 			strings.Compare(a.Metadata.Name, b.Metadata.Name))
 	})
 	p.Stages = stagesOf(p.Machines)
-	p.Backups = h.backups(r, v, name)
+	p.Backups = h.backups(r, v, &p.T)
 	if v.Admin {
 		base := "/api/v1/tenants/" + url.PathEscape(name)
 		if h.srv.Routes(http.MethodGet, base+"/kubeconfig") {

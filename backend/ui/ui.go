@@ -50,6 +50,8 @@ type handler struct {
 	forge  forge
 	mux    *http.ServeMux
 	cache  summaryCache
+	// backupLists keeps the tenants' listings of backups.
+	backupLists backupLists
 }
 
 // New returns the dashboard's handler for srv, to be mounted with
