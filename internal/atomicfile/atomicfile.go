@@ -17,41 +17,91 @@ import (
 // file has them from the start, so the data is never readable by more
 // than perm allows). The directory of path must exist. On an error path
 // is unchanged and no temporary file is left.
-func Write(path string, data []byte, perm os.FileMode) (err error) {
+func Write(path string, data []byte, perm os.FileMode) error {
+	f, err := Create(path, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Commit()
+}
+
+// File is the new content of a file, written in a stream: a temporary
+// file beside the target, with the target's permissions from the start.
+// Commit puts it in place; Abort, or a failed Commit, removes it and
+// leaves the target as it was. Call one of them.
+type File struct {
+	f    *os.File
+	path string
+	done bool
+}
+
+// Create starts replacing path, whose directory must exist, with what is
+// written to the File, with permissions perm.
+func Create(path string, perm os.FileMode) (*File, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	tmp := f.Name()
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return &File{f: f, path: path}, nil
+}
+
+// Write writes p to the temporary file.
+func (f *File) Write(p []byte) (int, error) { return f.f.Write(p) }
+
+// Name returns the temporary file's path: what was written can be read
+// there before Commit.
+func (f *File) Name() string { return f.f.Name() }
+
+// Commit syncs the temporary file, renames it over the target and syncs
+// the directory. On an error the target is unchanged and the temporary
+// file is gone.
+func (f *File) Commit() (err error) {
+	if f.done {
+		return fmt.Errorf("write %s: already committed or aborted", f.path)
+	}
+	f.done = true
+	tmp := f.f.Name()
 	defer func() {
 		if err != nil {
 			os.Remove(tmp)
-			err = fmt.Errorf("write %s: %w", path, err)
+			err = fmt.Errorf("write %s: %w", f.path, err)
 		}
 	}()
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
+	if err := f.f.Sync(); err != nil {
+		f.f.Close()
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
+	if err := f.f.Close(); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
+	if err := os.Rename(tmp, f.path); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
+	return syncDir(filepath.Dir(tmp))
+}
+
+// Abort removes the temporary file and leaves the target as it was. After
+// Commit or Abort it does nothing.
+func (f *File) Abort() {
+	if f.done {
+		return
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
+	f.done = true
+	f.f.Close()
+	os.Remove(f.f.Name())
 }
 
 // syncDir makes a rename in dir durable.
