@@ -59,7 +59,9 @@
 // # Server
 //
 // Server puts these together behind the request log with /healthz,
-// /readyz and /version; Server.Handle mounts further handlers behind
+// /readyz and /version, and, for admins, /api/v1/admin/store: a
+// consistent copy of the whole store (store.Backuper), audited as the
+// downloads of a tenant's credentials are. Server.Handle mounts further handlers behind
 // authentication, and Server.HandleBrowser pages that identify their
 // visitor by session (the dashboard, package ui). Error bodies use the
 // shapes of package api.

@@ -232,6 +232,9 @@ func (s *Server) routes() {
 	s.api = newResourceAPI(s.store, s.hub, s.cfg.WatchHeartbeat, s.log, s.cfg.Origin, s.cfg.Version)
 	s.Handle(APIPrefix, s.api)
 	s.serveBackups()
+	if b, ok := s.store.(store.Backuper); ok {
+		s.serveStoreBackup("GET "+StoreBackupPath, b)
+	}
 }
 
 // Handle mounts h at pattern (http.ServeMux syntax) behind authentication:
@@ -363,8 +366,9 @@ func (s *Server) Hub() *Hub { return s.hub }
 // WatchSubscribers returns how many watches are open, for a gauge.
 func (s *Server) WatchSubscribers() int { return s.hub.Subscribers() }
 
-// SetAudit sets the audit log of the state backend, which records every
-// force-unlock there. Call it before Run.
+// SetAudit sets the audit log, which records every force-unlock of the
+// state backend and every download of a copy of the store (without it,
+// the server's log does). Call it before Run.
 func (s *Server) SetAudit(audit *slog.Logger) { s.state.opts.Audit = audit }
 
 // StateHandler returns the state backend handler, without authentication.

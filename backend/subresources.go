@@ -65,22 +65,15 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 			w.Write(b)
 		})
 	}
-	// Mounted past the server's authentication, so that refused attempts
-	// without valid credentials reach the audit log too.
 	mount := func(pattern, what string, get func(r *http.Request) ([]byte, error)) {
-		authed := s.authenticate(serve(what, "application/yaml", get))
-		s.HandleUnauthenticated(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rec := &statusWriter{ResponseWriter: w}
-			authed.ServeHTTP(rec, r)
-			if rec.status == http.StatusUnauthorized {
-				attrs := []any{"who", "(unauthenticated)", "what", what, "tenant", r.PathValue("name"),
-					"at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr, "reason", "credentials"}
-				if id := r.PathValue("id"); id != "" {
-					attrs = append(attrs, "machine", id)
-				}
-				audit.Warn("download refused", attrs...)
+		s.handleAudited(pattern, serve(what, "application/yaml", get), func(r *http.Request) {
+			attrs := []any{"who", "(unauthenticated)", "what", what, "tenant", r.PathValue("name"),
+				"at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr, "reason", "credentials"}
+			if id := r.PathValue("id"); id != "" {
+				attrs = append(attrs, "machine", id)
 			}
-		}))
+			audit.Warn("download refused", attrs...)
+		})
 	}
 	mount("GET /api/v1/tenants/{name}/kubeconfig", "kubeconfig", func(r *http.Request) ([]byte, error) {
 		return p.Kubeconfig(r.Context(), r.PathValue("name"))
@@ -91,6 +84,21 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 	mount("GET /api/v1/tenants/{name}/machines/{id}/config", "machine config", func(r *http.Request) ([]byte, error) {
 		return p.MachineConfig(r.Context(), r.PathValue("name"), r.PathValue("id"))
 	})
+}
+
+// handleAudited mounts h at pattern behind authentication, as Handle
+// does, and calls refused with each request that authentication turns
+// away (401), so that attempts without valid credentials reach the audit
+// log too.
+func (s *Server) handleAudited(pattern string, h http.Handler, refused func(*http.Request)) {
+	authed := s.authenticate(h)
+	s.HandleUnauthenticated(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusWriter{ResponseWriter: w}
+		authed.ServeHTTP(rec, r)
+		if rec.status == http.StatusUnauthorized {
+			refused(r)
+		}
+	}))
 }
 
 // Previewer shows what a tree of manifests would do without applying it.

@@ -42,10 +42,11 @@
 // # Engines
 //
 // store/bolt is the default engine: one bbolt file in the data dir, for
-// one server. Engine-specific operations (the bbolt engine's
-// ReleaseMapped, which hands the file's mapped pages back to the kernel)
-// stay on the engine's own type. store/storetest is the conformance suite
-// every engine passes.
+// one server; it implements Backuper, the consistent copy of the whole
+// store that `rezuscloud store backup` takes. Engine-specific operations
+// (the bbolt engine's ReleaseMapped, which hands the file's mapped pages
+// back to the kernel) stay on the engine's own type. store/storetest is
+// the conformance suite every engine passes.
 //
 // This package must not import backend (nor its subpackages), reconciler,
 // render, cmd or sources: the HTTP API and the reconciler are built on it,

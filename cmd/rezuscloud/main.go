@@ -1,7 +1,7 @@
 // Command rezuscloud is the RezusCloud server: `serve` reconciles a
 // repository and serves the Terraform HTTP state backend, the read-only
 // API and the dashboard; `demo` runs it on the examples; `token` makes
-// access tokens. See `rezuscloud serve --help`. It owns flags, wiring and
+// access tokens; `store` backs up and restores its store. See `rezuscloud serve --help`. It owns flags, wiring and
 // signals only: the work is done by the packages it wires.
 package main
 
@@ -36,6 +36,8 @@ type Main struct {
 	log   *slog.Logger
 
 	Server *backend.Server
+	// audit is the audit log (see openAudit).
+	audit  *slog.Logger
 	src    sources.Source
 	origin backend.Origin
 	// rec is the reconciler's part; nil without a source.
@@ -89,6 +91,10 @@ func (m *Main) openServer() error {
 		return err
 	}
 	m.onClose(func() { m.Server.Close() })
+	if m.audit, err = openAudit(m.flags.data); err != nil {
+		return err
+	}
+	m.Server.SetAudit(m.audit)
 	dash := ui.Options{ExternalURL: m.flags.dashboardURL(""), Origin: m.origin, Logger: m.log.With("component", "dashboard")}
 	if err := ui.Serve(m.Server, dash); err != nil {
 		return err

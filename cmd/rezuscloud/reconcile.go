@@ -74,7 +74,7 @@ func (m *Main) openReconciler() error {
 	return nil
 }
 
-// openDirs finds the data dir and the audit log.
+// openDirs finds the data dir, the test clock and the audit log.
 func (p *reconcilerPart) openDirs() (err error) {
 	if p.dataDir, err = filepath.Abs(p.f.data); err != nil {
 		return err
@@ -85,8 +85,8 @@ func (p *reconcilerPart) openDirs() (err error) {
 	if p.now != nil {
 		p.log.Warn("the reconciler and the Talos plane run on a test clock", "env", envTestClock, "now", p.now())
 	}
-	p.audit, err = openAudit(p.dataDir)
-	return err
+	p.audit = p.m.audit
+	return nil
 }
 
 // openTofu sets up how tofu runs: the binary, the CLI configuration of
@@ -255,7 +255,6 @@ func (p *reconcilerPart) mount() (err error) {
 	m.GaugeFunc("rezuscloud_watch_subscribers", "Open watch streams.", func() float64 { return float64(srv.WatchSubscribers()) })
 	m.CounterFunc("rezuscloud_watch_cutoffs_total", "Watch streams cut off for not keeping up.", func() float64 { return float64(srv.Hub().CutOffs()) })
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(p.runner.Runs()) })
-	srv.SetAudit(p.audit)
 	srv.ServeTenantSecrets(rec, p.audit)
 	srv.ServeMachineLogs(rec, p.audit)
 	srv.ServePreviews(rec)
@@ -411,8 +410,9 @@ func stateEncryption(mode, passphrase string) (string, error) {
 }
 
 // openAudit returns the audit log: JSON lines appended to audit.log in the
-// data dir (mode 0600), one per download of a tenant's credentials and
-// per access to a machine's logs.
+// data dir (mode 0600), one per download of a tenant's credentials or of
+// a copy of the store, per access to a machine's logs and per
+// force-unlock of a state.
 func openAudit(dataDir string) (*slog.Logger, error) {
 	f, err := os.OpenFile(filepath.Join(dataDir, "audit.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {

@@ -217,20 +217,20 @@ func resolveConnection(cmd *cobra.Command) (*connection, error) {
 		}
 	case flagString(cmd, "token-file") != "":
 		conn.TokenFrom = "--token-file " + flagString(cmd, "token-file")
-		if conn.Token, err = readToken(expandHome(flagString(cmd, "token-file"))); err != nil {
+		if conn.Token, err = client.ReadTokenFile(expandHome(flagString(cmd, "token-file"))); err != nil {
 			return nil, fmt.Errorf("--token-file: %w", err)
 		}
 	case os.Getenv(envToken) != "":
 		conn.Token, conn.TokenFrom = strings.TrimSpace(os.Getenv(envToken)), envToken
 	case os.Getenv(envTokenFile) != "":
 		conn.TokenFrom = envTokenFile
-		if conn.Token, err = readToken(expandHome(os.Getenv(envTokenFile))); err != nil {
+		if conn.Token, err = client.ReadTokenFile(expandHome(os.Getenv(envTokenFile))); err != nil {
 			return nil, fmt.Errorf("%s: %w", envTokenFile, err)
 		}
 	case cctx != nil && cctx.TokenFile != "":
 		tf := tokenFilePath(path, cctx.TokenFile)
 		conn.TokenFrom = "context " + cctx.Name + " (" + tf + ")"
-		if conn.Token, err = readToken(tf); err != nil {
+		if conn.Token, err = client.ReadTokenFile(tf); err != nil {
 			return nil, fmt.Errorf("token file of context %q: %w", cctx.Name, err)
 		}
 	}
@@ -248,21 +248,6 @@ func tokenFilePath(configFile, p string) string {
 		p = filepath.Join(filepath.Dir(configFile), p)
 	}
 	return p
-}
-
-// readToken reads a token file: the token is its first line, without
-// surrounding white space. The token itself never appears in an error.
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	tok, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-	tok = strings.TrimSpace(tok)
-	if tok == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return tok, nil
 }
 
 // newClient returns a client of the server the command's connection

@@ -122,3 +122,49 @@ func TestWriteFromAndCreateFrom(t *testing.T) {
 		t.Errorf("dir holds %v, want only backup.tar", names)
 	}
 }
+
+// A File written in a stream replaces its target only on Commit; until
+// then the target keeps its content and the data is readable at Name. An
+// aborted File leaves the target as it was and no temporary file.
+func TestCreateCommitAbort(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "store.db")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Create(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("new "))
+	f.Write([]byte("content"))
+	if b, _ := os.ReadFile(f.Name()); string(b) != "new content" {
+		t.Errorf("the temporary file holds %q before Commit", b)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Errorf("the target holds %q before Commit, want old", b)
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new content" {
+		t.Errorf("the target holds %q after Commit", b)
+	}
+	if err := f.Commit(); err == nil {
+		t.Error("a second Commit succeeded")
+	}
+	f.Abort() // after Commit: nothing
+
+	g, err := Create(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Write([]byte("half"))
+	g.Abort()
+	if b, _ := os.ReadFile(path); string(b) != "new content" {
+		t.Errorf("the target holds %q after Abort", b)
+	}
+	if names := entries(t, dir); len(names) != 1 || names[0] != "store.db" {
+		t.Errorf("dir holds %v after Abort, want only store.db", names)
+	}
+}

@@ -1,8 +1,9 @@
 // Package client is the HTTP client of RezusCloud's read API, as rezusctl
 // and other programs use it: lists, objects, the server's status and
-// version, the admin-only downloads (a tenant's backups among them),
-// requests of a reconcile or a backup, and watches that resume after a
-// dropped connection.
+// version, the admin-only downloads (a tenant's backups and a copy of the
+// server's store among them), requests of a reconcile or a backup, watches
+// that resume after a dropped connection, and the token files its users
+// keep.
 //
 // It speaks only the wire shapes of backend/api and the resource types of
 // schema (and of internal/preview for plan previews). It must not import

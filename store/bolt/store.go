@@ -115,7 +115,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		FreelistType:   bbolt.FreelistMapType,
 	})
 	if errors.Is(err, bbolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("open store %s: another process holds it open", path)
+		return nil, fmt.Errorf("open store %s: %w", path, ErrLocked)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -201,10 +201,17 @@ func prepareFile(tx *bbolt.Tx) error {
 		return meta.Put(keyFormat, []byte(storeFormat))
 	case string(f) == "1":
 		return migrateFormat1(tx)
-	case string(f) != storeFormat:
-		return fmt.Errorf("file format %q, this build reads %q (and migrates \"1\")", f, storeFormat)
 	}
-	return nil
+	return checkFormat(meta.Get(keyFormat))
+}
+
+// checkFormat refuses a file format this build does not read: it reads
+// storeFormat and migrates "1".
+func checkFormat(f []byte) error {
+	if string(f) == storeFormat || string(f) == "1" {
+		return nil
+	}
+	return fmt.Errorf("file format %q, this build reads %q (and migrates \"1\")", f, storeFormat)
 }
 
 // Path returns the store's file.
