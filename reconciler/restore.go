@@ -184,6 +184,9 @@ func (t *tenantRun) snapshotLeft(ctx context.Context, value string) {
 		return
 	}
 	t.r.log.Info("restore: snapshot of what was left", "tenant", t.name, "backup", id)
+	if err := t.r.opts.Talos.NotePreSnapshot(t.name, value, id); err != nil {
+		t.r.log.Error("restore: record the snapshot of what was left", "tenant", t.name, "err", err)
+	}
 }
 
 // recordRestore writes where the restore stands into status.backup.restore.
