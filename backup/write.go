@@ -118,19 +118,19 @@ func Write(ctx context.Context, st Store, k *Keys, m Manifest, snapshot io.Reade
 // and size and the stored size. An error on either side ends both; the
 // end of ctx ends both, even when src blocks.
 func putEncrypted(ctx context.Context, st Store, k *Keys, key string, src io.Reader) (Part, int64, error) {
-	pr, pw := io.Pipe()
-	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) }) // Put reads ctx.Err()
+	p := newPipe()
+	stop := context.AfterFunc(ctx, func() { p.Abort(ctx.Err()) })
 	defer stop()
 	plain := &counter{r: src, h: sha256.New()}
 	encErr := make(chan error, 1)
 	go func() {
-		err := encryptTo(pw, k, plain)
-		pw.CloseWithError(err) // nil: EOF for the reader
+		err := encryptTo(p, k, plain)
+		p.CloseWrite(err)
 		encErr <- err
 	}()
-	stored := &counter{r: pr}
+	stored := &counter{r: p}
 	err := st.Put(ctx, key, stored)
-	pr.CloseWithError(errors.Join(err, errPutEnded)) // ends a blocked encryption
+	p.Abort(errors.Join(err, errPutEnded)) // ends a blocked encryption
 	if err != nil {
 		return Part{}, 0, err
 	}
