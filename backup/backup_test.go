@@ -342,6 +342,12 @@ func TestKeysErrors(t *testing.T) {
 	}
 	_, err = backup.KeysFromPassphrase("")
 	wantErr(t, "an empty passphrase", err, "empty passphrase")
+	st := fileStore(t)
+	_, err = backup.Write(t.Context(), st, nil, manifest("prod", time.Now()), bytes.NewReader(snapshotOf(100)), nil)
+	wantErr(t, "write without keys", err, "never stored in plain text")
+	if keys := list(t, st, ""); len(keys) != 0 {
+		t.Errorf("a write without keys stored %v", keys)
+	}
 }
 
 // The same passphrase gives the same key: a server started again reads

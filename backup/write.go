@@ -79,6 +79,9 @@ func Write(ctx context.Context, st Store, k *Keys, m Manifest, snapshot io.Reade
 	if err := checkTenant(m.Tenant); err != nil {
 		return Manifest{}, err
 	}
+	if k == nil || len(k.recipients) == 0 {
+		return Manifest{}, errors.New("backup: no keys to encrypt with: backups are never stored in plain text")
+	}
 	if m.Time.IsZero() {
 		m.Time = time.Now()
 	}
