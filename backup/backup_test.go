@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/minio/minio-go/v7"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rezuscloud/rezuscloud/backup"
@@ -542,6 +543,55 @@ func TestDownload(t *testing.T) {
 		err := backup.Download(t.Context(), st, "staging", m.ID, &buf)
 		if !errors.Is(err, backup.ErrNotFound) || buf.Len() != 0 {
 			t.Errorf("download of another tenant's ID: %v, %d bytes written; want ErrNotFound and nothing", err, buf.Len())
+		}
+	})
+}
+
+// What a Put cut short by a crash leaves, and List does not show (a
+// temporary file, an incomplete multipart upload), goes with the next
+// Prune once it is an hour old.
+func TestPruneSweeps(t *testing.T) {
+	eachStore(t, func(t *testing.T, st testStore) {
+		k := ageKeys(t)
+		m := write(t, st, k, "prod", time.Now(), snapshotOf(100))
+		id := time.Now().UTC().Format("20060102T150405Z") + "-2badf00d"
+		if st.s3 == nil {
+			dir := filepath.Join(st.dir, "prod", id)
+			os.MkdirAll(dir, 0o700)
+			if err := os.WriteFile(filepath.Join(dir, ".snapshot.age.tmp123"), []byte("cut short"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			c, err := st.s3.Client()
+			if err != nil {
+				t.Fatal(err)
+			}
+			core := minio.Core{Client: c}
+			key := "rezuscloud/prod/prod/" + id + "/snapshot.age"
+			upload, err := core.NewMultipartUpload(t.Context(), st.s3.Bucket, key, minio.PutObjectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			part := bytes.Repeat([]byte("cut short"), 1000)
+			if _, err := core.PutObjectPart(t.Context(), st.s3.Bucket, key, upload, 1, bytes.NewReader(part), int64(len(part)), minio.PutObjectPartOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := backup.Prune(t.Context(), st.Store, k, "prod", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !leftoversAre(t, st, 3, 1) {
+			t.Error("Prune swept a write that may be in flight")
+		}
+		backup.SetNow(t, 2*time.Hour)
+		if _, err := backup.Prune(t.Context(), st.Store, k, "prod", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !leftoversAre(t, st, 3, 0) {
+			t.Error("Prune left what a write cut short an hour ago left")
+		}
+		if ms, err := backup.List(t.Context(), st, k, "prod"); err != nil || len(ms) != 1 || ms[0].ID != m.ID {
+			t.Errorf("List after the sweep = %v, %v; want the backup kept", ms, err)
 		}
 	})
 }
