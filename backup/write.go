@@ -51,7 +51,7 @@ func newID(t time.Time) string {
 }
 
 // idAge parses the time an ID starts with.
-func idAge(id string, now time.Time) (time.Duration, bool) {
+func idAge(id string, at time.Time) (time.Duration, bool) {
 	if !idPattern.MatchString(id) {
 		return 0, false
 	}
@@ -59,7 +59,7 @@ func idAge(id string, now time.Time) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return now.Sub(t), true
+	return at.Sub(t), true
 }
 
 func checkTenant(tenant string) error {
