@@ -26,7 +26,7 @@ type pipe struct {
 // Bounds of the memory of a pipe: at most depth+2 buffers of pipeBuffer
 // bytes (depth queued, one filling, one being read) and the free ones.
 const (
-	pipeBuffer = 512 << 10
+	pipeBuffer = 256 << 10
 	pipeDepth  = 4
 )
 
