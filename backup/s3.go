@@ -14,6 +14,10 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
+// minPartSize is the smallest part of a multipart upload that S3 accepts
+// (but for the last).
+const minPartSize = 5 << 20
+
 // s3Store keeps objects in an S3-compatible bucket, under a prefix. Puts
 // stream as multipart uploads of one part at a time.
 type s3Store struct {
@@ -67,6 +71,9 @@ func openS3(ctx context.Context, rest string, o StoreOptions) (*s3Store, error) 
 	s := &s3Store{client: client, endpoint: endpoint, bucket: bucket, prefix: prefix, partSize: o.PartSize}
 	if s.partSize == 0 {
 		s.partSize = DefaultPartSize
+	}
+	if s.partSize < minPartSize {
+		return nil, fmt.Errorf("backup store %s: part size %d: S3 needs at least 5 MiB", name, s.partSize)
 	}
 	ok, err := client.BucketExists(ctx, bucket)
 	if err != nil {

@@ -296,6 +296,11 @@ func TestOpenStoreErrors(t *testing.T) {
 	if _, err := backup.OpenStore(ctx, "s3://present/x", o); err != nil {
 		t.Errorf("OpenStore with credentials from files: %v", err)
 	}
+	small := o
+	small.PartSize = 1 << 20
+	if _, err := backup.OpenStore(ctx, "s3://present/x", small); err == nil || !strings.Contains(err.Error(), "at least 5 MiB") {
+		t.Errorf("OpenStore with 1 MiB parts: %v, want them refused", err)
+	}
 	_, err = backup.OpenStore(ctx, "s3://absent/x", o)
 	if err == nil || !strings.Contains(err.Error(), "bucket absent does not exist at endpoint "+srv.Endpoint) {
 		t.Errorf("OpenStore of an absent bucket: %v, want it named with the endpoint", err)
