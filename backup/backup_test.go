@@ -273,6 +273,11 @@ func TestTamperedRefused(t *testing.T) {
 	if b != nil {
 		t.Error("Open returned a backup with its error")
 	}
+	// A longer one: refused as soon as it runs past the size named.
+	m3 := write(t, st, k, "prod", time.Now(), snapshotOf(200<<10))
+	copyObject(t, st, "prod/"+m3.ID+"/snapshot.age", "prod/"+m1.ID+"/snapshot.age")
+	_, err = backup.Open(t.Context(), st, k, "prod", m1.ID)
+	wantErr(t, "open with a longer snapshot", err, "backup "+m1.ID+": snapshot does not match its manifest: more than the 1000 bytes it names")
 }
 
 // A backup of tenant a is not tenant b's, whether b asks for it by ID or
