@@ -457,6 +457,10 @@ func TestWriteHangingSnapshot(t *testing.T) {
 		}()
 		select {
 		case <-h.hung:
+			// A write in flight is not a backup yet: its manifest comes last.
+			if ms, err := backup.List(t.Context(), st, k, "prod"); err != nil || len(ms) != 0 {
+				t.Errorf("List while a write is in flight = %v, %v; want nothing", ms, err)
+			}
 			cancel()
 		case err := <-done:
 			t.Fatalf("Write returned before the snapshot hung: %v", err)
