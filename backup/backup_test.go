@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/minio/minio-go/v7"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rezuscloud/rezuscloud/backup"
@@ -272,6 +273,11 @@ func TestTamperedRefused(t *testing.T) {
 	if b != nil {
 		t.Error("Open returned a backup with its error")
 	}
+	// A longer one: refused as soon as it runs past the size named.
+	m3 := write(t, st, k, "prod", time.Now(), snapshotOf(200<<10))
+	copyObject(t, st, "prod/"+m3.ID+"/snapshot.age", "prod/"+m1.ID+"/snapshot.age")
+	_, err = backup.Open(t.Context(), st, k, "prod", m1.ID)
+	wantErr(t, "open with a longer snapshot", err, "backup "+m1.ID+": snapshot does not match its manifest: more than the 1000 bytes it names")
 }
 
 // A backup of tenant a is not tenant b's, whether b asks for it by ID or
@@ -342,6 +348,12 @@ func TestKeysErrors(t *testing.T) {
 	}
 	_, err = backup.KeysFromPassphrase("")
 	wantErr(t, "an empty passphrase", err, "empty passphrase")
+	st := fileStore(t)
+	_, err = backup.Write(t.Context(), st, nil, manifest("prod", time.Now()), bytes.NewReader(snapshotOf(100)), nil)
+	wantErr(t, "write without keys", err, "never stored in plain text")
+	if keys := list(t, st, ""); len(keys) != 0 {
+		t.Errorf("a write without keys stored %v", keys)
+	}
 }
 
 // The same passphrase gives the same key: a server started again reads
@@ -445,6 +457,10 @@ func TestWriteHangingSnapshot(t *testing.T) {
 		}()
 		select {
 		case <-h.hung:
+			// A write in flight is not a backup yet: its manifest comes last.
+			if ms, err := backup.List(t.Context(), st, k, "prod"); err != nil || len(ms) != 0 {
+				t.Errorf("List while a write is in flight = %v, %v; want nothing", ms, err)
+			}
 			cancel()
 		case err := <-done:
 			t.Fatalf("Write returned before the snapshot hung: %v", err)
@@ -536,6 +552,55 @@ func TestDownload(t *testing.T) {
 		err := backup.Download(t.Context(), st, "staging", m.ID, &buf)
 		if !errors.Is(err, backup.ErrNotFound) || buf.Len() != 0 {
 			t.Errorf("download of another tenant's ID: %v, %d bytes written; want ErrNotFound and nothing", err, buf.Len())
+		}
+	})
+}
+
+// What a Put cut short by a crash leaves, and List does not show (a
+// temporary file, an incomplete multipart upload), goes with the next
+// Prune once it is an hour old.
+func TestPruneSweeps(t *testing.T) {
+	eachStore(t, func(t *testing.T, st testStore) {
+		k := ageKeys(t)
+		m := write(t, st, k, "prod", time.Now(), snapshotOf(100))
+		id := time.Now().UTC().Format("20060102T150405Z") + "-2badf00d"
+		if st.s3 == nil {
+			dir := filepath.Join(st.dir, "prod", id)
+			os.MkdirAll(dir, 0o700)
+			if err := os.WriteFile(filepath.Join(dir, ".snapshot.age.tmp123"), []byte("cut short"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			c, err := st.s3.Client()
+			if err != nil {
+				t.Fatal(err)
+			}
+			core := minio.Core{Client: c}
+			key := "rezuscloud/prod/prod/" + id + "/snapshot.age"
+			upload, err := core.NewMultipartUpload(t.Context(), st.s3.Bucket, key, minio.PutObjectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			part := bytes.Repeat([]byte("cut short"), 1000)
+			if _, err := core.PutObjectPart(t.Context(), st.s3.Bucket, key, upload, 1, bytes.NewReader(part), int64(len(part)), minio.PutObjectPartOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := backup.Prune(t.Context(), st.Store, k, "prod", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !leftoversAre(t, st, 3, 1) {
+			t.Error("Prune swept a write that may be in flight")
+		}
+		backup.SetNow(t, 2*time.Hour)
+		if _, err := backup.Prune(t.Context(), st.Store, k, "prod", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !leftoversAre(t, st, 3, 0) {
+			t.Error("Prune left what a write cut short an hour ago left")
+		}
+		if ms, err := backup.List(t.Context(), st, k, "prod"); err != nil || len(ms) != 1 || ms[0].ID != m.ID {
+			t.Errorf("List after the sweep = %v, %v; want the backup kept", ms, err)
 		}
 	})
 }

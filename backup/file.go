@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 )
@@ -23,7 +24,10 @@ type fileStore struct {
 	root string
 }
 
-var _ Store = (*fileStore)(nil)
+var (
+	_ Store   = (*fileStore)(nil)
+	_ sweeper = (*fileStore)(nil)
+)
 
 func openFile(dir string) (*fileStore, error) {
 	dir = filepath.Clean(dir)
@@ -143,6 +147,42 @@ func (s *fileStore) Delete(ctx context.Context, key string) error {
 	for dir := path.Dir(key); strings.Contains(dir, "/"); dir = path.Dir(dir) {
 		if os.Remove(s.path(dir)) != nil { // not empty, or gone
 			break
+		}
+	}
+	return nil
+}
+
+// sweep removes the temporary files under prefix that were last written
+// before before: those of a Put that a crash cut short.
+func (s *fileStore) sweep(ctx context.Context, prefix string, before time.Time) error {
+	if err := checkPrefix(prefix); err != nil {
+		return err
+	}
+	var temps []string
+	start := s.path(strings.TrimSuffix(prefix, "/"))
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.Type().IsRegular() && strings.HasPrefix(d.Name(), ".") && strings.Contains(d.Name(), ".tmp") {
+			if info, err := d.Info(); err == nil && info.ModTime().Before(before) {
+				temps = append(temps, p)
+			}
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("sweep %s: %w", prefix, err)
+	}
+	for _, p := range temps {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sweep %s: %w", prefix, err)
+		}
+		if filepath.Dir(p) != start {
+			os.Remove(filepath.Dir(p)) // when it is empty now
 		}
 	}
 	return nil

@@ -244,7 +244,7 @@ func (c *checked) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	switch {
 	case c.n > c.want.Size:
-		c.err = c.mismatch(fmt.Sprintf("over %d bytes, want %d", c.want.Size, c.want.Size))
+		c.err = c.mismatch(fmt.Sprintf("more than the %d bytes it names", c.want.Size))
 	case err == io.EOF:
 		if got := hex.EncodeToString(c.h.Sum(nil)); got != c.want.SHA256 || c.n != c.want.Size {
 			c.err = c.mismatch(fmt.Sprintf("sha256 %s (%d bytes) want %s (%d bytes)", got, c.n, c.want.SHA256, c.want.Size))

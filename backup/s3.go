@@ -8,10 +8,15 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
+
+// minPartSize is the smallest part of a multipart upload that S3 accepts
+// (but for the last).
+const minPartSize = 5 << 20
 
 // s3Store keeps objects in an S3-compatible bucket, under a prefix. Puts
 // stream as multipart uploads of one part at a time.
@@ -23,7 +28,10 @@ type s3Store struct {
 	partSize int64
 }
 
-var _ Store = (*s3Store)(nil)
+var (
+	_ Store   = (*s3Store)(nil)
+	_ sweeper = (*s3Store)(nil)
+)
 
 // openS3 opens "BUCKET/PREFIX" (the URL without its scheme) and checks that
 // the bucket exists.
@@ -63,6 +71,9 @@ func openS3(ctx context.Context, rest string, o StoreOptions) (*s3Store, error) 
 	s := &s3Store{client: client, endpoint: endpoint, bucket: bucket, prefix: prefix, partSize: o.PartSize}
 	if s.partSize == 0 {
 		s.partSize = DefaultPartSize
+	}
+	if s.partSize < minPartSize {
+		return nil, fmt.Errorf("backup store %s: part size %d: S3 needs at least 5 MiB", name, s.partSize)
 	}
 	ok, err := client.BucketExists(ctx, bucket)
 	if err != nil {
@@ -201,6 +212,29 @@ func (s *s3Store) Delete(ctx context.Context, key string) error {
 	err := s.client.RemoveObject(ctx, s.bucket, s.object(key), minio.RemoveObjectOptions{})
 	if err != nil && !isNoSuchKey(err) {
 		return fmt.Errorf("delete %s/%s: %w", s, key, err)
+	}
+	return nil
+}
+
+// sweep aborts the multipart uploads under prefix started before before:
+// those of a Put that a crash of the server cut short.
+func (s *s3Store) sweep(ctx context.Context, prefix string, before time.Time) error {
+	if err := checkPrefix(prefix); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	core := minio.Core{Client: s.client}
+	for u := range s.client.ListIncompleteUploads(ctx, s.bucket, s.object(prefix), true) {
+		if u.Err != nil {
+			return fmt.Errorf("sweep %s/%s: %w", s, prefix, u.Err)
+		}
+		if !u.Initiated.Before(before) {
+			continue
+		}
+		if err := core.AbortMultipartUpload(ctx, s.bucket, u.Key, u.UploadID); err != nil && minio.ToErrorResponse(err).Code != "NoSuchUpload" {
+			return fmt.Errorf("sweep %s/%s: abort the upload of %s: %w", s, prefix, u.Key, err)
+		}
 	}
 	return nil
 }

@@ -156,39 +156,51 @@ func TestStorePutFailureLeavesNothing(t *testing.T) {
 // temporary file (file) and no incomplete multipart upload (S3).
 func leftovers(t *testing.T, st testStore, n int) {
 	t.Helper()
+	if !leftoversAre(t, st, n, 0) {
+		t.Error("the store holds more than its objects")
+	}
+}
+
+// leftoversAre reports whether the store holds n objects and temps
+// temporary files (file) or incomplete multipart uploads (S3), saying what
+// it holds when not.
+func leftoversAre(t *testing.T, st testStore, n, temps int) bool {
+	t.Helper()
+	var objs, partial []string
 	if st.s3 == nil {
-		var files []string
 		filepath.WalkDir(st.dir, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				files = append(files, p)
+			switch {
+			case err != nil || d.IsDir():
+			case strings.HasPrefix(d.Name(), "."):
+				partial = append(partial, p)
+			default:
+				objs = append(objs, p)
 			}
 			return nil
 		})
-		if len(files) != n {
-			t.Errorf("the store's directory holds %d files, want %d: %v", len(files), n, files)
+	} else {
+		c, err := st.s3.Client()
+		if err != nil {
+			t.Fatal(err)
 		}
-		return
-	}
-	c, err := st.s3.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for u := range c.ListIncompleteUploads(t.Context(), st.s3.Bucket, "", true) {
-		if u.Err != nil {
-			t.Fatal(u.Err)
+		for u := range c.ListIncompleteUploads(t.Context(), st.s3.Bucket, "", true) {
+			if u.Err != nil {
+				t.Fatal(u.Err)
+			}
+			partial = append(partial, u.Key)
 		}
-		t.Errorf("incomplete upload of %s left behind", u.Key)
-	}
-	var objs []string
-	for o := range c.ListObjects(t.Context(), st.s3.Bucket, minio.ListObjectsOptions{Recursive: true}) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
+		for o := range c.ListObjects(t.Context(), st.s3.Bucket, minio.ListObjectsOptions{Recursive: true}) {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			objs = append(objs, o.Key)
 		}
-		objs = append(objs, o.Key)
 	}
-	if len(objs) != n {
-		t.Errorf("the bucket holds %d objects, want %d: %v", len(objs), n, objs)
+	if len(objs) != n || len(partial) != temps {
+		t.Logf("the store holds %d objects %v, want %d; and %d partial ones %v, want %d", len(objs), objs, n, len(partial), partial, temps)
+		return false
 	}
+	return true
 }
 
 // zeros reads as an endless run of zero bytes.
@@ -283,6 +295,11 @@ func TestOpenStoreErrors(t *testing.T) {
 		S3AccessKeyFile: keyFile, S3SecretKeyFile: secretFile}
 	if _, err := backup.OpenStore(ctx, "s3://present/x", o); err != nil {
 		t.Errorf("OpenStore with credentials from files: %v", err)
+	}
+	small := o
+	small.PartSize = 1 << 20
+	if _, err := backup.OpenStore(ctx, "s3://present/x", small); err == nil || !strings.Contains(err.Error(), "at least 5 MiB") {
+		t.Errorf("OpenStore with 1 MiB parts: %v, want them refused", err)
 	}
 	_, err = backup.OpenStore(ctx, "s3://absent/x", o)
 	if err == nil || !strings.Contains(err.Error(), "bucket absent does not exist at endpoint "+srv.Endpoint) {

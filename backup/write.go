@@ -51,7 +51,7 @@ func newID(t time.Time) string {
 }
 
 // idAge parses the time an ID starts with.
-func idAge(id string, now time.Time) (time.Duration, bool) {
+func idAge(id string, at time.Time) (time.Duration, bool) {
 	if !idPattern.MatchString(id) {
 		return 0, false
 	}
@@ -59,7 +59,7 @@ func idAge(id string, now time.Time) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return now.Sub(t), true
+	return at.Sub(t), true
 }
 
 func checkTenant(tenant string) error {
@@ -78,6 +78,9 @@ func checkTenant(tenant string) error {
 func Write(ctx context.Context, st Store, k *Keys, m Manifest, snapshot io.Reader, state []byte) (_ Manifest, err error) {
 	if err := checkTenant(m.Tenant); err != nil {
 		return Manifest{}, err
+	}
+	if k == nil || len(k.recipients) == 0 {
+		return Manifest{}, errors.New("backup: no keys to encrypt with: backups are never stored in plain text")
 	}
 	if m.Time.IsZero() {
 		m.Time = time.Now()
@@ -118,19 +121,19 @@ func Write(ctx context.Context, st Store, k *Keys, m Manifest, snapshot io.Reade
 // and size and the stored size. An error on either side ends both; the
 // end of ctx ends both, even when src blocks.
 func putEncrypted(ctx context.Context, st Store, k *Keys, key string, src io.Reader) (Part, int64, error) {
-	pr, pw := io.Pipe()
-	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) }) // Put reads ctx.Err()
+	p := newPipe()
+	stop := context.AfterFunc(ctx, func() { p.Abort(ctx.Err()) })
 	defer stop()
 	plain := &counter{r: src, h: sha256.New()}
 	encErr := make(chan error, 1)
 	go func() {
-		err := encryptTo(pw, k, plain)
-		pw.CloseWithError(err) // nil: EOF for the reader
+		err := encryptTo(p, k, plain)
+		p.CloseWrite(err)
 		encErr <- err
 	}()
-	stored := &counter{r: pr}
+	stored := &counter{r: p}
 	err := st.Put(ctx, key, stored)
-	pr.CloseWithError(errors.Join(err, errPutEnded)) // ends a blocked encryption
+	p.Abort(errors.Join(err, errPutEnded)) // ends a blocked encryption
 	if err != nil {
 		return Part{}, 0, err
 	}
