@@ -11,6 +11,8 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // SnapshotInfo is what the plane knows of a snapshot it streams.
@@ -140,6 +142,9 @@ func (s *snapshotStream) recv() ([]byte, error) {
 // ended is the error a Read returns for a stream that ended with err.
 func (s *snapshotStream) ended(err error) error {
 	cause := context.Cause(s.ctx)
+	if d, ok := s.ctx.Deadline(); ok && cause == nil && status.Code(err) == codes.DeadlineExceeded && !time.Now().Before(d) {
+		cause = context.DeadlineExceeded // the deadline passed; ctx has not seen it yet
+	}
 	switch {
 	case errors.Is(err, io.EOF):
 		return io.EOF
