@@ -20,12 +20,18 @@ func (r *rig) takeSnapshot(ctx context.Context, tenant string, secrets []byte, m
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	return readClose(r.t, rc), info
+}
+
+// readClose reads a stream to its end and closes it.
+func readClose(t testing.TB, rc io.ReadCloser) []byte {
+	t.Helper()
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return b, info
+	return b
 }
 
 // put writes a key of the etcd of machine id's cluster.
