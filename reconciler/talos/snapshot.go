@@ -54,7 +54,7 @@ func (pl *Plane) Snapshot(ctx context.Context, tenant string, bundle []byte, ms 
 		}
 		r, err := pl.openSnapshot(ctx, tenant, bundle, m)
 		if err != nil {
-			problems = append(problems, m.label()+": "+err.Error())
+			problems = append(problems, err.Error()) // it names the machine
 			continue
 		}
 		pl.log.Info("etcd snapshot", "tenant", tenant, "machine", m.ID, "raftIndex", s.raftIndex, "dbSize", s.dbSize)
@@ -72,7 +72,7 @@ func (pl *Plane) Snapshot(ctx context.Context, tenant string, bundle []byte, ms 
 func (pl *Plane) openSnapshot(ctx context.Context, tenant string, bundle []byte, m Machine) (*snapshotStream, error) {
 	c, closeConn, err := pl.pool.Admin(tenant, bundle, m.Address)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", m.label(), err)
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	s := &snapshotStream{ctx: sctx, cancel: cancel, closeConn: closeConn, machine: m.label(), idle: pl.opts.SnapshotIdle}
