@@ -37,16 +37,23 @@ const TrailerAllowRestore = "Rezuscloud-Allow-Restore"
 
 // restoreValue is the backup the tenant's manifests ask to restore, when
 // that restore is not done yet; "" otherwise.
+//
+// A restore that has begun is driven to its end even when a later commit
+// asks for another value or none: a cluster half restored has no etcd,
+// and its bootstrap is the restore's.
 func (t *tenantRun) restoreValue() (string, error) {
-	rs := t.desired.Tenant.Spec.Restore
-	if rs == nil || rs.Backup == "" || t.r.opts.Talos == nil {
+	if t.r.opts.Talos == nil {
 		return "", nil
 	}
 	rec, ok, err := t.r.opts.Talos.Restored(t.name)
 	if err != nil {
 		return "", retry(schema.ReasonStoreError, err)
 	}
-	if ok && rec.Value == rs.Backup && rec.Phase == talos.RestoreDone {
+	if ok && rec.Phase != "" && rec.Phase != talos.RestoreDone {
+		return rec.Value, nil
+	}
+	rs := t.desired.Tenant.Spec.Restore
+	if rs == nil || rs.Backup == "" || (ok && rec.Value == rs.Backup && rec.Phase == talos.RestoreDone) {
 		return "", nil
 	}
 	return rs.Backup, nil

@@ -80,7 +80,15 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	h, err := talosnode.Open(talosnode.Options{Dir: t.TempDir(), Timings: testTimings, PollInterval: 100 * time.Millisecond})
+	return newRigOn(t, talosnode.Options{Dir: t.TempDir()})
+}
+
+// newRigOn is newRig with a host of options of its own; the test timings
+// and poll interval are filled in.
+func newRigOn(t *testing.T, hostOpts talosnode.Options) *rig {
+	t.Helper()
+	hostOpts.Timings, hostOpts.PollInterval = testTimings, 100*time.Millisecond
+	h, err := talosnode.Open(hostOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

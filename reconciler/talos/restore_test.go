@@ -20,12 +20,18 @@ func (r *rig) takeSnapshot(ctx context.Context, tenant string, secrets []byte, m
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	return readClose(r.t, rc), info
+}
+
+// readClose reads a stream to its end and closes it.
+func readClose(t testing.TB, rc io.ReadCloser) []byte {
+	t.Helper()
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return b, info
+	return b
 }
 
 // put writes a key of the etcd of machine id's cluster.
@@ -108,13 +114,20 @@ func TestRestoreOverACluster(t *testing.T) {
 	r.put(ms[0].ID, "/registry/configmaps/default/a", "after")
 	r.put(ms[0].ID, "/registry/configmaps/default/b", "after")
 
+	// The snapshot taken before the restore is noted before it begins.
+	if err := r.plane.NotePreSnapshot("acme", "b1", "pre-1"); err != nil {
+		t.Fatal(err)
+	}
 	var calls atomic.Int32
 	rec, err := r.plane.Restore(ctx, "acme", secrets, ms, "b1", snapshotOf(snap, &calls))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Phase != RestoreDone || rec.Value != "b1" || rec.Machine != ms[0].ID || rec.Error != "" || rec.FinishedAt.IsZero() {
-		t.Fatalf("record %+v, want b1 done on %s", rec, ms[0].ID)
+	if rec.Phase != RestoreDone || rec.Value != "b1" || rec.Machine != ms[0].ID || rec.Error != "" || rec.FinishedAt.IsZero() || rec.PreSnapshot != "pre-1" {
+		t.Fatalf("record %+v, want b1 done on %s after pre-1", rec, ms[0].ID)
+	}
+	if err := r.plane.NotePreSnapshot("acme", "b1", "pre-2"); err != nil {
+		t.Fatal(err)
 	}
 	// Every control plane was wiped (EPHEMERAL, not graceful, with a
 	// reboot), the first bootstrapped from the snapshot, the others

@@ -11,6 +11,8 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // SnapshotInfo is what the plane knows of a snapshot it streams.
@@ -52,7 +54,7 @@ func (pl *Plane) Snapshot(ctx context.Context, tenant string, bundle []byte, ms 
 		}
 		r, err := pl.openSnapshot(ctx, tenant, bundle, m)
 		if err != nil {
-			problems = append(problems, m.label()+": "+err.Error())
+			problems = append(problems, err.Error()) // it names the machine
 			continue
 		}
 		pl.log.Info("etcd snapshot", "tenant", tenant, "machine", m.ID, "raftIndex", s.raftIndex, "dbSize", s.dbSize)
@@ -70,7 +72,7 @@ func (pl *Plane) Snapshot(ctx context.Context, tenant string, bundle []byte, ms 
 func (pl *Plane) openSnapshot(ctx context.Context, tenant string, bundle []byte, m Machine) (*snapshotStream, error) {
 	c, closeConn, err := pl.pool.Admin(tenant, bundle, m.Address)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", m.label(), err)
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	s := &snapshotStream{ctx: sctx, cancel: cancel, closeConn: closeConn, machine: m.label(), idle: pl.opts.SnapshotIdle}
@@ -140,6 +142,9 @@ func (s *snapshotStream) recv() ([]byte, error) {
 // ended is the error a Read returns for a stream that ended with err.
 func (s *snapshotStream) ended(err error) error {
 	cause := context.Cause(s.ctx)
+	if d, ok := s.ctx.Deadline(); ok && cause == nil && status.Code(err) == codes.DeadlineExceeded && !time.Now().Before(d) {
+		cause = context.DeadlineExceeded // the deadline passed; ctx has not seen it yet
+	}
 	switch {
 	case errors.Is(err, io.EOF):
 		return io.EOF

@@ -81,8 +81,8 @@ func TestSnapshot(t *testing.T) {
 	}
 	shuffled := []Machine{ms[3], ms[2], ms[1], ms[0]}
 	snap, info := r.takeSnapshot(ctx, "acme", secrets, shuffled)
-	if info.Machine != ms[1].label() || info.DBSizeBytes <= 0 {
-		t.Fatalf("snapshot info %+v, want from %s with its DB size", info, ms[1].label())
+	if info.Machine != ms[1].label() || info.DBSizeBytes != int64(len(snap)) || info.RaftIndex == 0 {
+		t.Fatalf("snapshot info %+v, want from %s with its DB size (%d) and raft index", info, ms[1].label(), len(snap))
 	}
 	if len(snap) < filler || !bytes.Contains(snap, []byte("the value written")) {
 		t.Fatalf("snapshot of %d bytes, want the data written and the filler of %d", len(snap), filler)

@@ -3,7 +3,6 @@ package kubeapi
 import (
 	"encoding/base64"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -14,17 +13,20 @@ func (o Options) url(port int, scheme string) string {
 	return scheme + "://" + net.JoinHostPort(o.Address.String(), strconv.Itoa(port))
 }
 
+// etcdName is the name of the control plane's etcd member.
+const etcdName = "sim"
+
 // etcdArgs: one member on the address, plain HTTP on loopback, and no
 // fsync: a simulated cluster trades durability across a machine's crash
 // for speed.
 func etcdArgs(o Options) []string {
 	client, peer := o.url(EtcdClientPort, "http"), o.url(EtcdPeerPort, "http")
 	return []string{
-		"--name=sim",
-		"--data-dir=" + filepath.Join(o.Dir, "etcd"),
+		"--name=" + etcdName,
+		"--data-dir=" + etcdDataDir(o.Dir),
 		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
 		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=sim=" + peer,
+		"--initial-cluster=" + etcdName + "=" + peer,
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
 	}

@@ -9,8 +9,8 @@
 // would against a real cluster.
 //
 // It owns those processes, their directory (etcd's data, the certificates
-// it issues, the kubeconfig of the controller-manager, a log per process)
-// and nothing else. The binaries come from scripts/kube.sh, built from the
+// it issues, the kubeconfig of the controller-manager, a log per process),
+// snapshots of that etcd and their restore (etcdutl), and nothing else. The binaries come from scripts/kube.sh, built from the
 // Go module proxy. It dials nothing but the address it is given, which
 // must be a loopback address, and it imports nothing of the project.
 package kubeapi

@@ -25,6 +25,17 @@
 // versions, etcd membership, plan) and its journal of write calls live on
 // its disk in the sim dir, disk/<id>/, and survive a restart of the host.
 // Faults come from <sim dir>/faults.json (WriteFaults, Host.SetFault).
+//
+// A cluster's etcd holds data. Where the host runs the cluster's
+// Kubernetes API (kube.go), it is that API's real etcd: EtcdSnapshot
+// streams its own snapshot, and a recovery restores one with etcdutl
+// (realetcd.go). Elsewhere it is simulated, kept per cluster in
+// <sim dir>/etcd: key/value pairs that tests write (Host.EtcdPut) and a
+// generated filler of any size (Host.SetEtcdFiller), in a snapshot format
+// of its own ending with its SHA-256 (etcddata.go). Either survives a
+// restart of the host. EtcdRecover keeps a checked snapshot on a control
+// plane for Bootstrap with RecoverEtcd (recover.go); a reset of EPHEMERAL
+// and Host.WipeEtcd take etcd data away.
 // What validating each distinct config found is kept in
 // <sim dir>/talos-checked.jsonl, so that a host opened again boots its
 // machines without parsing their configs; with Options.Background they

@@ -114,9 +114,13 @@ func (a *machineAPI) EtcdMemberList(ctx context.Context, in *machine.EtcdMemberL
 	return &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{msg}}, nil
 }
 
-// EtcdStatus is the status of the node's own etcd member.
+// EtcdStatus is the status of the node's own etcd member. The database
+// size of a simulated etcd is the size of its snapshot, and its raft index
+// grows with time and with every write.
 func (a *machineAPI) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
 	h, n := a.h, callOf(ctx).n
+	h.etcd.mu.Lock()
+	defer h.etcd.mu.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := onlyControlPlane(n, "etcd status"); err != nil {
@@ -132,6 +136,12 @@ func (a *machineAPI) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine
 		MemberId: n.st.Etcd.ID, ProtocolVersion: "3.6.5", StorageVersion: "3.6.0",
 		DbSize: 4 << 20, DbSizeInUse: 2 << 20,
 		RaftTerm: uint64(2 + len(ms)), RaftIndex: uint64(now.Sub(n.st.Etcd.JoinedAt) / time.Second * 10),
+	}
+	if !h.realEtcd(n) {
+		if d, err := h.etcd.get(n.cluster()); err == nil {
+			st.DbSize, st.DbSizeInUse = d.size(), d.size()
+			st.RaftIndex += uint64(d.Revision)
+		}
 	}
 	st.RaftAppliedIndex = st.RaftIndex
 	if ok && leader != nil {

@@ -145,6 +145,7 @@ func Open(opts Options) (*Host, error) {
 		byID: map[string]*node{}, byAddr: map[netip.Addr]*node{}, clusters: map[string]map[*node]struct{}{},
 		trustd: map[string][]byte{}, checked: map[string]checkedConfig{},
 		etcd: etcdStore{dir: filepath.Join(opts.Dir, etcdDir)},
+		kube: kubePlanes{root: filepath.Join(opts.Dir, kubeDir), log: opts.Logger},
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.sched = newScheduler(h.tick)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"os"
@@ -31,20 +32,29 @@ const kubeDir = "kubernetes"
 // bootstrapped, or when the host opens and finds it bootstrapped; it stops
 // when the node is removed, and when the host closes.
 type kubePlanes struct {
+	root      string // the sim dir's kubeDir
+	log       *slog.Logger
 	mu        sync.Mutex
 	byCluster map[string]*kubePlane
 	byConfig  map[string]components // by config hash
-	wg        sync.WaitGroup        // starts under way
+	// halting holds, by cluster, a channel closed when the last stop of
+	// its control plane has finished: a start waits for it.
+	halting map[string]chan struct{}
+	wg      sync.WaitGroup // starts and stops under way
 }
 
 type kubePlane struct {
 	cp      *kubeapi.ControlPlane // nil while it starts
 	kubelet func()                // stops its nodes' kubelet
 	stopped bool                  // a stop came while it started
+	started chan struct{}         // closed when its start has ended, well or not
 	// restarting is set while its API server restarts for a new config.
 	restarting bool
 	dir        string
 }
+
+// dirOf is the directory of cluster's control plane.
+func (k *kubePlanes) dirOf(cluster string) string { return filepath.Join(k.root, clusterKey(cluster)) }
 
 // wantsKube reports whether n's cluster asks for a Kubernetes API, and
 // names its tenant for the log: its record says so, or it is a bare-metal
@@ -88,12 +98,17 @@ func (h *Host) kubeFor(n *node) {
 		k.mu.Unlock()
 		return
 	}
-	p := &kubePlane{dir: o.Dir}
+	p := &kubePlane{dir: o.Dir, started: make(chan struct{})}
 	k.byCluster[cluster] = p
+	halting := k.halting[cluster]
 	k.wg.Add(1)
 	k.mu.Unlock()
 	go func() {
 		defer k.wg.Done()
+		defer close(p.started)
+		if halting != nil {
+			<-halting // the ports and the directory are free once the former plane stopped
+		}
 		cp, err := kubeapi.Start(h.ctx, o)
 		if err != nil {
 			h.log.Warn("the tenant's Kubernetes API did not start", "tenant", tenant, "address", o.Address, "err", err)
@@ -252,7 +267,7 @@ func (h *Host) kubeOptions(n *node) (kubeapi.Options, error) {
 		return kubeapi.Options{}, errors.New("the config holds no Kubernetes CA key or service-account key")
 	}
 	return kubeapi.Options{
-		Bin: h.opts.KubeBin, Dir: filepath.Join(h.opts.Dir, kubeDir, n.cluster()[:16]),
+		Bin: h.opts.KubeBin, Dir: h.kube.dirOf(n.cluster()),
 		Address: addr, Port: port, CA: ca, ServiceAccountKey: sa.Key,
 		APIServerArgs: componentsOf(b).apiServerArgs,
 	}, nil
@@ -271,25 +286,68 @@ func (h *Host) resumeKube() {
 // stop stops the control plane of cluster, and with remove deletes its
 // folder too.
 func (k *kubePlanes) stop(cluster string, remove bool) {
+	var after func(string) error
+	if remove {
+		after = os.RemoveAll
+	}
+	<-k.halt(cluster, after)
+}
+
+// halt stops the control plane of cluster on a goroutine of its own,
+// once any former stop of it has finished, then calls after (if not nil)
+// with its directory. The channel it returns is closed when all that is
+// done. A start of the cluster's control plane waits for it.
+func (k *kubePlanes) halt(cluster string, after func(dir string) error) <-chan struct{} {
 	k.mu.Lock()
 	p := k.byCluster[cluster]
 	delete(k.byCluster, cluster)
 	if p != nil {
 		p.stopped = true
 	}
+	prev, done := k.halting[cluster], make(chan struct{})
+	if k.halting == nil {
+		k.halting = map[string]chan struct{}{}
+	}
+	k.halting[cluster] = done
+	k.wg.Add(1)
 	k.mu.Unlock()
-	if p == nil {
-		return
+	go func() {
+		defer k.wg.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		if p != nil {
+			<-p.started // a start under way stops what it started itself
+			if p.kubelet != nil {
+				p.kubelet()
+			}
+			if p.cp != nil {
+				p.cp.Stop()
+			}
+		}
+		if after != nil {
+			if err := after(k.dirOf(cluster)); err != nil {
+				k.log.Warn("the tenant's Kubernetes control plane", "dir", k.dirOf(cluster), "err", err)
+			}
+		}
+		k.mu.Lock()
+		if k.halting[cluster] == done {
+			delete(k.halting, cluster)
+		}
+		k.mu.Unlock()
+	}()
+	return done
+}
+
+// running returns the cluster's control plane once it serves.
+func (k *kubePlanes) running(cluster string) *kubeapi.ControlPlane {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p := k.byCluster[cluster]; p != nil {
+		return p.cp
 	}
-	if p.kubelet != nil {
-		p.kubelet()
-	}
-	if p.cp != nil {
-		p.cp.Stop()
-	}
-	if remove {
-		os.RemoveAll(p.dir)
-	}
+	return nil
 }
 
 // close stops every control plane, and waits for the starts under way,

@@ -226,6 +226,7 @@ func (h *Host) effect(n *node, e string) {
 		h.wipe(n)
 	case effectWipeData:
 		h.wipeData(n)
+		h.realEtcdLost(n)
 	case effectRebootCount:
 		st.Reboots++
 	case effectPowerOff:

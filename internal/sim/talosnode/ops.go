@@ -10,6 +10,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
 )
 
 // Bootstrap creates the etcd cluster on a running control plane, once per
@@ -27,9 +29,19 @@ func (a *machineAPI) Bootstrap(ctx context.Context, in *machine.BootstrapRequest
 	e.Recover = in.GetRecoverEtcd()
 	err := h.bootstrapCheck(n)
 	cluster := n.cluster()
+	var ko *kubeapi.Options
+	if err == nil && h.realEtcd(n) {
+		o, kerr := h.kubeOptions(n)
+		switch {
+		case kerr == nil:
+			ko = &o
+		case in.GetRecoverEtcd():
+			err = status.Errorf(codes.FailedPrecondition, "the cluster's Kubernetes API cannot run: %v", kerr)
+		}
+	}
 	h.mu.Unlock()
 	if err == nil {
-		err = h.startEtcd(n, cluster, in.GetRecoverEtcd())
+		err = h.startEtcd(ctx, n, cluster, in.GetRecoverEtcd(), ko)
 	}
 	if err != nil {
 		a.journal(n, e, err)

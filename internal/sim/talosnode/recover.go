@@ -1,6 +1,7 @@
 package talosnode
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
 )
 
 // Files of a control plane's disk that hold an etcd snapshot uploaded by
@@ -49,9 +52,10 @@ func (a *machineAPI) EtcdRecover(srv machine.MachineService_EtcdRecoverServer) e
 	} else {
 		err = onlyControlPlane(n, "etcd recover")
 	}
+	real := h.realEtcd(n)
 	h.mu.Unlock()
 	if err == nil {
-		e.Size, err = h.receiveRecovery(n, &dataReceiver{srv: srv})
+		e.Size, err = h.receiveRecovery(n, &dataReceiver{srv: srv}, real)
 	}
 	a.journal(n, e, err)
 	if err != nil {
@@ -62,12 +66,16 @@ func (a *machineAPI) EtcdRecover(srv machine.MachineService_EtcdRecoverServer) e
 
 // receiveRecovery reads and checks an uploaded snapshot and keeps it on
 // n's disk, in place of any former one; it returns the bytes read.
-func (h *Host) receiveRecovery(n *node, r io.Reader) (int64, error) {
+func (h *Host) receiveRecovery(n *node, r io.Reader, real bool) (int64, error) {
 	h.dropRecovery(n)
 	if err := os.MkdirAll(n.dir, 0o700); err != nil {
 		return 0, fmt.Errorf("error creating etcd recovery snapshot: %w", err)
 	}
 	cr := &countingReader{r: r}
+	if real {
+		err := receiveRealSnapshot(cr, n.dir, recoveryFile)
+		return cr.n, err
+	}
 	d, err := readSnapshot(cr)
 	if err != nil {
 		return cr.n, status.Errorf(codes.InvalidArgument, "error verifying snapshot: %v", err)
@@ -102,8 +110,12 @@ func (h *Host) recovered(n *node) (*etcdData, error) {
 }
 
 // startEtcd gives the cluster of n, which n is bootstrapping, its etcd
-// data: none, or with recover the snapshot uploaded to n.
-func (h *Host) startEtcd(n *node, cluster string, recover bool) error {
+// data: none, or with recover the snapshot uploaded to n. With ko, the
+// cluster's etcd is the real one of its Kubernetes API.
+func (h *Host) startEtcd(ctx context.Context, n *node, cluster string, recover bool, ko *kubeapi.Options) error {
+	if ko != nil {
+		return h.startRealEtcd(ctx, n, *ko, cluster, recover)
+	}
 	if !recover {
 		return h.etcd.put(cluster, &etcdData{})
 	}

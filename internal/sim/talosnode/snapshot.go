@@ -12,6 +12,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
 )
 
 // snapshotChunk is the size of the messages of a snapshot stream.
@@ -47,9 +49,14 @@ func (h *Host) snapshotOf(n *node) (func(context.Context, io.Writer) error, bool
 	h.mu.Lock()
 	hang := n.fault.SnapshotHang
 	cluster, err := h.snapshotCheck(n)
+	real := err == nil && h.realEtcd(n)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, false, err
+	}
+	if real {
+		write, err := h.realSnapshot(cluster)
+		return write, hang, err
 	}
 	d, err := h.etcd.get(cluster)
 	if err != nil {
@@ -124,6 +131,8 @@ func (h *Host) etcdCluster(key string) (string, error) {
 		return "", fmt.Errorf("etcd: no machine %q", key)
 	case n.cluster() == "":
 		return "", fmt.Errorf("etcd: machine %s has no config, so no cluster", key)
+	case h.realEtcd(n):
+		return "", fmt.Errorf("etcd: the cluster of %s runs a real etcd behind its Kubernetes API: write to it and read it through that API", key)
 	}
 	ms := h.members(n.cluster(), h.now())
 	if len(ms) == 0 {
@@ -201,8 +210,9 @@ func (h *Host) EtcdGet(machineID, key string) ([]byte, bool, error) {
 // id, name, host name or address) lose its etcd data and membership, and
 // an etcd snapshot uploaded for recovery, as after losing all control
 // planes' disks: the cluster's etcd has no quorum, and no data, until a
-// bootstrap. The nodes keep running their configs. A hook for tests, as
-// EtcdPut.
+// bootstrap. The nodes keep running their configs. A cluster's Kubernetes
+// API stops, and its etcd data go, before WipeEtcd returns. A hook for
+// tests, as EtcdPut.
 func (h *Host) WipeEtcd(machineID string) error {
 	h.etcd.mu.Lock()
 	defer h.etcd.mu.Unlock()
@@ -212,7 +222,7 @@ func (h *Host) WipeEtcd(machineID string) error {
 		h.mu.Unlock()
 		return fmt.Errorf("wipe etcd: no machine %q with a config", machineID)
 	}
-	cluster, now := n.cluster(), h.now()
+	cluster, now, real := n.cluster(), h.now(), h.realEtcd(n)
 	var saves []func() error
 	for m := range h.clusters[cluster] {
 		h.advance(m, now)
@@ -228,5 +238,8 @@ func (h *Host) WipeEtcd(machineID string) error {
 		errs = append(errs, save())
 	}
 	errs = append(errs, h.etcd.drop(cluster))
+	if real {
+		<-h.kube.halt(cluster, kubeapi.WipeEtcd)
+	}
 	return errors.Join(errs...)
 }

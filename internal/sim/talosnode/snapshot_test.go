@@ -101,6 +101,9 @@ func TestEtcdSnapshotOfWrittenData(t *testing.T) {
 	if int64(len(b)) != d.size() || len(b) < 300<<10 {
 		t.Fatalf("snapshot of %d bytes, size %d", len(b), d.size())
 	}
+	if st, err := adminClient(t, c.secrets, c.cps[0]).EtcdStatus(ctxT(t)); err != nil || st.Messages[0].MemberStatus.DbSize != int64(len(b)) {
+		t.Fatalf("EtcdStatus after the writes: %v %v; want a database of the snapshot's %d bytes", st, err, len(b))
+	}
 	if v, ok, err := h.EtcdGet(c.cpIDs[0], "/registry/secrets/b"); err != nil || !ok || string(v) != "beta" {
 		t.Fatalf("EtcdGet: %q %v %v", v, ok, err)
 	}
@@ -278,5 +281,49 @@ func TestWipeEtcdLosesQuorum(t *testing.T) {
 	}
 	if err := h.WipeEtcd("vm-99"); err == nil {
 		t.Fatal("WipeEtcd of an unknown machine")
+	}
+}
+
+// TestEtcdDataSurviveARestart: the etcd data of a cluster, and a
+// snapshot uploaded for recovery, are on disk: a host opened again over
+// the sim dir serves the same snapshot, and recovers from the upload.
+func TestEtcdDataSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	h, err := Open(Options{Dir: dir, Timings: testTimings, PollInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := bootstrapped(t, h, 2, 0)
+	if err := h.EtcdPut(c.cpIDs[0], "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetEtcdFiller(c.cpIDs[0], 100<<10); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := c.snapshot(t, c.cps[1])
+	h.Close()
+
+	h = openHost(t, dir)
+	c.h = h
+	if after, _ := c.snapshot(t, c.cps[1]); !bytes.Equal(after, before) {
+		t.Fatal("the snapshot after a restart of the host differs")
+	}
+	if err := h.WipeEtcd(c.cpIDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminClient(t, c.secrets, c.cps[1]).EtcdRecover(ctxT(t), bytes.NewReader(before)); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+
+	h = openHost(t, dir)
+	c.h = h
+	waitRunning(t, h, c.cpIDs[1])
+	if err := adminClient(t, c.secrets, c.cps[1]).Bootstrap(ctxT(t), &machine.BootstrapRequest{RecoverEtcd: true}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitMembers(t, c.cpIDs...)
+	if v, ok, err := h.EtcdGet(c.cpIDs[0], "k"); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("after a recovery from an upload before a restart: %q %v %v", v, ok, err)
 	}
 }
