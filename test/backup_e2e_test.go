@@ -272,9 +272,9 @@ func TestSnapshotBeforeUpgrade(t *testing.T) {
 	if len(list) == 0 || !strings.Contains(list[len(list)-1].Reason, "before the upgrade of Talos to 1.12.7") {
 		t.Fatalf("backups %+v, want one taken before the upgrade", list)
 	}
-	first := planeCalls(t, e, "staging", "Upgrade")[0]
-	if !list[len(list)-1].Time.Before(first.Time) {
-		t.Fatalf("the snapshot (%s) was not taken before the first upgrade (%s)", list[len(list)-1].Time, first.Time)
+	up := planeCalls(t, e, "staging", "Upgrade")[0]
+	if !list[len(list)-1].Time.Before(up.Time) {
+		t.Fatalf("the snapshot (%s) was not taken before the first upgrade (%s)", list[len(list)-1].Time, up.Time)
 	}
 	e.srv.WaitFor("BackupFailed to clear", func() bool {
 		return planeTenant(t, e, "staging").Status.Conditions.Get(schema.ConditionBackupFailed) == nil

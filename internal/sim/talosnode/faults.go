@@ -37,6 +37,12 @@ type Fault struct {
 	// context ends. The fault applies to snapshots that start while it is
 	// set.
 	SnapshotHang bool `json:"snapshotHang,omitempty"`
+	// WipeEtcd, when it is set on a control plane, makes every control
+	// plane of its cluster lose its etcd data at once (Host.WipeEtcd), as
+	// after losing all their disks: an event, which happens once each
+	// time the fault appears, so that tests that run a server binary can
+	// make it happen from outside.
+	WipeEtcd bool `json:"wipeEtcd,omitempty"`
 }
 
 // Faults are the faults of a sim dir's nodes, each keyed by machine id,
@@ -115,13 +121,22 @@ func (h *Host) reloadFaults() error {
 
 func (h *Host) applyFaults(all Faults) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.faults = all
+	var wipe []string
 	for _, n := range h.byID {
 		if f := all.faultFor(n); f != n.fault {
+			if f.WipeEtcd && !n.fault.WipeEtcd {
+				wipe = append(wipe, n.st.ID)
+			}
 			n.fault = f
 			n.notify()
 			h.syncListener(n)
+		}
+	}
+	h.mu.Unlock()
+	for _, id := range wipe {
+		if err := h.WipeEtcd(id); err != nil {
+			h.log.Warn("fault wipeEtcd", "machine", id, "err", err)
 		}
 	}
 }
