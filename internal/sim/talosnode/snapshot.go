@@ -38,7 +38,11 @@ func (a *machineAPI) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv machine.Ma
 	if err := write(ctx, bw); err != nil {
 		return err
 	}
-	return bw.Flush()
+	if err := bw.Flush(); err != nil || !hang {
+		return err
+	}
+	<-ctx.Done() // a snapshot shorter than a chunk hangs before its end
+	return status.FromContextError(ctx.Err()).Err()
 }
 
 // snapshotOf checks that n may give a snapshot and returns what writes
