@@ -604,3 +604,36 @@ func TestPruneSweeps(t *testing.T) {
 		}
 	})
 }
+
+// Backups of one second have IDs of that second with random suffixes:
+// List orders them by their time, and Prune keeps the newest.
+func TestListOrdersBackupsOfOneSecond(t *testing.T) {
+	st := fileStore(t)
+	k := ageKeys(t)
+	at := time.Date(2026, 12, 5, 9, 16, 8, 0, time.UTC)
+	var want []string
+	for i := range 8 {
+		want = append(want, write(t, st, k, "prod", at.Add(time.Duration(i)*time.Millisecond), snapshotOf(10)).ID)
+	}
+	ms, err := backup.List(t.Context(), st, k, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("List gave %v, want the order they were written in %v", got, want)
+	}
+	if _, err := backup.Prune(t.Context(), st, k, "prod", 2); err != nil {
+		t.Fatal(err)
+	}
+	ms, err = backup.List(t.Context(), st, k, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].ID != want[6] || ms[1].ID != want[7] {
+		t.Fatalf("after Prune keeping 2: %v, want the newest two %v", ms, want[6:])
+	}
+}

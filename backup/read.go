@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
 	"strings"
 
 	"filippo.io/age"
@@ -41,6 +42,8 @@ func List(ctx context.Context, st Store, k *Keys, tenant string) ([]Manifest, er
 		}
 		ms = append(ms, m)
 	}
+	// IDs name the second; backups of one second sort by their time.
+	slices.SortStableFunc(ms, func(a, b Manifest) int { return a.Time.Compare(b.Time) })
 	return ms, nil
 }
 
