@@ -613,7 +613,7 @@ func TestListOrdersBackupsOfOneSecond(t *testing.T) {
 	at := time.Date(2026, 12, 5, 9, 16, 8, 0, time.UTC)
 	var want []string
 	for i := range 8 {
-		want = append(want, write(t, st, k, "prod", at.Add(time.Duration(i)*time.Millisecond), snapshotOf(10)).ID)
+		want = append(want, write(t, st, k, "prod", at.Add(time.Duration(i)*time.Millisecond), snapshotOf(100)).ID)
 	}
 	ms, err := backup.List(t.Context(), st, k, "prod")
 	if err != nil {
