@@ -88,6 +88,9 @@ type backupSched struct {
 	next     time.Time
 	attempts int  // failures in a row
 	queued   bool // a job of the tenant is queued or runs
+	// first: no backup was tried yet; the first waits until the tenant's
+	// control plane and Kubernetes API are ready.
+	first bool
 }
 
 func newBackupState(r *Reconciler, o *BackupOptions) *backupState {
@@ -160,12 +163,13 @@ func (b *backupState) schedule(now time.Time) {
 	for name, p := range policies {
 		s := b.sched[name]
 		if s == nil {
-			s = &backupSched{next: b.firstDue(name, p, now)}
+			s = &backupSched{next: b.firstDue(name, p, now), first: true}
 			b.sched[name] = s
 		}
-		if s.queued || now.Before(s.next) || !b.bootstrapped(name) {
+		if s.queued || now.Before(s.next) || !b.bootstrapped(name) || (s.first && !b.ready(name)) {
 			continue
 		}
+		s.first = false
 		s.queued = true
 		b.queue.Enqueue(name, &backupJob{b: b, tenant: name, reason: BackupScheduled})
 	}
@@ -195,6 +199,14 @@ func (b *backupState) bootstrapped(tenant string) bool {
 	}
 	rec, ok, err := pl.Bootstrapped(tenant)
 	return err == nil && ok && rec.Done
+}
+
+// ready reports whether the tenant's control planes are ready and its
+// Kubernetes API answers, as its status says.
+func (b *backupState) ready(tenant string) bool {
+	var t schema.Tenant
+	err := b.r.store.View(func(tx store.Tx) error { return tx.GetObject(schema.KindTenant, tenant, &t) })
+	return err == nil && t.Status.ControlPlaneReady && t.Status.APIReady
 }
 
 // backupJob is one backup on the backup queue. waiters get its result.
