@@ -1,10 +1,12 @@
 package reconciler
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/internal/commitmsg"
+	"github.com/rezuscloud/rezuscloud/internal/redact"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -58,23 +60,69 @@ func (e *ReplaceError) Error() string {
 // is gone) is declared in git and needs no trailer.
 func replaceCheck(td *schema.TenantDesired, trailers commitmsg.Trailers) tofu.Check {
 	tenant := td.Tenant.Metadata.Name
+	cp := controlPlaneResources(td)
+	return func(gone []tofu.PlannedChange) error {
+		replaced := replacedControlPlanes(cp, gone)
+		if len(replaced) == 0 || allowsReplace(trailers, tenant) {
+			return nil
+		}
+		return stall(schema.ReasonReplaceBlocked, &ReplaceError{Tenant: tenant, Addresses: replaced})
+	}
+}
+
+// controlPlaneResources are the TF resource names of the tenant's
+// control-plane node groups.
+func controlPlaneResources(td *schema.TenantDesired) map[string]bool {
 	cp := map[string]bool{}
 	for _, ng := range td.NodeGroups {
 		if ng.Role() == schema.RoleControlPlane {
 			cp[render.ResourceName(ng.Metadata.Name)] = true
 		}
 	}
-	return func(gone []tofu.PlannedChange) error {
-		var replaced []string
-		for _, c := range gone {
-			if len(c.Actions) == 2 && cp[resourceNameOf(c.Address)] {
-				replaced = append(replaced, c.Address)
-			}
+	return cp
+}
+
+// replacedControlPlanes are the addresses of the control-plane machines a
+// plan replaces (destroys and creates again).
+func replacedControlPlanes(cp map[string]bool, gone []tofu.PlannedChange) []string {
+	var replaced []string
+	for _, c := range gone {
+		if len(c.Actions) == 2 && cp[resourceNameOf(c.Address)] {
+			replaced = append(replaced, c.Address)
 		}
-		if len(replaced) == 0 || allowsReplace(trailers, tenant) {
+	}
+	return replaced
+}
+
+// snapshotCheck wraps a plan check: before a plan that replaces
+// control-plane machines is applied, a backup of the tenant's etcd is
+// taken and waited for (snapshotGate), and the run's output names it.
+// When the tenant declares backups, a snapshot that fails holds the
+// apply back (a retry); otherwise it goes ahead without one.
+func (t *tenantRun) snapshotCheck(ctx context.Context, check tofu.Check) tofu.Check {
+	gate := t.r.snapshotGate(t.name)
+	if gate == nil {
+		return check
+	}
+	cp := controlPlaneResources(t.desired)
+	return func(gone []tofu.PlannedChange) error {
+		if err := check(gone); err != nil {
+			return err
+		}
+		replaced := replacedControlPlanes(cp, gone)
+		if len(replaced) == 0 || !t.r.backups.bootstrapped(t.name) {
 			return nil
 		}
-		return stall(schema.ReasonReplaceBlocked, &ReplaceError{Tenant: tenant, Addresses: replaced})
+		id, err := gate(ctx, "before the replacement of "+strings.Join(replaced, ", "))
+		switch {
+		case err != nil && t.desired.Tenant.Spec.Backup != nil:
+			return retry(schema.ReasonBackupFailed, fmt.Errorf("a snapshot of etcd before control planes are replaced: %w", err))
+		case err != nil:
+			t.notes += "No snapshot of etcd before control planes are replaced (the tenant declares no backups): " + redact.Text(err.Error()) + "\n"
+		default:
+			t.notes += "Snapshot of etcd before control planes are replaced: backup " + id + "\n"
+		}
+		return nil
 	}
 }
 

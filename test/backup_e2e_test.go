@@ -244,11 +244,13 @@ func recoverBootstraps(t *testing.T, e *e2e, tenant string) []planeCall {
 	return out
 }
 
-// TestSnapshotBeforeUpgrade: a tenant that declares backups gets a
+// TestSnapshotBeforeRiskySteps: a tenant that declares backups gets a
 // snapshot before a rolling Talos upgrade; while the backup store refuses
 // writes, the upgrade waits (BackupFailed is set), and it starts only
-// after a snapshot succeeded, which the backup's reason names.
-func TestSnapshotBeforeUpgrade(t *testing.T) {
+// after a snapshot succeeded, which the backup's reason names. A commit
+// that replaces its control plane gets one before the apply, which the
+// run's output names.
+func TestSnapshotBeforeRiskySteps(t *testing.T) {
 	store := t.TempDir()
 	e := newE2E(t, e2eOptions{env: backupEnv, args: backupArgs("file://"+store, "--retry-base", "500ms", "--retry-max", "2s")})
 	e.edit(e2eManifests+"/staging/tenant.yaml", "  plugins:\n", "  backup:\n    schedule: \"0 3 * * *\"\n    timeZone: Europe/Berlin\n    keep: 3\n  plugins:\n")
@@ -293,6 +295,17 @@ func TestSnapshotBeforeUpgrade(t *testing.T) {
 	e.srv.WaitFor("BackupFailed to clear", func() bool {
 		return planeTenant(t, e, "staging").Status.Conditions.Get(schema.ConditionBackupFailed) == nil
 	})
+	planeWaitReady(t, e, "staging")
+
+	// A commit that replaces the control plane takes a snapshot first too.
+	e.edit(e2eManifests+"/staging/nodegroups.yaml", "  providerConfig:\n    shape: small\n---", "  providerConfig:\n    shape: small\n    image: talos-custom-1.12.7\n---")
+	c := e.srv.waitApplied(e.push("Staging: a custom image for the control plane\n\nRezuscloud-Allow-Replace: staging"))
+	r := e2eResult(t, c, "staging")
+	list = backups(t, e, "staging")
+	last := list[len(list)-1]
+	if r.Plan.Destroy != 1 || !strings.Contains(last.Reason, "before the replacement of rezussim_machine.ng_controlplane[0]") || !strings.Contains(r.OutputTail, last.ID) {
+		t.Fatalf("replacement of the control plane: plan %+v, last backup %q (%s), output:\n%s", r.Plan, last.Reason, last.ID, r.OutputTail)
+	}
 }
 
 // TestBackupsToS3: backups go to a real S3 server on loopback. A snapshot
