@@ -260,7 +260,7 @@ func (t *tenantRun) pushErrored(ctx context.Context) (stepResult, error) {
 
 // apply runs tofu: plan, and apply the plan when it changes anything.
 func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
-	check := t.drainCheck(ctx, t.windowCheck(replaceCheck(t.desired, t.job.run.snap.Trailers)))
+	check := t.drainCheck(ctx, t.snapshotCheck(ctx, t.windowCheck(replaceCheck(t.desired, t.job.run.snap.Trailers))))
 	apply := func(ctx context.Context, dir string, initInputs, vars []byte, creds tofu.Creds) (*tofu.Result, error) {
 		return t.r.runner.ApplyChecked(ctx, dir, initInputs, vars, creds, check)
 	}
