@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -445,4 +447,64 @@ func s3Put(t *testing.T, mc *minio.Client, key string, b []byte) {
 	if _, err := mc.PutObject(context.Background(), "backups", key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
 		t.Fatalf("put %s: %v", key, err)
 	}
+}
+
+// TestRestoreOnANewServer: the management server is lost with the TF
+// state, and the machines are gone. A new server on a new data dir and a
+// new simulated cloud, with the same backup store and passphrase, reads a
+// commit that restores the tenant's backup: it creates the machines again
+// with the backup's secrets bundle (the kubeconfig issued before still
+// names the same CA), recovers etcd from the snapshot once, and
+// bootstraps no new cluster.
+func TestRestoreOnANewServer(t *testing.T) {
+	store := t.TempDir()
+	e := newE2E(t, e2eOptions{env: backupEnv, args: backupArgs("file://" + store)})
+	e.edit(e2eManifests+"/staging/tenant.yaml", "  plugins:\n", "  backup:\n    interval: 6h\n    keep: 3\n  plugins:\n")
+	e.srv.waitApplied(e.push("Staging: backups every 6 hours"))
+	planeWaitReady(t, e, "staging")
+	e.srv.WaitFor("staging's first backup", func() bool { return backupStatus(t, e, "staging").Count == 1 })
+	id := backups(t, e, "staging")[0].ID
+	ca := kubeconfigCA(t, e.srv.URL(), "staging")
+	e.srv.Stop()
+
+	e.work.Write(e2eManifests+"/staging/tenant.yaml", e.read(e2eManifests+"/staging/tenant.yaml")+"  restore:\n    backup: "+id+"\n")
+	sha := e.push("Staging: restore " + id + " on the new server\n\nRezuscloud-Allow-Restore: staging")
+	e.data = filepath.Join(t.TempDir(), "data") // a new data dir, and a new simulated cloud beside it
+	e.srv = newE2EServer(t, e.options(e2eOptions{env: backupEnv, args: backupArgs("file://" + store)}))
+	e.srv.Start()
+	c := e.srv.waitApplied(sha)
+	if r := e2eResult(t, c, "staging"); r.Plane == nil || r.Plane.Restore != id || r.Plane.Bootstrap != "" {
+		t.Fatalf("staging on the new server: plane %+v, want the restore of %s and no bootstrap", r.Plane, id)
+	}
+	if n := len(recoverBootstraps(t, e, "staging")); n != 1 {
+		t.Fatalf("%d recovery bootstraps on the new machines, want 1", n)
+	}
+	if plain := len(planeCalls(t, e, "staging", "Bootstrap")); plain != 1 {
+		t.Fatalf("%d bootstraps of the new machines, want the one recovery", plain)
+	}
+	planeWaitReady(t, e, "staging")
+	if got := kubeconfigCA(t, e.srv.URL(), "staging"); got != ca {
+		t.Fatalf("the new server's kubeconfig names another CA: the machines were not made with the backup's bundle")
+	}
+}
+
+// kubeconfigCA is the certificate-authority-data of the tenant's admin
+// kubeconfig.
+func kubeconfigCA(t *testing.T, server, tenant string) string {
+	t.Helper()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if out, err := exec.Command(servertest.CLI(t), "--server", server, "kubeconfig", tenant, "-f", kc).CombinedOutput(); err != nil {
+		t.Fatalf("rezusctl kubeconfig %s: %v\n%s", tenant, err, out)
+	}
+	b, err := os.ReadFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == "certificate-authority-data" {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no certificate-authority-data in the kubeconfig:\n%s", b)
+	return ""
 }
