@@ -110,6 +110,14 @@ func TestRealEtcdRecover(t *testing.T) {
 	if len(snap) < 4096 || binary.LittleEndian.Uint32(snap[16:20]) != bboltMagic {
 		t.Fatalf("a snapshot of %d bytes that is not etcd's", len(snap))
 	}
+	// The member's status is the real etcd's: its database is about as
+	// large as the snapshot (the API server writes meanwhile).
+	es, err := adminClient(t, secrets, cps[1]).EtcdStatus(ctxT(t))
+	if db := es.GetMessages()[0].GetMemberStatus().GetDbSize(); err != nil || db < int64(len(snap))/2 || db > 2*int64(len(snap)) {
+		t.Fatalf("EtcdStatus: database of %d bytes, %v; the snapshot has %d", db, err, len(snap))
+	} else {
+		t.Logf("etcd: a database of %d bytes, a snapshot of %d", db, len(snap))
+	}
 	if err := h.EtcdPut(ids[0], "k", nil); err == nil {
 		t.Fatal("EtcdPut wrote to a cluster whose etcd is real")
 	}
