@@ -30,7 +30,8 @@ const kubeDir = "kubernetes"
 // cluster whose bootstrapped node's record asks for one
 // (sim.Record.KubernetesAPI). A plane starts when that node is
 // bootstrapped, or when the host opens and finds it bootstrapped; it stops
-// when the node is removed, and when the host closes.
+// when the node is removed, when the host closes, and when the cluster
+// loses its etcd (realetcd.go), to start again at the next bootstrap.
 type kubePlanes struct {
 	root      string // the sim dir's kubeDir
 	log       *slog.Logger
