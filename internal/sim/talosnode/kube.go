@@ -176,10 +176,13 @@ func (h *Host) kubeNodes(cluster string) []kubelet.Node {
 	now := h.now()
 	var out []kubelet.Node
 	for n := range h.clusters[cluster] {
-		if n.gone.Load() || n.st.Running == nil {
+		if n.gone.Load() {
 			continue
 		}
-		h.advance(n, now)
+		h.advance(n, now) // a reset that ends now takes the config away
+		if n.st.Running == nil {
+			continue
+		}
 		kn := kubelet.Node{Name: n.hostname(), Address: n.st.Address, ControlPlane: n.controlPlane(),
 			Ready: n.running(now), OSImage: "Talos (" + n.st.Version + ")"}
 		c := h.kube.components(h, n)
