@@ -17,17 +17,47 @@ import (
 // etcdDataDir is where the control plane's etcd keeps its data.
 func etcdDataDir(dir string) string { return filepath.Join(dir, "etcd") }
 
-// Snapshot streams a snapshot of the control plane's etcd, as
-// etcdctl snapshot save takes it (etcd's Maintenance.Snapshot): the bbolt
-// database followed by its SHA-256. The caller reads it to the end and
-// closes it; ctx bounds the whole stream.
-func (c *ControlPlane) Snapshot(ctx context.Context) (io.ReadCloser, error) {
+// etcdClient is a client of the control plane's etcd.
+func (c *ControlPlane) etcdClient(ctx context.Context) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{c.opts.url(EtcdClientPort, "http")}, DialTimeout: 5 * time.Second,
 		Logger: zap.NewNop(), Context: ctx,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd on %s: %w", c.opts.Address, err)
+	}
+	return cli, nil
+}
+
+// EtcdStatus is what the control plane's etcd member says of itself.
+type EtcdStatus struct {
+	DBSize, DBSizeInUse int64
+	RaftIndex, RaftTerm uint64
+	Revision            int64
+}
+
+// EtcdStatus asks the control plane's etcd for its status.
+func (c *ControlPlane) EtcdStatus(ctx context.Context) (EtcdStatus, error) {
+	cli, err := c.etcdClient(ctx)
+	if err != nil {
+		return EtcdStatus{}, err
+	}
+	defer cli.Close()
+	r, err := cli.Status(ctx, c.opts.url(EtcdClientPort, "http"))
+	if err != nil {
+		return EtcdStatus{}, fmt.Errorf("etcd status on %s: %w", c.opts.Address, err)
+	}
+	return EtcdStatus{DBSize: r.DbSize, DBSizeInUse: r.DbSizeInUse, RaftIndex: r.RaftIndex, RaftTerm: r.RaftTerm, Revision: r.Header.GetRevision()}, nil
+}
+
+// Snapshot streams a snapshot of the control plane's etcd, as
+// etcdctl snapshot save takes it (etcd's Maintenance.Snapshot): the bbolt
+// database followed by its SHA-256. The caller reads it to the end and
+// closes it; ctx bounds the whole stream.
+func (c *ControlPlane) Snapshot(ctx context.Context) (io.ReadCloser, error) {
+	cli, err := c.etcdClient(ctx)
+	if err != nil {
+		return nil, err
 	}
 	rc, err := cli.Snapshot(ctx)
 	if err != nil {

@@ -116,20 +116,37 @@ func (a *machineAPI) EtcdMemberList(ctx context.Context, in *machine.EtcdMemberL
 
 // EtcdStatus is the status of the node's own etcd member. The database
 // size of a simulated etcd is the size of its snapshot, and its raft index
-// grows with time and with every write.
+// grows with time and with every write; a real etcd reports its own.
 func (a *machineAPI) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
 	h, n := a.h, callOf(ctx).n
+	st, realCluster, err := h.etcdStatus(n)
+	if err != nil {
+		return nil, err
+	}
+	if cp := h.kube.running(realCluster); realCluster != "" && cp != nil {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if rs, err := cp.EtcdStatus(sctx); err == nil {
+			st.DbSize, st.DbSizeInUse, st.RaftIndex, st.RaftAppliedIndex = rs.DBSize, rs.DBSizeInUse, rs.RaftIndex, rs.RaftIndex
+		}
+	}
+	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{Metadata: meta(n), MemberStatus: st}}}, nil
+}
+
+// etcdStatus is EtcdStatus as the host knows it, and n's cluster if it
+// has a real etcd.
+func (h *Host) etcdStatus(n *node) (*machine.EtcdMemberStatus, string, error) {
 	h.etcd.mu.Lock()
 	defer h.etcd.mu.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := onlyControlPlane(n, "etcd status"); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	now := h.now()
 	ms := h.members(n.cluster(), now)
 	if !n.st.Etcd.Member {
-		return nil, errors.New("failed to query etcd status: context deadline exceeded")
+		return nil, "", errors.New("failed to query etcd status: context deadline exceeded")
 	}
 	ok, leader := quorum(ms)
 	st := &machine.EtcdMemberStatus{
@@ -137,7 +154,10 @@ func (a *machineAPI) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine
 		DbSize: 4 << 20, DbSizeInUse: 2 << 20,
 		RaftTerm: uint64(2 + len(ms)), RaftIndex: uint64(now.Sub(n.st.Etcd.JoinedAt) / time.Second * 10),
 	}
-	if !h.realEtcd(n) {
+	var realCluster string
+	if h.realEtcd(n) {
+		realCluster = n.cluster()
+	} else {
 		if d, err := h.etcd.get(n.cluster()); err == nil {
 			st.DbSize, st.DbSizeInUse = d.size(), d.size()
 			st.RaftIndex += uint64(d.Revision)
@@ -150,7 +170,7 @@ func (a *machineAPI) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine
 	if n.fault.Unhealthy == "etcd" {
 		st.Errors = []string{"etcdserver: request timed out"}
 	}
-	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{Metadata: meta(n), MemberStatus: st}}}, nil
+	return st, realCluster, nil
 }
 
 // EtcdLeaveCluster removes the node's own member from its cluster.

@@ -300,3 +300,21 @@ func checkFiller(r io.Reader, n int64) error {
 	}
 	return nil
 }
+
+// forgetEtcd removes the simulated etcd data of cluster once none of its
+// machines is left.
+func (h *Host) forgetEtcd(cluster string) {
+	if cluster == "" {
+		return
+	}
+	h.etcd.mu.Lock()
+	defer h.etcd.mu.Unlock()
+	h.mu.Lock()
+	left := len(h.clusters[cluster])
+	h.mu.Unlock()
+	if left == 0 {
+		if err := h.etcd.drop(cluster); err != nil {
+			h.log.Warn("forget a cluster's etcd", "err", err)
+		}
+	}
+}

@@ -33,7 +33,7 @@ type Fault struct {
 	// The fault applies to upgrades that start while it is set.
 	NoUpgradeReturn bool `json:"noUpgradeReturn,omitempty"`
 	// SnapshotHang makes the node's etcd snapshots hang: an EtcdSnapshot
-	// stream sends its first chunk, then nothing until the call's
+	// stream sends its first 64 KiB, then nothing until the call's
 	// context ends. The fault applies to snapshots that start while it is
 	// set.
 	SnapshotHang bool `json:"snapshotHang,omitempty"`

@@ -386,13 +386,16 @@ func (h *Host) Remove(id string) error {
 	h.waitRestored()
 	h.mu.Lock()
 	n := h.byID[id]
+	var cluster string
 	if n != nil {
+		cluster = n.cluster()
 		h.dropLocked(n)
 	}
 	h.mu.Unlock()
 	if n == nil || !sim.ValidDiskID(id) {
 		return nil
 	}
+	h.forgetEtcd(cluster)
 	n.saveMu.Lock()
 	defer n.saveMu.Unlock()
 	if err := os.RemoveAll(h.diskDir(id)); err != nil {

@@ -30,7 +30,8 @@ const kubeDir = "kubernetes"
 // cluster whose bootstrapped node's record asks for one
 // (sim.Record.KubernetesAPI). A plane starts when that node is
 // bootstrapped, or when the host opens and finds it bootstrapped; it stops
-// when the node is removed, and when the host closes.
+// when the node is removed, when the host closes, and when the cluster
+// loses its etcd (realetcd.go), to start again at the next bootstrap.
 type kubePlanes struct {
 	root      string // the sim dir's kubeDir
 	log       *slog.Logger
@@ -175,10 +176,13 @@ func (h *Host) kubeNodes(cluster string) []kubelet.Node {
 	now := h.now()
 	var out []kubelet.Node
 	for n := range h.clusters[cluster] {
-		if n.gone.Load() || n.st.Running == nil {
+		if n.gone.Load() {
 			continue
 		}
-		h.advance(n, now)
+		h.advance(n, now) // a reset that ends now takes the config away
+		if n.st.Running == nil {
+			continue
+		}
 		kn := kubelet.Node{Name: n.hostname(), Address: n.st.Address, ControlPlane: n.controlPlane(),
 			Ready: n.running(now), OSImage: "Talos (" + n.st.Version + ")"}
 		c := h.kube.components(h, n)

@@ -226,7 +226,6 @@ func (h *Host) effect(n *node, e string) {
 		h.wipe(n)
 	case effectWipeData:
 		h.wipeData(n)
-		h.realEtcdLost(n)
 	case effectRebootCount:
 		st.Reboots++
 	case effectPowerOff:
@@ -283,9 +282,10 @@ func (h *Host) bootstrappedSince(cluster string, but *node) (time.Time, bool) {
 
 // wipeData is the wipe of a node's EPHEMERAL partition: its etcd member
 // and data, and an etcd snapshot uploaded for recovery, are gone. The
-// cluster's etcd lives on in its other members, if any. Called with h.mu
-// held.
+// cluster's etcd lives on in its other members, if any; a real one is
+// lost with the last. Called with h.mu held.
 func (h *Host) wipeData(n *node) {
 	n.st.Etcd = etcdState{}
 	h.dropRecovery(n)
+	h.realEtcdLost(n)
 }

@@ -130,9 +130,8 @@ func (h *Host) startRealEtcd(ctx context.Context, n *node, o kubeapi.Options, cl
 }
 
 // realEtcdLost stops the control plane of n's cluster and removes its
-// etcd data when no member of the cluster is left: the reset of
-// EPHEMERAL on every control plane lost the cluster's etcd. Called with
-// h.mu held.
+// etcd data when no member of the cluster is left: a reset on every
+// control plane lost the cluster's etcd. Called with h.mu held.
 func (h *Host) realEtcdLost(n *node) {
 	if !h.realEtcd(n) {
 		return

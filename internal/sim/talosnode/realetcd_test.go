@@ -39,7 +39,8 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 // EPHEMERAL on both control planes, EtcdRecover and Bootstrap with
 // RecoverEtcd, the API serves again from the restored etcd (etcdutl) and
 // the ConfigMap is back, with both control planes members. A simulated
-// snapshot is refused by this cluster.
+// snapshot is refused by this cluster. The reset of EPHEMERAL on both
+// control planes, without WipeEtcd, loses the real etcd as well.
 func TestRealEtcdRecover(t *testing.T) {
 	dir := t.TempDir()
 	h, err := Open(Options{Dir: dir, Timings: testTimings, PollInterval: 100 * time.Millisecond, KubeBin: testenv.KubeBin(t)})
@@ -110,6 +111,14 @@ func TestRealEtcdRecover(t *testing.T) {
 	if len(snap) < 4096 || binary.LittleEndian.Uint32(snap[16:20]) != bboltMagic {
 		t.Fatalf("a snapshot of %d bytes that is not etcd's", len(snap))
 	}
+	// The member's status is the real etcd's: its database is about as
+	// large as the snapshot (the API server writes meanwhile).
+	es, err := adminClient(t, secrets, cps[1]).EtcdStatus(ctxT(t))
+	if db := es.GetMessages()[0].GetMemberStatus().GetDbSize(); err != nil || db < int64(len(snap))/2 || db > 2*int64(len(snap)) {
+		t.Fatalf("EtcdStatus: database of %d bytes, %v; the snapshot has %d", db, err, len(snap))
+	} else {
+		t.Logf("etcd: a database of %d bytes, a snapshot of %d", db, len(snap))
+	}
 	if err := h.EtcdPut(ids[0], "k", nil); err == nil {
 		t.Fatal("EtcdPut wrote to a cluster whose etcd is real")
 	}
@@ -155,5 +164,37 @@ func TestRealEtcdRecover(t *testing.T) {
 	j, _ := h.Journal(ids[0])
 	if last := j[len(j)-1]; last.Call != "Bootstrap" || !last.Recover || last.Error != "" {
 		t.Fatalf("journal: %+v", last)
+	}
+
+	// The reset of EPHEMERAL on both control planes loses the etcd too:
+	// the API stops, and a recovery from the same snapshot does not bring
+	// back what was written after it.
+	cm.Name = "later"
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctxT(t), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cps {
+		err := adminClient(t, secrets, a).ResetGeneric(ctxT(t), &machine.ResetRequest{Reboot: true,
+			SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: "EPHEMERAL", Wipe: true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		waitRunning(t, h, id)
+	}
+	waitFor(t, "the Kubernetes API to stop", 30*time.Second, func() bool { return !serving() })
+	if _, err := cp0.EtcdRecover(ctxT(t), bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp0.Bootstrap(ctxT(t), &machine.BootstrapRequest{RecoverEtcd: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Kubernetes API after the second recovery", 90*time.Second, serving)
+	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctxT(t), "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the ConfigMap of the snapshot after the second recovery: %v", err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctxT(t), "later", metav1.GetOptions{}); err == nil {
+		t.Fatal("a ConfigMap written after the snapshot is there after a recovery from it")
 	}
 }

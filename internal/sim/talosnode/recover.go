@@ -91,7 +91,7 @@ func (h *Host) receiveRecovery(n *node, r io.Reader, real bool) (int64, error) {
 }
 
 // recovered returns the etcd data of the simulated snapshot uploaded to
-// n, and removes it from n's disk.
+// n.
 func (h *Host) recovered(n *node) (*etcdData, error) {
 	p := filepath.Join(n.dir, recoverySimFile)
 	b, err := os.ReadFile(p)
@@ -105,7 +105,6 @@ func (h *Host) recovered(n *node) (*etcdData, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error verifying snapshot: %w", err)
 	}
-	os.Remove(p)
 	return d, nil
 }
 
@@ -123,7 +122,11 @@ func (h *Host) startEtcd(ctx context.Context, n *node, cluster string, recover b
 	if err != nil {
 		return err
 	}
-	return h.etcd.put(cluster, d)
+	if err := h.etcd.put(cluster, d); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(n.dir, recoverySimFile)) // used: the cluster's etcd holds it now
+	return nil
 }
 
 // dataReceiver reads the data of an EtcdRecover stream.

@@ -16,13 +16,19 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
 )
 
-// snapshotChunk is the size of the messages of a snapshot stream.
-const snapshotChunk = 64 << 10
+// snapshotChunk is the size of the messages of a snapshot stream: 1 MiB
+// messages cost both ends about a fifth less CPU than 64 KiB ones
+// (BenchmarkEtcdSnapshot).
+const snapshotChunk = 1 << 20
+
+// hangAfter is how much of a snapshot a node under the SnapshotHang fault
+// sends before it hangs.
+const hangAfter = 64 << 10
 
 // EtcdSnapshot streams a snapshot of the cluster's etcd from the node's
 // member, which must run and be healthy in a cluster with quorum. Under
-// the SnapshotHang fault the stream stops after its first chunk until the
-// call's context ends.
+// the SnapshotHang fault the stream stops after its first 64 KiB until
+// the call's context ends.
 func (a *machineAPI) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv machine.MachineService_EtcdSnapshotServer) error {
 	h, n := a.h, callOf(srv.Context()).n
 	ctx := srv.Context()
@@ -32,7 +38,7 @@ func (a *machineAPI) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv machine.Ma
 	}
 	var out io.Writer = &dataSender{srv: srv}
 	if hang {
-		out = &hangingWriter{ctx: ctx, w: out, after: snapshotChunk}
+		out = &hangingWriter{ctx: ctx, w: out, after: hangAfter}
 	}
 	bw := bufio.NewWriterSize(out, snapshotChunk)
 	if err := write(ctx, bw); err != nil {

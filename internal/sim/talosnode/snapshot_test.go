@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -325,5 +326,29 @@ func TestEtcdDataSurviveARestart(t *testing.T) {
 	c.waitMembers(t, c.cpIDs...)
 	if v, ok, err := h.EtcdGet(c.cpIDs[0], "k"); err != nil || !ok || string(v) != "v" {
 		t.Fatalf("after a recovery from an upload before a restart: %q %v %v", v, ok, err)
+	}
+}
+
+// TestEtcdDataGoWithTheCluster: the simulated etcd data of a cluster
+// stay while a machine of it is left, and go with the last one.
+func TestEtcdDataGoWithTheCluster(t *testing.T) {
+	h := openHost(t, "")
+	c := bootstrapped(t, h, 2, 0)
+	if err := h.EtcdPut(c.cpIDs[0], "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	file := h.etcd.path(h.byID[c.cpIDs[0]].cluster())
+	h.mu.Unlock()
+	for i, id := range c.cpIDs {
+		if _, err := os.Stat(file); err != nil {
+			t.Fatalf("etcd data with %d machines of the cluster left: %v", len(c.cpIDs)-i, err)
+		}
+		if err := h.Remove(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("etcd data after the cluster's last machine went: %v", err)
 	}
 }

@@ -66,7 +66,7 @@ func (h *Host) Sync() error {
 		}
 	}
 	h.mu.Lock()
-	var added, goneClusters []string
+	var added, goneClusters, left []string
 	var gone []*node
 	for id := range ids {
 		if h.byID[id] == nil {
@@ -78,6 +78,7 @@ func (h *Host) Sync() error {
 			if n.st.Etcd.Bootstrapped {
 				goneClusters = append(goneClusters, n.cluster())
 			}
+			left = append(left, n.cluster())
 			h.dropLocked(n)
 			gone = append(gone, n)
 		}
@@ -85,6 +86,9 @@ func (h *Host) Sync() error {
 	h.mu.Unlock()
 	for _, c := range goneClusters {
 		h.kube.stop(c, true) // the cluster's bootstrapped node is gone for good
+	}
+	for _, c := range left {
+		h.forgetEtcd(c)
 	}
 	for _, n := range gone {
 		n.saveMu.Lock()
