@@ -27,8 +27,8 @@ const hangAfter = 64 << 10
 
 // EtcdSnapshot streams a snapshot of the cluster's etcd from the node's
 // member, which must run and be healthy in a cluster with quorum. Under
-// the SnapshotHang fault the stream stops after its first 64 KiB until
-// the call's context ends.
+// the SnapshotHang fault the stream stops after its first 64 KiB (a
+// shorter snapshot before its end) until the call's context ends.
 func (a *machineAPI) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv machine.MachineService_EtcdSnapshotServer) error {
 	h, n := a.h, callOf(srv.Context()).n
 	ctx := srv.Context()
@@ -47,7 +47,7 @@ func (a *machineAPI) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv machine.Ma
 	if err := bw.Flush(); err != nil || !hang {
 		return err
 	}
-	<-ctx.Done() // a snapshot shorter than a chunk hangs before its end
+	<-ctx.Done() // a snapshot shorter than hangAfter hangs before its end
 	return status.FromContextError(ctx.Err()).Err()
 }
 
