@@ -1,6 +1,7 @@
 package test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -360,6 +362,9 @@ func TestBackupsToS3(t *testing.T) {
 	if !strings.Contains(st.LastError, "deadline") && !strings.Contains(st.LastError, "stalled") {
 		t.Fatalf("a hanging snapshot: status %+v, want it cut off", st)
 	}
+	if m := metricsText(t, e); !strings.Contains(m, `rezuscloud_tenant_backup_failed{tenant="staging"} 1`) || !strings.Contains(m, `rezuscloud_etcd_backups_total{result="error"}`) {
+		t.Fatalf("the metrics do not show the failed backup:\n%s", m)
+	}
 	if err := talosnode.WriteFaults(e.data+"-sim", talosnode.Faults{}); err != nil {
 		t.Fatal(err)
 	}
@@ -378,6 +383,11 @@ func TestBackupsToS3(t *testing.T) {
 		if id := strings.Split(strings.TrimPrefix(o, "rezus/staging/"), "/")[0]; !listed[id] {
 			t.Errorf("object %s is left of a backup that is not listed", o)
 		}
+	}
+
+	// An admin downloads a backup as a tar of its encrypted objects.
+	if names := downloadNames(t, e, "staging", good.ID); strings.Join(names, " ") != good.ID+"/manifest.age "+good.ID+"/snapshot.age "+good.ID+"/state.age" {
+		t.Fatalf("download of %s holds %v", good.ID, names)
 	}
 
 	// Production's backup copied under staging is refused.
@@ -507,4 +517,45 @@ func kubeconfigCA(t *testing.T, server, tenant string) string {
 	}
 	t.Fatalf("no certificate-authority-data in the kubeconfig:\n%s", b)
 	return ""
+}
+
+// metricsText is the server's /metrics.
+func metricsText(t *testing.T, e *e2e) string {
+	t.Helper()
+	resp, err := http.Get(e.srv.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// downloadNames downloads a backup through the API and returns the names
+// in its tar, sorted.
+func downloadNames(t *testing.T, e *e2e, tenant, id string) []string {
+	t.Helper()
+	resp, err := http.Get(e.srv.URL() + "/api/v1/tenants/" + tenant + "/backups/" + id + "/download")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("download %s: %d %s", id, resp.StatusCode, b)
+	}
+	var names []string
+	tr := tar.NewReader(resp.Body)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	sort.Strings(names)
+	return names
 }
