@@ -49,14 +49,31 @@ func uvarintLen(n int) int {
 }
 
 // etcdStore keeps the etcd data of the host's simulated clusters in
-// <sim dir>/etcd/<cluster>.json, written atomically at every change. It
-// also orders what changes a cluster's etcd as a whole (bootstraps,
-// wipes) against writes: its mutex is taken before the host's, never
-// while the host's is held.
+// <sim dir>/etcd/<cluster>.json, written atomically at every change. Its
+// mutex is taken before the host's, never while the host's is held; a
+// cluster's own lock (lock), which orders what changes its etcd as a
+// whole (bootstraps, wipes), before both.
 type etcdStore struct {
 	mu        sync.Mutex
 	dir       string
-	byCluster map[string]*etcdData // loaded lazily
+	byCluster map[string]*etcdData   // loaded lazily
+	locks     map[string]*sync.Mutex // by cluster, kept for the host's life
+}
+
+// lock takes the lock of cluster and returns its release.
+func (s *etcdStore) lock(cluster string) func() {
+	s.mu.Lock()
+	if s.locks == nil {
+		s.locks = map[string]*sync.Mutex{}
+	}
+	l := s.locks[cluster]
+	if l == nil {
+		l = &sync.Mutex{}
+		s.locks[cluster] = l
+	}
+	s.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 func (s *etcdStore) path(cluster string) string {

@@ -22,13 +22,17 @@ import (
 // join.
 func (a *machineAPI) Bootstrap(ctx context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	h, n := a.h, callOf(ctx).n
-	h.etcd.mu.Lock()
-	defer h.etcd.mu.Unlock()
+	h.mu.Lock()
+	cluster := n.cluster()
+	h.mu.Unlock()
+	defer h.etcd.lock(cluster)()
 	h.mu.Lock()
 	e := a.begin(n, "Bootstrap")
 	e.Recover = in.GetRecoverEtcd()
 	err := h.bootstrapCheck(n)
-	cluster := n.cluster()
+	if err == nil && n.cluster() != cluster {
+		err = status.Error(codes.FailedPrecondition, "bootstrap is not available yet: the node's config changed")
+	}
 	var ko *kubeapi.Options
 	if err == nil && h.realEtcd(n) {
 		o, kerr := h.kubeOptions(n)

@@ -115,14 +115,17 @@ func (h *Host) startEtcd(ctx context.Context, n *node, cluster string, recover b
 	if ko != nil {
 		return h.startRealEtcd(ctx, n, *ko, cluster, recover)
 	}
-	if !recover {
-		return h.etcd.put(cluster, &etcdData{})
+	d := &etcdData{}
+	if recover {
+		var err error
+		if d, err = h.recovered(n); err != nil {
+			return err
+		}
 	}
-	d, err := h.recovered(n)
-	if err != nil {
-		return err
-	}
-	if err := h.etcd.put(cluster, d); err != nil {
+	h.etcd.mu.Lock()
+	err := h.etcd.put(cluster, d)
+	h.etcd.mu.Unlock()
+	if err != nil || !recover {
 		return err
 	}
 	os.Remove(filepath.Join(n.dir, recoverySimFile)) // used: the cluster's etcd holds it now

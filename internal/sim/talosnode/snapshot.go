@@ -224,15 +224,17 @@ func (h *Host) EtcdGet(machineID, key string) ([]byte, bool, error) {
 // API stops, and its etcd data go, before WipeEtcd returns. A hook for
 // tests, as EtcdPut.
 func (h *Host) WipeEtcd(machineID string) error {
-	h.etcd.mu.Lock()
-	defer h.etcd.mu.Unlock()
 	h.mu.Lock()
 	n := h.lookup(machineID)
 	if n == nil || n.cluster() == "" {
 		h.mu.Unlock()
 		return fmt.Errorf("wipe etcd: no machine %q with a config", machineID)
 	}
-	cluster, now, real := n.cluster(), h.now(), h.realEtcd(n)
+	cluster := n.cluster()
+	h.mu.Unlock()
+	defer h.etcd.lock(cluster)()
+	h.mu.Lock()
+	now, real := h.now(), h.realEtcd(n)
 	var saves []func() error
 	for m := range h.clusters[cluster] {
 		h.advance(m, now)
@@ -247,7 +249,9 @@ func (h *Host) WipeEtcd(machineID string) error {
 	for _, save := range saves {
 		errs = append(errs, save())
 	}
+	h.etcd.mu.Lock()
 	errs = append(errs, h.etcd.drop(cluster))
+	h.etcd.mu.Unlock()
 	if real {
 		<-h.kube.halt(cluster, kubeapi.WipeEtcd)
 	}
