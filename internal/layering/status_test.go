@@ -87,7 +87,9 @@ func statusWrites(f *ast.File, module string, conditions bool) []statusWrite {
 				return true
 			}
 			switch {
-			case sel.Sel.Name == "PutObject" && len(n.Args) > 0 && !storedOutside[schemaConst(n.Args[0], schemaName)]:
+			// store.Tx's PutObject(kind, key, obj); an S3 client's PutObject
+			// has other arguments.
+			case sel.Sel.Name == "PutObject" && len(n.Args) == 3 && !storedOutside[schemaConst(n.Args[0], schemaName)]:
 				out = append(out, statusWrite{n.Pos(), "PutObject of " + exprText(n.Args[0])})
 			case conditions && (sel.Sel.Name == "Set" || sel.Sel.Name == "Remove") && isConditions(sel.X):
 				out = append(out, statusWrite{n.Pos(), "a condition set (Conditions." + sel.Sel.Name + ")"})
