@@ -86,6 +86,16 @@ type MachineStatus struct {
 	// last showed it; nil until the API answered with a Node of the
 	// machine's host name.
 	Kubernetes *MachineKubernetes `json:"kubernetes,omitempty"`
+	// Hardware, Network and Schematic are the machine's inventory, as
+	// its Talos reports it over COSI, read when the plane connects and
+	// whenever it changes; nil until first read. They stay as last read
+	// while the machine does not answer.
+	Hardware  *MachineHardware  `json:"hardware,omitempty"`
+	Network   *MachineNetwork   `json:"network,omitempty"`
+	Schematic *MachineSchematic `json:"schematic,omitempty"`
+	// Maintenance: the machine runs Talos's maintenance mode (it has no
+	// config yet, or waits for one).
+	Maintenance bool `json:"maintenance,omitempty"`
 }
 
 // MachineKubernetes is a machine's Node in the tenant's Kubernetes.

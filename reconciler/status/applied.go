@@ -99,6 +99,7 @@ func (r Recorder) putMachines(tenant string, machines []*schema.Machine) error {
 		if err := r.tx.GetObject(schema.KindMachine, mc.Metadata.Name, &old); err == nil {
 			mc.Status = old.Status
 		}
+		schema.SetHardwareLabels(&mc.Metadata, mc.Status.Hardware)
 		if err := r.put(schema.KindMachine, mc.Metadata.Name, mc); err != nil {
 			return err
 		}

@@ -29,7 +29,11 @@ func (r Recorder) MachineObserved(key string, p Probe) (changed bool, err error)
 	if r.check {
 		return true, nil
 	}
+	if err := r.machineHistory(m.Spec.Tenant, key, m.Status, st); err != nil {
+		return false, err
+	}
 	m.Status = st
+	schema.SetHardwareLabels(&m.Metadata, st.Hardware)
 	return true, r.put(schema.KindMachine, key, &m)
 }
 
@@ -138,6 +142,9 @@ func (r Recorder) KubernetesObserved(tenant string, nodes Nodes) (changed bool, 
 		changed = true
 		if r.check {
 			continue
+		}
+		if err := r.machineHistory(tenant, m.Metadata.Name, m.Status, st); err != nil {
+			return changed, err
 		}
 		m.Status = st
 		if err := r.put(schema.KindMachine, m.Metadata.Name, m); err != nil {
