@@ -211,7 +211,9 @@ func extensionStatuses(_ *node, inv Inventory) []resource.Resource {
 }
 
 // serial is a serial number of a part of n.
-func serial(n *node, part string) string { return hashHex([]byte("serial\x00" + n.st.ID + "\x00" + part))[:16] }
+func serial(n *node, part string) string {
+	return hashHex([]byte("serial\x00" + n.st.ID + "\x00" + part))[:16]
+}
 
 // uuidOf is the SMBIOS UUID of a machine.
 func uuidOf(id string) string {
