@@ -308,6 +308,7 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
 			AfterFirstPass: p.startup.observedOnce})
 	})
+	goRun(func() { p.runHistory(ctx) })
 	if mapped, ok := p.m.Server.Store().(*bolt.Store); ok {
 		goRun(func() { releaseMemory(ctx, mapped, p.startup.done, mappedRelease, p.log) })
 	}
