@@ -98,3 +98,34 @@ func BenchmarkTenantHistory24h(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSamplesFleet stores one minute's gauges of 1,000 tenants × 8
+// machines in one transaction, as the plane hands them over, into hour
+// chunks that already hold 30 minutes.
+func BenchmarkSamplesFleet(b *testing.B) {
+	const tenants, machines = 1000, 8
+	s := open(b, b.TempDir())
+	batch := func(minute int) {
+		update(b, s, func(tx store.Tx) error {
+			for t := range tenants {
+				tenant := fmt.Sprintf("t%04d", t)
+				ms := map[string]schema.MachineSample{}
+				for m := range machines {
+					ms[fmt.Sprintf("%s-m-%d", tenant, m)] = schema.MachineSample{Load1: 0.4, MemoryUsedBytes: 1 << 30, MemoryTotalBytes: 4 << 30}
+				}
+				if err := history.RecordSamples(tx, tenant, t0.Add(time.Duration(minute)*time.Minute), ms); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	for i := range 30 {
+		batch(i)
+	}
+	i := 30
+	for b.Loop() {
+		batch(i % 60)
+		i++
+	}
+}
