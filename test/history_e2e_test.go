@@ -1,6 +1,8 @@
 package test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -85,4 +87,60 @@ func checkRolloutHistory(t *testing.T, h schema.TenantHistory, machines []schema
 			t.Errorf("%s's stages since the bump: %v; want restarting, then ready at the end", m.Metadata.Name, stages)
 		}
 	}
+}
+
+// TestHistoryRetentionAcrossRestarts: the server downsamples and drops
+// history as its flags say, in the pass it makes when it starts: on a test
+// clock, a machine's gauges of one hour become one hourly sample once that
+// hour is older than --history-full while the next hour keeps its
+// minutes, and the whole first day is gone once it is older than
+// --history-keep.
+func TestHistoryRetentionAcrossRestarts(t *testing.T) {
+	clock := filepath.Join(t.TempDir(), "clock")
+	setClock := func(at time.Time) {
+		t.Helper()
+		if err := os.WriteFile(clock, []byte(at.Format(time.RFC3339)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	day0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	setClock(day0.Add(10 * time.Hour))
+	e := newE2E(t, e2eOptions{env: []string{"REZUSCLOUD_TEST_CLOCK_FILE=" + clock},
+		args: planeArgs("--history-sample-interval", "1s", "--history-full", "24h", "--history-step", "1h", "--history-keep", "48h")})
+	planeWaitReady(t, e, "production")
+	m := e.srv.tenantMachines("production")[0].Metadata.Name
+	path := "/api/v1/tenants/production/machines/" + m + "/history?since=" + day0.Format(time.RFC3339) +
+		"&until=" + day0.Add(24*time.Hour).Format(time.RFC3339)
+	var h schema.MachineHistory
+	sampledAfter := func(at time.Time) func() bool {
+		return func() bool {
+			e.srv.mustGet(path, &h)
+			return len(h.Samples) > 0 && !h.Samples[len(h.Samples)-1].At.Before(at)
+		}
+	}
+	e.srv.WaitFor("a sample at 10:00", sampledAfter(day0.Add(10*time.Hour)))
+	setClock(day0.Add(11*time.Hour + 5*time.Minute))
+	e.srv.WaitFor("a sample at 11:05", sampledAfter(day0.Add(11*time.Hour+5*time.Minute)))
+	if h.Step != 60 || len(h.Transitions) == 0 {
+		t.Fatalf("history on the first day: step %d, %d transitions; want 60 and some", h.Step, len(h.Transitions))
+	}
+
+	e.srv.Stop()
+	setClock(day0.Add(35*time.Hour + 30*time.Minute)) // 10:00-11:00 of day 0 is past --history-full, 11:00-12:00 not
+	e.srv.Start()
+	e.srv.WaitFor("10:00-11:00 downsampled", func() bool {
+		e.srv.mustGet(path, &h)
+		return h.Step == 3600 && len(h.Samples) > 0 && h.Samples[0].At.Equal(day0.Add(10*time.Hour))
+	})
+	if len(h.Samples) < 2 || h.Samples[1].At.Before(day0.Add(11*time.Hour+5*time.Minute)) || h.Samples[0].MemoryTotalBytes == 0 {
+		t.Fatalf("samples after downsampling %+v; want one at 10:00, then those from 11:05 at full resolution", h.Samples)
+	}
+
+	e.srv.Stop()
+	setClock(day0.Add(72*time.Hour + 30*time.Minute)) // day 0 is past --history-keep
+	e.srv.Start()
+	e.srv.WaitFor("day 0 dropped", func() bool {
+		e.srv.mustGet(path, &h)
+		return len(h.Samples) == 0 && len(h.Transitions) == 0
+	})
 }
