@@ -1,0 +1,427 @@
+package ui
+
+// The dashboard's pictures, drawn on the server as inline SVG: sparklines
+// of a machine's gauges, a tenant's availability timeline (one band per
+// machine, coloured by stage) and the small availability bar of the
+// overview. They need no script and no inline style (colours come from
+// classes in app.css, shapes from SVG attributes), so they live within
+// the page's Content-Security-Policy; each shape carries a <title> that
+// browsers show on hover, and each chart a text summary beside it. Same
+// input, same bytes: coordinates are printed with one decimal.
+
+import (
+	"cmp"
+	"fmt"
+	"html/template"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// span is the stretch of time a chart shows.
+type span struct {
+	Since, Until time.Time
+}
+
+// x maps t into [x0, x0+w] of a chart showing s, clamped to it.
+func (s span) x(t time.Time, x0, w float64) float64 {
+	total := s.Until.Sub(s.Since)
+	if total <= 0 {
+		return x0
+	}
+	f := float64(t.Sub(s.Since)) / float64(total)
+	return x0 + w*min(max(f, 0), 1)
+}
+
+// num prints a coordinate: one decimal, no trailing ".0".
+func num(v float64) string {
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// hhmm prints a time of day in UTC, as the charts' titles give it.
+func hhmm(t time.Time) string { return t.UTC().Format("15:04") }
+
+// clock prints t in UTC as a time of day, with its date when that is not
+// the date of ref (the end of the chart's span).
+func clock(t, ref time.Time) string {
+	t, ref = t.UTC(), ref.UTC()
+	if y, m, d := t.Date(); y == ref.Year() && m == ref.Month() && d == ref.Day() {
+		return t.Format("15:04")
+	}
+	return t.Format("Jan 2 15:04")
+}
+
+// esc escapes text for an SVG element or attribute.
+func esc(s string) string { return template.HTMLEscapeString(s) }
+
+// point is one value of a series at a time.
+type point struct {
+	At time.Time
+	V  float64
+}
+
+// sparkline is one gauge over a span.
+type sparkline struct {
+	// Name says what it shows ("load", "memory"); Top is the value at
+	// the top of the chart, or 0 for the largest of Points.
+	Name   string
+	Top    float64
+	Points []point
+	// Step is the samples' resolution. The line bridges a stretch
+	// between two points of up to 2.5 times the larger of Step and the
+	// spacing of their neighbours (so that hourly means before the
+	// last day join the minutes after them); a longer one (the machine
+	// did not answer) breaks it.
+	Step time.Duration
+	// Format prints a value for the summary.
+	Format func(float64) string
+}
+
+// Size of a sparkline, in SVG units (and CSS pixels).
+const (
+	sparkW = 240
+	sparkH = 36
+)
+
+// svg draws s over sp: a line, broken where samples are missing, under
+// a title that gives the last value and the largest.
+func (s sparkline) svg(sp span) template.HTML {
+	top := s.Top
+	for _, p := range s.Points {
+		top = max(top, p.V)
+	}
+	if top <= 0 {
+		top = 1
+	}
+	var d strings.Builder
+	for i, p := range s.Points {
+		x, y := sp.x(p.At, 1, sparkW-2), 1+(sparkH-2)*(1-min(p.V/top, 1))
+		if i == 0 || s.broken(i) {
+			fmt.Fprintf(&d, "M%s %s", num(x), num(y))
+			if i+1 == len(s.Points) || s.broken(i+1) {
+				d.WriteString("h0.1") // a lone sample: a dot
+			}
+		} else {
+			fmt.Fprintf(&d, "L%s %s", num(x), num(y))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="spark" viewBox="0 0 %d %d" width="%d" height="%d" role="img" data-chart="%s">`,
+		sparkW, sparkH, sparkW, sparkH, esc(s.Name))
+	fmt.Fprintf(&b, `<title>%s</title>`, esc(s.summary(sp.Until)))
+	fmt.Fprintf(&b, `<path class="spark-base" d="M0 %d H%d"/>`, sparkH-1, sparkW)
+	if d.Len() > 0 {
+		fmt.Fprintf(&b, `<path class="spark-line" d="%s"/>`, d.String())
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+// broken reports whether the line breaks between points i-1 and i.
+func (s sparkline) broken(i int) bool {
+	pts := s.Points
+	ref := s.Step
+	if i >= 2 {
+		ref = max(ref, pts[i-1].At.Sub(pts[i-2].At))
+	}
+	if i+1 < len(pts) {
+		ref = max(ref, pts[i+1].At.Sub(pts[i].At))
+	}
+	return pts[i].At.Sub(pts[i-1].At) > ref*5/2
+}
+
+// summary says the last value and the largest in words; ref is the end
+// of the chart's span.
+func (s sparkline) summary(ref time.Time) string {
+	if len(s.Points) == 0 {
+		return s.Name + ": no samples"
+	}
+	last, peak := s.Points[len(s.Points)-1], s.Points[0]
+	for _, p := range s.Points {
+		if p.V > peak.V {
+			peak = p
+		}
+	}
+	return fmt.Sprintf("%s: %s at %s UTC, at most %s at %s UTC", s.Name, s.Format(last.V), clock(last.At, ref), s.Format(peak.V), clock(peak.At, ref))
+}
+
+// Size of a timeline, in SVG units: a column of machine names, then the
+// bands, and a row of hour ticks under them.
+const (
+	timelineW      = 960
+	timelineLabelW = 220
+	bandH          = 14
+	bandGap        = 6
+	axisH          = 18
+)
+
+// timeline draws a tenant's history over sp: one band per machine,
+// coloured by stage (faded while the server had no answer from it),
+// rollouts and restores as shaded stretches over every band, reboots as
+// ticks on their machine's band.
+func timeline(h schema.TenantHistory, sp span) template.HTML {
+	plotX, plotW := float64(timelineLabelW), float64(timelineW-timelineLabelW-4)
+	height := len(h.Machines)*(bandH+bandGap) + axisH
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="history" viewBox="0 0 %d %d" width="100%%" role="img" data-chart="timeline">`, timelineW, height)
+	fmt.Fprintf(&b, `<title>Machines of %s by stage, %s to %s UTC</title>`, esc(h.Tenant), clock(sp.Since, sp.Until), hhmm(sp.Until))
+	bandsH := float64(len(h.Machines) * (bandH + bandGap))
+	for _, st := range stretches(h.Marks, sp) {
+		x0, x1 := sp.x(st.from, plotX, plotW), sp.x(st.to, plotX, plotW)
+		fmt.Fprintf(&b, `<rect class="mark-%s" x="%s" y="0" width="%s" height="%s"><title>%s</title></rect>`,
+			st.kind, num(x0), num(max(x1-x0, 1)), num(bandsH), esc(st.title))
+	}
+	for i, m := range h.Machines {
+		y := float64(i * (bandH + bandGap))
+		fmt.Fprintf(&b, `<text class="band-name" x="%s" y="%s">%s</text>`, num(plotX-8), num(y+bandH-3), esc(m.Machine))
+		fmt.Fprintf(&b, `<g data-machine="%s">`, esc(m.Machine))
+		band(&b, m, sp, y, plotX, plotW)
+		for _, mk := range h.Marks {
+			if mk.Kind == schema.MarkReboot && mk.Machine == m.Machine && inSpan(mk.At, sp) {
+				x := sp.x(mk.At, plotX, plotW)
+				fmt.Fprintf(&b, `<path class="mark-reboot" d="M%s %s v%d"><title>%s</title></path>`, num(x), num(max(y-2, 0)), bandH+4, esc(markTitle(mk, sp.Until)))
+			}
+		}
+		b.WriteString(`</g>`)
+	}
+	axis(&b, sp, bandsH, plotX, plotW)
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+// band draws one machine's stretches of state.
+func band(b *strings.Builder, m schema.MachineTimeline, sp span, y, plotX, plotW float64) {
+	fmt.Fprintf(b, `<rect class="band-none" x="%s" y="%s" width="%s" height="%d"/>`, num(plotX), num(y), num(plotW), bandH)
+	for i, t := range m.Transitions {
+		end := sp.Until
+		if i+1 < len(m.Transitions) {
+			end = m.Transitions[i+1].At
+		}
+		if !end.After(sp.Since) || !t.At.Before(sp.Until) || !end.After(t.At) {
+			continue
+		}
+		x0, x1 := sp.x(t.At, plotX, plotW), sp.x(end, plotX, plotW)
+		class := stageClass(t.Stage)
+		if !t.Connected {
+			class += " band-lost"
+		}
+		fmt.Fprintf(b, `<rect class="%s" x="%s" y="%s" width="%s" height="%d"><title>%s</title></rect>`,
+			class, num(x0), num(y), num(max(x1-x0, 0.5)), bandH, esc(stateTitle(m.Machine, t, end, sp.Until)))
+	}
+}
+
+// stateTitle says what a machine was from t.At to end.
+func stateTitle(machine string, t schema.MachineTransition, end, ref time.Time) string {
+	words := []string{string(t.Stage)}
+	if t.Stage == "" {
+		words[0] = "not observed"
+	}
+	if !t.Connected {
+		words = append(words, "no answer")
+	}
+	if t.Stage != "" && !t.Ready {
+		words = append(words, "not ready")
+	} else if t.Ready && t.Stage != schema.StageReady {
+		words = append(words, "ready")
+	}
+	if t.Connected && !t.ConfigUpToDate {
+		words = append(words, "config not its node group's")
+	}
+	return fmt.Sprintf("%s %s–%s UTC: %s", machine, clock(t.At, ref), clock(end, ref), strings.Join(words, ", "))
+}
+
+// markTitle says what a mark is; ref is the end of the chart's span.
+func markTitle(m schema.HistoryMark, ref time.Time) string {
+	words := map[string]string{
+		schema.MarkRolloutStarted: "rollout started", schema.MarkRolloutFinished: "rollout finished",
+		schema.MarkReboot: "reboot", schema.MarkRestoreStarted: "restore started", schema.MarkRestoreFinished: "restore finished",
+	}
+	s := clock(m.At, ref) + " UTC " + cmp.Or(words[m.Kind], m.Kind)
+	if m.Machine != "" {
+		s += " of " + m.Machine
+	}
+	if m.Message != "" {
+		s += ": " + m.Message
+	}
+	return s
+}
+
+// stretch is a rollout or a restore, from its start to its end (or the
+// end of the span while it lasts).
+type stretch struct {
+	kind     string // "rollout" or "restore"
+	from, to time.Time
+	title    string
+}
+
+// stretches pairs the marks' starts and ends into stretches that
+// overlap sp; an end without a start began before the span.
+func stretches(marks []schema.HistoryMark, sp span) []stretch {
+	var out []stretch
+	open := map[string]*schema.HistoryMark{}
+	add := func(kind string, start *schema.HistoryMark, end time.Time, endTitle string) {
+		from, title := sp.Since, "before "+clock(sp.Since, sp.Until)+" UTC"
+		if start != nil {
+			from, title = start.At, markTitle(*start, sp.Until)
+		}
+		if end.After(sp.Since) && from.Before(sp.Until) {
+			out = append(out, stretch{kind: kind, from: from, to: end, title: title + "; " + endTitle})
+		}
+	}
+	for i := range marks {
+		m := &marks[i]
+		switch m.Kind {
+		case schema.MarkRolloutStarted:
+			open["rollout"] = m
+		case schema.MarkRestoreStarted:
+			open["restore"] = m
+		case schema.MarkRolloutFinished, schema.MarkRestoreFinished:
+			kind := strings.TrimSuffix(strings.TrimSuffix(m.Kind, "Finished"), "Started")
+			add(kind, open[kind], m.At, markTitle(*m, sp.Until))
+			delete(open, kind)
+		}
+	}
+	for _, kind := range []string{"rollout", "restore"} {
+		if m := open[kind]; m != nil {
+			add(kind, m, sp.Until, "under way")
+		}
+	}
+	slices.SortStableFunc(out, func(a, b stretch) int { return a.from.Compare(b.from) })
+	return out
+}
+
+func inSpan(t time.Time, sp span) bool { return !t.Before(sp.Since) && !t.After(sp.Until) }
+
+// axis draws hour ticks under the bands: one every six hours of a day
+// (every hour for spans of six hours or less), labelled in UTC.
+func axis(b *strings.Builder, sp span, y, plotX, plotW float64) {
+	step := 6 * time.Hour
+	if sp.Until.Sub(sp.Since) <= 6*time.Hour {
+		step = time.Hour
+	}
+	fmt.Fprintf(b, `<path class="axis" d="M%s %s H%s"/>`, num(plotX), num(y), num(plotX+plotW))
+	for t := sp.Since.UTC().Truncate(step); !t.After(sp.Until); t = t.Add(step) {
+		if t.Before(sp.Since) {
+			continue
+		}
+		x := sp.x(t, plotX, plotW)
+		fmt.Fprintf(b, `<path class="axis" d="M%s %s v4"/><text class="tick" x="%s" y="%s">%s</text>`,
+			num(x), num(y), num(x), num(y+axisH-3), hhmm(t))
+	}
+}
+
+// Size of the overview's availability bar.
+const (
+	availW = 120
+	availH = 12
+)
+
+// availability is a tenant's availability over a span, for the
+// overview's bar.
+type availability struct {
+	Bar template.HTML
+	// Full is the share of the span, in percent, in which every desired
+	// machine was ready and the API answered; Known the share with a
+	// record at all.
+	Full, Known float64
+}
+
+// availabilityBar draws a's entries over sp: green while every desired
+// machine is ready and the Kubernetes API answers, amber while some are,
+// red while none is or the API does not answer, grey while none is
+// desired or nothing is known.
+func availabilityBar(a []schema.TenantAvailability, sp span) availability {
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="avail" viewBox="0 0 %d %d" width="%d" height="%d" role="img" data-chart="availability">`, availW, availH, availW, availH)
+	fmt.Fprintf(&b, `<rect class="band-none" x="0" y="0" width="%d" height="%d"/>`, availW, availH)
+	var full, known time.Duration
+	for i, e := range a {
+		end := sp.Until
+		if i+1 < len(a) {
+			end = a[i+1].At
+		}
+		from := later(e.At, sp.Since)
+		if !end.After(from) || !from.Before(sp.Until) {
+			continue
+		}
+		end = earlier(end, sp.Until)
+		known += end.Sub(from)
+		class := availClass(e)
+		if class == "cond-good" {
+			full += end.Sub(from)
+		}
+		x0, x1 := sp.x(from, 0, availW), sp.x(end, 0, availW)
+		fmt.Fprintf(&b, `<rect class="%s" x="%s" y="0" width="%s" height="%d"><title>%s</title></rect>`,
+			class, num(x0), num(max(x1-x0, 0.5)), availH, esc(availTitle(e, from, end)))
+	}
+	b.WriteString(`</svg>`)
+	out := availability{Bar: template.HTML(b.String())}
+	if total := sp.Until.Sub(sp.Since); total > 0 {
+		out.Full, out.Known = 100*float64(full)/float64(total), 100*float64(known)/float64(total)
+	}
+	return out
+}
+
+func availClass(e schema.TenantAvailability) string {
+	switch {
+	case e.Desired == 0:
+		return "cond-idle"
+	case e.Ready >= e.Desired && e.APIReady:
+		return "cond-good"
+	case e.Ready > 0 && e.APIReady:
+		return "cond-busy"
+	}
+	return "cond-bad"
+}
+
+func availTitle(e schema.TenantAvailability, from, to time.Time) string {
+	api := "API does not answer"
+	if e.APIReady {
+		api = "API answers"
+	}
+	return fmt.Sprintf("%s–%s UTC: %d of %d machines ready, %s", clock(from, to), hhmm(to), e.Ready, e.Desired, api)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// gauges are the sparklines of a machine's samples: load, memory used
+// (of its total), and etcd's DB size where any sample has one.
+func gauges(h schema.MachineHistory) []sparkline {
+	gap := time.Duration(max(h.Step, 60)) * time.Second
+	load := sparkline{Name: "load", Step: gap, Format: func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }}
+	mem := sparkline{Name: "memory", Step: gap, Format: func(v float64) string { return ibytes(v) }}
+	db := sparkline{Name: "etcd DB size", Step: gap, Format: func(v float64) string { return ibytes(v) }}
+	for _, s := range h.Samples {
+		load.Points = append(load.Points, point{At: s.At, V: s.Load1})
+		mem.Points = append(mem.Points, point{At: s.At, V: float64(s.MemoryUsedBytes)})
+		mem.Top = max(mem.Top, float64(s.MemoryTotalBytes))
+		if s.EtcdDBSizeBytes > 0 {
+			db.Points = append(db.Points, point{At: s.At, V: float64(s.EtcdDBSizeBytes)})
+		}
+	}
+	out := []sparkline{load, mem}
+	if len(db.Points) > 0 {
+		out = append(out, db)
+	}
+	return out
+}
+
+// ibytes prints a size in binary units, as the pages do elsewhere.
+func ibytes(v float64) string { return humanize.IBytes(uint64(max(v, 0))) }
