@@ -99,6 +99,8 @@ var funcs = template.FuncMap{
 	"serviceClass": serviceClass,
 	"ref":          refBreaks,
 	"bytes":        func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
+	"ubytes":       humanize.IBytes,
+	"mib":          func(n int) string { return humanize.IBytes(uint64(max(n, 0)) << 20) },
 	"condWord":     condWord,
 	"noBackup":     noBackup,
 }

@@ -1,0 +1,53 @@
+package ui
+
+import (
+	"html/template"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+)
+
+// pictureWindow is how far back the pages' pictures look.
+const pictureWindow = 24 * time.Hour
+
+// gaugeView is one sparkline of a page, with its summary in words.
+type gaugeView struct {
+	Name    string
+	SVG     template.HTML
+	Summary string
+}
+
+// machinePictures is what the machine page draws of a machine's last
+// day: its gauges (none without samples) and its band of stages.
+type machinePictures struct {
+	Gauges   []gaugeView
+	Timeline template.HTML
+	// HistoryProblem says why the history could not be read.
+	HistoryProblem string
+}
+
+// drawMachine draws a machine's history over sp.
+func drawMachine(h schema.MachineHistory, sp span) machinePictures {
+	var p machinePictures
+	if len(h.Samples) > 0 {
+		for _, g := range gauges(h) {
+			p.Gauges = append(p.Gauges, gaugeView{Name: g.Name, SVG: g.svg(sp), Summary: g.summary(sp.Until)})
+		}
+	}
+	if len(h.Transitions) > 0 {
+		p.Timeline = timeline(schema.TenantHistory{Tenant: h.Tenant, Since: h.Since, Until: h.Until,
+			Machines: []schema.MachineTimeline{{Machine: h.Machine, Transitions: h.Transitions}}}, sp)
+	}
+	return p
+}
+
+// machineHistory reads a machine's history over sp.
+func machineHistory(tx store.Tx, tenant, machine string, sp span) (schema.MachineHistory, error) {
+	return schema.MachineHistory{Tenant: tenant, Machine: machine, Since: sp.Since, Until: sp.Until, Step: 60}, nil
+}
+
+// tenantHistory reads a tenant's history over sp.
+func tenantHistory(tx store.Tx, tenant string, sp span) (schema.TenantHistory, error) {
+	return schema.TenantHistory{Tenant: tenant, Since: sp.Since, Until: sp.Until}, nil
+}
