@@ -42,6 +42,31 @@ func drawMachine(h schema.MachineHistory, sp span) machinePictures {
 	return p
 }
 
+// tenantPictures is what the tenant page draws of a tenant's last day.
+type tenantPictures struct {
+	Timeline template.HTML
+	Avail    availability
+	// HistoryProblem says why the history could not be read.
+	HistoryProblem string
+}
+
+// drawTenant reads a tenant's history over sp and draws it; a history
+// that cannot be read is logged and said on the page, which shows the
+// rest.
+func (h *handler) drawTenant(tx store.Tx, tenant string, sp span) tenantPictures {
+	hist, err := tenantHistory(tx, tenant, sp)
+	if err != nil {
+		h.log.Error("dashboard: tenant history", "tenant", tenant, "err", err)
+		return tenantPictures{HistoryProblem: "The tenant's history could not be read; the server log has the details."}
+	}
+	var p tenantPictures
+	if len(hist.Machines) > 0 {
+		p.Timeline = timeline(hist, sp)
+	}
+	p.Avail = availabilityBar(hist.Availability, sp)
+	return p
+}
+
 // machineHistory reads a machine's history over sp.
 func machineHistory(tx store.Tx, tenant, machine string, sp span) (schema.MachineHistory, error) {
 	return schema.MachineHistory{Tenant: tenant, Machine: machine, Since: sp.Since, Until: sp.Until, Step: 60}, nil
