@@ -16,6 +16,10 @@
 //   - TF states with their kept versions, the lineage and serial checks a
 //     new version must pass (WriteState), and the locks on them with their
 //     holders (LockState, UnlockState).
+//   - the series area: bytes under keys that take no revision and are
+//     never logged (Tx.PutSeries, Tx.Series, Tx.ScanSeries,
+//     Tx.DeleteSeries), for data written often that no watch follows,
+//     such as package history's chunks.
 //
 // # The interface
 //

@@ -110,4 +110,22 @@ type Tx interface {
 	DeleteLock(name string) error
 	// Locks lists the locks held on states, by state name.
 	Locks() ([]HeldLock, error)
+
+	// PutSeries stores data under key in the series area: bytes a
+	// package keeps for itself (package history's chunks) that take no
+	// revision, record no change and never reach the event log, so that
+	// frequent writes of them do not push API watches past the log's
+	// horizon. An empty key is refused.
+	PutSeries(key string, data []byte) error
+	// Series returns the bytes stored under key in the series area, or
+	// an error wrapping ErrNotFound.
+	Series(key string) ([]byte, error)
+	// ScanSeries calls fn with each key of the series area that starts
+	// with prefix and its bytes, in key order, until fn returns an error,
+	// which ScanSeries returns. data points into the transaction and is
+	// valid only until fn returns; fn must not change the store.
+	ScanSeries(prefix string, fn func(key string, data []byte) error) error
+	// DeleteSeries removes key from the series area; a missing key is
+	// no error.
+	DeleteSeries(key string) error
 }

@@ -24,7 +24,8 @@ const DBFile = "rezuscloud.db"
 // bucketEvents, holds the most recent resource changes keyed by their
 // resourceVersion (8 bytes, big endian); bucketMeta's keyEventsFrom says
 // from where on it is complete. The tenant index, bucketTenants, has a key
-// for every object that belongs to a tenant (see tenantKey).
+// for every object that belongs to a tenant (see tenantKey). The series
+// area, bucketSeries, holds unlogged bytes by key (see series.go).
 var (
 	bucketMeta      = []byte("meta")
 	bucketResources = []byte("resources")
@@ -32,6 +33,7 @@ var (
 	bucketLocks     = []byte("locks")
 	bucketEvents    = []byte("events")
 	bucketTenants   = []byte("tenants")
+	bucketSeries    = []byte("series")
 
 	keyFormat     = []byte("format")
 	keyEventsFrom = []byte("eventsFrom")
@@ -188,7 +190,7 @@ func prepareFile(tx *bbolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range [][]byte{bucketResources, bucketStates, bucketLocks, bucketTenants} {
+	for _, name := range [][]byte{bucketResources, bucketStates, bucketLocks, bucketTenants, bucketSeries} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}

@@ -56,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 		{"locks", testLocks},
 		{"state_history", testStateHistory},
 		{"large_values", testLargeValues},
+		{"series", testSeries},
 		{"crash", testCrash},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
