@@ -1,9 +1,12 @@
 package ui
 
 import (
+	"cmp"
+	"errors"
 	"html/template"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/history"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 )
@@ -53,12 +56,13 @@ type tenantPictures struct {
 // drawTenant reads a tenant's history over sp and draws it; a history
 // that cannot be read is logged and said on the page, which shows the
 // rest.
-func (h *handler) drawTenant(tx store.Tx, tenant string, sp span) tenantPictures {
+func (h *handler) drawTenant(tx store.Tx, tenant string, machines []schema.Machine, sp span) tenantPictures {
 	hist, err := tenantHistory(tx, tenant, sp)
 	if err != nil {
 		h.log.Error("dashboard: tenant history", "tenant", tenant, "err", err)
 		return tenantPictures{HistoryProblem: "The tenant's history could not be read; the server log has the details."}
 	}
+	hist.Machines, hist.Marks = bands(hist, machines)
 	var p tenantPictures
 	if len(hist.Machines) > 0 {
 		p.Timeline = timeline(hist, sp)
@@ -67,12 +71,49 @@ func (h *handler) drawTenant(tx store.Tx, tenant string, sp span) tenantPictures
 	return p
 }
 
-// machineHistory reads a machine's history over sp.
+// bands orders a tenant's timelines as the machines (as the page lists
+// them) and names each by its host name, in its marks too; machines no
+// longer there are left out, and so are their marks.
+func bands(h schema.TenantHistory, machines []schema.Machine) ([]schema.MachineTimeline, []schema.HistoryMark) {
+	byName := make(map[string]schema.MachineTimeline, len(h.Machines))
+	for _, m := range h.Machines {
+		byName[m.Machine] = m
+	}
+	label := make(map[string]string, len(machines))
+	var out []schema.MachineTimeline
+	for _, m := range machines {
+		name := m.Metadata.Name
+		label[name] = cmp.Or(m.Spec.Hostname, name)
+		if tl, ok := byName[name]; ok {
+			tl.Machine = label[name]
+			out = append(out, tl)
+		}
+	}
+	var marks []schema.HistoryMark
+	for _, mk := range h.Marks {
+		if mk.Machine != "" {
+			l, ok := label[mk.Machine]
+			if !ok {
+				continue
+			}
+			mk.Machine = l
+		}
+		marks = append(marks, mk)
+	}
+	return out, marks
+}
+
+// machineHistory reads a machine's history over sp; a machine without
+// any has an empty one.
 func machineHistory(tx store.Tx, tenant, machine string, sp span) (schema.MachineHistory, error) {
-	return schema.MachineHistory{Tenant: tenant, Machine: machine, Since: sp.Since, Until: sp.Until, Step: 60}, nil
+	h, err := history.Machine(tx, tenant, machine, history.Query{Since: sp.Since, Until: sp.Until})
+	if errors.Is(err, store.ErrNotFound) {
+		return h, nil
+	}
+	return h, err
 }
 
 // tenantHistory reads a tenant's history over sp.
 func tenantHistory(tx store.Tx, tenant string, sp span) (schema.TenantHistory, error) {
-	return schema.TenantHistory{Tenant: tenant, Since: sp.Since, Until: sp.Until}, nil
+	return history.Tenant(tx, tenant, history.Query{Since: sp.Since, Until: sp.Until})
 }

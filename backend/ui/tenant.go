@@ -83,17 +83,17 @@ func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 		if p.History, err = h.history(tx, name); err != nil {
 			return err
 		}
-		p.tenantPictures = h.drawTenant(tx, name, sp)
+		slices.SortFunc(p.Machines, func(a, b schema.Machine) int {
+			return cmp.Or(strings.Compare(a.Spec.NodeGroup, b.Spec.NodeGroup), strings.Compare(a.Spec.Hostname, b.Spec.Hostname),
+				strings.Compare(a.Metadata.Name, b.Metadata.Name))
+		})
+		p.tenantPictures = h.drawTenant(tx, name, p.Machines, sp)
 		return nil
 	})
 	if err != nil {
 		return "", err
 	}
 	byName(p.Groups, func(g *schema.NodeGroup) string { return g.Metadata.Name })
-	slices.SortFunc(p.Machines, func(a, b schema.Machine) int {
-		return cmp.Or(strings.Compare(a.Spec.NodeGroup, b.Spec.NodeGroup), strings.Compare(a.Spec.Hostname, b.Spec.Hostname),
-			strings.Compare(a.Metadata.Name, b.Metadata.Name))
-	})
 	p.Stages = stagesOf(p.Machines)
 	p.Backups = h.backups(r, v, &p.T)
 	if v.Admin {
