@@ -179,7 +179,7 @@ func timeline(h schema.TenantHistory, sp span) template.HTML {
 	for i, m := range h.Machines {
 		y := float64(i * (bandH + bandGap))
 		fmt.Fprintf(&b, `<text class="band-name" x="%s" y="%s">%s</text>`, num(plotX-8), num(y+bandH-3), esc(m.Machine))
-		fmt.Fprintf(&b, `<g data-machine="%s">`, esc(m.Machine))
+		fmt.Fprintf(&b, `<g data-band="%s">`, esc(m.Machine))
 		band(&b, m, sp, y, plotX, plotW)
 		for _, mk := range h.Marks {
 			if mk.Kind == schema.MarkReboot && mk.Machine == m.Machine && inSpan(mk.At, sp) {

@@ -58,7 +58,7 @@ func TestPagesDrawHistory(t *testing.T) {
 	page := body(t, r.do("GET", "/tenants/shop", nil, ""), 200)
 	contains(t, "tenant page", page, `<section data-part="timeline" data-kinds="Tenant Machine" data-every="60">`,
 		`<svg class="history" viewBox="0 0 960 78" width="100%" role="img" data-chart="timeline">`,
-		`<g data-machine="shop-controlplane-0">`, `<g data-machine="shop-controlplane-1">`, `<g data-machine="shop-workers-0">`,
+		`<g data-band="shop-controlplane-0">`, `<g data-band="shop-controlplane-1">`, `<g data-band="shop-workers-0">`,
 		`<rect class="mark-rollout" `, `<rect class="mark-restore" `, `<title>08:09 UTC reboot of shop-controlplane-1</title>`,
 		`<svg class="avail" `, `fully available 96.2 % of the day`)
 	if part := body(t, r.do("GET", "/tenants/shop?part=timeline", nil, ""), 200); !strings.HasPrefix(strings.TrimSpace(part), `<section data-part="timeline"`) ||
@@ -69,9 +69,9 @@ func TestPagesDrawHistory(t *testing.T) {
 	page = body(t, r.do("GET", "/tenants/shop/machines/shop-controlplane-0", nil, ""), 200)
 	contains(t, "machine page", page, `<section data-part="gauges" data-kinds="Machine" data-every="60">`,
 		`<li data-gauge="load"><strong>load</strong><br><svg class="spark" `, `<li data-gauge="memory">`, `<li data-gauge="etcd DB size">`,
-		`<div class="note">load: 0.25 at 11:59 UTC, at most 1.50 at `, `<g data-machine="shop-controlplane-0">`)
+		`<div class="note">load: 0.25 at 11:59 UTC, at most 1.50 at `, `<g data-band="shop-controlplane-0">`)
 	page = body(t, r.do("GET", "/tenants/shop/machines/shop-workers-0", nil, ""), 200)
-	if strings.Contains(page, "data-gauge") || !strings.Contains(page, `<g data-machine="shop-workers-0">`) {
+	if strings.Contains(page, "data-gauge") || !strings.Contains(page, `<g data-band="shop-workers-0">`) {
 		t.Errorf("a worker without samples: want its band and no sparkline:\n%s", page)
 	}
 	page = body(t, r.do("GET", "/tenants/quiet/machines/quiet-controlplane-0", nil, ""), 200)
