@@ -96,5 +96,8 @@ func (r Recorder) Restoring(name string, rs *schema.RestoreStatus) (changed bool
 	if r.check {
 		return true, nil
 	}
+	if err := r.restoreHistory(name, old.Backup, rs); err != nil {
+		return false, err
+	}
 	return true, r.putTenant(name, t)
 }

@@ -68,6 +68,9 @@ func (r Recorder) TenantObserved(name string, o Observation) (changed bool, err 
 	st.Tenant.Rollout = o.Rollout.Status(machines)
 	if !sameJSON(st.Tenant, t.Status) {
 		changed = true
+		if err := r.tenantHistory(name, t.Status, st.Tenant); err != nil {
+			return false, err
+		}
 		t.Status = st.Tenant
 		if err := r.putObserved(schema.KindTenant, name, &t); err != nil {
 			return false, err
