@@ -297,12 +297,26 @@ func stretches(marks []schema.HistoryMark, sp span) []stretch {
 
 func inSpan(t time.Time, sp span) bool { return !t.Before(sp.Since) && !t.After(sp.Until) }
 
-// axis draws hour ticks under the bands: one every six hours of a day
-// (every hour for spans of six hours or less), labelled in UTC.
+// tickSteps are the steps the axis may take, the finest first.
+var tickSteps = []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute,
+	30 * time.Minute, time.Hour, 3 * time.Hour, 6 * time.Hour}
+
+// maxTicks is how many ticks the axis has at most.
+const maxTicks = 8
+
+// axis draws ticks under the bands, labelled in UTC: every six hours on
+// a day, finer on a shorter span, no more than maxTicks.
 func axis(b *strings.Builder, sp span, y, plotX, plotW float64) {
-	step := 6 * time.Hour
-	if sp.Until.Sub(sp.Since) <= 6*time.Hour {
-		step = time.Hour
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if sp.Until.Sub(sp.Since)/s < maxTicks {
+			step = s
+			break
+		}
+	}
+	layout := "15:04"
+	if step < time.Minute {
+		layout = "15:04:05"
 	}
 	fmt.Fprintf(b, `<path class="axis" d="M%s %s H%s"/>`, num(plotX), num(y), num(plotX+plotW))
 	for t := sp.Since.UTC().Truncate(step); !t.After(sp.Until); t = t.Add(step) {
@@ -311,8 +325,49 @@ func axis(b *strings.Builder, sp span, y, plotX, plotW float64) {
 		}
 		x := sp.x(t, plotX, plotW)
 		fmt.Fprintf(b, `<path class="axis" d="M%s %s v4"/><text class="tick" x="%s" y="%s">%s</text>`,
-			num(x), num(y), num(x), num(y+axisH-3), hhmm(t))
+			num(x), num(y), num(x), num(y+axisH-3), t.Format(layout))
 	}
+}
+
+// minSpan is the shortest span a chart shows.
+const minSpan = time.Minute
+
+// zoom narrows sp to start at the earliest of firsts (the first record
+// of each series a chart draws) when all of them fall inside it: a
+// history younger than the span fills the chart instead of a sliver at
+// its end. Zero times are left out; the span stays minSpan at least.
+func zoom(sp span, firsts ...time.Time) span {
+	var earliest time.Time
+	for _, t := range firsts {
+		if t.IsZero() {
+			continue
+		}
+		if !t.After(sp.Since) {
+			return sp
+		}
+		if earliest.IsZero() || t.Before(earliest) {
+			earliest = t
+		}
+	}
+	if earliest.IsZero() {
+		return sp
+	}
+	sp.Since = earlier(earliest, sp.Until.Add(-minSpan))
+	return sp
+}
+
+// length says how long sp is, in words: "24 h", "3 h 20 min", "45 s".
+func (s span) length() string {
+	d := s.Until.Sub(s.Since).Round(time.Second)
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return strconv.Itoa(int(d/time.Hour)) + " h"
+	case d >= time.Hour:
+		return fmt.Sprintf("%d h %d min", d/time.Hour, d%time.Hour/time.Minute)
+	case d >= time.Minute:
+		return strconv.Itoa(int(d/time.Minute)) + " min"
+	}
+	return strconv.Itoa(int(d/time.Second)) + " s"
 }
 
 // Size of the overview's availability bar.

@@ -191,3 +191,31 @@ func TestAvailabilityBar(t *testing.T) {
 		t.Errorf("a tenant without history: %+v", none)
 	}
 }
+
+// TestTimelineZoom: a history younger than the window fills the chart
+// (its first record at the left edge, ticks every 30 s), one that began
+// before the window keeps it, and the span never gets shorter than a
+// minute.
+func TestTimelineZoom(t *testing.T) {
+	start := testNow.Add(-3*time.Minute - 20*time.Second)
+	h := schema.TenantHistory{Tenant: "young", Machines: []schema.MachineTimeline{{Machine: "young-cp-0", Transitions: []schema.MachineTransition{
+		{At: start, Stage: schema.StageInstalling, Connected: true},
+		{At: start.Add(40 * time.Second), Stage: schema.StageReady, Ready: true, Connected: true, ConfigUpToDate: true}}}},
+		Marks: []schema.HistoryMark{{At: start.Add(time.Minute), Kind: schema.MarkRolloutStarted}, {At: start.Add(2 * time.Minute), Kind: schema.MarkRolloutFinished}}}
+	sp := zoom(day, start, start.Add(time.Minute))
+	if !sp.Since.Equal(start) || sp.length() != "3 min" {
+		t.Errorf("zoomed to %v (%s), want from %v", sp.Since, sp.length(), start)
+	}
+	svg := string(timeline(h, sp))
+	golden(t, "timeline-young.svg", svg)
+	contains(t, "young timeline", svg, `<rect class="stage-busy" x="220.0" y="0.0" width="147.2" `, `>11:57:00</text>`, `>11:59:30</text>`)
+	if got := zoom(day, start, testNow.Add(-25*time.Hour)); got != day {
+		t.Errorf("a history from before the window zoomed to %v", got)
+	}
+	if got := zoom(day, testNow.Add(-time.Second)); got.Until.Sub(got.Since) != time.Minute {
+		t.Errorf("a history of a second shows %v, want a minute", got.Until.Sub(got.Since))
+	}
+	if got := zoom(day); got != day || day.length() != "24 h" {
+		t.Errorf("no history: %v, %s", got, day.length())
+	}
+}

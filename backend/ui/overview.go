@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -123,7 +124,11 @@ func (h *handler) availabilities(rows []tenantRow, sp span) error {
 				h.log.Error("dashboard: tenant history", "tenant", rows[i].T.Metadata.Name, "err", err)
 				continue
 			}
-			rows[i].Avail = availabilityBar(hist.Availability, sp)
+			var firsts []time.Time
+			if len(hist.Availability) > 0 {
+				firsts = append(firsts, hist.Availability[0].At)
+			}
+			rows[i].Avail = availabilityBar(hist.Availability, zoom(sp, firsts...))
 		}
 		return nil
 	})

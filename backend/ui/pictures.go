@@ -24,6 +24,9 @@ type gaugeView struct {
 // machinePictures is what the machine page draws of a machine's last
 // day: its gauges (none without samples) and its band of stages.
 type machinePictures struct {
+	// Shown is how long a stretch the pictures show, in words: the
+	// window, or less for a machine whose history began within it.
+	Shown    string
 	Gauges   []gaugeView
 	Timeline template.HTML
 	// HistoryProblem says why the history could not be read.
@@ -32,7 +35,15 @@ type machinePictures struct {
 
 // drawMachine draws a machine's history over sp.
 func drawMachine(h schema.MachineHistory, sp span) machinePictures {
-	var p machinePictures
+	var firsts []time.Time
+	if len(h.Transitions) > 0 {
+		firsts = append(firsts, h.Transitions[0].At)
+	}
+	if len(h.Samples) > 0 {
+		firsts = append(firsts, h.Samples[0].At)
+	}
+	sp = zoom(sp, firsts...)
+	p := machinePictures{Shown: sp.length()}
 	if len(h.Samples) > 0 {
 		for _, g := range gauges(h) {
 			p.Gauges = append(p.Gauges, gaugeView{Name: g.Name, SVG: g.svg(sp), Summary: g.summary(sp.Until)})
@@ -47,6 +58,8 @@ func drawMachine(h schema.MachineHistory, sp span) machinePictures {
 
 // tenantPictures is what the tenant page draws of a tenant's last day.
 type tenantPictures struct {
+	// Shown is how long a stretch the pictures show, in words.
+	Shown    string
 	Timeline template.HTML
 	Avail    availability
 	// HistoryProblem says why the history could not be read.
@@ -63,12 +76,30 @@ func (h *handler) drawTenant(tx store.Tx, tenant string, machines []schema.Machi
 		return tenantPictures{HistoryProblem: "The tenant's history could not be read; the server log has the details."}
 	}
 	hist.Machines, hist.Marks = bands(hist, machines)
-	var p tenantPictures
+	sp = zoom(sp, firstRecords(hist)...)
+	p := tenantPictures{Shown: sp.length()}
 	if len(hist.Machines) > 0 {
 		p.Timeline = timeline(hist, sp)
 	}
 	p.Avail = availabilityBar(hist.Availability, sp)
 	return p
+}
+
+// firstRecords are the times of the first record of each series of h.
+func firstRecords(h schema.TenantHistory) []time.Time {
+	var out []time.Time
+	for _, m := range h.Machines {
+		if len(m.Transitions) > 0 {
+			out = append(out, m.Transitions[0].At)
+		}
+	}
+	if len(h.Availability) > 0 {
+		out = append(out, h.Availability[0].At)
+	}
+	if len(h.Marks) > 0 {
+		out = append(out, h.Marks[0].At)
+	}
+	return out
 }
 
 // bands orders a tenant's timelines as the machines (as the page lists

@@ -60,7 +60,7 @@ func TestPagesDrawHistory(t *testing.T) {
 		`<svg class="history" viewBox="0 0 960 78" width="100%" role="img" data-chart="timeline">`,
 		`<g data-band="shop-controlplane-0">`, `<g data-band="shop-controlplane-1">`, `<g data-band="shop-workers-0">`,
 		`<rect class="mark-rollout" `, `<rect class="mark-restore" `, `<title>08:09 UTC reboot of shop-controlplane-1</title>`,
-		`<svg class="avail" `, `fully available 96.2 % of the day`)
+		`<svg class="avail" `, `fully available 96.2 % of the last 24 h`)
 	if part := body(t, r.do("GET", "/tenants/shop?part=timeline", nil, ""), 200); !strings.HasPrefix(strings.TrimSpace(part), `<section data-part="timeline"`) ||
 		!strings.Contains(part, `data-chart="timeline"`) {
 		t.Errorf("the timeline part alone:\n%s", part)
