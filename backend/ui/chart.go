@@ -160,34 +160,44 @@ const (
 	axisH          = 18
 )
 
-// timeline draws a tenant's history over sp: one band per machine,
-// coloured by stage (faded while the server had no answer from it),
-// rollouts and restores as shaded stretches over every band, reboots as
-// ticks on their machine's band.
+// timeline draws a tenant's history over sp: a lane of rollouts and
+// restores on top, then one band per machine, coloured by stage (faded
+// while the server had no answer from it) with a tick at each reboot;
+// the edges of each rollout and restore run down across the bands.
 func timeline(h schema.TenantHistory, sp span) template.HTML {
 	plotX, plotW := float64(timelineLabelW), float64(timelineW-timelineLabelW-4)
-	height := len(h.Machines)*(bandH+bandGap) + axisH
+	lane := bandH + bandGap
+	bandsH := float64((len(h.Machines) + 1) * lane)
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="history" viewBox="0 0 %d %d" width="100%%" role="img" data-chart="timeline">`, timelineW, height)
+	fmt.Fprintf(&b, `<svg class="history" viewBox="0 0 %d %d" width="100%%" role="img" data-chart="timeline">`, timelineW, int(bandsH)+axisH)
 	fmt.Fprintf(&b, `<title>Machines of %s by stage, %s to %s UTC</title>`, esc(h.Tenant), clock(sp.Since, sp.Until), hhmm(sp.Until))
-	bandsH := float64(len(h.Machines) * (bandH + bandGap))
-	for _, st := range stretches(h.Marks, sp) {
-		x0, x1 := sp.x(st.from, plotX, plotW), sp.x(st.to, plotX, plotW)
-		fmt.Fprintf(&b, `<rect class="mark-%s" x="%s" y="0" width="%s" height="%s"><title>%s</title></rect>`,
-			st.kind, num(x0), num(max(x1-x0, 1)), num(bandsH), esc(st.title))
+	fmt.Fprintf(&b, `<text class="band-name" x="%s" y="%d">rollouts, restores</text>`, num(plotX-8), bandH-3)
+	fmt.Fprintf(&b, `<rect class="band-none" x="%s" y="0" width="%s" height="%d"/>`, num(plotX), num(plotW), bandH)
+	st := stretches(h.Marks, sp)
+	for _, s := range st {
+		x0, x1 := sp.x(s.from, plotX, plotW), sp.x(s.to, plotX, plotW)
+		fmt.Fprintf(&b, `<rect class="mark-%s" x="%s" y="0" width="%s" height="%d"><title>%s</title></rect>`,
+			s.kind, num(x0), num(max(x1-x0, 1)), bandH, esc(s.title))
 	}
 	for i, m := range h.Machines {
-		y := float64(i * (bandH + bandGap))
+		y := float64((i + 1) * lane)
 		fmt.Fprintf(&b, `<text class="band-name" x="%s" y="%s">%s</text>`, num(plotX-8), num(y+bandH-3), esc(m.Machine))
 		fmt.Fprintf(&b, `<g data-band="%s">`, esc(m.Machine))
 		band(&b, m, sp, y, plotX, plotW)
 		for _, mk := range h.Marks {
 			if mk.Kind == schema.MarkReboot && mk.Machine == m.Machine && inSpan(mk.At, sp) {
 				x := sp.x(mk.At, plotX, plotW)
-				fmt.Fprintf(&b, `<path class="mark-reboot" d="M%s %s v%d"><title>%s</title></path>`, num(x), num(max(y-2, 0)), bandH+4, esc(markTitle(mk, sp.Until)))
+				fmt.Fprintf(&b, `<path class="mark-reboot" d="M%s %s v%d"><title>%s</title></path>`, num(x), num(y-2), bandH+4, esc(markTitle(mk, sp.Until)))
 			}
 		}
 		b.WriteString(`</g>`)
+	}
+	for _, s := range st {
+		for _, t := range []time.Time{s.from, s.to} {
+			if t.After(sp.Since) && t.Before(sp.Until) {
+				fmt.Fprintf(&b, `<path class="edge-%s" d="M%s 0 V%s"/>`, s.kind, num(sp.x(t, plotX, plotW)), num(bandsH-bandGap))
+			}
+		}
 	}
 	axis(&b, sp, bandsH, plotX, plotW)
 	b.WriteString(`</svg>`)
@@ -298,7 +308,7 @@ func stretches(marks []schema.HistoryMark, sp span) []stretch {
 func inSpan(t time.Time, sp span) bool { return !t.Before(sp.Since) && !t.After(sp.Until) }
 
 // tickSteps are the steps the axis may take, the finest first.
-var tickSteps = []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute,
+var tickSteps = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute,
 	30 * time.Minute, time.Hour, 3 * time.Hour, 6 * time.Hour}
 
 // maxTicks is how many ticks the axis has at most.
@@ -330,7 +340,7 @@ func axis(b *strings.Builder, sp span, y, plotX, plotW float64) {
 }
 
 // minSpan is the shortest span a chart shows.
-const minSpan = time.Minute
+const minSpan = 10 * time.Second
 
 // zoom narrows sp to start at the earliest of firsts (the first record
 // of each series a chart draws) when all of them fall inside it: a

@@ -158,7 +158,7 @@ func TestTimeline(t *testing.T) {
 	svg := string(timeline(h, day))
 	golden(t, "timeline.svg", svg)
 	contains(t, "timeline", svg,
-		`<text class="band-name" x="212.0" y="11.0">shop-controlplane-0</text>`,
+		`<text class="band-name" x="212.0" y="31.0">shop-controlplane-0</text>`,
 		`<rect class="mark-rollout" `, `<title>08:00 UTC rollout started: Talos 1.12.6 to 1.13.0; 08:20 UTC rollout finished</title>`,
 		`<rect class="mark-restore" `, `<title>11:30 UTC restore started: from 20261130T110000Z; under way</title>`,
 		`<title>08:02 UTC reboot of shop-controlplane-0</title>`,
@@ -170,7 +170,7 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("%d reboot ticks, want 3", n)
 	}
 	// The first band starts at the span's start: its state from before it.
-	if !strings.Contains(svg, `<rect class="stage-ready" x="220.0" y="0.0" `) {
+	if !strings.Contains(svg, `<rect class="stage-ready" x="220.0" y="20.0" `) {
 		t.Errorf("the first machine's band does not start at the span's start:\n%s", svg)
 	}
 }
@@ -194,8 +194,8 @@ func TestAvailabilityBar(t *testing.T) {
 
 // TestTimelineZoom: a history younger than the window fills the chart
 // (its first record at the left edge, ticks every 30 s), one that began
-// before the window keeps it, and the span never gets shorter than a
-// minute.
+// before the window keeps it, and the span never gets shorter than
+// minSpan.
 func TestTimelineZoom(t *testing.T) {
 	start := testNow.Add(-3*time.Minute - 20*time.Second)
 	h := schema.TenantHistory{Tenant: "young", Machines: []schema.MachineTimeline{{Machine: "young-cp-0", Transitions: []schema.MachineTransition{
@@ -208,12 +208,12 @@ func TestTimelineZoom(t *testing.T) {
 	}
 	svg := string(timeline(h, sp))
 	golden(t, "timeline-young.svg", svg)
-	contains(t, "young timeline", svg, `<rect class="stage-busy" x="220.0" y="0.0" width="147.2" `, `>11:57:00</text>`, `>11:59:30</text>`)
+	contains(t, "young timeline", svg, `<rect class="stage-busy" x="220.0" y="20.0" width="147.2" `, `>11:57:00</text>`, `>11:59:30</text>`)
 	if got := zoom(day, start, testNow.Add(-25*time.Hour)); got != day {
 		t.Errorf("a history from before the window zoomed to %v", got)
 	}
-	if got := zoom(day, testNow.Add(-time.Second)); got.Until.Sub(got.Since) != time.Minute {
-		t.Errorf("a history of a second shows %v, want a minute", got.Until.Sub(got.Since))
+	if got := zoom(day, testNow.Add(-time.Second)); got.Until.Sub(got.Since) != minSpan {
+		t.Errorf("a history of a second shows %v, want %v", got.Until.Sub(got.Since), minSpan)
 	}
 	if got := zoom(day); got != day || day.length() != "24 h" {
 		t.Errorf("no history: %v, %s", got, day.length())

@@ -57,7 +57,7 @@ func TestPagesDrawHistory(t *testing.T) {
 
 	page := body(t, r.do("GET", "/tenants/shop", nil, ""), 200)
 	contains(t, "tenant page", page, `<section data-part="timeline" data-kinds="Tenant Machine" data-every="60">`,
-		`<svg class="history" viewBox="0 0 960 78" width="100%" role="img" data-chart="timeline">`,
+		`<svg class="history" viewBox="0 0 960 98" width="100%" role="img" data-chart="timeline">`,
 		`<g data-band="shop-controlplane-0">`, `<g data-band="shop-controlplane-1">`, `<g data-band="shop-workers-0">`,
 		`<rect class="mark-rollout" `, `<rect class="mark-restore" `, `<title>08:09 UTC reboot of shop-controlplane-1</title>`,
 		`<svg class="avail" `, `fully available 96.2 % of the last 24 h`)
