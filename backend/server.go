@@ -230,6 +230,7 @@ func (s *Server) routes() {
 	s.Handle(StatePrefix, s.state)
 	s.Handle(VersionsPrefix, s.state)
 	s.api = newResourceAPI(s.store, s.hub, s.cfg.WatchHeartbeat, s.log, s.cfg.Origin, s.cfg.Version)
+	s.api.routeHistory()
 	s.Handle(APIPrefix, s.api)
 	s.serveBackups()
 	if b, ok := s.store.(store.Backuper); ok {

@@ -24,7 +24,8 @@ func (w window) overlaps(start time.Time, span time.Duration) bool {
 // Machine returns machine's history of tenant within q: its transitions
 // (the first, when one is known from before q.Since, is the state it was
 // in at q.Since, with the time it entered it) and its samples, resampled
-// to q.Step when set. It returns an error wrapping store.ErrNotFound when
+// to q.Step when set: the first step may start before q.Since and holds
+// only the samples within it. It returns an error wrapping store.ErrNotFound when
 // the machine has no history at all.
 func Machine(tx store.Tx, tenant, machine string, q Query) (schema.MachineHistory, error) {
 	h := schema.MachineHistory{Tenant: tenant, Machine: machine, Since: q.Since.UTC(), Until: q.Until.UTC(),
@@ -69,14 +70,18 @@ func Machine(tx store.Tx, tenant, machine string, q Query) (schema.MachineHistor
 		return h, fmt.Errorf("history of %s/%s: %w", tenant, machine, store.ErrNotFound)
 	}
 	h.Transitions = append(h.Transitions, ts...)
-	if q.Step > 0 {
-		step = max(q.Step.Truncate(time.Minute), time.Minute)
-		samples = bucketed(samples, step)
-	}
+	var in []agg
 	for _, a := range sortedAggs(samples) {
 		if w.has(a.s.At) {
-			h.Samples = append(h.Samples, a.s)
+			in = append(in, a)
 		}
+	}
+	if q.Step > 0 {
+		step = max(q.Step.Truncate(time.Minute), time.Minute)
+		in = bucketed(in, step)
+	}
+	for _, a := range in {
+		h.Samples = append(h.Samples, a.s)
 	}
 	h.Step = int64(step / time.Second)
 	return h, nil
@@ -223,6 +228,9 @@ func windowed[T any](tx store.Tx, tenant, prefix string, w window, lead bool,
 			return nil, known, err
 		}
 		before = items[max(len(items)-1, 0):]
+	}
+	if len(before) == 0 {
+		return out, known, nil
 	}
 	return append(before, out...), known, nil
 }

@@ -306,8 +306,11 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 			}
 		}
 		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
-			AfterFirstPass: p.startup.observedOnce})
+			AfterFirstPass: p.startup.observedOnce, Watch: p.f.history.talosWatch,
+			OnSamples:      reconciler.HistorySamples(p.m.Server.Store(), p.now, p.log.With("component", "history")),
+			SampleInterval: p.f.history.sampleInterval})
 	})
+	goRun(func() { p.runHistory(ctx) })
 	if mapped, ok := p.m.Server.Store().(*bolt.Store); ok {
 		goRun(func() { releaseMemory(ctx, mapped, p.startup.done, mappedRelease, p.log) })
 	}

@@ -92,6 +92,7 @@ type serveFlags struct {
 
 	talos   talosFlags
 	backups backupFlags
+	history historyFlags
 }
 
 // talosFlags configure the Talos plane and the simulated nodes.
@@ -215,6 +216,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.DurationVar(&f.talos.probeTTL, "probe-ttl", 15*time.Second, "how often each machine is asked for its status over the Talos API, at most")
 	fs.IntVar(&f.talos.probeConcurrency, "probe-concurrency", 32, "machines probed at the same time")
 	fs.DurationVar(&f.talos.probeTimeout, "probe-timeout", 3*time.Second, "how long a probe waits for a machine; one that does not answer is shown as not connected")
+	addHistoryFlags(fs, &f.history)
 	fs.StringVar(&f.talos.simTimings, "sim-timings", "", "stage durations of the simulated nodes (--sim-cloud), e.g. boot=200ms,reboot=400ms,upgrade=300ms,fallback=2s (also install, reset, log); default: the nodes' own")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -248,6 +250,9 @@ func serverConfig(f *serveFlags, log *slog.Logger) (backend.Config, error) {
 	}
 	if f.bodyMemory < 0 {
 		return backend.Config{}, fmt.Errorf("--body-memory %d: want a positive size, or 0 for the default", f.bodyMemory)
+	}
+	if _, err := f.history.options(); err != nil {
+		return backend.Config{}, err
 	}
 	return backend.Config{
 		DataDir:         f.data,

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -89,20 +88,25 @@ const simCreateDelay = "REZUSSIM_CREATE_DELAY"
 
 // openStackNodes boots every server the simulated OpenStack creates as a
 // simulated Talos node of nodes, on the server's fixed IP with the user
-// data it was created with, and removes the node when the server is
-// deleted. Servers restored at a restart need nothing: the host restores
-// their nodes from its disks.
+// data it was created with and the sizes of its flavor, and removes the
+// node when the server is deleted. Servers restored at a restart need
+// nothing: the host restores their nodes from its disks.
 func openStackNodes(nodes *talosnode.Host, log *slog.Logger) openstack.Hook {
-	return openstack.HookFunc(func(ev openstack.Event, id string, addr netip.Addr, userData []byte) {
+	return openstack.ServerHookFunc(func(ev openstack.Event, s openstack.Server) {
 		var err error
 		switch ev {
 		case openstack.ServerCreated:
-			err = nodes.BootMachine(talosnode.Machine{ID: id, Address: addr.String(), Platform: "openstack", UserData: userData})
+			m := talosnode.Machine{ID: s.ID, Address: s.Addr.String(), Platform: "openstack", UserData: s.UserData}
+			if f := s.Flavor; f.VCPUs > 0 && f.RAMMiB > 0 {
+				hw := talosnode.VMHardware(f.VCPUs, f.RAMMiB, f.DiskGiB)
+				m.Hardware = &hw
+			}
+			err = nodes.BootMachine(m)
 		case openstack.ServerDeleted:
-			err = nodes.Remove(id)
+			err = nodes.Remove(s.ID)
 		}
 		if err != nil {
-			log.Warn("simulated OpenStack server as a Talos node", "server", id, "event", ev.String(), "err", err)
+			log.Warn("simulated OpenStack server as a Talos node", "server", s.ID, "event", ev.String(), "err", err)
 		}
 	})
 }

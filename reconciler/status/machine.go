@@ -32,18 +32,28 @@ type Probe struct {
 	// Address is where the machine was reached ("" keeps the stored
 	// addresses).
 	Address string
+	// Hardware, Network and Schematic are the machine's inventory as last
+	// read; nil keeps the stored one (a machine that did not answer, or
+	// whose inventory was not read).
+	Hardware  *schema.MachineHardware
+	Network   *schema.MachineNetwork
+	Schematic *schema.MachineSchematic
+	// Maintenance: the machine runs Talos's maintenance mode.
+	Maintenance bool
 }
 
 // Machine is a machine's status after a probe p, from its status prev:
 // what the machine said, or, when it did not answer, the last stage it was
 // seen in (ready no more, its services and etcd membership unknown) with
-// connected false, the error and the last time it answered.
+// connected false, the error and the last time it answered. The
+// inventory is the probe's where it has one, else the last read.
 func Machine(prev schema.MachineStatus, p Probe) schema.MachineStatus {
 	s := prev
 	s.Connected, s.LastError, s.Message = p.Connected, p.Error, ""
 	if p.Address != "" {
 		s.Addresses = []string{p.Address}
 	}
+	inventory(&s, p)
 	if !p.Connected {
 		s.Ready, s.Services, s.Etcd = false, nil, nil
 		if p.LastAnswered.After(s.LastSeen) {
@@ -67,6 +77,21 @@ func Machine(prev schema.MachineStatus, p Probe) schema.MachineStatus {
 	s.LastSeen = p.At
 	nodeVerdict(&s, p.At)
 	return s
+}
+
+// inventory copies what p read of the machine's inventory into s, and
+// whether it waits in maintenance mode.
+func inventory(s *schema.MachineStatus, p Probe) {
+	if p.Hardware != nil {
+		s.Hardware = p.Hardware
+	}
+	if p.Network != nil {
+		s.Network = p.Network
+	}
+	if p.Schematic != nil {
+		s.Schematic = p.Schematic
+	}
+	s.Maintenance = p.Maintenance || p.Stage == schema.StageMaintenance
 }
 
 // NodeNotReadyGrace is how long a machine that Talos shows ready may have

@@ -38,6 +38,6 @@ func (p *Pool) withMaintenance(ctx context.Context, o Observation, address strin
 	if o.Connected || !isHandshake(o.Error) || !p.InMaintenance(ctx, address) {
 		return o
 	}
-	o.TalosStage, o.Stage = "maintenance", schema.StageMaintenance
+	o.TalosStage, o.Stage, o.Maintenance = "maintenance", schema.StageMaintenance, true
 	return o
 }

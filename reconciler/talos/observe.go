@@ -57,6 +57,13 @@ type Observation struct {
 	// LastAnswered is when the machine last answered one of the
 	// prober's probes: At when Connected, zero when it never did.
 	LastAnswered time.Time `json:"lastAnswered,omitzero"`
+	// Hardware, Network and Schematic are the machine's inventory; nil
+	// when it was not read this time (see Prober) or is not served.
+	Hardware  *schema.MachineHardware  `json:"hardware,omitempty"`
+	Network   *schema.MachineNetwork   `json:"network,omitempty"`
+	Schematic *schema.MachineSchematic `json:"schematic,omitempty"`
+	// Maintenance: the machine waits in maintenance mode for its config.
+	Maintenance bool `json:"maintenance,omitempty"`
 }
 
 // Busy reports whether the machine is between stages: booting,
@@ -94,11 +101,11 @@ func StageOf(s runtime.MachineStage, ready bool) schema.MachineStage {
 }
 
 // observe asks a machine through c: Version, MachineStatus and the running
-// MachineConfig over COSI, ServiceList, and for control planes
-// EtcdMemberList. The first call that fails for want of a connection ends
-// the observation as not connected; other refusals are noted in Error
-// (EtcdMemberList's in Etcd).
-func observe(ctx context.Context, c *client.Client, m Machine, now time.Time) Observation {
+// MachineConfig over COSI, ServiceList, for control planes
+// EtcdMemberList, and the parts of its inventory in parts. The first call
+// that fails for want of a connection ends the observation as not
+// connected; other refusals are noted in Error (EtcdMemberList's in Etcd).
+func observe(ctx context.Context, c *client.Client, m Machine, now time.Time, parts inventoryPart) Observation {
 	o := Observation{Machine: m.ID, At: now}
 	v, err := c.Version(ctx)
 	if err != nil {
@@ -106,32 +113,45 @@ func observe(ctx context.Context, c *client.Client, m Machine, now time.Time) Ob
 		return o
 	}
 	o.Connected = true
+	var arch string
 	if msg := v.GetMessages(); len(msg) > 0 {
 		o.Hostname = msg[0].GetMetadata().GetHostname()
 		o.TalosVersion = msg[0].GetVersion().GetTag()
+		arch = msg[0].GetVersion().GetArch()
 	}
 	var errs []string
-	if ms, err := safe.StateGet[*runtime.MachineStatus](ctx, c.COSI, runtime.NewMachineStatus().Metadata()); err != nil {
-		errs = append(errs, callError("MachineStatus", err))
-	} else {
-		spec := ms.TypedSpec()
-		o.TalosStage, o.Ready = spec.Stage.String(), spec.Status.Ready
-		o.Stage = StageOf(spec.Stage, spec.Status.Ready)
-		for _, u := range spec.Status.UnmetConditions {
-			o.Unmet = append(o.Unmet, u.Name+": "+u.Reason)
+	for _, err := range []error{o.readMachineStatus(ctx, c), o.readConfig(ctx, c), o.readServices(ctx, c)} {
+		if err != nil {
+			errs = append(errs, err.Error())
 		}
-	}
-	if err := o.readConfig(ctx, c); err != nil {
-		errs = append(errs, err.Error())
-	}
-	if err := o.readServices(ctx, c); err != nil {
-		errs = append(errs, err.Error())
 	}
 	if m.ControlPlane {
 		o.Etcd = membership(etcdMembers(ctx, c), o.Hostname)
 	}
+	if parts != 0 {
+		if err := o.readInventory(ctx, c, arch, parts); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
 	o.Error = strings.Join(errs, "; ")
 	return o
+}
+
+// readMachineStatus fills the stage, readiness and unmet conditions.
+func (o *Observation) readMachineStatus(ctx context.Context, c *client.Client) error {
+	ms, err := safe.StateGet[*runtime.MachineStatus](ctx, c.COSI, runtime.NewMachineStatus().Metadata())
+	if err != nil {
+		return errors.New(callError("MachineStatus", err))
+	}
+	spec := ms.TypedSpec()
+	o.TalosStage, o.Ready = spec.Stage.String(), spec.Status.Ready
+	o.Stage = StageOf(spec.Stage, spec.Status.Ready)
+	o.Maintenance = spec.Stage == runtime.MachineStageMaintenance
+	o.Unmet = nil
+	for _, u := range spec.Status.UnmetConditions {
+		o.Unmet = append(o.Unmet, u.Name+": "+u.Reason)
+	}
+	return nil
 }
 
 // readConfig fills the running config's hash and Kubernetes version.

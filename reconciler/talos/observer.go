@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // ObserverOptions configure Plane.RunObserver.
@@ -25,6 +26,18 @@ type ObserverOptions struct {
 	// KubernetesInterval is how often each tenant's Kubernetes API is
 	// looked at (Nodes, /readyz); default DefaultKubernetesInterval.
 	KubernetesInterval time.Duration
+	// Watch makes the observer follow every machine with a COSI watch
+	// (watch.go) instead of probing it once per probe TTL: a change
+	// reaches the store at once, and a machine is probed only while its
+	// watch is broken. Off, machines are probed as before.
+	Watch bool
+	// OnSamples, when set, is given every SampleInterval the gauges of
+	// the watched machines that answered (sampler.go), by tenant and
+	// machine. It must not block for long.
+	OnSamples func(samples map[string]map[string]schema.MachineSample)
+	// SampleInterval is how often the gauges are sampled; default
+	// DefaultSampleInterval.
+	SampleInterval time.Duration
 }
 
 // RunObserver keeps the status of machines, node groups and tenants in
@@ -44,6 +57,13 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 	}
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
+	if opts.Watch {
+		defer pl.watches.stop()
+	}
+	if opts.OnSamples != nil {
+		stop := pl.startSampler(ctx, opts)
+		defer stop()
+	}
 	for first := true; ; first = false {
 		if err := pl.observeOnce(ctx, opts); err != nil && ctx.Err() == nil {
 			pl.log.Debug("observe machines", "err", err)
@@ -76,6 +96,13 @@ func (pl *Plane) observeOnce(ctx context.Context, opts ObserverOptions) error {
 			bundles[tenant] = b
 		}
 		return b
+	}
+	if opts.Watch {
+		byTenant, err := pl.storedMachines()
+		if err != nil {
+			return err
+		}
+		pl.watches.sync(ctx, byTenant, bundle)
 	}
 	obs, err := pl.ObserveMachines(ctx, bundle)
 	if err != nil {

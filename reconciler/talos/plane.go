@@ -81,6 +81,7 @@ type Plane struct {
 
 	machines *machineList // what the observer's passes read of the Machines
 	kube     *kubeWatch   // what the observer knows of the tenants' Kubernetes APIs
+	watches  *watchSet    // the machines' watches, while the observer watches
 }
 
 // New returns a plane.
@@ -114,6 +115,7 @@ func New(opts Options) (*Plane, error) {
 	}
 	pl := &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger,
 		lastProgress: map[string]status.Rollout{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}, kube: newKubeWatch()}
+	pl.watches = newWatchSet(pl)
 	opts.Store.OnCommit(pl.machines.follow)
 	return pl, nil
 }

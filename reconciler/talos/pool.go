@@ -15,6 +15,7 @@ import (
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/keepalive"
 
 	rtalos "github.com/rezuscloud/rezuscloud/render/talos"
 )
@@ -123,6 +124,27 @@ var connectParams = grpc.ConnectParams{
 	MinConnectTimeout: 5 * time.Second,
 }
 
+// sharedDialOptions are the gRPC options of the shared clients, which a
+// watch keeps open for as long as it watches (watch.go), so that each
+// costs little while idle:
+//
+//   - read and write buffers of 8 KiB instead of 32 KiB, the write buffer
+//     shared (taken from a pool while writing, none held while idle): the
+//     COSI events and probe answers of a machine are a few KiB;
+//   - a keepalive ping after 6 idle minutes, which finds a machine that
+//     vanished without closing its connections (a powered-off VM) while
+//     it is only watched. gRPC servers refuse pings more often than every
+//     5 minutes by default (keepalive.EnforcementPolicy), the simulated
+//     nodes' among them, and close the connection of a client that sends
+//     them.
+var sharedDialOptions = []grpc.DialOption{
+	grpc.WithConnectParams(connectParams),
+	grpc.WithReadBufferSize(8 << 10),
+	grpc.WithWriteBufferSize(8 << 10),
+	grpc.WithSharedWriteBuffer(true),
+	grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 6 * time.Minute, Timeout: 20 * time.Second}),
+}
+
 // ErrPoolClosed is returned by a closed pool.
 var ErrPoolClosed = errors.New("talos client pool: closed")
 
@@ -144,7 +166,7 @@ func (p *Pool) Client(tenant string, bundle []byte, address string) (*client.Cli
 		if err != nil {
 			return nil, nil, err
 		}
-		c, err := dial(address, client.WithConfig(cfg), client.WithGRPCDialOptions(grpc.WithConnectParams(connectParams)))
+		c, err := dial(address, client.WithConfig(cfg), client.WithGRPCDialOptions(sharedDialOptions...))
 		if err != nil {
 			return nil, nil, fmt.Errorf("talos client of %s: %w", address, err)
 		}

@@ -2,9 +2,12 @@ package talos
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
 )
 
 // ProberOptions configure a Prober. Zero fields take the defaults.
@@ -42,6 +45,9 @@ type probeEntry struct {
 	have     bool
 	answered time.Time     // when the machine last answered a probe
 	inFlight chan struct{} // closed when the probe in flight is done
+	// watched: a watch follows the machine (watch.go) and keeps obs
+	// current, so that obs stands whatever its age.
+	watched bool
 }
 
 // NewProber returns a prober that dials through pool.
@@ -100,7 +106,7 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 			e = &probeEntry{}
 			p.entries[m.ID] = e
 		}
-		if !fresh && e.have && p.opts.Now().Sub(e.obs.At) < p.opts.TTL {
+		if !fresh && e.have && (e.watched || p.opts.Now().Sub(e.obs.At) < p.opts.TTL) {
 			obs := e.obs
 			p.mu.Unlock()
 			return obs
@@ -117,17 +123,12 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 		}
 		done := make(chan struct{})
 		e.inFlight = done
+		prev, have := e.obs, e.have
 		p.mu.Unlock()
 
-		obs := p.probe(ctx, tenant, bundle, m)
+		obs := p.probe(ctx, tenant, bundle, m, prev, have)
 		p.mu.Lock()
-		if obs.Connected {
-			e.answered = obs.At
-		}
-		obs.LastAnswered = e.answered
-		if ctx.Err() == nil {
-			e.obs, e.have = obs, true
-		}
+		obs = p.keepLocked(e, obs, ctx.Err() == nil)
 		e.inFlight = nil
 		close(done)
 		p.mu.Unlock()
@@ -135,8 +136,98 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 	}
 }
 
+// keepLocked makes obs the standing observation of e when stand is set,
+// noting when the machine answered. Called with p.mu held.
+func (p *Prober) keepLocked(e *probeEntry, obs Observation, stand bool) Observation {
+	if obs.Connected {
+		e.answered = obs.At
+	}
+	obs.LastAnswered = e.answered
+	if stand {
+		e.obs, e.have = obs, true
+	}
+	return obs
+}
+
+// keep makes obs, which a watch of the machine made, its standing
+// observation, and returns it as kept.
+func (p *Prober) keep(obs Observation) Observation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[obs.Machine]
+	if e == nil {
+		e = &probeEntry{}
+		p.entries[obs.Machine] = e
+	}
+	return p.keepLocked(e, obs, true)
+}
+
+// setWatched says whether a watch keeps the machine's standing
+// observation current; while it does, Observe probes it no more.
+func (p *Prober) setWatched(id string, watched bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[id]
+	if e == nil {
+		e = &probeEntry{}
+		p.entries[id] = e
+	}
+	e.watched = watched
+}
+
+// inventoryParts returns the parts of a machine's inventory a probe
+// reads: all of them when the machine was not connected at its last
+// observation (it connects now: a new boot may have new hardware), none
+// when the last observation has them.
+func inventoryParts(prev Observation, have bool) inventoryPart {
+	if !have || !prev.Connected || prev.Hardware == nil && prev.Network == nil && prev.Schematic == nil {
+		return allInventory
+	}
+	return 0
+}
+
+// withInventory carries the inventory of prev over into o when o read
+// none of it, and reads it again when the machine changed its stage
+// since prev (it rebooted, upgraded or was installed).
+func withInventory(ctx context.Context, c *client.Client, o, prev Observation, parts inventoryPart) Observation {
+	if !o.Connected || parts != 0 {
+		return o
+	}
+	if o.TalosStage != prev.TalosStage {
+		if err := o.readInventory(ctx, c, prev.archOf(), allInventory); err != nil {
+			o.Error = strings.TrimPrefix(o.Error+"; "+err.Error(), "; ")
+		}
+	}
+	return carryInventory(o, prev)
+}
+
+// carryInventory fills the parts of the inventory o has not from prev.
+func carryInventory(o, prev Observation) Observation {
+	if o.Hardware == nil {
+		o.Hardware = prev.Hardware
+	}
+	if o.Network == nil {
+		o.Network = prev.Network
+	}
+	if o.Schematic == nil {
+		o.Schematic = prev.Schematic
+	}
+	return o
+}
+
+// archOf is the architecture o read with its hardware, "" without.
+func (o Observation) archOf() string {
+	if o.Hardware == nil {
+		return ""
+	}
+	return o.Hardware.Arch
+}
+
 // probe makes one probe, within the concurrency bound and the timeout.
-func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Machine) Observation {
+// The inventory is read when the machine connects or changed its stage
+// since prev, the standing observation (have: there is one), and carried
+// over from prev otherwise: never on a timer.
+func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool) Observation {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -151,7 +242,8 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 		return Observation{Machine: m.ID, At: p.opts.Now(), Error: err.Error()}
 	}
 	defer release()
-	obs := observe(ctx, c, m, p.opts.Now())
+	parts := inventoryParts(prev, have)
+	obs := withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts), prev, parts)
 	if !obs.Connected && ctx.Err() == nil {
 		p.pool.Drop(tenant, bundle, m.Address)
 		obs = p.pool.withMaintenance(ctx, obs, m.Address)

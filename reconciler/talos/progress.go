@@ -65,10 +65,7 @@ func (pl *Plane) reportWaiting(rec *RolloutRecord, o *Observation, waiting strin
 		if pl.opts.OnProgress != nil {
 			pl.opts.OnProgress(p)
 		}
-		select { // the observer writes the new progress into status
-		case pl.kick <- struct{}{}:
-		default:
-		}
+		pl.wake() // the observer writes the new progress into status
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 func (o Observation) probe(m Machine, configSHA256 string) status.Probe {
 	return status.Probe{At: o.At, Connected: o.Connected, Error: o.Error, LastAnswered: o.LastAnswered,
 		Stage: o.Stage, Ready: o.Ready, TalosVersion: o.TalosVersion, KubernetesVersion: o.KubernetesVersion,
-		ConfigSHA256: o.ConfigSHA256, Want: configSHA256, Services: o.Services, Etcd: o.Etcd, Address: m.Address}
+		ConfigSHA256: o.ConfigSHA256, Want: configSHA256, Services: o.Services, Etcd: o.Etcd, Address: m.Address,
+		Hardware: o.Hardware, Network: o.Network, Schematic: o.Schematic, Maintenance: o.Maintenance}
 }
 
 // Observed is one machine's observation as the store's Machine has it.

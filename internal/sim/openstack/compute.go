@@ -182,8 +182,8 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, map[string]any{"badRequest": map[string]any{"code": status, "message": err.Error()}})
 		return
 	}
-	if s.Booted && c.opts.Hook != nil {
-		c.opts.Hook.OnServer(ServerCreated, s.ID, s.addr, userData)
+	if s.Booted {
+		c.tell(ServerCreated, s.ID, s.addr, userData, s.FlavorID)
 	}
 	groups := []any{}
 	for _, g := range s.SecurityGroups {
@@ -385,8 +385,8 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, id string) {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{})
 		return
 	}
-	if s.Booted && c.opts.Hook != nil {
-		c.opts.Hook.OnServer(ServerDeleted, id, addr, nil)
+	if s.Booted {
+		c.tell(ServerDeleted, id, addr, nil, "")
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

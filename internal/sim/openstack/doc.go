@@ -20,7 +20,7 @@
 //     process, by dropping a faults.json into its directory.
 //
 // A Hook hears of every server that boots and of every server deleted, with
-// the user data it was created with, so that a machine simulation can boot
-// it. The package holds no real credentials: the ones it checks are those it
+// the user data it was created with (and, for a ServerHook, its flavor),
+// so that a machine simulation can boot it. The package holds no real credentials: the ones it checks are those it
 // was configured with. It must not import anything else of the project.
 package openstack

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -234,5 +236,35 @@ func TestOpenRefusesNonLoopback(t *testing.T) {
 	defer c.Close()
 	if err := c.Serve("0.0.0.0:0"); err == nil {
 		t.Error("Serve on 0.0.0.0 accepted")
+	}
+}
+
+// TestServerHookHearsTheFlavor: a ServerHook hears the flavor of a
+// server that boots and of one restored at a restart, so that the
+// machine it boots as is sized like it; a deleted one has none.
+func TestServerHookHearsTheFlavor(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var got []string
+	hook := ServerHookFunc(func(ev Event, s Server) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("%s %s %d/%d/%d", ev, s.Flavor.Name, s.Flavor.VCPUs, s.Flavor.RAMMiB, s.Flavor.DiskGiB))
+	})
+	c, cl := newCloud(t, dir, hook)
+	code, id := cl.createServer("n0", "machine: {}\n")
+	if code != http.StatusAccepted {
+		t.Fatalf("create: %d", code)
+	}
+	c.Close()
+	c, cl = newCloud(t, dir, hook)
+	if code, _, _ := cl.do("DELETE", "/compute/v2.1/servers/"+id, ""); code != http.StatusNoContent {
+		t.Fatalf("delete: %d", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"created m1.small 2/4096/20", "restored m1.small 2/4096/20", "deleted  0/0/0"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("hook heard %q, want %q", got, want)
 	}
 }

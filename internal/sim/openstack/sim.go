@@ -95,6 +95,47 @@ func (f HookFunc) OnServer(ev Event, id string, addr netip.Addr, userData []byte
 	f(ev, id, addr, userData)
 }
 
+// Server is a server as a ServerHook hears of it: a Hook's arguments and
+// the server's flavor (zero for a deleted server).
+type Server struct {
+	ID       string
+	Addr     netip.Addr
+	UserData []byte
+	Flavor   Flavor
+}
+
+// ServerHook is a Hook that wants the whole server: the cloud calls
+// OnServerEvent instead of OnServer on a Hook that implements it.
+type ServerHook interface {
+	OnServerEvent(ev Event, s Server)
+}
+
+// ServerHookFunc adapts a function to Hook and ServerHook.
+type ServerHookFunc func(ev Event, s Server)
+
+// OnServer implements Hook.
+func (f ServerHookFunc) OnServer(ev Event, id string, addr netip.Addr, userData []byte) {
+	f(ev, Server{ID: id, Addr: addr, UserData: userData})
+}
+
+// OnServerEvent implements ServerHook.
+func (f ServerHookFunc) OnServerEvent(ev Event, s Server) { f(ev, s) }
+
+// tell tells the hook, if any, what happened to a server of a flavor.
+func (c *Cloud) tell(ev Event, id string, addr netip.Addr, userData []byte, flavorID string) {
+	switch hook := c.opts.Hook.(type) {
+	case nil:
+	case ServerHook:
+		s := Server{ID: id, Addr: addr, UserData: userData}
+		if f := c.catalog.flavor(flavorID); f != nil {
+			s.Flavor = *f
+		}
+		hook.OnServerEvent(ev, s)
+	default:
+		hook.OnServer(ev, id, addr, userData)
+	}
+}
+
 // Request is one journaled API request.
 type Request struct {
 	Method string
@@ -165,11 +206,9 @@ func Open(opts Options) (*Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulated OpenStack: journal: %w", err)
 	}
-	if opts.Hook != nil {
-		for _, s := range st.sortedServers() {
-			if s.Booted {
-				opts.Hook.OnServer(ServerRestored, s.ID, s.address(), nil)
-			}
+	for _, s := range st.sortedServers() {
+		if s.Booted {
+			c.tell(ServerRestored, s.ID, s.address(), nil, s.FlavorID)
 		}
 	}
 	return c, nil

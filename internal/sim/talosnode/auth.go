@@ -2,6 +2,7 @@ package talosnode
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"path"
 
@@ -35,7 +36,9 @@ var rules = map[string]role.Set{
 	"/machine.MachineService/EtcdRemoveMemberByID": admins,
 	"/machine.MachineService/EtcdSnapshot":         role.MakeSet(role.Admin, role.EtcdBackup),
 	"/machine.MachineService/EtcdStatus":           readers,
+	"/machine.MachineService/LoadAvg":              readers,
 	"/machine.MachineService/Logs":                 readers,
+	"/machine.MachineService/Memory":               readers,
 	"/machine.MachineService/Reboot":               operators,
 	"/machine.MachineService/Reset":                admins,
 	"/machine.MachineService/Rollback":             admins,
@@ -61,7 +64,16 @@ var inMaintenance = map[string]bool{
 type call struct {
 	n     *node
 	roles role.Set
+	// endWatch ends a COSI watch's stream with its cause, which the
+	// stream then returns (see streamInterceptor); nil for other calls.
+	endWatch context.CancelCauseFunc
 }
+
+// watchMethod is the COSI method of every watch.
+const watchMethod = "/cosi.resource.State/Watch"
+
+// errWatchBroken ends the watches of a node whose fault breaks them.
+var errWatchBroken = status.Error(codes.Unavailable, "connection error: watch stream reset by peer")
 
 type callKey struct{}
 
@@ -80,7 +92,17 @@ func (h *Host) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Strea
 	if err != nil {
 		return err
 	}
-	return handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+	if info.FullMethod != watchMethod {
+		return handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+	}
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	callOf(ctx).endWatch = end
+	err = handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+	if cause := context.Cause(ctx); errors.Is(cause, errWatchBroken) {
+		return cause
+	}
+	return err
 }
 
 type ctxStream struct {
@@ -113,6 +135,9 @@ func (h *Host) authorize(ctx context.Context, method string) (context.Context, e
 	h.advance(n, now)
 	if v := n.viewAt(now); v.Down || n.fault.Refuse {
 		return nil, status.Errorf(codes.Unavailable, "connection error: dial tcp %s:50000: connect: connection refused", n.st.Address)
+	}
+	if method == watchMethod && n.fault.WatchBroken {
+		return nil, errWatchBroken
 	}
 	roles := peerRoles(p)
 	if n.st.Running == nil {

@@ -285,3 +285,52 @@ func BenchmarkOpenSimDir(b *testing.B) {
 	b.Logf("%d nodes of %s: opened in %v; heap in use +%.1f MiB, RSS +%d MiB, goroutines %d → %d, fds %d → %d",
 		n, dir, opened.Round(time.Millisecond), heap, (rssKiB()-rss0)/1024, g0, runtime.NumGoroutine(), fd0, openFDs())
 }
+
+// BenchmarkInventory is a read of every inventory kind of one node, on
+// the server's side (what a COSI List of each builds), across the fleet;
+// it reports what the inventory keeps per node once every node was read
+// (the resource versions), in bytes of live heap.
+func BenchmarkInventory(b *testing.B) {
+	f := startFleet(b)
+	var invKinds []servedKind
+	for _, k := range servedKinds() {
+		switch k.def.TypedSpec().DefaultNamespace {
+		case "hardware", "network":
+			invKinds = append(invKinds, k)
+		}
+	}
+	for _, typ := range []string{"Disks.block.talos.dev", "SystemDisks.block.talos.dev", "ExtensionStatuses.runtime.talos.dev"} {
+		invKinds = append(invKinds, servedKinds()[typ])
+	}
+	f.h.mu.Lock()
+	nodes := make([]*node, 0, len(f.h.byID))
+	for _, n := range f.h.byID {
+		nodes = append(nodes, n)
+	}
+	f.h.mu.Unlock()
+	read := func(n *node) {
+		for _, k := range invKinds {
+			if _, err := k.list(f.h, &call{n: n}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heap0 := ms.HeapAlloc
+	for _, n := range nodes {
+		read(n)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	perNode := float64(int64(ms.HeapAlloc)-int64(heap0)) / float64(len(nodes))
+	i := 0
+	b.ResetTimer()
+	for b.Loop() {
+		read(nodes[i%len(nodes)])
+		i++
+	}
+	b.ReportMetric(perNode, "heap-B/node")
+	b.ReportMetric(float64(len(invKinds)), "kinds")
+}

@@ -153,7 +153,8 @@ func (s *cosiState) WatchKindAggregated(ctx context.Context, kind resource.Kind,
 }
 
 // watch checks the first read, then sends events from a goroutine that
-// wakes on every change of the node (and of its cluster's members): with
+// wakes on every change of the node (and of its cluster's members), and
+// ends the watch's stream when a fault breaks the node's watches: with
 // initial, what there is at once (a watch of one resource gets a Destroyed
 // tombstone when it does not exist; a kind watch gets a Bootstrapped
 // marker), then Created, Updated when a resource's version moves, and
@@ -184,8 +185,12 @@ func (s *cosiState) watch(ctx context.Context, ptr resource.Pointer, initial boo
 		}
 		for {
 			s.h.mu.Lock()
-			wait := c.n.changed
+			wait, broken := c.n.changed, c.n.fault.WatchBroken
 			s.h.mu.Unlock()
+			if broken && c.endWatch != nil {
+				c.endWatch(errWatchBroken)
+				return
+			}
 			select {
 			case <-ctx.Done():
 				return

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
 )
 
 // FaultsFile is the file of a sim dir that injects faults into its nodes.
@@ -43,11 +45,49 @@ type Fault struct {
 	// time the fault appears, so that tests that run a server binary can
 	// make it happen from outside.
 	WipeEtcd bool `json:"wipeEtcd,omitempty"`
+	// WatchBroken breaks the node's COSI watches only: open watches end
+	// with Unavailable and new ones are refused, while every unary call
+	// (Version, COSI Get and List, MachineService) keeps working.
+	WatchBroken bool `json:"watchBroken,omitempty"`
+	// Disks, when not empty, replace the node's disks (the first is the
+	// system disk), as after swapping them: its block resources change
+	// and their watches fire.
+	Disks []Disk `json:"disks,omitempty"`
+	// Addresses, when not empty, replace the node's addresses (CIDR, or bare
+	// addresses of 127.0.0.0/8, which get /8): its NodeAddress resources
+	// change and their watches fire.
+	Addresses []string `json:"addresses,omitempty"`
 }
+
+// equal reports whether f and g are the same fault.
+func (f Fault) equal(g Fault) bool { return reflect.DeepEqual(f, g) }
+
+// zero reports whether f is no fault at all.
+func (f Fault) zero() bool { return f.equal(Fault{}) }
 
 // Faults are the faults of a sim dir's nodes, each keyed by machine id,
 // machine name, host name or address.
 type Faults map[string]Fault
+
+// check says what is wrong with the disks and addresses of the faults.
+func (f Faults) check() error {
+	keys := make([]string, 0, len(f))
+	for k := range f {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := checkDisks(f[k].Disks); err != nil {
+			return fmt.Errorf("fault of %s: %w", k, err)
+		}
+		for _, a := range f[k].Addresses {
+			if _, err := parseAddress(a); err != nil {
+				return fmt.Errorf("fault of %s: %w", k, err)
+			}
+		}
+	}
+	return nil
+}
 
 // faultFor returns the fault of n: by id first, then name, host name, address.
 func (f Faults) faultFor(n *node) Fault {
@@ -72,6 +112,9 @@ func ReadFaults(simDir string) (Faults, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(simDir, FaultsFile), err)
 	}
+	if err := f.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(simDir, FaultsFile), err)
+	}
 	return f, nil
 }
 
@@ -89,13 +132,16 @@ func WriteFaults(simDir string, f Faults) error {
 // by machine id, name, host name or address, and applies it before it
 // returns.
 func (h *Host) SetFault(key string, f Fault) error {
+	if err := (Faults{key: f}).check(); err != nil {
+		return err
+	}
 	h.faultsMu.Lock()
 	defer h.faultsMu.Unlock()
 	all, err := ReadFaults(h.opts.Dir)
 	if err != nil {
 		return err
 	}
-	if f == (Fault{}) {
+	if f.zero() {
 		delete(all, key)
 	} else {
 		all[key] = f
@@ -124,7 +170,7 @@ func (h *Host) applyFaults(all Faults) {
 	h.faults = all
 	var wipe []string
 	for _, n := range h.byID {
-		if f := all.faultFor(n); f != n.fault {
+		if f := all.faultFor(n); !f.equal(n.fault) {
 			if f.WipeEtcd && !n.fault.WipeEtcd {
 				wipe = append(wipe, n.st.ID)
 			}

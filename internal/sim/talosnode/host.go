@@ -289,6 +289,9 @@ type Machine struct {
 	UserData []byte
 	// CreatedAt is its power-on time; zero means now.
 	CreatedAt time.Time
+	// Hardware is what it is built of, e.g. its flavor's sizes
+	// (VMHardware); nil for a small virtual machine (ShapeHardware).
+	Hardware *Hardware
 }
 
 // Boot powers on a cloud machine with its user data, as a Talos node:
@@ -322,8 +325,15 @@ func (h *Host) BootMachine(m Machine) error {
 	if m.CreatedAt.IsZero() {
 		m.CreatedAt = h.now()
 	}
+	if m.Hardware != nil {
+		if err := m.Hardware.check(); err != nil {
+			return fmt.Errorf("boot machine %s: %w", m.ID, err)
+		}
+		hw := m.Hardware.clone()
+		m.Hardware = &hw
+	}
 	st := state{ID: m.ID, Origin: originBoot, Name: m.Name, Hostname: m.Hostname, Address: addr.String(),
-		Platform: m.Platform, CreatedAt: m.CreatedAt.UTC(), Version: m.Version}
+		Platform: m.Platform, CreatedAt: m.CreatedAt.UTC(), Version: m.Version, Hardware: m.Hardware}
 	return h.add(st, m.UserData, true)
 }
 
@@ -331,8 +341,19 @@ func (h *Host) BootMachine(m Machine) error {
 // into maintenance mode with no config and waits for ApplyConfiguration,
 // then installs Talos. Its id is "metal-" and the address with dashes. A
 // machine already there is left as it is, unless it was powered off by a
-// reset without reboot: then it powers on again.
+// reset without reboot: then it powers on again. Its hardware is
+// MetalHardware.
 func (h *Host) StartMaintenance(address string) error {
+	return h.StartMaintenanceWith(address, MetalHardware())
+}
+
+// StartMaintenanceWith is StartMaintenance of a machine built of hw, as
+// a metal node group lists it. A machine already there keeps its own.
+func (h *Host) StartMaintenanceWith(address string, hw Hardware) error {
+	if err := hw.check(); err != nil {
+		return fmt.Errorf("start metal machine %s: %w", address, err)
+	}
+	hw = hw.clone()
 	h.waitRestored()
 	addr, err := loopbackAddr(address)
 	if err != nil {
@@ -353,7 +374,7 @@ func (h *Host) StartMaintenance(address string) error {
 	}
 	h.mu.Unlock()
 	st := state{ID: id, Origin: originMetal, Hostname: "talos-" + hashHex([]byte(id))[:3] + "-" + hashHex([]byte(id))[3:6],
-		Address: addr.String(), Platform: "metal", Metal: true, CreatedAt: h.now().UTC(), Version: DefaultVersion}
+		Address: addr.String(), Platform: "metal", Metal: true, CreatedAt: h.now().UTC(), Version: DefaultVersion, Hardware: &hw}
 	return h.add(st, nil, true)
 }
 

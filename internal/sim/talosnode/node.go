@@ -78,6 +78,12 @@ type state struct {
 	// ServiceRestart.
 	Restarted map[string]time.Time `json:"restarted,omitempty"`
 	Etcd      etcdState            `json:"etcd"`
+	// Hardware is what the machine is built of; nil for the default of
+	// its kind (MetalHardware, or a small virtual machine).
+	Hardware *Hardware `json:"hardware,omitempty"`
+	// Inventory is what a test made the node serve instead of what
+	// follows from Hardware (Host.SetInventory).
+	Inventory *Inventory `json:"inventory,omitempty"`
 	// BootError is why the node could not boot (an invalid config in its
 	// user data): it stays in the booting stage and never answers.
 	BootError string `json:"bootError,omitempty"`
@@ -114,6 +120,9 @@ type node struct {
 	memberKey, memberOf string
 	memberVersion       uint64
 	schedAt             time.Time
+	// versions are the resource versions of the node's inventory
+	// resources, by type and id (see stamp); nil until they are read.
+	versions map[string]resourceVersion
 	// gone is set when the machine is removed: nothing is saved for it
 	// any more.
 	gone atomic.Bool

@@ -12,8 +12,11 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	cosimeta "github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/role"
@@ -36,6 +39,8 @@ var servedNamespaces = map[resource.Namespace]string{
 	v1alpha1.NamespaceName: "Talos v1alpha1 subsystems glue resources.",
 	config.NamespaceName:   "Talos node configuration.",
 	cluster.NamespaceName:  "Cluster configuration and discovery resources.",
+	hardware.NamespaceName: "Hardware information.",
+	network.NamespaceName:  "Networks resources.",
 }
 
 var (
@@ -45,7 +50,11 @@ var (
 
 // servedKinds returns every kind the nodes serve, by type: the meta
 // namespace's resource definitions and namespaces, MachineStatus, the
-// running MachineConfig and the cluster's Members. `talosctl get`
+// running MachineConfig, the cluster's Members, and the machine's
+// inventory (inventory_resources.go): processors, memory modules, system
+// information, disks and the system disk, host name, addresses, routes,
+// links and extensions. A machine in maintenance mode serves these too,
+// as Talos's maintenance API does for `talosctl get --insecure`. `talosctl get`
 // resolves a name such as "machinestatus" or "members" through the
 // definitions, so each served kind has its definition, and only those.
 func servedKinds() map[resource.Type]servedKind {
@@ -65,6 +74,16 @@ func servedKinds() map[resource.Type]servedKind {
 		add(runtime.NewMachineStatus(), listMachineStatus)
 		add(config.NewMachineConfig(nil), listMachineConfig)
 		add(cluster.NewMember(cluster.NamespaceName, ""), listMembers)
+		add(hardware.NewProcessorInfo(""), listInventory(processors))
+		add(hardware.NewMemoryModuleInfo(""), listInventory(memoryModules))
+		add(hardware.NewSystemInformation(""), listInventory(systemInformation))
+		add(block.NewDisk(block.NamespaceName, ""), listInventory(disks))
+		add(block.NewSystemDisk(block.NamespaceName, ""), listInventory(systemDisk))
+		add(network.NewHostnameStatus(network.NamespaceName, ""), listInventory(hostnameStatus))
+		add(network.NewNodeAddress(network.NamespaceName, ""), listInventory(nodeAddresses))
+		add(network.NewRouteStatus(network.NamespaceName, ""), listInventory(routes))
+		add(network.NewLinkStatus(network.NamespaceName, ""), listInventory(links))
+		add(runtime.NewExtensionStatus(runtime.NamespaceName, ""), listInventory(extensionStatuses))
 	})
 	return kinds
 }

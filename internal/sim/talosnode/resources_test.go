@@ -89,9 +89,11 @@ func TestTalosctlGet(t *testing.T) {
 		{[]string{"machineconfig", "mc", "machineconfigs.config"}, config.MachineConfigType, config.NamespaceName, []string{config.ActiveID}},
 		{[]string{"members", "member"}, cluster.MemberType, cluster.NamespaceName, []string{cpInfo.Hostname, wInfo.Hostname}},
 		{[]string{"rd", "resourcedefinitions", "api-resources"}, cosimeta.ResourceDefinitionType, cosimeta.NamespaceName, []string{
+			"disks.block.talos.dev", "extensionstatuses.runtime.talos.dev", "hostnamestatuses.net.talos.dev", "linkstatuses.net.talos.dev",
 			"machineconfigs.config.talos.dev", "machinestatuses.runtime.talos.dev", "members.cluster.talos.dev",
-			"namespaces.meta.cosi.dev", "resourcedefinitions.meta.cosi.dev"}},
-		{[]string{"namespaces", "ns"}, cosimeta.NamespaceType, cosimeta.NamespaceName, []string{"cluster", "config", "meta", "runtime"}},
+			"memorymodules.hardware.talos.dev", "namespaces.meta.cosi.dev", "nodeaddresses.net.talos.dev", "processors.hardware.talos.dev",
+			"resourcedefinitions.meta.cosi.dev", "routestatuses.net.talos.dev", "systemdisks.block.talos.dev", "systeminformations.hardware.talos.dev"}},
+		{[]string{"namespaces", "ns"}, cosimeta.NamespaceType, cosimeta.NamespaceName, []string{"cluster", "config", "hardware", "meta", "network", "runtime"}},
 	} {
 		want := slices.Clone(tc.ids)
 		sort.Strings(want)
@@ -131,12 +133,12 @@ func TestTalosctlGet(t *testing.T) {
 	}
 
 	// Names and kinds the nodes do not serve.
-	_, _, err := talosctlGet(ctx, c, "cpus", "")
-	wantCode(t, "talosctl get cpus", err, codes.NotFound, `resource "cpus" is not registered`)
-	_, err = c.COSI.List(ctx, resource.NewMetadata("hardware", "Processors.hardware.talos.dev", "", resource.VersionUndefined))
-	wantCode(t, "a list of processors", err, codes.PermissionDenied, `resource type "Processors.hardware.talos.dev" is not supported`)
-	_, err = c.COSI.List(ctx, resource.NewMetadata("hardware", runtime.MachineStatusType, "", resource.VersionUndefined))
-	wantCode(t, "a list in another namespace", err, codes.PermissionDenied, `namespace "hardware" is not supported`)
+	_, _, err := talosctlGet(ctx, c, "volumestatuses", "")
+	wantCode(t, "talosctl get volumestatuses", err, codes.NotFound, `resource "volumestatuses" is not registered`)
+	_, err = c.COSI.List(ctx, resource.NewMetadata("runtime", "VolumeStatuses.block.talos.dev", "", resource.VersionUndefined))
+	wantCode(t, "a list of volume statuses", err, codes.PermissionDenied, `resource type "VolumeStatuses.block.talos.dev" is not supported`)
+	_, err = c.COSI.List(ctx, resource.NewMetadata("network-config", runtime.MachineStatusType, "", resource.VersionUndefined))
+	wantCode(t, "a list in another namespace", err, codes.PermissionDenied, `namespace "network-config" is not supported`)
 	if list, err := c.COSI.List(ctx, resource.NewMetadata(config.NamespaceName, runtime.MachineStatusType, "", resource.VersionUndefined)); err != nil || len(list.Items) != 0 {
 		t.Errorf("machine statuses in the config namespace: %v, %v", ids(list.Items), err)
 	}

@@ -118,12 +118,13 @@ func (h *Host) addRecord(id string) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	hw := ShapeHardware(rec.Shape)
 	version := versionOfImage(rec.Image)
 	if version == "" {
 		version = DefaultVersion
 	}
 	return h.add(state{
 		ID: rec.ID, Origin: originRecord, Name: rec.Name, Hostname: rec.Hostname, Address: rec.Address,
-		Platform: h.opts.Platform, CreatedAt: rec.CreatedAt, Version: version,
+		Platform: h.opts.Platform, CreatedAt: rec.CreatedAt, Version: version, Hardware: &hw,
 	}, ud, false)
 }

@@ -1,0 +1,131 @@
+package history_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/history"
+	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+)
+
+// stages are the ~20 transitions of a machine's simulated day: a rolling
+// upgrade, a reboot and a few lost connections.
+var stages = []schema.MachineStage{schema.StageReady, schema.StageUpdating, schema.StageRestarting, schema.StageConfiguring, schema.StageReady}
+
+// recordDay records a simulated day from t0 for machines of tenant: a
+// sample a minute each (one transaction a minute for the tenant, as the
+// plane stores a batch) and 20 transitions each, with availability changes
+// and marks.
+func recordDay(b testing.TB, s store.Store, tenant string, machines int) {
+	b.Helper()
+	names := make([]string, machines)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-m-%d", tenant, i)
+	}
+	for i := range 24 * 60 {
+		at := t0.Add(time.Duration(i) * time.Minute)
+		update(b, s, func(tx store.Tx) error {
+			batch := map[string]schema.MachineSample{}
+			for j, m := range names {
+				batch[m] = schema.MachineSample{Load1: float64((i+j)%300) / 100, MemoryUsedBytes: uint64(1<<30 + (i%97)<<20),
+					MemoryTotalBytes: 4 << 30, EtcdDBSizeBytes: int64(20<<20 + i*4096), EtcdLeader: j == 0}
+			}
+			if err := history.RecordSamples(tx, tenant, at, batch); err != nil {
+				return err
+			}
+			if i%72 != 0 { // 20 transitions a day
+				return nil
+			}
+			for j, m := range names {
+				tr := state(at.Add(time.Duration(j)*time.Second), stages[(i/72)%len(stages)], (i/72)%len(stages) == 0)
+				if err := history.RecordTransition(tx, tenant, m, tr); err != nil {
+					return err
+				}
+			}
+			if err := history.RecordAvailability(tx, tenant, schema.TenantAvailability{At: at, Ready: (i / 72) % (machines + 1), Desired: machines, APIReady: true}); err != nil {
+				return err
+			}
+			return history.RecordMark(tx, tenant, schema.HistoryMark{At: at, Kind: schema.MarkReboot, Machine: names[0]})
+		})
+	}
+}
+
+// BenchmarkMachineDay records a simulated day of 8 machines (1,440
+// samples and 20 transitions each) in a bbolt file and reports the bytes
+// the history keeps per machine for the day.
+func BenchmarkMachineDay(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		s := open(b, b.TempDir())
+		b.StartTimer()
+		recordDay(b, s, "acme", 8)
+		b.StopTimer()
+		b.ReportMetric(float64(seriesBytes(b, s, "h/acme/"))/8, "B/machine-day")
+		s.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkTenantHistory24h answers a 24 h history of a tenant of 8
+// machines (with a day of history, in a bbolt file) and of one of its
+// machines, its samples included.
+func BenchmarkTenantHistory24h(b *testing.B) {
+	s := open(b, b.TempDir())
+	recordDay(b, s, "acme", 8)
+	q := history.Query{Since: t0, Until: t0.Add(24 * time.Hour)}
+	b.Run("tenant", func(b *testing.B) {
+		for b.Loop() {
+			view(b, s, func(tx store.Tx) error {
+				h, err := history.Tenant(tx, "acme", q)
+				if err == nil && len(h.Machines) != 8 {
+					b.Fatalf("%d machines", len(h.Machines))
+				}
+				return err
+			})
+		}
+	})
+	b.Run("machine", func(b *testing.B) {
+		for b.Loop() {
+			view(b, s, func(tx store.Tx) error {
+				h, err := history.Machine(tx, "acme", "acme-m-1", q)
+				if err == nil && len(h.Samples) != 1440 {
+					b.Fatalf("%d samples", len(h.Samples))
+				}
+				return err
+			})
+		}
+	})
+}
+
+// BenchmarkSamplesFleet stores one minute's gauges of 1,000 tenants × 8
+// machines in one transaction, as the plane hands them over, into hour
+// chunks that already hold 30 minutes.
+func BenchmarkSamplesFleet(b *testing.B) {
+	const tenants, machines = 1000, 8
+	s := open(b, b.TempDir())
+	batch := func(minute int) {
+		update(b, s, func(tx store.Tx) error {
+			for t := range tenants {
+				tenant := fmt.Sprintf("t%04d", t)
+				ms := map[string]schema.MachineSample{}
+				for m := range machines {
+					ms[fmt.Sprintf("%s-m-%d", tenant, m)] = schema.MachineSample{Load1: 0.4, MemoryUsedBytes: 1 << 30, MemoryTotalBytes: 4 << 30}
+				}
+				if err := history.RecordSamples(tx, tenant, t0.Add(time.Duration(minute)*time.Minute), ms); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	for i := range 30 {
+		batch(i)
+	}
+	i := 30
+	for b.Loop() {
+		batch(i % 60)
+		i++
+	}
+}

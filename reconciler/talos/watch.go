@@ -1,0 +1,387 @@
+package talos
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/resources/block"
+	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+)
+
+// A watched machine costs, on the server's side, one shared pooled
+// connection (kept open while watched: the watch holds it as a user, so
+// the pool's idle timeout never closes it), with gRPC's two goroutines
+// per connection and its keepalive's one, and watchedKinds streams over
+// it, each with the COSI client's one goroutine, all feeding one
+// goroutine of the plane's (follow): 4+4 = 8 goroutines for a worker, 9
+// for a control plane.
+//
+// watchedKinds are the COSI kinds watched on every machine, and the part
+// of the observation each refreshes: MachineStatus (stage, readiness,
+// services), the running MachineConfig (its hash), the disks (the
+// hardware) and the node addresses (the network). The other inventory
+// kinds (processors, memory, links, routes, extensions) change only with
+// a boot, which ends the watch's connection, so they are read again when
+// the watch is opened again; a stage change reads them too.
+var watchedKinds = []watchedKind{
+	{runtime.NamespaceName, runtime.MachineStatusType, refreshStatus},
+	{config.NamespaceName, config.MachineConfigType, refreshConfig},
+	{block.NamespaceName, block.DiskType, refreshHardware},
+	{network.NamespaceName, network.NodeAddressType, refreshNetwork},
+}
+
+// controlPlaneKinds are watched on control planes too: the cluster's
+// members, which move with the etcd membership.
+var controlPlaneKinds = []watchedKind{
+	{cluster.NamespaceName, cluster.MemberType, refreshEtcd},
+}
+
+type watchedKind struct {
+	ns   resource.Namespace
+	typ  resource.Type
+	part refreshPart
+}
+
+// refreshPart is a part of an observation that a watch event refreshes.
+type refreshPart uint8
+
+const (
+	refreshStatus refreshPart = 1 << iota
+	refreshConfig
+	refreshHardware
+	refreshNetwork
+	refreshEtcd
+)
+
+// Watch backoff: a broken watch is opened again at once (a machine that
+// refuses it is probed instead), then after watchRetryMin, doubling up to
+// the probe TTL.
+const (
+	watchRetryMin = 2 * time.Second
+	// watchHealthy is how long a watch must have run for the next break
+	// to start the backoff from watchRetryMin again.
+	watchHealthy = time.Minute
+	// watchEvents is the buffer of a machine's event channel.
+	watchEvents = 16
+)
+
+// watchSet is the plane's watches, one per machine with a Talos API
+// whose tenant's bundle is known.
+type watchSet struct {
+	pl *Plane
+
+	mu   sync.Mutex
+	byID map[string]*machineWatch
+	wg   sync.WaitGroup
+}
+
+// machineWatch is one machine's watch.
+type machineWatch struct {
+	tenant string
+	bundle []byte
+	sum    [32]byte
+	m      Machine
+	cancel context.CancelFunc
+}
+
+func newWatchSet(pl *Plane) *watchSet {
+	return &watchSet{pl: pl, byID: map[string]*machineWatch{}}
+}
+
+// Watched returns how many machines the plane watches (watches that run,
+// whether their streams are open or they back off).
+func (pl *Plane) Watched() int {
+	pl.watches.mu.Lock()
+	defer pl.watches.mu.Unlock()
+	return len(pl.watches.byID)
+}
+
+// sync starts the watches of the machines in byTenant that have none
+// (or whose address, role or bundle changed) and stops those of machines
+// that are gone.
+func (ws *watchSet) sync(ctx context.Context, byTenant map[string][]Machine, bundle func(string) []byte) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	seen := map[string]bool{}
+	for tenant, ms := range byTenant {
+		b := bundle(tenant)
+		if b == nil {
+			continue
+		}
+		sum := sha256.Sum256(b)
+		for _, m := range ms {
+			seen[m.ID] = true
+			if w := ws.byID[m.ID]; w != nil {
+				if w.tenant == tenant && w.sum == sum && w.m.Address == m.Address && w.m.ControlPlane == m.ControlPlane {
+					continue
+				}
+				w.cancel()
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			ws.byID[m.ID] = &machineWatch{tenant: tenant, bundle: b, sum: sum, m: m, cancel: cancel}
+			ws.wg.Add(1)
+			go func() {
+				defer ws.wg.Done()
+				ws.pl.follow(wctx, tenant, b, m)
+			}()
+		}
+	}
+	for id, w := range ws.byID {
+		if !seen[id] {
+			w.cancel()
+			delete(ws.byID, id)
+		}
+	}
+}
+
+// stop ends every watch and waits for them.
+func (ws *watchSet) stop() {
+	ws.mu.Lock()
+	for id, w := range ws.byID {
+		w.cancel()
+		delete(ws.byID, id)
+	}
+	ws.mu.Unlock()
+	ws.wg.Wait()
+}
+
+// follow watches one machine until ctx ends. While the watch is open the
+// machine's standing observation is the watch's, kept current by its
+// events; when it breaks (the machine went away, refused the streams, or
+// a stream ended) the machine is probed and the watch opened again with
+// a backoff from watchRetryMin up to the probe TTL, so that a machine
+// whose watch is broken is still probed, less and less often.
+func (pl *Plane) follow(ctx context.Context, tenant string, bundle []byte, m Machine) {
+	defer pl.prober.setWatched(m.ID, false)
+	retry := time.Duration(0) // the first open, and the first after a healthy watch broke, are at once
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := pl.followOnce(ctx, tenant, bundle, m)
+		pl.prober.setWatched(m.ID, false)
+		if ctx.Err() != nil {
+			return
+		}
+		// The next open dials afresh rather than wait out a failed
+		// connection's backoff.
+		pl.pool.Drop(tenant, bundle, m.Address)
+		if time.Since(began) > watchHealthy {
+			retry = 0
+		}
+		pl.log.Debug("machine watch broken", "machine", m.ID, "err", err, "retry", retry)
+		if retry > 0 {
+			t := time.NewTimer(retry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		retry = min(max(2*retry, watchRetryMin), pl.prober.TTL())
+	}
+}
+
+// followOnce opens the machine's watch, reads the machine in full, and
+// follows its events until the watch breaks. A machine whose watch cannot
+// be opened is probed instead (Prober.Fresh).
+func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m Machine) error {
+	c, release, err := pl.pool.Client(tenant, bundle, m.Address)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the streams
+	events := make(chan state.Event, watchEvents)
+	if err := pl.openWatch(ctx, c, m, events); err != nil {
+		release()
+		pl.pool.Drop(tenant, bundle, m.Address)
+		prev, had := pl.prober.Last(m.ID)
+		if o := pl.prober.Fresh(ctx, tenant, bundle, m); !had || !sameObservation(prev, o) {
+			pl.wake()
+		}
+		return err
+	}
+	obs, err := pl.readWatched(ctx, c, m)
+	if err != nil {
+		return err
+	}
+	pl.probed(obs)
+	pl.prober.setWatched(m.ID, true)
+	for {
+		var parts refreshPart
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev := <-events:
+			p, err := partOf(ev)
+			if err != nil {
+				return err
+			}
+			parts |= p
+		}
+		for drained := false; !drained; { // what else came meanwhile
+			select {
+			case ev := <-events:
+				p, err := partOf(ev)
+				if err != nil {
+					return err
+				}
+				parts |= p
+			default:
+				drained = true
+			}
+		}
+		if err := pl.refresh(ctx, c, m, parts); err != nil {
+			return err
+		}
+	}
+}
+
+// partOf is the part of the observation an event refreshes; an Errored
+// event (a stream ended or failed) ends the watch.
+func partOf(ev state.Event) (refreshPart, error) {
+	switch ev.Type {
+	case state.Errored:
+		if ev.Error == nil {
+			return 0, errors.New("watch ended")
+		}
+		return 0, ev.Error
+	case state.Created, state.Updated, state.Destroyed:
+		typ := ev.Resource.Metadata().Type()
+		for _, k := range append(watchedKinds, controlPlaneKinds...) {
+			if k.typ == typ {
+				return k.part, nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// openWatch opens the streams of the machine's watched kinds, all
+// sending to events, within the prober's timeout. A kind the machine
+// does not serve is not watched.
+func (pl *Plane) openWatch(ctx context.Context, c *client.Client, m Machine, events chan<- state.Event) error {
+	kinds := watchedKinds
+	if m.ControlPlane {
+		kinds = append(append([]watchedKind(nil), watchedKinds...), controlPlaneKinds...)
+	}
+	// A stream opens in ctx, which it outlives; a machine that does not
+	// answer would hold the open forever, so the timer cancels them all.
+	opening, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(pl.prober.opts.Timeout, cancel)
+	defer timer.Stop()
+	for _, k := range kinds {
+		err := c.COSI.WatchKind(opening, resource.NewMetadata(k.ns, k.typ, "", resource.VersionUndefined), events)
+		if unserved(err) {
+			continue
+		}
+		if err != nil {
+			cancel()
+			return errors.New(callError("watch "+k.typ, err))
+		}
+	}
+	if !timer.Stop() {
+		return errors.New("watch: the machine did not answer in time")
+	}
+	return nil
+}
+
+// readWatched reads the machine in full, as a probe does with its whole
+// inventory, within the prober's timeout, and keeps the observation. It
+// fails when the machine does not answer.
+func (pl *Plane) readWatched(ctx context.Context, c *client.Client, m Machine) (Observation, error) {
+	ctx, cancel := context.WithTimeout(ctx, pl.prober.opts.Timeout)
+	defer cancel()
+	o := observe(ctx, c, m, pl.prober.opts.Now(), allInventory)
+	if !o.Connected {
+		return o, errors.New(o.Error)
+	}
+	return o, nil
+}
+
+// refresh reads the parts of the machine's observation that changed,
+// starting from its standing observation, and keeps the result.
+func (pl *Plane) refresh(ctx context.Context, c *client.Client, m Machine, parts refreshPart) error {
+	prev, ok := pl.prober.Last(m.ID)
+	if !ok || !prev.Connected {
+		o, err := pl.readWatched(ctx, c, m)
+		if err == nil {
+			pl.probed(o)
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, pl.prober.opts.Timeout)
+	defer cancel()
+	o := prev
+	o.At, o.Error = pl.prober.opts.Now(), ""
+	var errs []error
+	if parts&refreshStatus != 0 {
+		errs = append(errs, o.readMachineStatus(ctx, c), o.readServices(ctx, c))
+		if m.ControlPlane {
+			parts |= refreshEtcd
+		}
+		if o.TalosStage != prev.TalosStage {
+			errs = append(errs, o.readInventory(ctx, c, prev.archOf(), allInventory))
+		}
+	}
+	if parts&refreshConfig != 0 {
+		o.ConfigSHA256, o.KubernetesVersion = "", ""
+		errs = append(errs, o.readConfig(ctx, c))
+	}
+	if parts&refreshHardware != 0 {
+		errs = append(errs, o.readInventory(ctx, c, prev.archOf(), partHardware))
+	}
+	if parts&refreshNetwork != 0 {
+		errs = append(errs, o.readInventory(ctx, c, "", partNetwork))
+	}
+	if parts&refreshEtcd != 0 && m.ControlPlane {
+		o.Etcd = membership(etcdMembers(ctx, c), o.Hostname)
+	}
+	if err := errors.Join(errs...); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		// A machine that went away ends the streams too, and the watch
+		// with them; until then its refusals are noted as a probe's are.
+		o.Error = strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	pl.probed(carryInventory(o, prev))
+	return nil
+}
+
+// probed keeps o as the machine's standing observation and, when what it
+// says differs from the last one, wakes the observer to write it.
+func (pl *Plane) probed(o Observation) {
+	prev, had := pl.prober.Last(o.Machine)
+	o = pl.prober.keep(o)
+	if !had || !sameObservation(prev, o) {
+		pl.wake()
+	}
+}
+
+// wake wakes the observer for a pass now.
+func (pl *Plane) wake() {
+	select {
+	case pl.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sameObservation compares what two observations say, not when.
+func sameObservation(a, b Observation) bool {
+	a.At, b.At = time.Time{}, time.Time{}
+	a.LastAnswered, b.LastAnswered = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
+}
