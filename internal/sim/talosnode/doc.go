@@ -5,9 +5,13 @@
 // ADDRESS:50000 to the real machinery client, with Talos's message shapes
 // and errors, and by the Talos version each node runs: LifecycleService
 // from 1.13, MachineService.Upgrade until 1.17 (upgrade.go). COSI
-// serves MachineStatus, the running MachineConfig and the cluster's
-// Members, with the resource definitions and namespaces of these, so that
-// talosctl resolves their names (resources.go).
+// serves MachineStatus, the running MachineConfig, the cluster's Members
+// and the machine's inventory (hardware, disks, network, extensions;
+// inventory.go), with the resource definitions and namespaces of these,
+// so that talosctl resolves their names (resources.go). The inventory
+// follows from the machine's Hardware (a sim record's shape, a flavor, a
+// metal machine's) and changes through Host.SetInventory or a fault;
+// LoadAvg and Memory follow from it and the clock (gauges.go).
 //
 // A Host serves all nodes of one sim dir from one process: one gRPC
 // server, one listening socket per node (accepted through one epoll set),
@@ -24,7 +28,8 @@
 // the nodes in the middle of a stage change. A node's state (config,
 // versions, etcd membership, plan) and its journal of write calls live on
 // its disk in the sim dir, disk/<id>/, and survive a restart of the host.
-// Faults come from <sim dir>/faults.json (WriteFaults, Host.SetFault).
+// Faults come from <sim dir>/faults.json (WriteFaults, Host.SetFault);
+// one of them breaks a node's COSI watches only (Fault.WatchBroken).
 //
 // A cluster's etcd holds data. Where the host runs the cluster's
 // Kubernetes API (kube.go), it is that API's real etcd: EtcdSnapshot
