@@ -98,15 +98,15 @@ func (s sparkline) svg(sp span) template.HTML {
 	if top <= 0 {
 		top = 1
 	}
-	var d strings.Builder
+	var d, dots strings.Builder
 	for i, p := range s.Points {
-		x, y := sp.x(p.At, 1, sparkW-2), 1+(sparkH-2)*(1-min(p.V/top, 1))
-		if i == 0 || s.broken(i) {
+		x, y := sp.x(p.At, 2, sparkW-4), 2+(sparkH-4)*(1-min(p.V/top, 1))
+		switch {
+		case (i == 0 || s.broken(i)) && (i+1 == len(s.Points) || s.broken(i+1)):
+			fmt.Fprintf(&dots, `<circle class="spark-dot" cx="%s" cy="%s" r="2"/>`, num(x), num(y)) // a lone sample
+		case i == 0 || s.broken(i):
 			fmt.Fprintf(&d, "M%s %s", num(x), num(y))
-			if i+1 == len(s.Points) || s.broken(i+1) {
-				d.WriteString("h0.1") // a lone sample: a dot
-			}
-		} else {
+		default:
 			fmt.Fprintf(&d, "L%s %s", num(x), num(y))
 		}
 	}
@@ -118,6 +118,7 @@ func (s sparkline) svg(sp span) template.HTML {
 	if d.Len() > 0 {
 		fmt.Fprintf(&b, `<path class="spark-line" d="%s"/>`, d.String())
 	}
+	b.WriteString(dots.String())
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }

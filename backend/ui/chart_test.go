@@ -102,7 +102,7 @@ func TestSparklines(t *testing.T) {
 		t.Errorf("a sparkline without samples draws a line:\n%s", empty)
 	}
 	lone := sparkline{Name: "load", Step: time.Minute, Format: g[0].Format, Points: []point{{At: testNow.Add(-time.Hour), V: 1}}}
-	contains(t, "a lone sample", string(lone.svg(day)), `d="M229.1 1.0h0.1"`)
+	contains(t, "a lone sample", string(lone.svg(day)), `<circle class="spark-dot" cx="228.2" cy="2.0" r="2"/>`)
 }
 
 // rollingUpgrade is a tenant's day: three machines up since before it, a

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"net/url"
@@ -48,7 +49,7 @@ func (h *handler) machine(r *http.Request, v *view) (string, error) {
 			p.HistoryProblem = "The machine's history could not be read; the server log has the details."
 			return nil
 		}
-		p.machinePictures = drawMachine(hist, sp)
+		p.machinePictures = drawMachine(hist, cmp.Or(p.M.Spec.Hostname, name), sp)
 		return nil
 	})
 	if err != nil {

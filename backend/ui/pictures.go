@@ -33,8 +33,9 @@ type machinePictures struct {
 	HistoryProblem string
 }
 
-// drawMachine draws a machine's history over sp.
-func drawMachine(h schema.MachineHistory, sp span) machinePictures {
+// drawMachine draws a machine's history over sp; its band is named
+// label.
+func drawMachine(h schema.MachineHistory, label string, sp span) machinePictures {
 	var firsts []time.Time
 	if len(h.Transitions) > 0 {
 		firsts = append(firsts, h.Transitions[0].At)
@@ -51,7 +52,7 @@ func drawMachine(h schema.MachineHistory, sp span) machinePictures {
 	}
 	if len(h.Transitions) > 0 {
 		p.Timeline = timeline(schema.TenantHistory{Tenant: h.Tenant, Since: h.Since, Until: h.Until,
-			Machines: []schema.MachineTimeline{{Machine: h.Machine, Transitions: h.Transitions}}}, sp)
+			Machines: []schema.MachineTimeline{{Machine: label, Transitions: h.Transitions}}}, sp)
 	}
 	return p
 }
