@@ -6,15 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // TestUIInventory opens the dashboard of a server whose simulated
 // machines went through a rolling upgrade, in a real Chromium: the tenant
 // page draws a band per machine with the rollout and its reboots marked
-// and the availability bar, the overview each tenant's bar, and a control
-// plane's page its inventory and sparklines of its gauges. Screenshots
-// of each are kept as artifacts.
+// and the availability bar, and follows a restart of the workers without
+// a reload; the overview draws each tenant's bar, and a control plane's
+// page its inventory and sparklines of its gauges. Screenshots of each
+// are kept as artifacts.
 func TestUIInventory(t *testing.T) {
 	chromiumPath(t) // skips before the server starts when there is no Chromium
 	e := newE2E(t, e2eOptions{args: planeArgs("--history-sample-interval", "1s")})
@@ -64,6 +67,22 @@ func TestUIInventory(t *testing.T) {
 			t.Error("the tenant page does not say how available the tenant was")
 		}
 		b.screenshot("tenant-timeline")
+	})
+
+	t.Run("timeline follows live", func(t *testing.T) {
+		b.t = t
+		const reboots = `document.querySelectorAll('svg[data-chart="timeline"] g[data-band] .mark-reboot').length`
+		before := eval[int](b, reboots)
+		b.do("mark the page", chromedp.Evaluate[chromedp.Void](`window.rezusMarker = "same page"`))
+		e.edit(e2eManifests+"/production/nodegroups.yaml", "  name: workers\n", "  name: workers\n  annotations:\n    rezuscloud.io/restartedAt: \"2026-12-05T10:00:00Z\"\n")
+		s.waitApplied(e.push("Restart production's workers"))
+		if !b.waitFor(fmt.Sprintf("%s >= %d", reboots, before+2), 30*time.Second) {
+			t.Errorf("the open page shows %d reboots, want %d: the workers' reboots did not arrive", eval[int](b, reboots), before+2)
+		}
+		if got := eval[string](b, `window.rezusMarker || ""`); got != "same page" {
+			t.Error("the page was reloaded")
+		}
+		b.screenshot("tenant-timeline-restart")
 	})
 
 	t.Run("overview bars", func(t *testing.T) {
