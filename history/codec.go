@@ -13,7 +13,7 @@ import (
 // the chunk's start as a uvarint: milliseconds for transitions,
 // availability and marks, seconds for samples. Numbers are uvarints;
 // strings a uvarint length and their bytes. Load is kept in hundredths,
-// memory in KiB (as Talos reports it), so an entry is a dozen bytes or so.
+// memory in KiB (as Talos reports it), so an entry is about ten bytes.
 
 // errCorrupt says a chunk does not decode.
 var errCorrupt = errors.New("history chunk does not decode")
@@ -36,10 +36,17 @@ const (
 const (
 	flagEtcd byte = 1 << iota
 	flagLeader
+	flagSameTotal
 )
 
-// writer appends entries to a chunk.
-type writer struct{ b []byte }
+// writer appends entries to a chunk. total and db are the memory total
+// (KiB) and etcd DB size of the last sample written, from which the next
+// one is written.
+type writer struct {
+	b     []byte
+	total uint64
+	db    int64
+}
 
 func (w *writer) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
 func (w *writer) byte(v byte)      { w.b = append(w.b, v) }
@@ -51,10 +58,13 @@ func (w *writer) string(s string, max int) {
 	w.b = append(w.b, s...)
 }
 
-// reader reads a chunk's entries; the first error sticks.
+// reader reads a chunk's entries; the first error sticks. total and db
+// are as the writer's.
 type reader struct {
-	b   []byte
-	err error
+	b     []byte
+	err   error
+	total uint64
+	db    int64
 }
 
 func (r *reader) more() bool { return r.err == nil && len(r.b) > 0 }
@@ -64,6 +74,19 @@ func (r *reader) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errCorrupt
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
 	if n <= 0 {
 		r.err = errCorrupt
 		return 0
@@ -131,7 +154,10 @@ func getTransition(r *reader, start time.Time) schema.MachineTransition {
 	return t
 }
 
-// putSample writes s's gauges (not its time).
+// putSample writes s's gauges (not its time). Within a chunk, memory
+// total is written only when it differs from the entry before, and etcd's
+// DB size as its change from the one before, so a sample a minute takes
+// about ten bytes.
 func putSample(w *writer, s schema.MachineSample) {
 	load := s.Load1 * 100
 	if !(load > 0) || math.IsInf(load, 0) {
@@ -139,7 +165,7 @@ func putSample(w *writer, s schema.MachineSample) {
 	}
 	w.uvarint(uint64(math.Round(min(load, math.MaxUint32))))
 	w.uvarint(s.MemoryUsedBytes >> 10)
-	w.uvarint(s.MemoryTotalBytes >> 10)
+	total := s.MemoryTotalBytes >> 10
 	var f byte
 	if s.EtcdDBSizeBytes > 0 {
 		f |= flagEtcd
@@ -147,9 +173,17 @@ func putSample(w *writer, s schema.MachineSample) {
 	if s.EtcdLeader {
 		f |= flagLeader
 	}
+	if total == w.total {
+		f |= flagSameTotal
+	}
 	w.byte(f)
+	if f&flagSameTotal == 0 {
+		w.uvarint(total)
+		w.total = total
+	}
 	if f&flagEtcd != 0 {
-		w.uvarint(uint64(s.EtcdDBSizeBytes))
+		w.b = binary.AppendVarint(w.b, s.EtcdDBSizeBytes-w.db)
+		w.db = s.EtcdDBSizeBytes
 	}
 }
 
@@ -157,10 +191,14 @@ func getSample(r *reader) schema.MachineSample {
 	var s schema.MachineSample
 	s.Load1 = float64(r.uvarint()) / 100
 	s.MemoryUsedBytes = r.uvarint() << 10
-	s.MemoryTotalBytes = r.uvarint() << 10
 	f := r.byte()
+	if f&flagSameTotal == 0 {
+		r.total = r.uvarint()
+	}
+	s.MemoryTotalBytes = r.total << 10
 	if f&flagEtcd != 0 {
-		s.EtcdDBSizeBytes = int64(min(r.uvarint(), math.MaxInt64))
+		r.db += r.varint()
+		s.EtcdDBSizeBytes = r.db
 	}
 	s.EtcdLeader = f&flagLeader != 0
 	return s

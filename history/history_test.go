@@ -188,8 +188,14 @@ func TestMachineDayBytes(t *testing.T) {
 		limit  int
 	}{
 		{"typical", sample, schema.StageConfiguring, 20, 32 << 10},
-		{"widest", func(int) schema.MachineSample {
-			return schema.MachineSample{Load1: 1e12, MemoryUsedBytes: 1<<64 - 1, MemoryTotalBytes: 1<<64 - 1, EtcdDBSizeBytes: 1<<63 - 1, EtcdLeader: true}
+		{"widest", func(i int) schema.MachineSample {
+			// Every gauge at its widest, the total and the DB size swinging
+			// from one extreme to the other.
+			total, db := uint64(1<<64-1), int64(1<<63-1)
+			if i%2 == 1 {
+				total, db = 1<<63, 1
+			}
+			return schema.MachineSample{Load1: 1e12, MemoryUsedBytes: 1<<64 - 1, MemoryTotalBytes: total, EtcdDBSizeBytes: db, EtcdLeader: true}
 		}, schema.MachineStage(fmt.Sprintf("%040d", 0)), 2 * history.MaxTransitionsPerDay, history.MaxMachineDayBytes},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -209,6 +215,9 @@ func TestMachineDayBytes(t *testing.T) {
 				}
 				return nil
 			})
+			if c.name == "typical" {
+				checkSamplesRoundTrip(t, s, c.sample)
+			}
 			n := seriesBytes(t, s, "h/acme/")
 			t.Logf("%s day: %d bytes per machine (bound %d)", c.name, n, history.MaxMachineDayBytes)
 			if n > c.limit {
@@ -216,6 +225,29 @@ func TestMachineDayBytes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkSamplesRoundTrip fails t unless cp-1's samples of the day read
+// back as sample(i) gave them, at minute i (59 s into it).
+func checkSamplesRoundTrip(t *testing.T, s store.Store, sample func(int) schema.MachineSample) {
+	t.Helper()
+	view(t, s, func(tx store.Tx) error {
+		h, err := history.Machine(tx, "acme", "cp-1", history.Query{Since: t0, Until: t0.Add(day)})
+		if err != nil {
+			return err
+		}
+		if len(h.Samples) != 24*60 {
+			t.Fatalf("%d samples, want %d", len(h.Samples), 24*60)
+		}
+		for i, got := range h.Samples {
+			want := sample(i)
+			want.At = t0.Add(time.Duration(i)*time.Minute + 59*time.Second)
+			if got != want {
+				t.Fatalf("sample %d: %+v, want %+v", i, got, want)
+			}
+		}
+		return nil
+	})
 }
 
 // seriesBytes sums the bytes of the series area under prefix.

@@ -22,7 +22,7 @@ const (
 	// MaxMachineDayBytes bounds the bytes a machine's history takes a
 	// day at full resolution: a sample a minute and MaxTransitionsPerDay
 	// transitions, every entry at its widest. A typical day (a sample a
-	// minute, a few transitions) takes about a tenth of it.
+	// minute, a few transitions) takes about a sixth of it.
 	MaxMachineDayBytes = 24*60*maxSampleBytes + MaxTransitionsPerDay*maxTransitionBytes
 )
 
