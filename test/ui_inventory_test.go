@@ -2,12 +2,16 @@ package test
 
 import (
 	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -16,8 +20,9 @@ import (
 // page draws a band per machine with the rollout and its reboots marked
 // and the availability bar, and follows a restart of the workers without
 // a reload; the overview draws each tenant's bar, and a control plane's
-// page its inventory and sparklines of its gauges. Screenshots of each
-// are kept as artifacts.
+// page its inventory and sparklines of its gauges. rezusctl selects
+// machines by their derived hardware labels, prints the inventory and the
+// history. Screenshots of the pages are kept as artifacts.
 func TestUIInventory(t *testing.T) {
 	chromiumPath(t) // skips before the server starts when there is no Chromium
 	e := newE2E(t, e2eOptions{args: planeArgs("--history-sample-interval", "1s")})
@@ -129,6 +134,49 @@ func TestUIInventory(t *testing.T) {
 			t.Errorf("%d sparklines with a line on a control plane's page, want load, memory and etcd", eval[int](b, spark))
 		}
 		b.screenshot("machine-inventory")
+	})
+
+	t.Run("cli", func(t *testing.T) {
+		ctl := func(args ...string) string {
+			t.Helper()
+			cmd := exec.Command(servertest.CLI(t), args...)
+			cmd.Env = []string{"HOME=" + t.TempDir(), "REZUSCLOUD_SERVER=" + s.URL(), "NO_COLOR=1"}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("rezusctl %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return string(out)
+		}
+		// The sim's medium shape (the control planes) has 4 CPUs, its
+		// large one (the workers) 8.
+		names := strings.Fields(ctl("get", "machines", "-t", "production", "-l", "hardware.rezuscloud.io/cpus=4", "-o", "name"))
+		var cps []string
+		for _, m := range s.tenantMachines("production") {
+			if m.Spec.Role == schema.RoleControlPlane {
+				cps = append(cps, "machine/"+m.Metadata.Name)
+			}
+		}
+		slices.Sort(names)
+		slices.Sort(cps)
+		if !slices.Equal(names, cps) {
+			t.Errorf("machines with 4 CPUs: %v, want the control planes %v", names, cps)
+		}
+		wide := ctl("get", "machines", "-t", "production", "-o", "wide")
+		if !regexp.MustCompile(`(?m)^sim-\S+ +production +workers +.* +8 +\d+Gi +\d+Gi +[0-9a-f]{8} +\S+$`).MatchString(wide) {
+			t.Errorf("get machines -o wide has no worker's CPU, memory, disk and schematic:\n%s", wide)
+		}
+		desc := ctl("describe", "machine", strings.TrimPrefix(cps[0], "machine/"))
+		for _, want := range []string{"  Hardware:\n", "    CPUs:", "  Network:\n", "  Schematic:\n", "system", "Extensions:"} {
+			if !strings.Contains(desc, want) {
+				t.Errorf("describe machine lacks %q:\n%s", want, desc)
+			}
+		}
+		hist := ctl("get", "history", "production")
+		for _, want := range []string{"rollout started", "rollout finished", "reboot", "restarting"} {
+			if !strings.Contains(hist, want) {
+				t.Errorf("get history production lacks %q:\n%s", want, hist)
+			}
+		}
 	})
 
 	t.Run("no other host and no console error", func(t *testing.T) {
