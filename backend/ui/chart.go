@@ -468,9 +468,12 @@ func earlier(a, b time.Time) time.Time {
 }
 
 // gauges are the sparklines of a machine's samples: load, memory used
-// (of its total), and etcd's DB size where any sample has one.
+// (of its total), and etcd's DB size where any sample has one. A history
+// reaching back past the full resolution's window has a Step of its
+// downsampled samples while its latest come a minute apart: the lines
+// take their spacing from the neighbouring samples, a minute at least.
 func gauges(h schema.MachineHistory) []sparkline {
-	gap := time.Duration(max(h.Step, 60)) * time.Second
+	gap := time.Minute
 	load := sparkline{Name: "load", Step: gap, Format: func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }}
 	mem := sparkline{Name: "memory", Step: gap, Format: func(v float64) string { return ibytes(v) }}
 	db := sparkline{Name: "etcd DB size", Step: gap, Format: func(v float64) string { return ibytes(v) }}

@@ -51,9 +51,10 @@ func golden(t *testing.T, name, got string) {
 var day = span{Since: testNow.Add(-24 * time.Hour), Until: testNow}
 
 // sampledHistory is a control plane's day: a sample a minute for the
-// last two hours but for a ten-minute hole, and hourly means before.
+// last two hours but for a ten-minute hole, and hourly means before (so
+// that its Step is the hour, as package history answers).
 func sampledHistory() schema.MachineHistory {
-	h := schema.MachineHistory{Tenant: "shop", Machine: "shop-controlplane-0", Since: day.Since, Until: day.Until, Step: 60}
+	h := schema.MachineHistory{Tenant: "shop", Machine: "shop-controlplane-0", Since: day.Since, Until: day.Until, Step: 3600}
 	for i := 24; i > 2; i-- {
 		at := testNow.Add(-time.Duration(i) * time.Hour)
 		h.Samples = append(h.Samples, schema.MachineSample{At: at, Load1: 0.5 + float64(i%5)/10,
