@@ -43,17 +43,19 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
-// hhmm prints a time of day in UTC, as the charts' titles give it.
-func hhmm(t time.Time) string { return t.UTC().Format("15:04") }
-
-// clock prints t in UTC as a time of day, with its date when that is not
-// the date of ref (the end of the chart's span).
-func clock(t, ref time.Time) string {
-	t, ref = t.UTC(), ref.UTC()
-	if y, m, d := t.Date(); y == ref.Year() && m == ref.Month() && d == ref.Day() {
-		return t.Format("15:04")
+// clock prints t in UTC as the charts' titles give it: a time of day,
+// to the second on a span shorter than an hour, with its date when that
+// is not the date of the span's end.
+func (s span) clock(t time.Time) string {
+	t, ref := t.UTC(), s.Until.UTC()
+	layout := "15:04"
+	if s.Until.Sub(s.Since) < time.Hour {
+		layout = "15:04:05"
 	}
-	return t.Format("Jan 2 15:04")
+	if y, m, d := t.Date(); y != ref.Year() || m != ref.Month() || d != ref.Day() {
+		layout = "Jan 2 " + layout
+	}
+	return t.Format(layout)
 }
 
 // esc escapes text for an SVG element or attribute.
@@ -113,7 +115,7 @@ func (s sparkline) svg(sp span) template.HTML {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="spark" viewBox="0 0 %d %d" width="%d" height="%d" role="img" data-chart="%s">`,
 		sparkW, sparkH, sparkW, sparkH, esc(s.Name))
-	fmt.Fprintf(&b, `<title>%s</title>`, esc(s.summary(sp.Until)))
+	fmt.Fprintf(&b, `<title>%s</title>`, esc(s.summary(sp)))
 	fmt.Fprintf(&b, `<path class="spark-base" d="M0 %d H%d"/>`, sparkH-1, sparkW)
 	if d.Len() > 0 {
 		fmt.Fprintf(&b, `<path class="spark-line" d="%s"/>`, d.String())
@@ -136,9 +138,8 @@ func (s sparkline) broken(i int) bool {
 	return pts[i].At.Sub(pts[i-1].At) > ref*5/2
 }
 
-// summary says the last value and the largest in words; ref is the end
-// of the chart's span.
-func (s sparkline) summary(ref time.Time) string {
+// summary says the last value and the largest in words, at times of sp.
+func (s sparkline) summary(sp span) string {
 	if len(s.Points) == 0 {
 		return s.Name + ": no samples"
 	}
@@ -148,7 +149,7 @@ func (s sparkline) summary(ref time.Time) string {
 			peak = p
 		}
 	}
-	return fmt.Sprintf("%s: %s at %s UTC, at most %s at %s UTC", s.Name, s.Format(last.V), clock(last.At, ref), s.Format(peak.V), clock(peak.At, ref))
+	return fmt.Sprintf("%s: %s at %s UTC, at most %s at %s UTC", s.Name, s.Format(last.V), sp.clock(last.At), s.Format(peak.V), sp.clock(peak.At))
 }
 
 // Size of a timeline, in SVG units: a column of machine names, then the
@@ -171,7 +172,7 @@ func timeline(h schema.TenantHistory, sp span) template.HTML {
 	bandsH := float64((len(h.Machines) + 1) * lane)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="history" viewBox="0 0 %d %d" width="100%%" role="img" data-chart="timeline">`, timelineW, int(bandsH)+axisH)
-	fmt.Fprintf(&b, `<title>Machines of %s by stage, %s to %s UTC</title>`, esc(h.Tenant), clock(sp.Since, sp.Until), hhmm(sp.Until))
+	fmt.Fprintf(&b, `<title>Machines of %s by stage, %s to %s UTC</title>`, esc(h.Tenant), sp.clock(sp.Since), sp.clock(sp.Until))
 	fmt.Fprintf(&b, `<text class="band-name" x="%s" y="%d">rollouts, restores</text>`, num(plotX-8), bandH-3)
 	fmt.Fprintf(&b, `<rect class="band-none" x="%s" y="0" width="%s" height="%d"/>`, num(plotX), num(plotW), bandH)
 	st := stretches(h.Marks, sp)
@@ -188,7 +189,7 @@ func timeline(h schema.TenantHistory, sp span) template.HTML {
 		for _, mk := range h.Marks {
 			if mk.Kind == schema.MarkReboot && mk.Machine == m.Machine && inSpan(mk.At, sp) {
 				x := sp.x(mk.At, plotX, plotW)
-				fmt.Fprintf(&b, `<path class="mark-reboot" d="M%s %s v%d"><title>%s</title></path>`, num(x), num(y-2), bandH+4, esc(markTitle(mk, sp.Until)))
+				fmt.Fprintf(&b, `<path class="mark-reboot" d="M%s %s v%d"><title>%s</title></path>`, num(x), num(y-2), bandH+4, esc(markTitle(mk, sp)))
 			}
 		}
 		b.WriteString(`</g>`)
@@ -222,12 +223,12 @@ func band(b *strings.Builder, m schema.MachineTimeline, sp span, y, plotX, plotW
 			class += " band-lost"
 		}
 		fmt.Fprintf(b, `<rect class="%s" x="%s" y="%s" width="%s" height="%d"><title>%s</title></rect>`,
-			class, num(x0), num(y), num(max(x1-x0, 0.5)), bandH, esc(stateTitle(m.Machine, t, end, sp.Until)))
+			class, num(x0), num(y), num(max(x1-x0, 0.5)), bandH, esc(stateTitle(m.Machine, t, end, sp)))
 	}
 }
 
 // stateTitle says what a machine was from t.At to end.
-func stateTitle(machine string, t schema.MachineTransition, end, ref time.Time) string {
+func stateTitle(machine string, t schema.MachineTransition, end time.Time, sp span) string {
 	words := []string{string(t.Stage)}
 	if t.Stage == "" {
 		words[0] = "not observed"
@@ -243,16 +244,16 @@ func stateTitle(machine string, t schema.MachineTransition, end, ref time.Time) 
 	if t.Connected && !t.ConfigUpToDate {
 		words = append(words, "config not its node group's")
 	}
-	return fmt.Sprintf("%s %s–%s UTC: %s", machine, clock(t.At, ref), clock(end, ref), strings.Join(words, ", "))
+	return fmt.Sprintf("%s %s–%s UTC: %s", machine, sp.clock(t.At), sp.clock(end), strings.Join(words, ", "))
 }
 
-// markTitle says what a mark is; ref is the end of the chart's span.
-func markTitle(m schema.HistoryMark, ref time.Time) string {
+// markTitle says what a mark is, at a time of sp.
+func markTitle(m schema.HistoryMark, sp span) string {
 	words := map[string]string{
 		schema.MarkRolloutStarted: "rollout started", schema.MarkRolloutFinished: "rollout finished",
 		schema.MarkReboot: "reboot", schema.MarkRestoreStarted: "restore started", schema.MarkRestoreFinished: "restore finished",
 	}
-	s := clock(m.At, ref) + " UTC " + cmp.Or(words[m.Kind], m.Kind)
+	s := sp.clock(m.At) + " UTC " + cmp.Or(words[m.Kind], m.Kind)
 	if m.Machine != "" {
 		s += " of " + m.Machine
 	}
@@ -276,9 +277,9 @@ func stretches(marks []schema.HistoryMark, sp span) []stretch {
 	var out []stretch
 	open := map[string]*schema.HistoryMark{}
 	add := func(kind string, start *schema.HistoryMark, end time.Time, endTitle string) {
-		from, title := sp.Since, "before "+clock(sp.Since, sp.Until)+" UTC"
+		from, title := sp.Since, "before "+sp.clock(sp.Since)+" UTC"
 		if start != nil {
-			from, title = start.At, markTitle(*start, sp.Until)
+			from, title = start.At, markTitle(*start, sp)
 		}
 		if end.After(sp.Since) && from.Before(sp.Until) {
 			out = append(out, stretch{kind: kind, from: from, to: end, title: title + "; " + endTitle})
@@ -293,7 +294,7 @@ func stretches(marks []schema.HistoryMark, sp span) []stretch {
 			open["restore"] = m
 		case schema.MarkRolloutFinished, schema.MarkRestoreFinished:
 			kind := strings.TrimSuffix(strings.TrimSuffix(m.Kind, "Finished"), "Started")
-			add(kind, open[kind], m.At, markTitle(*m, sp.Until))
+			add(kind, open[kind], m.At, markTitle(*m, sp))
 			delete(open, kind)
 		}
 	}
@@ -423,7 +424,7 @@ func availabilityBar(a []schema.TenantAvailability, sp span) availability {
 		}
 		x0, x1 := sp.x(from, 0, availW), sp.x(end, 0, availW)
 		fmt.Fprintf(&b, `<rect class="%s" x="%s" y="0" width="%s" height="%d"><title>%s</title></rect>`,
-			class, num(x0), num(max(x1-x0, 0.5)), availH, esc(availTitle(e, from, end)))
+			class, num(x0), num(max(x1-x0, 0.5)), availH, esc(availTitle(e, from, end, sp)))
 	}
 	b.WriteString(`</svg>`)
 	out := availability{Bar: template.HTML(b.String())}
@@ -445,12 +446,12 @@ func availClass(e schema.TenantAvailability) string {
 	return "cond-bad"
 }
 
-func availTitle(e schema.TenantAvailability, from, to time.Time) string {
+func availTitle(e schema.TenantAvailability, from, to time.Time, sp span) string {
 	api := "API does not answer"
 	if e.APIReady {
 		api = "API answers"
 	}
-	return fmt.Sprintf("%s–%s UTC: %d of %d machines ready, %s", clock(from, to), hhmm(to), e.Ready, e.Desired, api)
+	return fmt.Sprintf("%s–%s UTC: %d of %d machines ready, %s", sp.clock(from), sp.clock(to), e.Ready, e.Desired, api)
 }
 
 func later(a, b time.Time) time.Time {

@@ -47,7 +47,7 @@ func drawMachine(h schema.MachineHistory, label string, sp span) machinePictures
 	p := machinePictures{Shown: sp.length()}
 	if len(h.Samples) > 0 {
 		for _, g := range gauges(h) {
-			p.Gauges = append(p.Gauges, gaugeView{Name: g.Name, SVG: g.svg(sp), Summary: g.summary(sp.Until)})
+			p.Gauges = append(p.Gauges, gaugeView{Name: g.Name, SVG: g.svg(sp), Summary: g.summary(sp)})
 		}
 	}
 	if len(h.Transitions) > 0 {
