@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/history"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 )
@@ -61,7 +62,11 @@ func benchRig(b *testing.B) *rig {
 // benchPage renders path over and over; cold drops the commit summaries
 // the dashboard keeps before each render, as after a restart.
 func benchPage(b *testing.B, path, want string, cold bool) {
-	r := benchRig(b)
+	benchRender(b, benchRig(b), path, want, cold)
+}
+
+// benchRender renders path of r over and over, as benchPage.
+func benchRender(b *testing.B, r *rig, path, want string, cold bool) {
 	var size int
 	cpu0 := cpuTime(b)
 	for b.Loop() {
@@ -111,4 +116,61 @@ func BenchmarkTenantPage(b *testing.B) {
 // summaries the dashboard keeps.
 func BenchmarkTenantPageCold(b *testing.B) {
 	benchPage(b, "/tenants/tenant-0500", `data-machine="tenant-0500-workers-4"`, true)
+}
+
+// recordFleetDay records a day like rollingUpgrade's for every tenant of
+// the bench fleet: each machine's transitions through a rolling upgrade,
+// the tenant's availability and marks.
+func recordFleetDay(b *testing.B, r *rig) {
+	b.Helper()
+	day := rollingUpgrade()
+	start := time.Now()
+	for i := range benchTenants {
+		tenant := fmt.Sprintf("tenant-%04d", i)
+		err := r.srv.Store().Update(func(tx store.Tx) error {
+			for j, o := range fleet(tenant, 3, 5) {
+				m, ok := o.(*schema.Machine)
+				if !ok {
+					continue
+				}
+				for _, t := range day.Machines[j%len(day.Machines)].Transitions {
+					if err := history.RecordTransition(tx, tenant, m.Metadata.Name, t); err != nil {
+						return err
+					}
+				}
+			}
+			for _, a := range day.Availability {
+				if err := history.RecordAvailability(tx, tenant, a); err != nil {
+					return err
+				}
+			}
+			for _, mk := range day.Marks {
+				if err := history.RecordMark(tx, tenant, mk); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("recorded a day of history for %d tenants in %v", benchTenants, time.Since(start).Round(time.Millisecond))
+}
+
+// BenchmarkOverviewHistory is BenchmarkOverview with a day of history
+// for every tenant: the page draws an availability bar for each of its
+// tenants.
+func BenchmarkOverviewHistory(b *testing.B) {
+	r := benchRig(b)
+	recordFleetDay(b, r)
+	benchRender(b, r, "/", `data-chart="availability"`, false)
+}
+
+// BenchmarkTenantPageHistory is BenchmarkTenantPage with a day of
+// history: the page draws the timeline of its eight machines.
+func BenchmarkTenantPageHistory(b *testing.B) {
+	r := benchRig(b)
+	recordFleetDay(b, r)
+	benchRender(b, r, "/tenants/tenant-0500", `data-band="tenant-0500-workers-4"`, false)
 }

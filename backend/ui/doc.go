@@ -21,6 +21,13 @@
 // downloads themselves answer them 403) and are told that logs need the
 // edit role.
 //
+// Pictures are drawn on the server as inline SVG (chart.go) from package
+// history: a machine's gauges as sparklines, a tenant's machines as bands
+// coloured by stage with its rollouts, reboots and restores, and each
+// tenant's availability as a small bar on the overview. They carry their
+// details in <title> elements and text beside them, take their colours
+// from the stylesheet, and refresh like any other region.
+//
 // A badge's colour says what its condition means for the object, as
 // condMeaning decides for every page: green as it should be, grey idle,
 // amber under way, blue held back on purpose, red in need of someone.

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"net/url"
@@ -25,18 +26,31 @@ type machinePage struct {
 	Config, Logs string
 	// LogsNeedEdit: the server serves the log, but not to this user.
 	LogsNeedEdit bool
+	// The machine's last day, drawn.
+	machinePictures
 }
 
 func (h *handler) machine(r *http.Request, v *view) (string, error) {
 	tenant, name := r.PathValue("tenant"), r.PathValue("machine")
 	p := machinePage{Tenant: tenant}
+	sp := span{Since: v.Now.Add(-pictureWindow), Until: v.Now}
 	err := h.srv.Store().View(func(tx store.Tx) error {
 		v.RV = tx.ResourceVersion()
 		err := tx.GetObject(schema.KindMachine, name, &p.M)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && schema.TenantOf(schema.KindMachine, &p.M.Metadata) != tenant) {
 			return notFound("There is no machine %q in tenant %q.", name, tenant)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		hist, err := machineHistory(tx, tenant, name, sp)
+		if err != nil {
+			h.log.Error("dashboard: machine history", "tenant", tenant, "machine", name, "err", err)
+			p.HistoryProblem = "The machine's history could not be read; the server log has the details."
+			return nil
+		}
+		p.machinePictures = drawMachine(hist, cmp.Or(p.M.Spec.Hostname, name), sp)
+		return nil
 	})
 	if err != nil {
 		return "", err

@@ -59,3 +59,56 @@ func TestMachinePageStatus(t *testing.T) {
 		t.Error("a worker's page has an etcd card")
 	}
 }
+
+// inventory is a medium simulated machine's inventory.
+func inventory(m *schema.Machine) {
+	m.Status.Hardware = &schema.MachineHardware{Arch: "amd64", CPUs: 4, MemoryMiB: 8192,
+		System:        &schema.SystemInformation{Manufacturer: "RezusCloud", ProductName: "sim medium", SerialNumber: "SIM-0001"},
+		Processors:    []schema.Processor{{Manufacturer: "RezusCloud", ProductName: "sim vCPU", CoreCount: 4, ThreadCount: 4, MaxSpeedMHz: 2400}},
+		MemoryModules: []schema.MemoryModule{{SizeMiB: 4096}, {SizeMiB: 4096}},
+		BlockDevices: []schema.BlockDevice{{Name: "vda", Path: "/dev/vda", SizeBytes: 80e9, Model: "sim disk", Transport: "virtio", SystemDisk: true},
+			{Name: "vdb", Path: "/dev/vdb", SizeBytes: 10 << 30, Transport: "virtio", Rotational: true}}}
+	m.Status.Network = &schema.MachineNetwork{Hostname: m.Spec.Hostname, Domainname: "example.internal", Addresses: []string{"127.0.4.1/8"},
+		DefaultGateways: []string{"127.0.0.1"}, Links: []schema.NetworkLink{{Name: "eth0", HardwareAddress: "02:00:7f:00:04:01", SpeedMbps: 10000, Up: true, OperationalState: "up"}}}
+	m.Status.Schematic = &schema.MachineSchematic{ID: strings.Repeat("5c", 32),
+		Extensions: []schema.Extension{{Name: "iscsi-tools", Version: "v0.2.0"}, {Name: "qemu-guest-agent", Version: "10.0.2"}}}
+}
+
+// TestMachinePageInventory: the machine page shows what the machine told
+// of its hardware (the system disk marked), its network and its image
+// schematic, says when it runs maintenance mode, and says that nothing
+// is known of a machine that has not answered.
+func TestMachinePageInventory(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	objs := fleet("shop", 1, 1)
+	cp := objs[2].(*schema.Machine)
+	cp.Status.Connected = true
+	inventory(cp)
+	w := objs[4].(*schema.Machine)
+	w.Status = schema.MachineStatus{Stage: schema.StageMaintenance, Connected: true, Maintenance: true}
+	r.put(objs...)
+
+	page := body(t, r.do("GET", "/tenants/shop/machines/"+cp.Metadata.Name, nil, ""), 200)
+	contains(t, "inventory", page, `<section data-part="inventory" data-kinds="Machine">`,
+		`<dt>CPUs</dt><dd>4 · amd64<div class="note">sim vCPU (RezusCloud): 4 cores, 4 threads, 2400 MHz</div></dd>`,
+		`<dt>Memory</dt><dd>8.0 GiB<div class="note">2 modules: 4.0 GiB, 4.0 GiB</div></dd>`,
+		`<tr data-disk="vda"><td><code>vda</code> <span class="badge cond-good">system disk</span></td><td>74 GiB</td>`,
+		`<tr data-disk="vdb"><td><code>vdb</code></td><td>10 GiB</td><td class="wrap">—</td><td>virtio · rotational</td>`,
+		`<dt>Hostname</dt><dd class="wrap">shop-controlplane-0.example.internal</dd>`, `<dd class="wrap">127.0.4.1/8</dd>`,
+		`<dt>Gateways</dt><dd class="wrap">127.0.0.1</dd>`,
+		`<span class="badge cond-good">eth0</span> up · <code>02:00:7f:00:04:01</code> · 10000 Mb/s`,
+		`<code class="wrap" title="`+strings.Repeat("5c", 32)+`">`, `<li>iscsi-tools <small>v0.2.0</small></li><li>qemu-guest-agent <small>10.0.2</small></li>`)
+	if strings.Contains(page, "maintenance mode") {
+		t.Error("a configured machine is said to run maintenance mode")
+	}
+	if strings.Contains(page, " style=") {
+		t.Error("the page carries an inline style, which its Content-Security-Policy refuses")
+	}
+	page = body(t, r.do("GET", "/tenants/shop/machines/"+w.Metadata.Name, nil, ""), 200)
+	contains(t, "maintenance", page, `<span class="badge cond-held" data-maintenance>maintenance mode</span>`,
+		"The machine told no hardware.")
+	objs[4].(*schema.Machine).Status = schema.MachineStatus{}
+	r.put(objs[4])
+	page = body(t, r.do("GET", "/tenants/shop/machines/"+w.Metadata.Name+"?part=inventory", nil, ""), 200)
+	contains(t, "a machine never heard from", page, "Not known: the machine has not answered yet.")
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -41,6 +42,8 @@ type tenantRow struct {
 	Commit   string               // that commit's name
 	Failing  bool
 	Retrying bool
+	// Avail is its availability over the last day.
+	Avail availability
 }
 
 func (h *handler) overview(r *http.Request, v *view) (string, error) {
@@ -103,9 +106,32 @@ func (h *handler) overview(r *http.Request, v *view) (string, error) {
 		p.Next = "/?page=" + itoa(page+1)
 	}
 	p.Tenants = p.Tenants[start:min(start+tenantsPerPage, len(p.Tenants))]
+	if err := h.availabilities(p.Tenants, span{Since: v.Now.Add(-pictureWindow), Until: v.Now}); err != nil {
+		return "", err
+	}
 	v.Title, v.Nav, v.Body = "Overview", "overview", p
 	v.Watch = []string{"/api/v1/tenants?watch=true", "/api/v1/commits/events"}
 	return "overview", nil
+}
+
+// availabilities draws each row's availability over sp; a tenant whose
+// history cannot be read is logged and shows no bar.
+func (h *handler) availabilities(rows []tenantRow, sp span) error {
+	return h.srv.Store().View(func(tx store.Tx) error {
+		for i := range rows {
+			hist, err := tenantHistory(tx, rows[i].T.Metadata.Name, sp)
+			if err != nil {
+				h.log.Error("dashboard: tenant history", "tenant", rows[i].T.Metadata.Name, "err", err)
+				continue
+			}
+			var firsts []time.Time
+			if len(hist.Availability) > 0 {
+				firsts = append(firsts, hist.Availability[0].At)
+			}
+			rows[i].Avail = availabilityBar(hist.Availability, zoom(sp, firsts...))
+		}
+		return nil
+	})
 }
 
 // lastResults gives every row the result of the newest of the commits refs

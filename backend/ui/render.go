@@ -99,6 +99,9 @@ var funcs = template.FuncMap{
 	"serviceClass": serviceClass,
 	"ref":          refBreaks,
 	"bytes":        func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
+	"ubytes":       humanize.IBytes,
+	"pct":          func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " %" },
+	"mib":          func(n int) string { return humanize.IBytes(uint64(max(n, 0)) << 20) },
 	"condWord":     condWord,
 	"noBackup":     noBackup,
 }

@@ -29,6 +29,8 @@ type tenantPage struct {
 	Kubeconfig, Talosconfig string
 	// Backups lists the tenant's backups, when the page shows them.
 	Backups backupsView
+	// The tenant's last day, drawn.
+	tenantPictures
 }
 
 // stageCount is how many of the tenant's machines are in one stage.
@@ -58,6 +60,7 @@ type historyRow struct {
 func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 	name := r.PathValue("tenant")
 	var p tenantPage
+	sp := span{Since: v.Now.Add(-pictureWindow), Until: v.Now}
 	err := h.srv.Store().View(func(tx store.Tx) error {
 		v.RV = tx.ResourceVersion()
 		if err := tx.GetObject(schema.KindTenant, name, &p.T); errors.Is(err, store.ErrNotFound) {
@@ -77,17 +80,20 @@ func (h *handler) tenant(r *http.Request, v *view) (string, error) {
 			return err
 		}
 		p.Patches = patchRows(&p.T, p.Groups, patches)
-		p.History, err = h.history(tx, name)
-		return err
+		if p.History, err = h.history(tx, name); err != nil {
+			return err
+		}
+		slices.SortFunc(p.Machines, func(a, b schema.Machine) int {
+			return cmp.Or(strings.Compare(a.Spec.NodeGroup, b.Spec.NodeGroup), strings.Compare(a.Spec.Hostname, b.Spec.Hostname),
+				strings.Compare(a.Metadata.Name, b.Metadata.Name))
+		})
+		p.tenantPictures = h.drawTenant(tx, name, p.Machines, sp)
+		return nil
 	})
 	if err != nil {
 		return "", err
 	}
 	byName(p.Groups, func(g *schema.NodeGroup) string { return g.Metadata.Name })
-	slices.SortFunc(p.Machines, func(a, b schema.Machine) int {
-		return cmp.Or(strings.Compare(a.Spec.NodeGroup, b.Spec.NodeGroup), strings.Compare(a.Spec.Hostname, b.Spec.Hostname),
-			strings.Compare(a.Metadata.Name, b.Metadata.Name))
-	})
 	p.Stages = stagesOf(p.Machines)
 	p.Backups = h.backups(r, v, &p.T)
 	if v.Admin {

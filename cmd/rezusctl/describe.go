@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/rezuscloud/rezuscloud/internal/client"
@@ -481,7 +482,94 @@ func (d *describer) machine(ctx context.Context, tenant, id string) (string, err
 	d.kv(1, "Addresses", strings.Join(st.Addresses, ","))
 	d.kv(1, "Last Seen", d.when(st.LastSeen))
 	d.kv(1, "Message", st.Message)
+	d.kv(1, "Maintenance", strconv.FormatBool(st.Maintenance))
+	d.hardware(1, st.Hardware)
+	d.network(1, st.Network)
+	d.schematic(1, st.Schematic)
 	return d.done(), nil
+}
+
+// hardware writes a machine's hardware: its processors, memory, system
+// and disks, the system disk marked.
+func (d *describer) hardware(level int, h *schema.MachineHardware) {
+	if h == nil {
+		d.kv(level, "Hardware", "")
+		return
+	}
+	d.line(level, "Hardware:")
+	d.kv(level+1, "Arch", h.Arch)
+	d.kv(level+1, "CPUs", strconv.Itoa(h.CPUs))
+	for _, p := range h.Processors {
+		d.kv(level+2, "Processor", fmt.Sprintf("%s, %d cores, %d threads, %d MHz", strings.TrimSpace(p.Manufacturer+" "+p.ProductName), p.CoreCount, p.ThreadCount, p.MaxSpeedMHz))
+	}
+	d.kv(level+1, "Memory", humanize.IBytes(uint64(h.MemoryMiB)<<20))
+	for _, m := range h.MemoryModules {
+		d.kv(level+2, "Module", strings.TrimSpace(humanize.IBytes(uint64(m.SizeMiB)<<20)+" "+m.Manufacturer+" "+m.Description))
+	}
+	if sys := h.System; sys != nil {
+		d.kv(level+1, "System", strings.TrimSpace(sys.Manufacturer+" "+sys.ProductName+" "+sys.Version))
+		d.kv(level+2, "Serial", sys.SerialNumber)
+		d.kv(level+2, "UUID", sys.UUID)
+	}
+	if len(h.BlockDevices) == 0 {
+		d.kv(level+1, "Disks", "")
+		return
+	}
+	d.line(level+1, "Disks:")
+	d.line(level+2, "NAME\tSIZE\tMODEL\tTRANSPORT\tSYSTEM")
+	for _, b := range h.BlockDevices {
+		system := ""
+		if b.SystemDisk {
+			system = "yes"
+		}
+		transport := b.Transport
+		if b.Rotational {
+			transport += ",rotational"
+		}
+		d.line(level+2, "%s\t%s\t%s\t%s\t%s", b.Name, humanize.IBytes(b.SizeBytes), orNone(b.Model), orNone(transport), orNone(system))
+	}
+}
+
+// network writes a machine's host name, addresses, gateways and links.
+func (d *describer) network(level int, n *schema.MachineNetwork) {
+	if n == nil {
+		d.kv(level, "Network", "")
+		return
+	}
+	d.line(level, "Network:")
+	host := n.Hostname
+	if n.Domainname != "" {
+		host += "." + n.Domainname
+	}
+	d.kv(level+1, "Hostname", host)
+	d.kv(level+1, "Addresses", strings.Join(n.Addresses, ","))
+	d.kv(level+1, "Default Gateways", strings.Join(n.DefaultGateways, ","))
+	for _, l := range n.Links {
+		state := l.OperationalState
+		if state == "" {
+			state = map[bool]string{true: "up", false: "down"}[l.Up]
+		}
+		speed := ""
+		if l.SpeedMbps > 0 {
+			speed = strconv.Itoa(l.SpeedMbps) + " Mb/s"
+		}
+		d.kv(level+1, "Link "+l.Name, strings.Join(slices.DeleteFunc([]string{state, l.HardwareAddress, speed}, func(s string) bool { return s == "" }), ", "))
+	}
+}
+
+// schematic writes a machine's image schematic and its extensions.
+func (d *describer) schematic(level int, s *schema.MachineSchematic) {
+	if s == nil {
+		d.kv(level, "Schematic", "")
+		return
+	}
+	d.line(level, "Schematic:")
+	d.kv(level+1, "ID", s.ID)
+	var ext []string
+	for _, e := range s.Extensions {
+		ext = append(ext, strings.TrimSpace(e.Name+" "+e.Version))
+	}
+	d.kv(level+1, "Extensions", strings.Join(ext, ", "))
 }
 
 // planeText says what the Talos plane did in a run; "" for nothing.

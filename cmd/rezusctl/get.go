@@ -36,6 +36,9 @@ Types and their aliases:
   providers   (provider)
   commits     (commit)                    newest first; a NAME is a revision or a prefix of 7+ characters
   backups     (backup)                    of one tenant (--tenant/-t), oldest first; a NAME is a backup ID
+  history                                 get history TENANT [MACHINE]: a tenant's events (its machines'
+                                          transitions, availability, rollouts, reboots, restores) or one
+                                          machine's transitions and gauges, over --since/--until (24h)
 
 Node groups and config patches live in a tenant: --tenant/-t T scopes them,
 and NAME may be written TENANT/NAME. Without --tenant, get lists them in
@@ -52,9 +55,10 @@ interrupted; it resumes by itself after a dropped connection.`
 
 func newGetCmd() *cobra.Command {
 	var o getOptions
+	var h historyOptions
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME...]",
-		Short: "Print tenants, node groups, machines, patches, providers, commits or a tenant's backups",
+		Short: "Print tenants, node groups, machines, patches, providers, commits, or a tenant's backups or history",
 		Long:  getLong,
 		Example: `  rezusctl get tenants
   rezusctl get ng -t production
@@ -62,6 +66,8 @@ func newGetCmd() *cobra.Command {
   rezusctl get nodegroup production/workers -o yaml
   rezusctl get commits
   rezusctl get backups -t production
+  rezusctl get history production --since 6h
+  rezusctl get history production sim-25b33181a5738e00 -o wide
   rezusctl get machines -w`,
 		ValidArgsFunction: completeTypeAndNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,6 +76,16 @@ func newGetCmd() *cobra.Command {
 			}
 			if err := checkOutput(o.output, outTable, outWide, outJSON, outYAML, outName); err != nil {
 				return err
+			}
+			if slices.Contains(historyWords, strings.ToLower(args[0])) {
+				c, err := newClient(cmd)
+				if err != nil {
+					return err
+				}
+				return runGetHistory(cmd.Context(), c, cmd.OutOrStdout(), args[1:], &o, h, time.Now())
+			}
+			if h != (historyOptions{}) {
+				return &exitError{code: exitUsage, msg: "--since, --until and --step apply to a history only: rezusctl get history TENANT [MACHINE]"}
 			}
 			if slices.Contains(backupWords, strings.ToLower(args[0])) {
 				c, err := newClient(cmd)
@@ -106,6 +122,9 @@ func newGetCmd() *cobra.Command {
 	f.BoolVar(&o.watchOnly, "watch-only", false, "watch for changes without printing the current objects first")
 	f.BoolVar(&o.watchEvents, "output-watch-events", false, "with --watch, print the event type (ADDED, MODIFIED, DELETED) of each change")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print tables without their header line")
+	f.StringVar(&h.since, "since", "", "a history from this time on: RFC 3339, or a duration before now such as 24h (the server's default: 24h)")
+	f.StringVar(&h.until, "until", "", "a history up to this time: RFC 3339, or a duration before now (default: now)")
+	f.DurationVar(&h.step, "step", 0, "a machine's history: resample its samples to this step, such as 1h (default: as stored)")
 	registerCompletions(cmd)
 	return cmd
 }

@@ -70,7 +70,8 @@ var resourceTypes = []*resourceType{
 		getPath: client.MachinePath,
 		columns: func(wide bool) []string {
 			if wide {
-				return []string{"NAME", "TENANT", "NODEGROUP", "ROLE", "STAGE", "ADDRESS", "HOSTNAME", "SHAPE", "TALOS", "CONFIG", "NODE", "AGE"}
+				return []string{"NAME", "TENANT", "NODEGROUP", "ROLE", "STAGE", "ADDRESS", "HOSTNAME", "SHAPE", "TALOS", "CONFIG", "NODE",
+					"CPU", "MEMORY", "DISK", "SCHEMATIC", "AGE"}
 			}
 			return []string{"NAME", "TENANT", "NODEGROUP", "ROLE", "STAGE", "ADDRESS", "AGE"}
 		},
@@ -288,8 +289,53 @@ func machineRow(raw json.RawMessage, wide bool, now time.Time) ([]string, error)
 	row := []string{m.Metadata.Name, orNone(m.Spec.Tenant), orNone(m.Spec.NodeGroup), orNone(m.Spec.Role), orNone(string(m.Status.Stage)), orNone(m.Spec.ManagementAddress)}
 	if wide {
 		row = append(row, orNone(m.Spec.Hostname), orNone(m.Spec.Shape), orNone(m.Status.TalosVersion), configWord(m.Status), nodeWord(m.Status.Kubernetes))
+		row = append(row, hardwareCells(m.Status.Hardware)...)
+		row = append(row, schematicCell(m.Status.Schematic))
 	}
 	return append(row, age(m.Metadata.CreatedAt, now)), nil
+}
+
+// hardwareCells are a machine's CPU, MEMORY and DISK columns: its
+// hardware threads, its memory and its system disk in binary units as
+// kubectl prints quantities (8Gi); <none> for what it has not told.
+func hardwareCells(h *schema.MachineHardware) []string {
+	cells := []string{"<none>", "<none>", "<none>"}
+	if h == nil {
+		return cells
+	}
+	if h.CPUs > 0 {
+		cells[0] = strconv.Itoa(h.CPUs)
+	}
+	if h.MemoryMiB > 0 {
+		cells[1] = quantity(uint64(h.MemoryMiB) << 20)
+	}
+	for _, d := range h.BlockDevices {
+		if d.SystemDisk {
+			cells[2] = quantity(d.SizeBytes)
+		}
+	}
+	return cells
+}
+
+// quantity prints a size in Gi (or Mi below 1Gi), rounded down, as the
+// derived labels hardware.rezuscloud.io/memory-gib and system-disk-gib
+// count.
+func quantity(n uint64) string {
+	if n < 1<<30 {
+		return strconv.FormatUint(n>>20, 10) + "Mi"
+	}
+	return strconv.FormatUint(n>>30, 10) + "Gi"
+}
+
+// schematicIDLen is how much of a schematic ID the SCHEMATIC column shows.
+const schematicIDLen = 8
+
+// schematicCell is a machine's image schematic, its ID cut short.
+func schematicCell(s *schema.MachineSchematic) string {
+	if s == nil || s.ID == "" {
+		return "<none>"
+	}
+	return s.ID[:min(len(s.ID), schematicIDLen)]
 }
 
 // configWord says whether a machine runs the config rendered for it, as

@@ -170,7 +170,8 @@ func readNetwork(ctx context.Context, st state.CoreState) (*schema.MachineNetwor
 	routes, s3, err3 := listKind[*network.RouteStatus](ctx, st, network.NamespaceName, network.RouteStatusType)
 	for _, r := range routes {
 		sp := r.TypedSpec()
-		if sp.Destination.Bits() == 0 && sp.Gateway.IsValid() && !slices.Contains(n.DefaultGateways, sp.Gateway.String()) {
+		// A default route has no destination (or a /0 one) and a gateway.
+		if (!sp.Destination.IsValid() || sp.Destination.Bits() == 0) && sp.Gateway.IsValid() && !slices.Contains(n.DefaultGateways, sp.Gateway.String()) {
 			n.DefaultGateways = append(n.DefaultGateways, sp.Gateway.String())
 		}
 	}

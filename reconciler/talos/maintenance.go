@@ -41,3 +41,27 @@ func (p *Pool) withMaintenance(ctx context.Context, o Observation, address strin
 	o.TalosStage, o.Stage, o.Maintenance = "maintenance", schema.StageMaintenance, true
 	return o
 }
+
+// maintenanceInventory reads the inventory of a machine in maintenance
+// mode into o through a maintenance client (Talos serves its hardware,
+// network and extensions there without a client certificate), when o is
+// the first observation that finds it there; later ones carry prev's.
+func (p *Pool) maintenanceInventory(ctx context.Context, o, prev Observation, address string) Observation {
+	if !o.Maintenance {
+		return o
+	}
+	if prev.Maintenance && prev.Hardware != nil {
+		return carryInventory(o, prev)
+	}
+	c, release, err := p.Maintenance(address, "")
+	if err != nil {
+		return o
+	}
+	defer release()
+	arch := ""
+	if v, err := c.Version(ctx); err == nil && len(v.GetMessages()) > 0 {
+		arch = v.GetMessages()[0].GetVersion().GetArch()
+	}
+	_ = o.readInventory(ctx, c, arch, allInventory) // a machine that serves none of it has none
+	return o
+}

@@ -246,7 +246,7 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 	obs := withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts), prev, parts)
 	if !obs.Connected && ctx.Err() == nil {
 		p.pool.Drop(tenant, bundle, m.Address)
-		obs = p.pool.withMaintenance(ctx, obs, m.Address)
+		obs = p.pool.maintenanceInventory(ctx, p.pool.withMaintenance(ctx, obs, m.Address), prev, m.Address)
 	}
 	return obs
 }

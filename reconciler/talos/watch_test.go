@@ -2,11 +2,14 @@ package talos
 
 import (
 	"context"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // watchRig is a formed tenant whose plane probes once an hour at most,
@@ -118,6 +121,181 @@ func TestWatchFallsBackToProbesAndComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, time.Second, "the unhealthy worker in the store", func() bool { return !tr.storedStatus(w.ID).Ready })
+	if n := tr.plane.prober.Probes() - probes; n != 0 {
+		t.Fatalf("%d probes once the watch was back, want none", n)
+	}
+}
+
+// TestWatchBringsTheInventory: the inventory of machines of each kind of
+// simulated shape reaches the store as status.hardware, network and
+// schematic, with the derived labels: a sim record's shape (the default
+// small, and large), an OpenStack flavor's sizes, and a bare-metal
+// machine waiting in maintenance mode.
+func TestWatchBringsTheInventory(t *testing.T) {
+	tr := watchRig(t, 1, 1)
+	cp, w := tr.ms[0], tr.ms[1]
+	// The machines booted with the default hardware: a small sim machine.
+	st := tr.storedStatus(w.ID)
+	checkInventory(t, "small sim worker", st, 2, 4<<10, "vda", 40<<30)
+	if n := st.Network; n == nil || !slices.Contains(n.Addresses, w.Address+"/8") || len(n.DefaultGateways) != 1 ||
+		len(n.Links) != 1 || n.Links[0].HardwareAddress == "" || !n.Links[0].Up || n.Hostname == "" {
+		t.Errorf("small sim worker's network: %+v", n)
+	}
+	if s := st.Schematic; s == nil || len(s.ID) != 64 || len(s.Extensions) == 0 {
+		t.Errorf("small sim worker's schematic: %+v", s)
+	}
+	labels := tr.storedLabels(w.ID)
+	if labels[schema.LabelHardwareCPUs] != "2" || labels[schema.LabelHardwareMemoryGiB] != "4" || labels[schema.LabelHardwareArch] != "amd64" ||
+		labels[schema.LabelHardwareSystemDiskGiB] != "40" {
+		t.Errorf("small sim worker's labels: %v", labels)
+	}
+	checkInventory(t, "small sim control plane", tr.storedStatus(cp.ID), 2, 4<<10, "vda", 40<<30)
+
+	// A large sim machine and an OpenStack flavor (8 vCPUs, 16 GiB,
+	// 100 GB) join the tenant.
+	large, flavor := talosnode.ShapeHardware("large"), talosnode.VMHardware(8, 16<<10, 100)
+	added := []struct {
+		m  Machine
+		hw talosnode.Hardware
+	}{{Machine{ID: "acme-large", Name: "rezussim_machine.ng_w[1]", NodeGroup: "w"}, large},
+		{Machine{ID: "acme-flavor", Name: "openstack_compute_instance_v2.ng_w[2]", NodeGroup: "w"}, flavor}}
+	for i := range added {
+		a := &added[i]
+		a.m.Address = tr.addr(tr.next)
+		tr.next++
+		if err := tr.host.BootMachine(talosnode.Machine{ID: a.m.ID, Address: a.m.Address, UserData: tr.wCfg, Hardware: &a.hw}); err != nil {
+			t.Fatal(err)
+		}
+		tr.ms = append(tr.ms, a.m)
+	}
+	// A bare-metal machine waits in maintenance mode.
+	metal := Machine{ID: "acme-metal", Name: "metal[0]", NodeGroup: "w", Address: tr.addr(tr.next)}
+	tr.next++
+	if err := tr.host.StartMaintenance(metal.Address); err != nil {
+		t.Fatal(err)
+	}
+	tr.ms = append(tr.ms, metal)
+	tr.putMachines()
+	tr.plane.wake()
+	eventually(t, "the new machines' inventory in the store", func() bool {
+		for _, m := range []string{"acme-large", "acme-flavor", "acme-metal"} {
+			if tr.storedStatus(m).Hardware == nil {
+				return false
+			}
+		}
+		return true
+	})
+	checkInventory(t, "large sim worker", tr.storedStatus("acme-large"), 8, 16<<10, "vda", 160<<30)
+	checkInventory(t, "OpenStack flavor", tr.storedStatus("acme-flavor"), 8, 16<<10, "vda", 100<<30)
+	// Talos is not installed yet on a machine in maintenance mode: it has
+	// no system disk.
+	st = tr.storedStatus("acme-metal")
+	if h := st.Hardware; !st.Maintenance || st.Stage != schema.StageMaintenance || h.CPUs != 8 || h.MemoryMiB != 32<<10 ||
+		len(h.BlockDevices) != 2 || h.BlockDevices[0].Name != "nvme0n1" || h.BlockDevices[0].SystemDisk || !h.BlockDevices[1].Rotational {
+		t.Errorf("bare metal in maintenance: maintenance %v, stage %s, hardware %+v", st.Maintenance, st.Stage, h)
+	}
+}
+
+// checkInventory checks a stored machine's hardware: its CPUs, memory and
+// system disk.
+func checkInventory(t *testing.T, what string, st schema.MachineStatus, cpus, memMiB int, disk string, diskBytes uint64) {
+	t.Helper()
+	h := st.Hardware
+	if h == nil {
+		t.Errorf("%s: no hardware in the store", what)
+		return
+	}
+	var sys *schema.BlockDevice
+	for i, d := range h.BlockDevices {
+		if d.SystemDisk {
+			sys = &h.BlockDevices[i]
+		}
+	}
+	if h.CPUs != cpus || h.MemoryMiB != memMiB || h.Arch != "amd64" || len(h.Processors) != 1 || len(h.MemoryModules) == 0 ||
+		sys == nil || sys.Name != disk || sys.SizeBytes != diskBytes {
+		t.Errorf("%s: hardware %+v, system disk %+v; want %d CPUs, %d MiB, system disk %s of %d bytes", what, h, sys, cpus, memMiB, disk, diskBytes)
+	}
+}
+
+func (tr *tenantRig) storedLabels(id string) map[string]string {
+	tr.t.Helper()
+	var m schema.Machine
+	if err := tr.store.View(func(tx store.Tx) error { return tx.GetObject(schema.KindMachine, id, &m) }); err != nil {
+		tr.t.Fatal(err)
+	}
+	return m.Metadata.Labels
+}
+
+// TestWatchBringsAChangedDiskAndAddress: with the probe TTL an hour, a
+// disk added to a machine and a new address of it reach the store within
+// 2 s, through the watches of block.Disk and network.NodeAddress.
+func TestWatchBringsAChangedDiskAndAddress(t *testing.T) {
+	tr := watchRig(t, 1, 1)
+	w := tr.ms[1]
+	probes := tr.plane.prober.Probes()
+	if err := tr.host.SetInventory(w.ID, func(inv *talosnode.Inventory) {
+		inv.Disks = append(inv.Disks, talosnode.Disk{Name: "vdb", SizeBytes: 200 << 30, Model: "QEMU HARDDISK", Transport: "virtio"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	took := within(t, 2*time.Second, "the added disk in the store", func() bool {
+		h := tr.storedStatus(w.ID).Hardware
+		return h != nil && len(h.BlockDevices) == 2 && h.BlockDevices[1].Name == "vdb" && h.BlockDevices[1].SizeBytes == 200<<30
+	})
+	t.Logf("the added disk in the store after %s", took)
+	extra := netip.MustParsePrefix("127.200.0.1/8")
+	if err := tr.host.SetInventory(w.ID, func(inv *talosnode.Inventory) { inv.Addresses = append(inv.Addresses, extra) }); err != nil {
+		t.Fatal(err)
+	}
+	took = within(t, 2*time.Second, "the new address in the store", func() bool {
+		n := tr.storedStatus(w.ID).Network
+		return n != nil && slices.Contains(n.Addresses, extra.String())
+	})
+	t.Logf("the new address in the store after %s", took)
+	if n := tr.plane.prober.Probes() - probes; n != 0 {
+		t.Fatalf("%d probes while every machine was watched, want none", n)
+	}
+}
+
+// TestWatchBrokenKeepsStatusFresh: while a machine's COSI watches are
+// refused (and its other calls answered), it is probed with backoff, so
+// its status follows it still; once watches are let in again, its watch
+// is back and probing stops.
+func TestWatchBrokenKeepsStatusFresh(t *testing.T) {
+	tr := watchRig(t, 1, 1)
+	w := tr.ms[1]
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{WatchBroken: true}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 2*time.Second, "the watch broken", func() bool { return !tr.plane.watchedNow(w.ID) })
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{WatchBroken: true, Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	// The probes follow the first at once, 2 s later, then 4 s after that.
+	took := within(t, 5*time.Second, "the unhealthy worker in the store, by probe", func() bool {
+		st := tr.storedStatus(w.ID)
+		return st.Connected && !st.Ready
+	})
+	t.Logf("unready in the store after %s", took)
+	// Healthy again, with watches still refused: a probe on the backoff's
+	// timer finds it.
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{WatchBroken: true}); err != nil {
+		t.Fatal(err)
+	}
+	took = within(t, 5*time.Second, "the healthy worker in the store, by probe", func() bool { return tr.storedStatus(w.ID).Ready })
+	t.Logf("ready in the store after %s", took)
+	if tr.plane.watchedNow(w.ID) {
+		t.Fatal("watched while watches are refused")
+	}
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 10*time.Second, "the watch back", func() bool { return tr.plane.watchedNow(w.ID) && tr.storedStatus(w.ID).Ready })
+	probes := tr.plane.prober.Probes()
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "the unhealthy worker in the store, by watch", func() bool { return !tr.storedStatus(w.ID).Ready })
 	if n := tr.plane.prober.Probes() - probes; n != 0 {
 		t.Fatalf("%d probes once the watch was back, want none", n)
 	}
