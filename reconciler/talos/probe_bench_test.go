@@ -60,7 +60,7 @@ func runBenchHost(dir string) error {
 	}
 	defer h.Close()
 	enc := json.NewEncoder(os.Stdout)
-	for t := range benchTenants {
+	for t := range benchTenantCount() {
 		tenant := fmt.Sprintf("t%03d", t)
 		// One CA for all, but each tenant its own cluster.
 		own, err := clusterSecrets(secrets, t)
@@ -76,8 +76,9 @@ func runBenchHost(dir string) error {
 			return err
 		}
 		for i := range benchMachines {
+			idx := t*benchMachines + i // up to 250 tenants per 240 addresses: 8,000 machines fit
 			m := Machine{ID: fmt.Sprintf("%s-%d", tenant, i), Name: fmt.Sprintf("m[%d]", i), NodeGroup: "w",
-				Address: netip.AddrFrom4([4]byte{127, byte(h.Block()), byte(1 + t), byte(10 + i)}).String()}
+				Address: netip.AddrFrom4([4]byte{127, byte(h.Block()), byte(1 + idx/240), byte(10 + idx%240)}).String()}
 			cfg := w
 			if i < benchCPs {
 				m.NodeGroup, m.ControlPlane, cfg = "cp", true, cp
@@ -180,7 +181,12 @@ func benchIdle() time.Duration {
 // from secrets and reporting to kube's API when kube is not nil, and
 // returns its machines.
 func startBenchHost(b *testing.B, secrets []byte, kube *benchKube) []Machine {
-	dir := b.TempDir() + "/sim"
+	return startBenchHostIn(b, b.TempDir()+"/sim", secrets, kube)
+}
+
+// startBenchHostIn is startBenchHost with the host's directory (where its
+// faults file is) given.
+func startBenchHostIn(b *testing.B, dir string, secrets []byte, kube *benchKube) []Machine {
 	if err := os.WriteFile(dir+".bundle", secrets, 0o600); err != nil {
 		b.Fatal(err)
 	}
@@ -198,6 +204,7 @@ func startBenchHost(b *testing.B, secrets []byte, kube *benchKube) []Machine {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
+	benchHostPID = cmd.Process.Pid
 	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	var ms []Machine
 	sc := bufio.NewScanner(stdout)
@@ -238,8 +245,14 @@ func putFleet(b *testing.B, st store.Store, ms []Machine) {
 	}
 }
 
-func rssKiB() int {
-	data, _ := os.ReadFile("/proc/self/status")
+// benchHostPID is the process of the last node host started.
+var benchHostPID int
+
+func rssKiB() int { return rssKiBOf("self") }
+
+// rssKiBOf is the RSS of process pid ("self" for this one).
+func rssKiBOf(pid string) int {
+	data, _ := os.ReadFile("/proc/" + pid + "/status")
 	for _, l := range strings.Split(string(data), "\n") {
 		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
 			n, _ := strconv.Atoi(f[1])

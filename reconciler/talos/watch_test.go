@@ -300,3 +300,57 @@ func TestWatchBrokenKeepsStatusFresh(t *testing.T) {
 		t.Fatalf("%d probes once the watch was back, want none", n)
 	}
 }
+
+// TestSamplerGivesTheGauges: every sample interval, OnSamples gets the
+// load and memory of every watched machine that answers, and the etcd DB
+// size and leadership of control planes; a machine that does not answer
+// has no sample.
+func TestSamplerGivesTheGauges(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 2)
+	tr.putMachines()
+	tr.putTenant()
+	if err := tr.host.SetFault(tr.ms[2].ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
+	batches := make(chan map[string]map[string]schema.MachineSample, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.plane.RunObserver(ctx, ObserverOptions{Watch: true, SampleInterval: 50 * time.Millisecond,
+			Bundle: func(string) []byte { return tr.secrets },
+			OnSamples: func(s map[string]map[string]schema.MachineSample) {
+				select {
+				case batches <- s:
+				default:
+				}
+			}})
+	}()
+	defer func() { cancel(); <-done }()
+	var got map[string]schema.MachineSample
+	eventually(t, "samples of both answering machines", func() bool {
+		select {
+		case b := <-batches:
+			got = b["acme"]
+		default:
+		}
+		return len(got) == 2
+	})
+	cp, w := got[tr.ms[0].ID], got[tr.ms[1].ID]
+	if _, ok := got[tr.ms[2].ID]; ok {
+		t.Errorf("a sample of the machine that does not answer: %+v", got)
+	}
+	for name, s := range map[string]schema.MachineSample{"control plane": cp, "worker": w} {
+		// MemTotal is the machine's 4 GiB less what the kernel keeps.
+		if s.At.IsZero() || s.MemoryTotalBytes > 4<<30 || s.MemoryTotalBytes < 3<<30 || s.MemoryUsedBytes == 0 || s.MemoryUsedBytes >= s.MemoryTotalBytes || s.Load1 < 0 {
+			t.Errorf("%s: sample %+v", name, s)
+		}
+	}
+	if cp.EtcdDBSizeBytes <= 0 || !cp.EtcdLeader {
+		t.Errorf("control plane's etcd: %+v, want its DB size and leadership", cp)
+	}
+	if w.EtcdDBSizeBytes != 0 || w.EtcdLeader {
+		t.Errorf("worker's etcd facts: %+v", w)
+	}
+}

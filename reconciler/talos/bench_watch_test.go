@@ -1,0 +1,198 @@
+package talos
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
+	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+	"github.com/rezuscloud/rezuscloud/store/bolt"
+)
+
+// BenchmarkObserveWatchVsPoll observes the bench fleet (100 tenants × 8
+// machines, REZUSCLOUD_BENCH_TENANTS tenants when set), served by another
+// process, with the observer's defaults: by watch, and by polling (one
+// probe per machine per 15 s TTL). After the first pass and a settling
+// time it reports the plane's idle CPU (percent of one core) and RSS over
+// REZUSCLOUD_BENCH_IDLE_FOR (default 30 s), its goroutines, its heap and
+// stacks per machine, and then, for 40 machines (8 when polling) turned
+// unready by the faults file one after the other, the
+// p50 and p99 latency from the faults file's write to the store's commit
+// of the machine's status (which includes the node host's 20 ms
+// debounce of the file's notifications).
+//
+//	go test -run '^$' -bench ObserveWatchVsPoll -benchtime 1x ./reconciler/talos/
+func BenchmarkObserveWatchVsPoll(b *testing.B) {
+	for _, watch := range []bool{true, false} {
+		name := "poll"
+		if watch {
+			name = "watch"
+		}
+		b.Run(name, func(b *testing.B) { benchObserve(b, watch) })
+	}
+}
+
+func benchObserve(b *testing.B, watch bool) {
+	secrets := bundle(b, "fleet")
+	simDir := filepath.Join(b.TempDir(), "sim")
+	ms := startBenchHostIn(b, simDir, secrets, nil)
+	st, err := bolt.Open(b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	putFleet(b, st, ms)
+	pool := NewPool(PoolOptions{})
+	defer pool.Close()
+	pl, err := New(Options{Store: st, Pool: pool})
+	if err != nil {
+		b.Fatal(err)
+	}
+	written := newCommitClock(st)
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pl.RunObserver(ctx, ObserverOptions{Watch: watch, Bundle: func(string) []byte { return secrets }, AfterFirstPass: func() { close(first) }})
+	}()
+	defer func() { cancel(); <-done }()
+	<-first
+	if watch {
+		eventually(b, "every machine watched", func() bool { return pl.watchedCount() == len(ms) })
+	}
+	time.Sleep(5 * time.Second) // settle: the first pass's writes and garbage
+	idleFor := 30 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("REZUSCLOUD_BENCH_IDLE_FOR")); err == nil {
+		idleFor = d
+	}
+	start, cpu0, probes0 := time.Now(), cpuTime(), pl.prober.Probes()
+	maxRSS, hostRSS := 0, 0
+	for time.Since(start) < idleFor {
+		maxRSS, hostRSS = max(maxRSS, rssKiB()), max(hostRSS, rssKiBOf(strconv.Itoa(benchHostPID)))
+		time.Sleep(time.Second)
+	}
+	wall := time.Since(start)
+	b.ReportMetric(100*(cpuTime()-cpu0).Seconds()/wall.Seconds(), "idle-cpu-%")
+	b.ReportMetric(float64(maxRSS)/1024, "rss-MiB")
+	b.ReportMetric(float64(hostRSS)/1024, "host-rss-MiB")
+	b.ReportMetric(float64(pl.prober.Probes()-probes0)/wall.Seconds(), "probes/s")
+	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+	b.ReportMetric(float64(openFDs()), "fds")
+
+	var mem runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&mem)
+	b.ReportMetric(float64(mem.HeapInuse+mem.StackInuse)/float64(len(ms))/1024, "heap+stack-KiB/machine")
+	b.ReportMetric(float64(mem.StackInuse)/float64(len(ms))/1024, "stack-KiB/machine")
+
+	changes := 40
+	if !watch {
+		changes = 8 // each waits for a probe, up to the TTL
+	}
+	lat := benchLatency(b, simDir, ms, written, changes)
+	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
+}
+
+// benchLatency turns 40 workers unready, one at a time, through the
+// faults file, and returns the sorted times until the store committed
+// each one's status.
+func benchLatency(b *testing.B, simDir string, ms []Machine, written *commitClock, changes int) []time.Duration {
+	var workers []Machine
+	for _, m := range ms {
+		if !m.ControlPlane {
+			workers = append(workers, m)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var lat []time.Duration
+	for range changes {
+		m := workers[rng.IntN(len(workers))]
+		for _, f := range []talosnode.Fault{{Unhealthy: "kubelet"}, {}} {
+			at := time.Now()
+			wait := written.next(m.ID)
+			faults := talosnode.Faults{}
+			if f.Unhealthy != "" {
+				faults[m.ID] = f
+			}
+			if err := talosnode.WriteFaults(simDir, faults); err != nil {
+				b.Fatal(err)
+			}
+			select {
+			case w := <-wait:
+				if f.Unhealthy != "" {
+					lat = append(lat, w.Sub(at))
+				}
+			case <-time.After(time.Minute):
+				b.Fatalf("machine %s: no status written within a minute", m.ID)
+			}
+		}
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// commitClock tells when the store next commits a machine's status.
+type commitClock struct {
+	mu      sync.Mutex
+	waiting map[string]chan time.Time
+}
+
+func newCommitClock(st store.Store) *commitClock {
+	c := &commitClock{waiting: map[string]chan time.Time{}}
+	st.OnCommit(func(changes []store.Change) {
+		now := time.Now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, ch := range changes {
+			if ch.Resource.Kind != schema.KindMachine {
+				continue
+			}
+			if w := c.waiting[ch.Resource.Name]; w != nil {
+				w <- now
+				delete(c.waiting, ch.Resource.Name)
+			}
+		}
+	})
+	return c
+}
+
+func (c *commitClock) next(id string) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	c.waiting[id] = ch
+	return ch
+}
+
+// watchedCount counts the machines whose watch is open.
+func (pl *Plane) watchedCount() int {
+	pl.prober.mu.Lock()
+	defer pl.prober.mu.Unlock()
+	n := 0
+	for _, e := range pl.prober.entries {
+		if e.watched {
+			n++
+		}
+	}
+	return n
+}
+
+// benchTenantCount sizes the bench fleet: REZUSCLOUD_BENCH_TENANTS
+// tenants of 8 machines, default benchTenants.
+func benchTenantCount() int {
+	if n, err := strconv.Atoi(os.Getenv("REZUSCLOUD_BENCH_TENANTS")); err == nil && n > 0 && n <= 250*8 {
+		return n
+	}
+	return benchTenants
+}
