@@ -44,3 +44,30 @@ func TestNodeVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestMachineKeepsTheInventory: a probe with inventory replaces the
+// stored one; a probe without it (not read, or the machine did not
+// answer) keeps the last one read; maintenance follows the probe.
+func TestMachineKeepsTheInventory(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	hw := &schema.MachineHardware{CPUs: 4, MemoryMiB: 8192}
+	net := &schema.MachineNetwork{Hostname: "w-0", Addresses: []string{"127.1.0.10/8"}}
+	sch := &schema.MachineSchematic{ID: "abc"}
+	s := Machine(schema.MachineStatus{}, Probe{At: at, Connected: true, Stage: schema.StageReady, Ready: true, Hardware: hw, Network: net, Schematic: sch})
+	if s.Hardware != hw || s.Network != net || s.Schematic != sch || s.Maintenance {
+		t.Fatalf("first probe: %+v", s)
+	}
+	s = Machine(s, Probe{At: at.Add(time.Minute), Connected: true, Stage: schema.StageReady, Ready: true})
+	if s.Hardware != hw || s.Network != net || s.Schematic != sch {
+		t.Fatalf("a probe that read no inventory: %+v", s)
+	}
+	s = Machine(s, Probe{At: at.Add(2 * time.Minute), Error: "Version: EOF"})
+	if s.Hardware != hw || s.Connected {
+		t.Fatalf("a machine that did not answer: %+v", s)
+	}
+	hw2 := &schema.MachineHardware{CPUs: 8, MemoryMiB: 8192}
+	s = Machine(s, Probe{At: at.Add(3 * time.Minute), Stage: schema.StageMaintenance, Maintenance: true, Hardware: hw2})
+	if s.Hardware != hw2 || !s.Maintenance || s.Stage != schema.StageMaintenance {
+		t.Fatalf("a machine in maintenance mode: %+v", s)
+	}
+}

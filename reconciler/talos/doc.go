@@ -20,12 +20,17 @@
 //     machine with a config of its own (a bare-metal machine's host name
 //     and install disk, Desired.Configs) is compared with and given that
 //     one, never its node group's;
-//   - observes machines for their status: stage, readiness, versions and
-//     the hash of the running config, one probe per machine per TTL with
-//     bounded concurrency (Prober); a machine that waits in maintenance
+//   - observes machines for their status: stage, readiness, versions,
+//     the hash of the running config and the inventory (hardware, network,
+//     schematic), either by following each machine with COSI watches over
+//     its pooled connection, with probes only while a watch is broken
+//     (watch.go), or by one probe per machine per TTL (Prober), with
+//     bounded concurrency either way; a machine that waits in maintenance
 //     mode shows stage maintenance. What it observes, and where a
 //     rollout stands, is recorded through package reconciler/status, the
-//     one writer of status (RunObserver);
+//     one writer of status (RunObserver); the watched machines' gauges
+//     (load, memory, etcd) are sampled every minute for the caller to
+//     keep (sampler.go);
 //   - gives bare-metal machines their config in maintenance mode and
 //     resets those a node group no longer uses (metal.go);
 //   - streams etcd snapshots from the first control plane by stable order

@@ -11,7 +11,8 @@ import (
 // ObserverOptions configure Plane.RunObserver.
 type ObserverOptions struct {
 	// Interval is how often the machines are looked at; each is probed at
-	// most once per the prober's TTL all the same. Default 2 s.
+	// most once per the prober's TTL all the same. Default 2 s, or
+	// DefaultKubernetesInterval with Watch.
 	Interval time.Duration
 	// Bundle returns a tenant's secrets bundle, or nil when it is not
 	// known (its machines are then left as they are).
@@ -51,6 +52,12 @@ type ObserverOptions struct {
 func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 	if opts.Interval <= 0 {
 		opts.Interval = 2 * time.Second
+		if opts.Watch {
+			// Machines' changes come by their watches, new Machines by the
+			// store's commit: the pass at the interval is for the tenants'
+			// Kubernetes APIs.
+			opts.Interval = DefaultKubernetesInterval
+		}
 	}
 	if opts.KubernetesInterval <= 0 {
 		opts.KubernetesInterval = DefaultKubernetesInterval
@@ -58,6 +65,8 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
 	if opts.Watch {
+		pl.watching.Store(true)
+		defer pl.watching.Store(false)
 		defer pl.watches.stop()
 	}
 	if opts.OnSamples != nil {

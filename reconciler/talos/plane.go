@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
@@ -82,6 +83,7 @@ type Plane struct {
 	machines *machineList // what the observer's passes read of the Machines
 	kube     *kubeWatch   // what the observer knows of the tenants' Kubernetes APIs
 	watches  *watchSet    // the machines' watches, while the observer watches
+	watching atomic.Bool  // the observer runs with Watch: a changed Machine wakes it
 }
 
 // New returns a plane.
@@ -116,7 +118,11 @@ func New(opts Options) (*Plane, error) {
 	pl := &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger,
 		lastProgress: map[string]status.Rollout{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}, kube: newKubeWatch()}
 	pl.watches = newWatchSet(pl)
-	opts.Store.OnCommit(pl.machines.follow)
+	opts.Store.OnCommit(func(changes []store.Change) {
+		if pl.machines.follow(changes) && pl.watching.Load() {
+			pl.wake() // a new Machine is watched at once
+		}
+	})
 	return pl, nil
 }
 

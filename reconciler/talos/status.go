@@ -100,16 +100,17 @@ type machineList struct {
 	byTenant map[string][]Machine
 }
 
-// follow is the list's commit hook.
-func (l *machineList) follow(changes []store.Change) {
+// follow is the list's commit hook; it reports whether a Machine changed.
+func (l *machineList) follow(changes []store.Change) bool {
 	for _, c := range changes {
 		if c.Resource.Kind == schema.KindMachine {
 			l.mu.Lock()
 			l.stale = true
 			l.mu.Unlock()
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // storedMachines returns the Machines the plane works on (MachineOf), by

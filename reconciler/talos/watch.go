@@ -21,11 +21,11 @@ import (
 
 // A watched machine costs, on the server's side, one shared pooled
 // connection (kept open while watched: the watch holds it as a user, so
-// the pool's idle timeout never closes it), with gRPC's two goroutines
-// per connection and its keepalive's one, and watchedKinds streams over
-// it, each with the COSI client's one goroutine, all feeding one
-// goroutine of the plane's (follow): 4+4 = 8 goroutines for a worker, 9
-// for a control plane.
+// the pool's idle timeout never closes it) and a fixed budget of
+// goroutines: per stream, the COSI client's reader and gRPC's own
+// (which ends the stream with its context), per connection gRPC's reader,
+// writer and keepalive, and the plane's follow: 2×4+3+1 = 12 for a
+// worker, 2×5+3+1 = 14 for a control plane.
 //
 // watchedKinds are the COSI kinds watched on every machine, and the part
 // of the observation each refreshes: MachineStatus (stage, readiness,

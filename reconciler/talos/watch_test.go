@@ -176,7 +176,6 @@ func TestWatchBringsTheInventory(t *testing.T) {
 	}
 	tr.ms = append(tr.ms, metal)
 	tr.putMachines()
-	tr.plane.wake()
 	eventually(t, "the new machines' inventory in the store", func() bool {
 		for _, m := range []string{"acme-large", "acme-flavor", "acme-metal"} {
 			if tr.storedStatus(m).Hardware == nil {
