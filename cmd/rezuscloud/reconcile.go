@@ -255,6 +255,8 @@ func (p *reconcilerPart) mount() (err error) {
 	m.GaugeFunc("rezuscloud_watch_subscribers", "Open watch streams.", func() float64 { return float64(srv.WatchSubscribers()) })
 	m.CounterFunc("rezuscloud_watch_cutoffs_total", "Watch streams cut off for not keeping up.", func() float64 { return float64(srv.Hub().CutOffs()) })
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(p.runner.Runs()) })
+	m.GaugeFunc("rezuscloud_talos_watched_machines", "Machines the Talos plane follows with open COSI watches.", func() float64 { return float64(p.plane.Watching()) })
+	m.CounterFunc("rezuscloud_talos_probes_total", "Probes of machines over the Talos API (machines without an open watch, and rollouts' checks).", func() float64 { return float64(p.plane.Probes()) })
 	srv.ServeTenantSecrets(rec, p.audit)
 	srv.ServeMachineLogs(rec, p.audit)
 	srv.ServePreviews(rec)
@@ -306,7 +308,7 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 			}
 		}
 		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
-			AfterFirstPass: p.startup.observedOnce, Watch: p.f.history.talosWatch,
+			AfterFirstPass: p.startup.observedOnce, Watch: p.f.history.talosWatch, MaxWatched: p.f.history.talosWatchMax,
 			OnSamples:      reconciler.HistorySamples(p.m.Server.Store(), p.now, p.log.With("component", "history")),
 			SampleInterval: p.f.history.sampleInterval})
 	})

@@ -1,6 +1,7 @@
 package talos
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -32,6 +33,11 @@ type ObserverOptions struct {
 	// reaches the store at once, and a machine is probed only while its
 	// watch is broken. Off, machines are probed as before.
 	Watch bool
+	// MaxWatched bounds how many machines are watched at once (control
+	// planes first, then by tenant and machine id); the others are
+	// probed once per probe TTL. 0 means DefaultMaxWatched; negative,
+	// no bound.
+	MaxWatched int
 	// OnSamples, when set, is given every SampleInterval the gauges of
 	// the watched machines that answered (sampler.go), by tenant and
 	// machine. It must not block for long.
@@ -111,7 +117,7 @@ func (pl *Plane) observeOnce(ctx context.Context, opts ObserverOptions) error {
 		if err != nil {
 			return err
 		}
-		pl.watches.sync(ctx, byTenant, bundle)
+		pl.watches.sync(ctx, byTenant, bundle, cmp.Or(opts.MaxWatched, DefaultMaxWatched))
 	}
 	obs, err := pl.ObserveMachines(ctx, bundle)
 	if err != nil {

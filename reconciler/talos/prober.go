@@ -32,8 +32,9 @@ type Prober struct {
 	opts ProberOptions
 	sem  chan struct{}
 
-	mu      sync.Mutex
-	entries map[string]*probeEntry // by machine id
+	mu       sync.Mutex
+	entries  map[string]*probeEntry // by machine id
+	watching int                    // entries with an open watch
 
 	probes atomic.Int64
 }
@@ -85,7 +86,7 @@ func (p *Prober) Observe(ctx context.Context, tenant string, bundle []byte, ms [
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = p.observe(ctx, tenant, bundle, m, false)
+			out[i] = p.observe(ctx, tenant, bundle, m, false, 0)
 		}()
 	}
 	wg.Wait()
@@ -95,10 +96,17 @@ func (p *Prober) Observe(ctx context.Context, tenant string, bundle []byte, ms [
 // Fresh probes one machine now, whatever the age of its observation, and
 // keeps the result as its standing observation. Rollouts use it.
 func (p *Prober) Fresh(ctx context.Context, tenant string, bundle []byte, m Machine) Observation {
-	return p.observe(ctx, tenant, bundle, m, true)
+	return p.observe(ctx, tenant, bundle, m, true, 0)
 }
 
-func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Machine, fresh bool) Observation {
+// StandIn probes one machine now in place of its broken watch: as Fresh,
+// and it reads the inventory again, which the watch would have reported
+// had it changed.
+func (p *Prober) StandIn(ctx context.Context, tenant string, bundle []byte, m Machine) Observation {
+	return p.observe(ctx, tenant, bundle, m, true, allInventory)
+}
+
+func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Machine, fresh bool, inventory inventoryPart) Observation {
 	for {
 		p.mu.Lock()
 		e := p.entries[m.ID]
@@ -126,7 +134,7 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 		prev, have := e.obs, e.have
 		p.mu.Unlock()
 
-		obs := p.probe(ctx, tenant, bundle, m, prev, have)
+		obs := p.probe(ctx, tenant, bundle, m, prev, have, inventory)
 		p.mu.Lock()
 		obs = p.keepLocked(e, obs, ctx.Err() == nil)
 		e.inFlight = nil
@@ -172,7 +180,22 @@ func (p *Prober) setWatched(id string, watched bool) {
 		e = &probeEntry{}
 		p.entries[id] = e
 	}
+	if e.watched != watched {
+		if watched {
+			p.watching++
+		} else {
+			p.watching--
+		}
+	}
 	e.watched = watched
+}
+
+// Watching returns how many machines have an open watch now, whose
+// standing observation the watch keeps current.
+func (p *Prober) Watching() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.watching
 }
 
 // inventoryParts returns the parts of a machine's inventory a probe
@@ -227,7 +250,7 @@ func (o Observation) archOf() string {
 // The inventory is read when the machine connects or changed its stage
 // since prev, the standing observation (have: there is one), and carried
 // over from prev otherwise: never on a timer.
-func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool) Observation {
+func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool, inventory inventoryPart) Observation {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -242,7 +265,7 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 		return Observation{Machine: m.ID, At: p.opts.Now(), Error: err.Error()}
 	}
 	defer release()
-	parts := inventoryParts(prev, have)
+	parts := inventoryParts(prev, have) | inventory
 	obs := withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts), prev, parts)
 	if !obs.Connected && ctx.Err() == nil {
 		p.pool.Drop(tenant, bundle, m.Address)
@@ -269,6 +292,9 @@ func (p *Prober) Forget(ids ...string) {
 	defer p.mu.Unlock()
 	for _, id := range ids {
 		if e := p.entries[id]; e != nil && e.inFlight == nil {
+			if e.watched {
+				p.watching--
+			}
 			delete(p.entries, id)
 		}
 	}

@@ -1,10 +1,12 @@
 package talos
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,9 +68,12 @@ const (
 
 // Watch backoff: a broken watch is opened again at once (a machine that
 // refuses it is probed instead), then after watchRetryMin, doubling up to
-// the probe TTL.
+// watchRetryMax or the probe TTL, whichever is shorter.
 const (
 	watchRetryMin = 2 * time.Second
+	// watchRetryMax bounds the backoff: a machine whose watch works
+	// again is followed again within it.
+	watchRetryMax = 30 * time.Second
 	// watchHealthy is how long a watch must have run for the next break
 	// to start the backoff from watchRetryMin again.
 	watchHealthy = time.Minute
@@ -107,13 +112,25 @@ func (pl *Plane) Watched() int {
 	return len(pl.watches.byID)
 }
 
-// sync starts the watches of the machines in byTenant that have none
-// (or whose address, role or bundle changed) and stops those of machines
-// that are gone.
-func (ws *watchSet) sync(ctx context.Context, byTenant map[string][]Machine, bundle func(string) []byte) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	seen := map[string]bool{}
+// Watching returns how many machines have an open watch now; the others
+// are probed once per probe TTL.
+func (pl *Plane) Watching() int { return pl.prober.Watching() }
+
+// Probes counts the probes made so far.
+func (pl *Plane) Probes() int64 { return pl.prober.Probes() }
+
+// DefaultMaxWatched is how many machines the plane follows with watches
+// unless ObserverOptions.MaxWatched says otherwise. A watched machine
+// keeps a connection and its streams open, about 210 KiB of the server's
+// memory (docs/scaling.md), so the default bounds that to about 50 MiB;
+// the machines beyond it are probed once per probe TTL.
+const DefaultMaxWatched = 256
+
+// watchOrder returns the machines of byTenant whose tenant's bundle is
+// known, in the order they get watches while there are fewer than the
+// bound: control planes first, then by tenant and machine id.
+func watchOrder(byTenant map[string][]Machine, bundle func(string) []byte) []tenantMachine {
+	var out []tenantMachine
 	for tenant, ms := range byTenant {
 		b := bundle(tenant)
 		if b == nil {
@@ -121,21 +138,57 @@ func (ws *watchSet) sync(ctx context.Context, byTenant map[string][]Machine, bun
 		}
 		sum := sha256.Sum256(b)
 		for _, m := range ms {
-			seen[m.ID] = true
-			if w := ws.byID[m.ID]; w != nil {
-				if w.tenant == tenant && w.sum == sum && w.m.Address == m.Address && w.m.ControlPlane == m.ControlPlane {
-					continue
-				}
-				w.cancel()
-			}
-			wctx, cancel := context.WithCancel(ctx)
-			ws.byID[m.ID] = &machineWatch{tenant: tenant, bundle: b, sum: sum, m: m, cancel: cancel}
-			ws.wg.Add(1)
-			go func() {
-				defer ws.wg.Done()
-				ws.pl.follow(wctx, tenant, b, m)
-			}()
+			out = append(out, tenantMachine{tenant: tenant, bundle: b, sum: sum, m: m})
 		}
+	}
+	slices.SortFunc(out, func(a, b tenantMachine) int {
+		if a.m.ControlPlane != b.m.ControlPlane {
+			if a.m.ControlPlane {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(strings.Compare(a.tenant, b.tenant), strings.Compare(a.m.ID, b.m.ID))
+	})
+	return out
+}
+
+// tenantMachine is a machine with its tenant's bundle.
+type tenantMachine struct {
+	tenant string
+	bundle []byte
+	sum    [32]byte
+	m      Machine
+}
+
+// sync starts the watches of the machines in byTenant that have none
+// (or whose address, role or bundle changed), up to max machines in
+// watchOrder, and stops those of machines that are gone or beyond the
+// bound.
+func (ws *watchSet) sync(ctx context.Context, byTenant map[string][]Machine, bundle func(string) []byte, max int) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	seen := map[string]bool{}
+	order := watchOrder(byTenant, bundle)
+	if max > 0 && len(order) > max {
+		order = order[:max]
+	}
+	for _, tm := range order {
+		tenant, b, sum, m := tm.tenant, tm.bundle, tm.sum, tm.m
+		seen[m.ID] = true
+		if w := ws.byID[m.ID]; w != nil {
+			if w.tenant == tenant && w.sum == sum && w.m.Address == m.Address && w.m.ControlPlane == m.ControlPlane {
+				continue
+			}
+			w.cancel()
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		ws.byID[m.ID] = &machineWatch{tenant: tenant, bundle: b, sum: sum, m: m, cancel: cancel}
+		ws.wg.Add(1)
+		go func() {
+			defer ws.wg.Done()
+			ws.pl.follow(wctx, tenant, b, m)
+		}()
 	}
 	for id, w := range ws.byID {
 		if !seen[id] {
@@ -160,7 +213,7 @@ func (ws *watchSet) stop() {
 // machine's standing observation is the watch's, kept current by its
 // events; when it breaks (the machine went away, refused the streams, or
 // a stream ended) the machine is probed and the watch opened again with
-// a backoff from watchRetryMin up to the probe TTL, so that a machine
+// a backoff from watchRetryMin up to watchRetryMax, so that a machine
 // whose watch is broken is still probed, less and less often.
 func (pl *Plane) follow(ctx context.Context, tenant string, bundle []byte, m Machine) {
 	defer pl.prober.setWatched(m.ID, false)
@@ -188,7 +241,7 @@ func (pl *Plane) follow(ctx context.Context, tenant string, bundle []byte, m Mac
 			case <-t.C:
 			}
 		}
-		retry = min(max(2*retry, watchRetryMin), pl.prober.TTL())
+		retry = min(max(2*retry, watchRetryMin), watchRetryMax, pl.prober.TTL())
 	}
 }
 
@@ -208,7 +261,7 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 		release()
 		pl.pool.Drop(tenant, bundle, m.Address)
 		prev, had := pl.prober.Last(m.ID)
-		if o := pl.prober.Fresh(ctx, tenant, bundle, m); !had || !sameObservation(prev, o) {
+		if o := pl.prober.StandIn(ctx, tenant, bundle, m); !had || !sameObservation(prev, o) {
 			pl.wake()
 		}
 		return err
