@@ -31,17 +31,20 @@ import (
 // debounce of the file's notifications).
 //
 //	go test -run '^$' -bench ObserveWatchVsPoll -benchtime 1x ./reconciler/talos/
+//
+// The variants: "watch" follows every machine by watch (MaxWatched -1),
+// "watch-bounded" the first DefaultMaxWatched (the server's default) and
+// probes the others, "poll" probes every machine.
 func BenchmarkObserveWatchVsPoll(b *testing.B) {
-	for _, watch := range []bool{true, false} {
-		name := "poll"
-		if watch {
-			name = "watch"
-		}
-		b.Run(name, func(b *testing.B) { benchObserve(b, watch) })
+	for _, v := range []struct {
+		name       string
+		maxWatched int
+	}{{"watch", -1}, {"watch-bounded", DefaultMaxWatched}, {"poll", 0}} {
+		b.Run(v.name, func(b *testing.B) { benchObserve(b, v.name != "poll", v.maxWatched) })
 	}
 }
 
-func benchObserve(b *testing.B, watch bool) {
+func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	secrets := bundle(b, "fleet")
 	simDir := filepath.Join(b.TempDir(), "sim")
 	ms := startBenchHostIn(b, simDir, secrets, nil)
@@ -63,12 +66,16 @@ func benchObserve(b *testing.B, watch bool) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pl.RunObserver(ctx, ObserverOptions{Watch: watch, Bundle: func(string) []byte { return secrets }, AfterFirstPass: func() { close(first) }})
+		pl.RunObserver(ctx, ObserverOptions{Watch: watch, MaxWatched: maxWatched, Bundle: func(string) []byte { return secrets }, AfterFirstPass: func() { close(first) }})
 	}()
 	defer func() { cancel(); <-done }()
 	<-first
 	if watch {
-		eventually(b, "every machine watched", func() bool { return pl.watchedCount() == len(ms) })
+		want := len(ms)
+		if maxWatched > 0 {
+			want = min(want, maxWatched)
+		}
+		eventually(b, "the machines watched", func() bool { return pl.Watching() == want })
 	}
 	time.Sleep(5 * time.Second) // settle: the first pass's writes and garbage
 	idleFor := 30 * time.Second
@@ -96,8 +103,8 @@ func benchObserve(b *testing.B, watch bool) {
 	b.ReportMetric(float64(mem.StackInuse)/float64(len(ms))/1024, "stack-KiB/machine")
 
 	changes := 40
-	if !watch {
-		changes = 8 // each waits for a probe, up to the TTL
+	if !watch || maxWatched > 0 && maxWatched < len(ms) {
+		changes = 8 // each may wait for a probe, up to the TTL
 	}
 	lat := benchLatency(b, simDir, ms, written, changes)
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
@@ -173,19 +180,6 @@ func (c *commitClock) next(id string) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	c.waiting[id] = ch
 	return ch
-}
-
-// watchedCount counts the machines whose watch is open.
-func (pl *Plane) watchedCount() int {
-	pl.prober.mu.Lock()
-	defer pl.prober.mu.Unlock()
-	n := 0
-	for _, e := range pl.prober.entries {
-		if e.watched {
-			n++
-		}
-	}
-	return n
 }
 
 // benchTenantCount sizes the bench fleet: REZUSCLOUD_BENCH_TENANTS
