@@ -1,6 +1,9 @@
 package schema
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // The history of machines and tenants: what the API answers at
 // GET /api/v1/tenants/{t}/machines/{id}/history and
@@ -102,3 +105,39 @@ const (
 	MarkRestoreStarted  = "restoreStarted"
 	MarkRestoreFinished = "restoreFinished"
 )
+
+// Words says the state t entered in a few words: "ready", "restarting,
+// no answer", "configuring, not ready, config outdated".
+func (t MachineTransition) Words() string {
+	words := []string{string(t.Stage)}
+	if t.Stage == "" {
+		words[0] = "not observed"
+	}
+	if !t.Connected {
+		words = append(words, "no answer")
+	}
+	if t.Stage != "" && !t.Ready {
+		words = append(words, "not ready")
+	} else if t.Ready && t.Stage != StageReady {
+		words = append(words, "ready")
+	}
+	if t.Connected && !t.ConfigUpToDate {
+		words = append(words, "config outdated")
+	}
+	return strings.Join(words, ", ")
+}
+
+// markWords are the kinds of HistoryMark in words.
+var markWords = map[string]string{
+	MarkRolloutStarted: "rollout started", MarkRolloutFinished: "rollout finished", MarkReboot: "reboot",
+	MarkRestoreStarted: "restore started", MarkRestoreFinished: "restore finished",
+}
+
+// MarkWords says what a mark of the kind is: "rollout started",
+// "reboot", ...; an unknown kind as it is.
+func MarkWords(kind string) string {
+	if w, ok := markWords[kind]; ok {
+		return w
+	}
+	return kind
+}

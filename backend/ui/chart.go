@@ -10,7 +10,6 @@ package ui
 // input, same bytes: coordinates are printed with one decimal.
 
 import (
-	"cmp"
 	"fmt"
 	"html/template"
 	"slices"
@@ -229,31 +228,12 @@ func band(b *strings.Builder, m schema.MachineTimeline, sp span, y, plotX, plotW
 
 // stateTitle says what a machine was from t.At to end.
 func stateTitle(machine string, t schema.MachineTransition, end time.Time, sp span) string {
-	words := []string{string(t.Stage)}
-	if t.Stage == "" {
-		words[0] = "not observed"
-	}
-	if !t.Connected {
-		words = append(words, "no answer")
-	}
-	if t.Stage != "" && !t.Ready {
-		words = append(words, "not ready")
-	} else if t.Ready && t.Stage != schema.StageReady {
-		words = append(words, "ready")
-	}
-	if t.Connected && !t.ConfigUpToDate {
-		words = append(words, "config not its node group's")
-	}
-	return fmt.Sprintf("%s %s–%s UTC: %s", machine, sp.clock(t.At), sp.clock(end), strings.Join(words, ", "))
+	return fmt.Sprintf("%s %s–%s UTC: %s", machine, sp.clock(t.At), sp.clock(end), t.Words())
 }
 
 // markTitle says what a mark is, at a time of sp.
 func markTitle(m schema.HistoryMark, sp span) string {
-	words := map[string]string{
-		schema.MarkRolloutStarted: "rollout started", schema.MarkRolloutFinished: "rollout finished",
-		schema.MarkReboot: "reboot", schema.MarkRestoreStarted: "restore started", schema.MarkRestoreFinished: "restore finished",
-	}
-	s := sp.clock(m.At) + " UTC " + cmp.Or(words[m.Kind], m.Kind)
+	s := sp.clock(m.At) + " UTC " + schema.MarkWords(m.Kind)
 	if m.Machine != "" {
 		s += " of " + m.Machine
 	}

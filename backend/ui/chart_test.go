@@ -210,7 +210,7 @@ func TestTimelineZoom(t *testing.T) {
 	svg := string(timeline(h, sp))
 	golden(t, "timeline-young.svg", svg)
 	contains(t, "young timeline", svg, `<rect class="stage-busy" x="220.0" y="20.0" width="147.2" `, `>11:57:00</text>`, `>11:59:30</text>`,
-		`<title>young-cp-0 11:56:40–11:57:20 UTC: installing, not ready, config not its node group&#39;s</title>`)
+		`<title>young-cp-0 11:56:40–11:57:20 UTC: installing, not ready, config outdated</title>`)
 	if got := zoom(day, start, testNow.Add(-25*time.Hour)); got != day {
 		t.Errorf("a history from before the window zoomed to %v", got)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -121,14 +120,11 @@ func printTenantHistory(w io.Writer, h *schema.TenantHistory, o *getOptions) err
 	}
 	for _, m := range h.Machines {
 		for _, t := range m.Transitions {
-			events = append(events, event{t.At, m.Machine, transitionText(t)})
+			events = append(events, event{t.At, m.Machine, t.Words()})
 		}
 	}
 	for _, m := range h.Marks {
-		what := markWords[m.Kind]
-		if what == "" {
-			what = m.Kind
-		}
+		what := schema.MarkWords(m.Kind)
 		if m.Message != "" {
 			what += ": " + m.Message
 		}
@@ -144,32 +140,6 @@ func printTenantHistory(w io.Writer, h *schema.TenantHistory, o *getOptions) err
 		return err
 	}
 	return printTable(w, []string{"TIME", "MACHINE", "EVENT"}, rows, o.noHeaders)
-}
-
-var markWords = map[string]string{
-	schema.MarkRolloutStarted: "rollout started", schema.MarkRolloutFinished: "rollout finished", schema.MarkReboot: "reboot",
-	schema.MarkRestoreStarted: "restore started", schema.MarkRestoreFinished: "restore finished",
-}
-
-// transitionText says the state a machine entered: "ready", "restarting,
-// no answer", "configuring, not ready, config outdated".
-func transitionText(t schema.MachineTransition) string {
-	words := []string{string(t.Stage)}
-	if t.Stage == "" {
-		words[0] = "not observed"
-	}
-	if !t.Connected {
-		words = append(words, "no answer")
-	}
-	if t.Stage != "" && !t.Ready {
-		words = append(words, "not ready")
-	} else if t.Ready && t.Stage != schema.StageReady {
-		words = append(words, "ready")
-	}
-	if t.Connected && !t.ConfigUpToDate {
-		words = append(words, "config outdated")
-	}
-	return strings.Join(words, ", ")
 }
 
 // availabilityText says a tenant's availability: "available 3/3, API
