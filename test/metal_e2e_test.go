@@ -238,6 +238,22 @@ func TestMetalEndToEnd(t *testing.T) {
 		}
 		return len(ms) == len(addrs)
 	})
+	// Each machine's inventory is the metal machine's: its NVMe disk,
+	// where Talos was installed, and a spinning data disk.
+	e.srv.WaitFor("every machine's hardware", func() bool {
+		for _, m := range e.srv.tenantMachines(metalTenant) {
+			if d, ok := inventoryDisk(m, "nvme0n1"); !ok || !d.SystemDisk {
+				return false
+			}
+		}
+		return true
+	})
+	for _, m := range e.srv.tenantMachines(metalTenant) {
+		hw := m.Status.Hardware
+		if d, ok := inventoryDisk(m, "sda"); hw.CPUs != 8 || hw.MemoryMiB != 32<<10 || !ok || !d.Rotational || d.SystemDisk {
+			t.Errorf("%s: %d CPUs, %d MiB, disks %+v; want 8, 32 GiB and a data disk sda", m.Spec.ManagementAddress, hw.CPUs, hw.MemoryMiB, hw.BlockDevices)
+		}
+	}
 	t.Run("the server bootstrapped etcd once, on the first control plane", func(t *testing.T) {
 		for i, a := range addrs {
 			want := 0

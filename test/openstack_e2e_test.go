@@ -172,6 +172,27 @@ func TestOpenStackEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("each machine's inventory is its flavor's", func(t *testing.T) {
+		o.srv.WaitFor("every machine's hardware", func() bool {
+			for _, m := range o.srv.tenantMachines(osTenant) {
+				if m.Status.Hardware == nil {
+					return false
+				}
+			}
+			return true
+		})
+		for _, m := range o.srv.tenantMachines(osTenant) {
+			cpus, mem, disk := 4, 8192, uint64(40)<<30 // m1.medium
+			if m.Spec.Role == schema.RoleWorker {
+				cpus, mem, disk = 8, 16384, uint64(80)<<30 // m1.large
+			}
+			hw := m.Status.Hardware
+			if d, ok := inventoryDisk(m, "vda"); hw.CPUs != cpus || hw.MemoryMiB != mem || !ok || d.SizeBytes != disk {
+				t.Errorf("%s (%s): %d CPUs, %d MiB, disks %+v; want %d, %d and vda of %d bytes", m.Spec.TFAddress, m.Spec.Shape, hw.CPUs, hw.MemoryMiB, hw.BlockDevices, cpus, mem, disk)
+			}
+		}
+	})
+
 	t.Run("scale up creates exactly the new servers", func(t *testing.T) {
 		before := o.machineIDs()
 		o.setCount(osTenant, "workers", 4)
