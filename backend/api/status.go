@@ -10,6 +10,9 @@ type Status struct {
 	Counts     ResourceCounts    `json:"counts"`
 	Source     *SourceStatus     `json:"source,omitempty"`
 	Reconciler *ReconcilerStatus `json:"reconciler,omitempty"`
+	// Replicas is present on a server that runs as one of several
+	// replicas.
+	Replicas *ReplicasStatus `json:"replicas,omitempty"`
 	// Error says why Source and Reconciler could not be read, when they
 	// could not.
 	Error string `json:"statusError,omitempty"`
@@ -73,4 +76,35 @@ type ReconcilerStatus struct {
 	LastAppliedCommit string `json:"lastAppliedCommit,omitempty"`
 	// TofuRuns counts the tofu processes started.
 	TofuRuns int64 `json:"tofuRuns"`
+}
+
+// ReplicasStatus is the replicas' part of the status, on a server that
+// runs as one of several replicas on one etcd.
+type ReplicasStatus struct {
+	// Self is the name of the replica that answered.
+	Self string `json:"self"`
+	// Leader is the name of the replica that reads git and records
+	// commits, "" while none is elected.
+	Leader string `json:"leader"`
+	// Shards is how many shards the tenants are spread over.
+	Shards int `json:"shards"`
+	// Members are the live replicas, by name.
+	Members []ReplicaStatus `json:"members"`
+	// Unowned counts the shards that no live replica holds now.
+	Unowned int `json:"unowned"`
+}
+
+// ReplicaStatus is one live replica.
+type ReplicaStatus struct {
+	Name string `json:"name"`
+	// Address is the base URL of the replica's API, as it advertises it.
+	Address string `json:"address,omitempty"`
+	// Since is when the replica joined.
+	Since time.Time `json:"since,omitzero"`
+	// Leader says whether it is the leader.
+	Leader bool `json:"leader,omitempty"`
+	// Shards and Tenants count the shards it holds and the tenants in
+	// them.
+	Shards  int `json:"shards"`
+	Tenants int `json:"tenants"`
 }
