@@ -83,7 +83,9 @@ type resourceAPI struct {
 	version string
 	started time.Time
 	status  atomic.Pointer[StatusFunc]
-	router  *httprouter.Router
+	// replicas reports the replicas in the status; see SetReplicas.
+	replicas atomic.Pointer[replicaSource]
+	router   *httprouter.Router
 
 	// hub and heartbeat serve watches; see watch.go.
 	hub       *Hub

@@ -688,6 +688,68 @@ func TestResourcesStatus(t *testing.T) {
 	}
 }
 
+// replicasOf is a ReplicaSource that reports a fixed status, or panics
+// with its panic.
+type replicasOf struct {
+	st    *api.ReplicasStatus
+	panic string
+}
+
+func (r replicasOf) ReplicasStatus() *api.ReplicasStatus {
+	if r.panic != "" {
+		panic(r.panic)
+	}
+	return r.st
+}
+
+// TestResourcesStatusReplicas: a server given a replica source reports
+// the replicas in its status beside what the status function reports; a
+// source that panics is reported, not fatal; without one there is no
+// replicas member.
+func TestResourcesStatusReplicas(t *testing.T) {
+	ts := startServer(t, Config{}, false)
+	seedResources(t, ts.Store())
+	since := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
+	want := &api.ReplicasStatus{Self: "rc-b", Leader: "rc-a", Shards: 64, Unowned: 1, Members: []api.ReplicaStatus{
+		{Name: "rc-a", Address: "https://rc-a.example:8443", Since: since, Leader: true, Shards: 32, Tenants: 1},
+		{Name: "rc-b", Address: "https://rc-b.example:8443", Since: since.Add(time.Minute), Shards: 31, Tenants: 1},
+	}}
+	ts.SetStatus(func(st *api.Status) {
+		st.Source = &api.SourceStatus{URL: "/srv/manifests"}
+		st.Replicas = &api.ReplicasStatus{Self: "from the status function"}
+	})
+	if sb, members := getStatus(t, ts); sb.Replicas != nil || members["replicas"] != nil {
+		t.Errorf("without a replica source: replicas %s, want none (the status function's is overwritten)", members["replicas"])
+	}
+
+	ts.SetReplicas(replicasOf{st: want})
+	sb, members := getStatus(t, ts)
+	if diff := cmp.Diff(want, sb.Replicas); diff != "" {
+		t.Errorf("replicas (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"counts", "replicas", "server", "source"}, keys(members)); diff != "" {
+		t.Errorf("members (-want +got):\n%s", diff)
+	}
+
+	// The replicas stay when the status function fails, and a source that
+	// panics is reported beside it.
+	ts.SetStatus(func(*api.Status) { panic("boom") })
+	if sb, _ = getStatus(t, ts); sb.Replicas == nil || sb.Replicas.Self != "rc-b" || !strings.Contains(sb.Error, "boom") {
+		t.Errorf("panicking status function: replicas %+v error %q", sb.Replicas, sb.Error)
+	}
+	ts.SetReplicas(replicasOf{panic: "no lease"})
+	sb, _ = getStatus(t, ts)
+	if sb.Replicas != nil || sb.Error != "status function panicked: boom; replica source panicked: no lease" || sb.Counts.Tenants != 2 {
+		t.Errorf("panicking replica source: replicas %+v error %q counts %+v", sb.Replicas, sb.Error, sb.Counts)
+	}
+
+	ts.SetStatus(nil)
+	ts.SetReplicas(nil)
+	if _, members = getStatus(t, ts); len(members) != 2 {
+		t.Errorf("after SetReplicas(nil): members %v", keys(members))
+	}
+}
+
 func keys(m map[string]json.RawMessage) []string {
 	out := []string{}
 	for k := range m {

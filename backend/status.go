@@ -16,7 +16,7 @@ import (
 // StatusFunc fills the members of /api/v1/status that the server does not
 // own: Source and Reconciler. It is called on every request, concurrently,
 // and must be quick; the members it sets to anything but Source and
-// Reconciler are overwritten.
+// Reconciler are overwritten (Replicas with what SetReplicas gives).
 type StatusFunc func(*api.Status)
 
 // SetStatus makes /api/v1/status include what f reports; nil removes it.
@@ -27,6 +27,27 @@ func (s *Server) SetStatus(f StatusFunc) {
 		return
 	}
 	s.api.status.Store(&f)
+}
+
+// ReplicaSource reports the replicas of a server that runs as one of
+// several on one etcd: who they are, which leads, and what each owns. It
+// is called on every status request, concurrently, and must be quick.
+type ReplicaSource interface {
+	ReplicasStatus() *api.ReplicasStatus
+}
+
+// replicaSource holds a ReplicaSource in an atomic.Pointer.
+type replicaSource struct{ ReplicaSource }
+
+// SetReplicas makes /api/v1/status, and so the dashboard's overview,
+// include the replicas src reports; nil removes them. It may be called
+// while the server runs.
+func (s *Server) SetReplicas(src ReplicaSource) {
+	if src == nil {
+		s.api.replicas.Store(nil)
+		return
+	}
+	s.api.replicas.Store(&replicaSource{src})
 }
 
 // serveStatus answers /api/v1/status: the status function's members, the
@@ -46,9 +67,17 @@ func (s *Server) Status() (api.Status, error) { return s.api.statusBody() }
 func (a *resourceAPI) statusBody() (api.Status, error) {
 	var body api.Status
 	if f := a.status.Load(); f != nil {
-		if err := callStatus(*f, &body); err != nil {
+		if err := callStatus("status function", *f, &body); err != nil {
 			a.log.Error("status", "err", err)
 			body = api.Status{Error: err.Error()}
+		}
+	}
+	body.Replicas = nil
+	if src := a.replicas.Load(); src != nil {
+		err := callStatus("replica source", func(st *api.Status) { st.Replicas = src.ReplicasStatus() }, &body)
+		if err != nil {
+			a.log.Error("status of the replicas", "err", err)
+			body.Replicas, body.Error = nil, joinProblems(body.Error, err.Error())
 		}
 	}
 	up := time.Since(a.started).Truncate(time.Second)
@@ -72,13 +101,21 @@ func (a *resourceAPI) statusBody() (api.Status, error) {
 	return body, err
 }
 
-// callStatus calls f, turning a panic into an error.
-func callStatus(f StatusFunc, st *api.Status) (err error) {
+// callStatus calls f, what it is, turning a panic into an error.
+func callStatus(what string, f StatusFunc, st *api.Status) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("status function panicked: %v", v)
+			err = fmt.Errorf("%s panicked: %v", what, v)
 		}
 	}()
 	f(st)
 	return nil
+}
+
+// joinProblems joins the non-empty of a and b with "; ".
+func joinProblems(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }

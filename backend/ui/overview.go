@@ -30,9 +30,11 @@ type overviewPage struct {
 	Failing    int
 	Counts     api.ResourceCounts
 	Source     *api.SourceStatus
-	Problem    string // why the source's status could not be read
-	Recent     []commitSummary
-	Timeline   []commitSummary // oldest first
+	// Replicas are the server's replicas, nil on a server that runs alone.
+	Replicas *api.ReplicasStatus
+	Problem  string // why the source's status could not be read
+	Recent   []commitSummary
+	Timeline []commitSummary // oldest first
 }
 
 // tenantRow is one tenant of the overview.
@@ -56,7 +58,7 @@ func (h *handler) overview(r *http.Request, v *view) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p.Counts, p.Source, p.Problem = st.Counts, st.Source, st.Error
+	p.Counts, p.Source, p.Replicas, p.Problem = st.Counts, st.Source, st.Replicas, st.Error
 	err = h.srv.Store().View(func(tx store.Tx) error {
 		v.RV = tx.ResourceVersion()
 		tenants, err := tenantsOf(tx)

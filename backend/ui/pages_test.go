@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -281,4 +282,40 @@ func TestTenantPageWaitingForWindow(t *testing.T) {
 	r.put(objs...)
 	page := body(t, r.do("GET", "/tenants/shop", nil, ""), 200)
 	contains(t, "tenant page", page, "<dt>Waiting</dt>", "for the maintenance window opening", "in 90m", "scale-down of workers (2 machines)")
+}
+
+// replicasOf is a backend.ReplicaSource that reports a fixed status.
+type replicasOf struct{ st *api.ReplicasStatus }
+
+func (r replicasOf) ReplicasStatus() *api.ReplicasStatus { return r.st }
+
+// TestOverviewReplicas: a server that runs as one of several replicas
+// shows them on the overview (name, leader, this server, shards, tenants)
+// in a region of its own; a server that runs alone shows none.
+func TestOverviewReplicas(t *testing.T) {
+	r := filled(t, rigOptions{})
+	if page := body(t, r.do("GET", "/", nil, ""), 200); strings.Contains(page, "Replicas") || strings.Contains(page, `data-part="replicas"`) {
+		t.Errorf("a server without replicas shows a replicas panel:\n%s", page)
+	}
+	r.srv.SetReplicas(replicasOf{&api.ReplicasStatus{Self: "rc-b", Leader: "rc-a", Shards: 64, Unowned: 2, Members: []api.ReplicaStatus{
+		{Name: "rc-a", Address: "https://rc-a.example:8443", Since: testNow.Add(-3 * time.Hour), Leader: true, Shards: 31, Tenants: 1},
+		{Name: "rc-b", Since: testNow.Add(-10 * time.Minute), Shards: 31, Tenants: 1},
+	}}})
+	page := body(t, r.do("GET", "/", nil, ""), 200)
+	contains(t, "overview", page, `<section class="card" data-part="replicas" data-kinds="Tenant" data-every="30">`, "<h2>Replicas</h2>",
+		`2 live, 64 shards · <strong class="bad">2 unowned</strong>`,
+		`<tr data-replica="rc-a">`+"\n"+`<td>rc-a <span class="badge phase-ok" title="reads git and records commits">leader</span><div class="note wrap">https://rc-a.example:8443</div></td>`+"\n"+
+			`<td data-label="shards">31</td>`+"\n"+`<td data-label="tenants">1</td>`+"\n"+`<td data-label="joined"><time datetime="2026-11-30T09:00:00Z"`,
+		`<td>rc-b <span class="badge" title="the replica that answered this page">this server</span></td>`)
+	if n := strings.Count(page, ">leader</span>"); n != 1 {
+		t.Errorf("%d leader badges, want 1", n)
+	}
+	frag := body(t, r.do("GET", "/?part=replicas", nil, ""), 200)
+	if !strings.HasPrefix(strings.TrimSpace(frag), `<section class="card" data-part="replicas"`) || strings.Contains(frag, "<html") {
+		t.Errorf("the replicas region alone:\n%s", frag)
+	}
+
+	r.srv.SetReplicas(replicasOf{&api.ReplicasStatus{Self: "rc-b", Shards: 64, Members: []api.ReplicaStatus{{Name: "rc-b", Shards: 64, Tenants: 2}}}})
+	page = body(t, r.do("GET", "/?part=replicas", nil, ""), 200)
+	contains(t, "overview without a leader", page, `1 live, 64 shards · <strong class="bad">no leader elected</strong></p>`)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/client"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -60,11 +61,13 @@ func newStatusCmd() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the server, its source, the newest and the last applied commit, and failing tenants",
-		Long: `Status shows the server (URL, version, uptime), the source it reconciles
-(repository, ref, revision, last fetch, last error), the last applied commit,
-how many resources it holds, and the tenants that are failing: those whose
-latest tofu run failed, or whose status carries a message. When the newest
+		Short: "Show the server, its replicas, its source, the newest and the last applied commit, and failing tenants",
+		Long: `Status shows the server (URL, version, uptime), on a server that runs as
+one of several replicas the replicas (each one's shards and tenants, and
+which leads), the source it reconciles (repository, ref, revision, last
+fetch, last error), the last applied commit, how many resources it holds,
+and the tenants that are failing: those whose latest tofu run failed, or
+whose status carries a message. When the newest
 commit the server received is not the last applied one, status leads with
 it: its phase, and for an invalid commit its first problems as file:line
 (rezusctl describe commit lists them all).
@@ -183,6 +186,35 @@ func failingTenants(tenants []schema.Tenant, commits []schema.Commit) []failingT
 	return out
 }
 
+// replicasSummary says in one line how many replicas live, over how many
+// shards, which leads, and how many shards nobody holds.
+func replicasSummary(r *api.ReplicasStatus) string {
+	s := fmt.Sprintf("%d live, %d shards, leader %s", len(r.Members), r.Shards, orNone(r.Leader))
+	if r.Unowned > 0 {
+		s += fmt.Sprintf(", %d shards unowned", r.Unowned)
+	}
+	return s
+}
+
+// printReplicas prints a row for each replica of a server that runs as
+// one of several: its name, whether it leads, its shards and tenants and
+// when it joined (formatted by when).
+func printReplicas(w io.Writer, r *api.ReplicasStatus, when func(time.Time) string) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "  NAME\tLEADER\tSHARDS\tTENANTS\tJOINED\n")
+	for _, m := range r.Members {
+		name, leader := m.Name, "-"
+		if m.Name == r.Self {
+			name += " (this server)"
+		}
+		if m.Leader {
+			leader = "yes"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", name, leader, m.Shards, m.Tenants, when(m.Since))
+	}
+	return tw.Flush()
+}
+
 // printLastCommit leads the report with the newest commit when it is not
 // the last applied one: its phase, what it says of itself, and for an
 // invalid commit its first problems as file:line.
@@ -238,6 +270,13 @@ func printStatus(w io.Writer, rep *statusReport, st *client.Status, now time.Tim
 	fmt.Fprintf(tw, "Server:\t%s\n", rep.Server)
 	fmt.Fprintf(tw, "Version:\t%s\n", orNone(st.Server.Version))
 	fmt.Fprintf(tw, "Uptime:\t%s\n", humanDuration(time.Duration(st.Server.UptimeSeconds)*time.Second))
+	if r := st.Replicas; r != nil {
+		fmt.Fprintf(tw, "Replicas:\t%s\n", replicasSummary(r))
+		tw.Flush()
+		if err := printReplicas(w, r, when); err != nil {
+			return err
+		}
+	}
 	if s := st.Source; s != nil {
 		fmt.Fprintf(tw, "Source:\n")
 		fmt.Fprintf(tw, "  Repository:\t%s\n", orNone(s.URL))

@@ -177,7 +177,7 @@ func TestTypedGets(t *testing.T) {
 		t.Fatalf("commit by prefix: %+v, %v", cm, err)
 	}
 	st, err := c.Status(ctx(t))
-	if err != nil || st.Server.Version != "test-1" || st.Counts.Tenants != 1 || st.Counts.NodeGroups != 1 || st.Source != nil || len(st.Raw) == 0 {
+	if err != nil || st.Server.Version != "test-1" || st.Counts.Tenants != 1 || st.Counts.NodeGroups != 1 || st.Source != nil || st.Replicas != nil || len(st.Raw) == 0 {
 		t.Fatalf("status %+v, %v", st, err)
 	}
 	v, err := c.ServerVersion(ctx(t))

@@ -1,13 +1,17 @@
 // Package metrics defines the server's Prometheus metrics in one registry,
 // so that every part records into the same names and /metrics serves them.
+// On a server that runs as one of several replicas every metric carries
+// the constant label replica, the replica's name.
 // It holds no logic of its own: callers observe, and gauges that mirror
 // another component's state are read from it at scrape time. It imports
 // nothing of the project.
 package metrics
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,6 +21,8 @@ import (
 // Metrics are the server's collectors. A nil *Metrics records nothing, so
 // components can take one optionally.
 type Metrics struct {
+	// Registry gathers every metric. Collectors are registered with it
+	// through reg, which adds the replica label on a replica.
 	Registry *prometheus.Registry
 
 	// ReconcileDuration observes one tenant's run, by result
@@ -44,17 +50,42 @@ type Metrics struct {
 	// 0 for one whose last backup succeeded.
 	TenantBackupFailed *prometheus.GaugeVec
 
+	reg         prometheus.Registerer
 	mu          sync.Mutex
 	lastApplied map[string]string
 }
 
 var durationBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
-// New returns the collectors, registered with a fresh registry together
-// with the Go and process collectors.
+// ReplicaLabel is the constant label that every metric of a replica
+// carries, with the replica's name.
+const ReplicaLabel = "replica"
+
+// New returns the collectors of a server that runs alone, registered with
+// a fresh registry together with the Go and process collectors.
 func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	return newMetrics(reg, reg)
+}
+
+// NewReplica returns the collectors of the replica named name, as New does,
+// with every metric (the Go and process collectors' too) carrying the
+// label replica="name". An empty name is New.
+func NewReplica(name string) (*Metrics, error) {
+	if name == "" {
+		return New(), nil
+	}
+	if !utf8.ValidString(name) {
+		return nil, fmt.Errorf("metrics: the replica name %q is not valid UTF-8", name)
+	}
+	reg := prometheus.NewRegistry()
+	return newMetrics(reg, prometheus.WrapRegistererWith(prometheus.Labels{ReplicaLabel: name}, reg)), nil
+}
+
+func newMetrics(reg *prometheus.Registry, r prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
+		Registry: reg,
+		reg:      r,
 		ReconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "rezuscloud_reconcile_duration_seconds", Help: "Time one tenant's reconcile took, by result.",
 			Buckets: durationBuckets,
@@ -86,7 +117,7 @@ func New() *Metrics {
 		}, []string{"tenant"}),
 		lastApplied: map[string]string{},
 	}
-	m.Registry.MustRegister(m.ReconcileDuration, m.TofuDuration, m.TofuRuns, m.LastApplied, m.Webhooks, m.TenantRetries, m.TenantDrifted,
+	m.reg.MustRegister(m.ReconcileDuration, m.TofuDuration, m.TofuRuns, m.LastApplied, m.Webhooks, m.TenantRetries, m.TenantDrifted,
 		m.Backups, m.TenantBackupFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -97,7 +128,7 @@ func (m *Metrics) GaugeFunc(name, help string, fn func() float64) {
 	if m == nil {
 		return
 	}
-	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
 }
 
 // CounterFunc registers a counter read from fn at every scrape; fn must
@@ -106,7 +137,7 @@ func (m *Metrics) CounterFunc(name, help string, fn func() float64) {
 	if m == nil {
 		return
 	}
-	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
 }
 
 // Applied records that revision is now the one applied to tenant; "" drops
@@ -170,7 +201,7 @@ func (m *Metrics) Webhook(hook, result string) {
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.reg})
 }
 
 // Drifted records the finding of a tenant's drift check: 1 drifted, 0 as
