@@ -52,15 +52,18 @@ func TestSimWorldRefusesBadSettings(t *testing.T) {
 	}
 }
 
-// TestSimServeWorldServesAServer runs the world of `sim serve` and a
-// server on --sim-world in this process: the world says it serves once
-// its machines booted and holds its block; the server runs the sim
-// provider's class against the world's dir but hosts no node of its own;
+// TestSimServeWorldServesAServer runs the world of `sim serve`, with a
+// simulated OpenStack, and a server on --sim-world in this process: the
+// world says it serves once its machines booted, names the OpenStack's
+// clouds.yaml, and holds its block; the server, given that clouds.yaml,
+// runs the sim provider's class against the world's dir but hosts no node
+// of its own;
 // the world stops when its context ends and releases its block.
 func TestSimServeWorldServesAServer(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "world")
+	dir, osDir := filepath.Join(t.TempDir(), "world"), filepath.Join(t.TempDir(), "openstack")
 	var logs syncBuffer
-	w, err := openSimWorld(&simServeFlags{dir: dir, timings: "boot=100ms"}, slog.New(slog.NewTextHandler(&logs, nil)))
+	wf := &simServeFlags{dir: dir, timings: "boot=100ms", openstack: cloudFlags{simOpenStack: osDir, simAddresses: "127.3.0.0/16"}}
+	w, err := openSimWorld(wf, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +72,16 @@ func TestSimServeWorldServesAServer(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- w.serve(ctx) }()
 	waitFor(t, "the world to say it serves", func() bool { return strings.Contains(logs.String(), "simulated world serving") })
+	clouds := filepath.Join(osDir, "clouds.yaml")
+	if !strings.Contains(logs.String(), "clouds="+clouds) {
+		t.Errorf("the serving line does not name the simulated OpenStack's clouds.yaml %s:\n%s", clouds, logs.String())
+	}
 	store, err := sim.OpenExisting(dir)
 	if err != nil || !store.Served() {
 		t.Fatalf("the world's dir %s: %v, served %v", dir, err, err == nil && store.Served())
 	}
 
-	f := testServeFlags(t, servertest.Options{Dir: t.TempDir(), Args: []string{"--sim-world", dir}})
+	f := testServeFlags(t, servertest.Options{Dir: t.TempDir(), Args: []string{"--sim-world", dir, "--openstack-clouds", clouds}})
 	m := NewMain(f, slog.New(slog.DiscardHandler))
 	if err := m.Open(); err != nil {
 		t.Fatal(err)
