@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/internal/sim/openstack"
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 )
@@ -129,6 +130,9 @@ func openSimWorld(f *simServeFlags, log *slog.Logger) (*simWorld, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--sim-dir: %w", err)
 	}
+	if err := worldFree(dir); err != nil {
+		return nil, err
+	}
 	w := &simWorld{dir: dir, log: log}
 	if w.nodes, err = openSimNodes(dir, f.timings, f.kubeBin, log); err != nil {
 		return nil, err
@@ -141,6 +145,23 @@ func openSimWorld(f *simServeFlags, log *slog.Logger) (*simWorld, error) {
 		}
 	}
 	return w, nil
+}
+
+// worldFree refuses a sim dir whose block a live process holds: another
+// world on the same dir, which an empty dir would otherwise leave for a
+// block of its own while the servers' machines went on being made there.
+func worldFree(dir string) error {
+	store, err := sim.OpenExisting(dir)
+	if errors.Is(err, sim.ErrNoSimDir) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if store.Served() {
+		return fmt.Errorf("--sim-dir %s: its address block %s is held by a live process, another 'rezuscloud sim serve' or a server with --sim-cloud on this dir; stop it first", dir, store.Block())
+	}
+	return nil
 }
 
 // serve waits until the machines found in the sim dir have booted, says

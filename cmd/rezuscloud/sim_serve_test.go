@@ -55,7 +55,8 @@ func TestSimWorldRefusesBadSettings(t *testing.T) {
 // TestSimServeWorldServesAServer runs the world of `sim serve`, with a
 // simulated OpenStack, and a server on --sim-world in this process: the
 // world says it serves once its machines booted, names the OpenStack's
-// clouds.yaml, and holds its block; the server, given that clouds.yaml,
+// clouds.yaml, and holds its block, so that a second world on its dir is
+// refused; the server, given that clouds.yaml,
 // runs the sim provider's class against the world's dir but hosts no node
 // of its own;
 // the world stops when its context ends and releases its block.
@@ -79,6 +80,17 @@ func TestSimServeWorldServesAServer(t *testing.T) {
 	store, err := sim.OpenExisting(dir)
 	if err != nil || !store.Served() {
 		t.Fatalf("the world's dir %s: %v, served %v", dir, err, err == nil && store.Served())
+	}
+
+	settings, _ := os.ReadFile(filepath.Join(dir, "sim.json"))
+	if w2, err := openSimWorld(&simServeFlags{dir: dir}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "is held by a live process") {
+		if err == nil {
+			w2.Close()
+		}
+		t.Errorf("a second world on %s: %v, want it refused", dir, err)
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, "sim.json")); !bytes.Equal(again, settings) {
+		t.Errorf("a second world changed the sim dir's settings: %s, were %s", again, settings)
 	}
 
 	f := testServeFlags(t, servertest.Options{Dir: t.TempDir(), Args: []string{"--sim-world", dir, "--openstack-clouds", clouds}})
