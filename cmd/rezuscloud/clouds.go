@@ -25,6 +25,9 @@ type cloudFlags struct {
 	ociConfig       string
 	simOpenStack    string
 	simAddresses    string
+	// simWorld is the sim dir of a simulated world that another process
+	// serves (`rezuscloud sim serve`).
+	simWorld string
 }
 
 // SimCloudName is the clouds.yaml entry of the simulated OpenStack, as the
@@ -35,6 +38,7 @@ func addCloudFlags(fs *pflag.FlagSet, f *cloudFlags) {
 	fs.StringVar(&f.openstackClouds, "openstack-clouds", "", "OpenStack clouds.yaml `FILE` (mode 0600) whose entries node groups name in providerConfig.cloud; default: $OS_CLIENT_CONFIG_FILE")
 	fs.StringVar(&f.ociConfig, "oci-config", "", "OCI config `FILE` (mode 0600) whose profiles node groups name in providerConfig.profile; give key_file paths in it as absolute paths")
 	fs.StringVar(&f.simOpenStack, "sim-openstack", "", "run a simulated OpenStack on loopback keeping its servers in `DIR`, and use its clouds.yaml (entry "+SimCloudName+"); needs --sim-cloud, whose simulated Talos nodes its servers boot as")
+	fs.StringVar(&f.simWorld, "sim-world", "", "use the simulated world that 'rezuscloud sim serve --sim-dir DIR' runs in a process of its own: tofu creates the machines of node groups with providerClass sim in its sim `DIR`, and the Talos plane talks to them there, as several servers share one cloud; not with --sim-cloud")
 	fs.StringVar(&f.simAddresses, "sim-openstack-addresses", openstack.DefaultAddresses.String(), "loopback `CIDR` the simulated OpenStack hands fixed IPs from")
 }
 

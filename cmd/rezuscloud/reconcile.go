@@ -34,7 +34,8 @@ const tofuVersion = "v1.10.10"
 // reconcilerPart is what a Main with a source runs beside the server: the
 // reconciler with its tofu runner, the source that feeds it, the previews
 // of other refs, the commit status reports, the Talos plane and its
-// observer, and with --sim-cloud the simulated cloud's Talos nodes.
+// observer, and with --sim-cloud the simulated cloud's Talos nodes
+// (simDir is the sim dir of --sim-cloud or --sim-world, "" without).
 type reconcilerPart struct {
 	m               *Main
 	f               *serveFlags
@@ -52,7 +53,7 @@ type reconcilerPart struct {
 	onDrift         func(reconciler.DriftReport)
 	closeReports    func()
 	plane           *talos.Plane
-	nodes           *talosnode.Host // nil without --sim-cloud
+	nodes           *talosnode.Host // nil without --sim-cloud, also with --sim-world
 	rec             *reconciler.Reconciler
 	previews        *sources.Previews
 	now             func() time.Time // the test clock (testclock.go); nil: the real one
@@ -110,7 +111,7 @@ func (p *reconcilerPart) openTofu() error {
 		return err
 	}
 	env := map[string]string{}
-	if p.nodes != nil {
+	if p.simDir != "" {
 		env["REZUSSIM_DIR"] = p.simDir
 		// A knob of the simulated cloud for tests: how long creating a
 		// machine takes.

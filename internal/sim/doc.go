@@ -36,6 +36,11 @@
 // of the block, so allocation is deterministic given the addresses taken.
 // No simulated machine ever has an address outside 127.0.0.0/8.
 //
+// The node host may run in a process of its own, apart from the processes
+// that create machines (several servers share one simulated cloud as they
+// would share a real one). Those open the dir with OpenExisting, which
+// never makes a cloud, and Served tells them whether a host is live.
+//
 // This package must not import anything else of the project but
 // internal/atomicfile.
 package sim
