@@ -57,8 +57,8 @@ type Replica struct {
 	kickc chan struct{} // wakes the balancer
 
 	mu      sync.Mutex
-	ep      *epoch        // the current membership; nil while fenced
-	last    *epoch        // the latest membership, fenced or not
+	ep      *epoch // the current membership; nil while fenced
+	last    *epoch // the latest membership, fenced or not
 	closed  bool
 	view    view          // every key under the prefix
 	changed chan struct{} // closed at the next change

@@ -226,7 +226,12 @@ func TestReplicas(t *testing.T) {
 	chk.wait(10*time.Second, "three replicas hold every shard", assigned(n, "a", "b", "c"))
 	chk.wait(testTTL, "a leader", func(_ map[int]string, l string) bool { return l != "" })
 
-	st := ms["a"].r.Status(tenantsOfShards(n))
+	// The status is a's view of etcd, which follows it by a watch.
+	var st Status
+	waitUntil(t, testTTL, "a's status has every shard owned", func() bool {
+		st = ms["a"].r.Status(tenantsOfShards(n))
+		return st.Unowned == 0
+	})
 	if len(st.Members) != 3 || st.Unowned != 0 || st.Leader == "" || st.Shards != n {
 		t.Fatalf("status %+v: want 3 members, a leader, every shard owned", st)
 	}
@@ -308,9 +313,9 @@ func TestQuorumLoss(t *testing.T) {
 	chk.wait(10*time.Second, "two replicas hold every shard", assigned(n, "a", "b"))
 
 	c.Kill(0)
-	c.Kill(1)
+	c.Kill(1) // the quorum is lost while the member stops, before it returns
 	took := waitUntil(t, testTTL, "not ready without a quorum", func() bool { return !a.r.Ready() && !b.r.Ready() })
-	t.Logf("from the quorum's loss to both fenced: %s", took)
+	t.Logf("from the second member's stop to both fenced: at most %s", took)
 	chk.wait(time.Second, "nothing acted on", func(s map[int]string, l string) bool { return len(s) == 0 && l == "" })
 
 	var wg sync.WaitGroup
