@@ -397,3 +397,27 @@ func TestShardOf(t *testing.T) {
 		t.Errorf("tenants of %d shards, want 64", got)
 	}
 }
+
+// TestRendezvous: shards spread over every member, and a member that
+// joins takes shards only from the others, moving no other shard.
+func TestRendezvous(t *testing.T) {
+	n := DefaultShards
+	three, four := map[string]int{}, map[string]int{}
+	for s := range n {
+		before, after := owner([]string{"a", "b", "c"}, s), owner([]string{"c", "d", "b", "a"}, s)
+		three[before]++
+		four[after]++
+		if before != after && after != "d" {
+			t.Errorf("shard %d moved from %s to %s when d joined", s, before, after)
+		}
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		if three[m] < n/6 || four[m] < n/8 {
+			t.Errorf("%s holds %d of %d shards among three, %d among four", m, three[m], n, four[m])
+		}
+	}
+	if four["d"] < n/8 {
+		t.Errorf("d holds %d of %d shards among four", four["d"], n)
+	}
+	t.Logf("among three %v, among four %v", three, four)
+}

@@ -2,6 +2,8 @@ package replica
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"hash/fnv"
 	"strconv"
 	"sync"
@@ -30,18 +32,8 @@ func ShardOf(tenant string, shards int) int {
 // score is the rendezvous weight of member name for shard s: the member
 // of highest score among the live ones should hold s.
 func score(name string, s int) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	h.Write([]byte{0})
-	h.Write([]byte(strconv.Itoa(s)))
-	x := h.Sum64()
-	// splitmix64's finalizer spreads FNV's close values.
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	sum := sha256.Sum256([]byte(name + "\x00" + strconv.Itoa(s)))
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 // owner returns which of members should hold shard s.
