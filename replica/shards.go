@@ -144,15 +144,18 @@ func (r *Replica) plan(ep *epoch) (take, release []int) {
 		want := owner(names, s) == r.cfg.Name
 		sh := ep.shards[s]
 		switch {
-		case want && sh == nil:
-			if _, held := holders[s]; !held {
+		case sh == nil:
+			if _, held := holders[s]; want && !held {
 				take = append(take, s)
 			}
-		case want && sh.handed != nil && sh.ctx.Err() == nil:
-			sh.handed.Stop()
+		case want && sh.handed == nil:
+		case want && sh.handed.Stop():
+			// Wanted again before its work was told to stop.
 			sh.handed = nil
 			r.signalLocked()
-		case !want && sh != nil:
+		default:
+			// Not wanted, or wanted again after its work was told to
+			// stop: released once that work is done, then taken anew.
 			if sh.handed == nil {
 				sh.handed = time.AfterFunc(max(r.cfg.Handover, 0), sh.cancel)
 				r.signalLocked()
