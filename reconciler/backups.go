@@ -113,7 +113,7 @@ func newBackupState(r *Reconciler, o *BackupOptions) *backupState {
 	if b.o.Tick <= 0 {
 		b.o.Tick = time.Second
 	}
-	b.queue = NewQueue(QueueOptions{Workers: b.o.Workers, Grace: 10 * time.Second})
+	b.queue = NewQueue(QueueOptions{Workers: b.o.Workers, Grace: min(10*time.Second, r.opts.ShutdownGrace)})
 	b.queue.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel

@@ -92,7 +92,7 @@ func newDriftState(r *Reconciler) *driftState {
 	if workers <= 0 {
 		workers = DefaultDriftWorkers
 	}
-	d := &driftState{r: r, queue: NewQueue(QueueOptions{Workers: workers, Grace: time.Minute}),
+	d := &driftState{r: r, queue: NewQueue(QueueOptions{Workers: workers, Grace: min(time.Minute, r.opts.ShutdownGrace)}),
 		locks: map[string]*sync.Mutex{}, cancels: map[string]context.CancelFunc{}, applied: map[string]appliedRun{}, next: map[string]time.Time{}, fixed: map[string]string{}, done: make(chan struct{})}
 	d.queue.Start()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -82,6 +82,9 @@ type Options struct {
 	Debounce time.Duration
 	// ShutdownGrace is how long Close waits for running tofu processes
 	// before it interrupts them with SIGINT. Default DefaultShutdownGrace.
+	// Drift checks and backups get at most as long (a minute and ten
+	// seconds at most), so that a replica that must stop before its lease
+	// ends can bound all of its work with it.
 	ShutdownGrace time.Duration
 	// RetryBase and RetryMax set the backoff of tenants whose run failed
 	// for a passing reason (see Backoff): the first retry comes after
