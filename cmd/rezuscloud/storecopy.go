@@ -17,7 +17,7 @@ import (
 
 // copyBatch is how many records one transaction of a copy writes into its
 // target: few enough for etcd's limit on the operations of a transaction.
-const copyBatch = 32
+const copyBatch = 16
 
 // inventory is a transaction that says what its store holds, which Tx
 // lists only by kind and by state name. The bbolt engine's Tx is one.

@@ -45,7 +45,7 @@ func copySource(t *testing.T, tenants int) string {
 		fillTenant(t, st, fmt.Sprintf("t%03d", i), i)
 	}
 	err = st.Update(func(tx store.Tx) error {
-		for i := range 3 * copyBatch {
+		for i := range 96 {
 			if err := tx.PutSeries(fmt.Sprintf("history/%04d", i), []byte(strings.Repeat("s", i))); err != nil {
 				return err
 			}

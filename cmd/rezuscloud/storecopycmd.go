@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/store"
 	"github.com/rezuscloud/rezuscloud/store/bolt"
+	etcdstore "github.com/rezuscloud/rezuscloud/store/etcd"
 )
 
 // newStoreCopyCmd builds `store copy`; getenv supplies the etcd settings
@@ -128,7 +128,7 @@ func openCopyTarget(ctx context.Context, to, srcDir string, etcd *etcdFlags, clo
 		if p := q.Get("prefix"); p != "" {
 			etcd.prefix = p
 		}
-		st, closeClient, err := openEtcdStore(ctx, etcd, 0, clock.Now, slog.New(slog.DiscardHandler))
+		st, closeClient, err := openEtcdStore(ctx, etcd, etcdstore.Config{Now: clock.Now, CompactInterval: -1}, true)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -165,9 +165,10 @@ func checkPrefix(prefix string) error {
 	return nil
 }
 
-// openEtcdStore opens the store under f's prefix in etcd, and returns it
-// with what closes its client after it.
-func openEtcdStore(ctx context.Context, f *etcdFlags, history int, now func() time.Time, log *slog.Logger) (store.Store, func(), error) {
+// openEtcdStore opens the store under f's prefix in etcd with cfg's
+// settings, and returns it with what closes its client after it. With
+// empty, a prefix that holds any key is refused.
+func openEtcdStore(ctx context.Context, f *etcdFlags, cfg etcdstore.Config, empty bool) (store.Store, func(), error) {
 	if err := checkPrefix(f.prefix); err != nil {
 		return nil, nil, err
 	}
@@ -175,16 +176,36 @@ func openEtcdStore(ctx context.Context, f *etcdFlags, history int, now func() ti
 	if err != nil {
 		return nil, nil, err
 	}
-	es, err := etcdstore.Open(ctx, etcdstore.Config{Client: cli, Prefix: f.prefix, EventHistory: history, Now: now, Logger: log})
-	st, ok := any(es).(store.Store)
-	if err == nil && !ok {
-		err = errors.New("this build's etcd engine is not a store")
+	where := fmt.Sprintf("etcd at %s under %s", strings.Join(f.endpoints, ","), f.prefix)
+	if empty {
+		err = checkEmptyPrefix(ctx, cli, f.prefix, where)
+	}
+	var st *etcdstore.Store
+	if err == nil {
+		cfg.Client, cfg.Prefix = cli, f.prefix
+		if st, err = etcdstore.Open(ctx, cfg); err != nil {
+			err = fmt.Errorf("open the store in %s: %w", where, err)
+		}
 	}
 	if err != nil {
 		cli.Close()
-		return nil, nil, fmt.Errorf("open the store in etcd at %s under %s: %w", strings.Join(f.endpoints, ","), f.prefix, err)
+		return nil, nil, err
 	}
 	return st, func() { cli.Close() }, nil
+}
+
+// checkEmptyPrefix refuses a prefix under which etcd holds a key.
+func checkEmptyPrefix(ctx context.Context, cli *clientv3.Client, prefix, where string) error {
+	ctx, cancel := context.WithTimeout(ctx, etcdDialTimeout)
+	defer cancel()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", where, err)
+	case resp.Count > 0:
+		return fmt.Errorf("the target store is not empty (%s holds %d keys): copy into an empty one, such as a new prefix", where, resp.Count)
+	}
+	return nil
 }
 
 // serveStore opens the store that --store names for the server: nil for
@@ -198,7 +219,7 @@ func serveStore(ctx context.Context, f *serveFlags, log *slog.Logger) (store.Sto
 		}
 		return nil, func() {}, nil
 	case engineEtcd:
-		return openEtcdStore(ctx, &f.etcd, 0, nil, log.With("component", "store"))
+		return openEtcdStore(ctx, &f.etcd, etcdstore.Config{Logger: log.With("component", "store")}, false)
 	}
 	return nil, nil, fmt.Errorf("--store %q: want %s (one server, in the data dir) or %s (several servers)", f.store, engineBolt, engineEtcd)
 }
