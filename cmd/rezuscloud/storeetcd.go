@@ -219,7 +219,31 @@ func serveStore(ctx context.Context, f *serveFlags, log *slog.Logger) (store.Sto
 		}
 		return nil, func() {}, nil
 	case engineEtcd:
+		if err := privateDir(f.data); err != nil {
+			return nil, nil, err
+		}
 		return openEtcdStore(ctx, &f.etcd, etcdstore.Config{Logger: log.With("component", "store")}, false)
 	}
 	return nil, nil, fmt.Errorf("--store %q: want %s (one server, in the data dir) or %s (several servers)", f.store, engineBolt, engineEtcd)
+}
+
+// privateDir makes dir, the data dir, a dir of mode 0700 (which the bbolt
+// engine does when it opens its store there): tofu's workspaces in it hold
+// cluster keys while a run lasts. An existing dir that others may read is
+// refused unless it is empty.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
+		return os.Chmod(dir, 0o700)
+	}
+	return fmt.Errorf("data dir %s has mode %04o, and tofu's workspaces in it hold cluster keys: run chmod 700 %s", dir, fi.Mode().Perm(), dir)
 }
