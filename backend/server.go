@@ -31,8 +31,13 @@ const (
 // Config configures a Server. Zero values select the defaults.
 type Config struct {
 	// DataDir holds the store, which NewServer opens with the bbolt
-	// engine (see bolt.Open). Required.
+	// engine (see bolt.Open), unless Store is given. Required.
 	DataDir string
+	// Store is an open store the server uses instead of opening one in
+	// DataDir, such as the etcd engine's. The server closes it when it
+	// closes; when NewServer fails, it is left open. Default: the bbolt
+	// engine's, in DataDir.
+	Store store.Store
 	// Listen is the TCP address to serve on. Default DefaultListen.
 	Listen string
 	// TokensFile is the tokens file (see LoadTokens). Without one every
@@ -129,8 +134,8 @@ type readyCheck struct {
 	fn   func(context.Context) error
 }
 
-// NewServer opens the store in cfg.DataDir and the tokens file, and builds
-// the routes. It does not listen yet.
+// NewServer opens the store in cfg.DataDir (or takes cfg.Store) and the
+// tokens file, and builds the routes. It does not listen yet.
 func NewServer(cfg Config) (*Server, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
@@ -146,13 +151,15 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	st, err := bolt.Open(cfg.DataDir, &bolt.Options{EventHistory: cfg.EventHistory})
+	st, err := cfg.store()
 	if err != nil {
 		return nil, err
 	}
 	hub := NewHub(HubOptions{History: cfg.EventHistory, Buffer: cfg.WatchBuffer, Logger: log})
 	if err := hub.Attach(st); err != nil {
-		st.Close()
+		if cfg.Store == nil {
+			st.Close()
+		}
 		return nil, err
 	}
 	s := &Server{
@@ -185,6 +192,15 @@ func NewServer(cfg Config) (*Server, error) {
 	// Watches never go idle by themselves: end them when shutdown starts.
 	s.http.RegisterOnShutdown(hub.Close)
 	return s, nil
+}
+
+// store returns cfg.Store, or else the bbolt engine's store in
+// cfg.DataDir, opened.
+func (cfg *Config) store() (store.Store, error) {
+	if cfg.Store != nil {
+		return cfg.Store, nil
+	}
+	return bolt.Open(cfg.DataDir, &bolt.Options{EventHistory: cfg.EventHistory})
 }
 
 // withDefaults fills in the defaults of cfg and checks what depends on
@@ -235,6 +251,8 @@ func (s *Server) routes() {
 	s.serveBackups()
 	if b, ok := s.store.(store.Backuper); ok {
 		s.serveStoreBackup("GET "+StoreBackupPath, b)
+	} else {
+		s.refuseStoreBackup("GET " + StoreBackupPath)
 	}
 }
 
@@ -354,8 +372,8 @@ func (s *Server) AddReadyCheck(name string, fn func(context.Context) error) {
 // tests and for embedding.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
-// Store returns the server's store. It is the bbolt engine's *bolt.Store,
-// whose ReleaseMapped the server's owner may call.
+// Store returns the server's store: Config.Store, or else the bbolt
+// engine's *bolt.Store, whose ReleaseMapped the server's owner may call.
 func (s *Server) Store() store.Store { return s.store }
 
 // Tokens returns the server's tokens, for minting ephemeral ones.

@@ -62,3 +62,15 @@ func (s *Server) audit() *slog.Logger {
 	}
 	return s.log
 }
+
+// refuseStoreBackup mounts at pattern, for a store that makes no copy of
+// itself (store.Backuper), such as the etcd engine's, an answer that says
+// how to back that store up instead.
+func (s *Server) refuseStoreBackup(pattern string) {
+	s.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := requireRole(w, r, RoleAdmin, "downloading a copy of the store"); !ok {
+			return
+		}
+		api.WriteError(w, api.Errorf(http.StatusNotImplemented, "this server keeps its store in etcd, which it does not copy into one file: back up etcd with its own snapshot (etcdctl snapshot save FILE) instead"))
+	}))
+}

@@ -114,3 +114,41 @@ func TestStoreBackupFailure(t *testing.T) {
 		t.Errorf("the server log lacks the failure:\n%s", ts.logs.String())
 	}
 }
+
+// storeWithoutCopy is a store that makes no copy of itself, as the etcd
+// engine's: the bbolt engine's store without its WriteBackup.
+type storeWithoutCopy struct{ store.Store }
+
+// TestStoreGiven: a server given an open store (Config.Store) keeps its
+// data in it, not in a store of its data dir, and closes it when it
+// closes; one whose store makes no copy of itself answers the store's
+// download with how to back it up instead, to admins only.
+func TestStoreGiven(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "elsewhere")
+	given := openStore(t, dir)
+	ts := startServer(t, Config{Store: storeWithoutCopy{given}}, true)
+	state := []byte(`{"version":4,"serial":1,"lineage":"l"}`)
+	code, body := ts.do(t, req{method: "POST", path: StatePrefix + "alpha", token: "editor", body: state, md5: true})
+	wantCode(t, "POST state", code, body, http.StatusOK)
+
+	code, body = ts.do(t, req{method: "GET", path: StoreBackupPath, token: "admin"})
+	wantCode(t, "GET "+StoreBackupPath, code, body, http.StatusNotImplemented)
+	wantAPIError(t, body, http.StatusNotImplemented, api.ReasonInternalError, "etcdctl snapshot save")
+	code, body = ts.do(t, req{method: "GET", path: StoreBackupPath, token: "viewer"})
+	wantCode(t, "a viewer's GET "+StoreBackupPath, code, body, http.StatusForbidden)
+
+	if err := ts.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ts.cfg.DataDir, bolt.DBFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the server made a store in its data dir too: %v", err)
+	}
+	s := openStore(t, dir)
+	defer s.Close()
+	s.View(func(tx store.Tx) error {
+		if got := store.CurrentState(tx, "alpha"); !bytes.Equal(got, state) {
+			t.Errorf("the given store's state is %q, want the bytes POSTed", got)
+		}
+		return nil
+	})
+}

@@ -1,10 +1,20 @@
 package store
 
-import "github.com/rezuscloud/rezuscloud/schema"
+import (
+	"errors"
+
+	"github.com/rezuscloud/rezuscloud/schema"
+)
 
 // DefaultEventHistory is how many of the latest changes an engine's event
 // log keeps unless it is told otherwise.
 const DefaultEventHistory = 10000
+
+// ErrFenced says an engine refused an Update because its writer no longer
+// holds the lease its writes are conditional on (a replica's fence, see
+// the etcd engine's SetFence): the writer must stop, and nothing of the
+// Update was written.
+var ErrFenced = errors.New("the writer's lease is gone: its writes are fenced off")
 
 // Store is an open store. It is safe for concurrent use.
 type Store interface {

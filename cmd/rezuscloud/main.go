@@ -87,7 +87,16 @@ func (m *Main) openServer() error {
 		return err
 	}
 	cfg.Origin = m.origin
+	st, closeClient, err := serveStore(context.Background(), m.flags, m.log)
+	if err != nil {
+		return err
+	}
+	m.onClose(closeClient)
+	cfg.Store = st
 	if m.Server, err = backend.NewServer(cfg); err != nil {
+		if st != nil {
+			st.Close()
+		}
 		return err
 	}
 	m.onClose(func() { m.Server.Close() })

@@ -39,6 +39,11 @@ type serveFlags struct {
 	logFormat       string
 	pprofListen     string
 
+	// store is the engine of the store: engineBolt, in the data dir, or
+	// engineEtcd, in the etcd that etcd says.
+	store string
+	etcd  etcdFlags
+
 	// The repository to reconcile: a git remote or a local directory.
 	repo         string
 	branch       string
@@ -161,7 +166,9 @@ SIGHUP reloads the tokens file.`,
 // demo takes its defaults from here too.
 func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.config, configFlag, "", "YAML `FILE` with further settings; keys are flag names")
-	fs.StringVar(&f.data, "data", "data", "data `DIR` (mode 0700) that holds the store")
+	fs.StringVar(&f.data, "data", "data", "data `DIR` (mode 0700) that holds tofu's workspaces and, with --store bbolt, the store")
+	fs.StringVar(&f.store, "store", engineBolt, "`ENGINE` of the store: bbolt (one server, a file in the data dir) or etcd (one or several servers sharing the store in etcd: --etcd-endpoints)")
+	addEtcdFlags(fs, &f.etcd)
 	fs.StringVar(&f.listen, "listen", backend.DefaultListen, "TCP `ADDR` to serve on")
 	fs.StringVar(&f.tokensFile, "tokens-file", "", "tokens `FILE`, one 'NAME ROLE SHA256-HEX' line per token; without it only loopback is served and everyone is admin")
 	fs.Int64Var(&f.stateMaxBytes, "state-max-bytes", backend.DefaultMaxStateBytes, "largest TF state a POST may send, in bytes")

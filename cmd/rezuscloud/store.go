@@ -24,19 +24,19 @@ const envToken = "REZUSCLOUD_TOKEN"
 // lock: a server holds it as long as it runs.
 const storeLockWait = time.Second
 
-// newStoreCmd builds `store backup` and `store restore`; getenv supplies
+// newStoreCmd builds `store backup`, `store restore` and `store copy`; getenv supplies
 // the token.
 func newStoreCmd(getenv func(string) string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "store",
-		Short: "Back up the server's store, and restore it into a data dir",
+		Short: "Back up the server's store, restore it into a data dir, or copy it into etcd",
 		Long: `The store (rezuscloud.db in the data dir) holds what the server knows beside
 git: every tenant's TF state with its kept versions and locks, the commits it
 reconciled, the records of its Talos plane and the objects the API serves.
 Together with the git repository and the state passphrase, a copy of it is
 what a new server needs to go on where the old one left off.`,
 	}
-	cmd.AddCommand(newStoreBackupCmd(getenv), newStoreRestoreCmd())
+	cmd.AddCommand(newStoreBackupCmd(getenv), newStoreRestoreCmd(), newStoreCopyCmd(getenv))
 	return cmd
 }
 

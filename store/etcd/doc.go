@@ -12,8 +12,6 @@
 package etcd
 
 import (
-	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -37,15 +35,10 @@ type Config struct {
 	CompactInterval time.Duration
 	// Now stamps createdAt and updatedAt; nil selects time.Now.
 	Now func() time.Time
+	// MaxTxnOps is the most operations etcd takes in one transaction
+	// (the server's --max-txn-ops); 0 selects etcd's default, 128. A
+	// commit that needs more is refused with an error that says so.
+	MaxTxnOps int
 	// Logger receives the store's own messages; nil discards them.
 	Logger *slog.Logger
 }
-
-// Open opens the store under cfg.Prefix, creating it when the prefix
-// holds nothing yet.
-func Open(ctx context.Context, cfg Config) (*Store, error) {
-	return nil, errors.New("the etcd engine is not built yet")
-}
-
-// Store is an open store on etcd.
-type Store struct{}
