@@ -13,9 +13,13 @@ import (
 	"slices"
 	"sync"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/ui"
+	"github.com/rezuscloud/rezuscloud/replica"
 	"github.com/rezuscloud/rezuscloud/sources"
+	etcdstore "github.com/rezuscloud/rezuscloud/store/etcd"
 )
 
 func main() {
@@ -42,6 +46,12 @@ type Main struct {
 	origin backend.Origin
 	// rec is the reconciler's part; nil without a source.
 	rec *reconcilerPart
+	// etcd and etcdStore are the client and the store with --store etcd,
+	// where the server is a replica (see replicas.go); else nil.
+	etcd        *clientv3.Client
+	etcdStore   *etcdstore.Store
+	replica     *replica.Replica
+	replicaName string
 	// pprof serves runtime profiles; nil without --pprof-listen.
 	pprof *pprofListener
 
@@ -68,7 +78,7 @@ func (m *Main) onClose(fn func()) { m.closers = append(m.closers, fn) }
 // --dir, the source and the reconciler, which clears what an earlier
 // process left (Recover). Nothing serves or runs yet.
 func (m *Main) Open() error {
-	for _, open := range []func() error{m.openServer, m.openPprof, m.openReconciler} {
+	for _, open := range []func() error{m.openServer, m.openReplica, m.openPprof, m.openReconciler} {
 		if err := open(); err != nil {
 			m.Close()
 			return err
@@ -87,15 +97,17 @@ func (m *Main) openServer() error {
 		return err
 	}
 	cfg.Origin = m.origin
-	st, closeClient, err := serveStore(context.Background(), m.flags, m.log)
-	if err != nil {
+	if m.etcdStore, m.etcd, err = serveStore(context.Background(), m.flags, m.log); err != nil {
 		return err
 	}
-	m.onClose(closeClient)
-	cfg.Store = st
+	if m.etcd != nil {
+		cli := m.etcd
+		m.onClose(func() { cli.Close() })
+		cfg.Store = m.etcdStore
+	}
 	if m.Server, err = backend.NewServer(cfg); err != nil {
-		if st != nil {
-			st.Close()
+		if m.etcdStore != nil {
+			m.etcdStore.Close()
 		}
 		return err
 	}
@@ -119,8 +131,11 @@ func (m *Main) Run(ctx context.Context) error {
 	recCtx, stopRec := context.WithCancel(ctx)
 	defer stopRec()
 	m.servePprof()
-	wait := func() {}
-	if m.rec != nil {
+	wait, lost := func() {}, make(chan error, 1)
+	switch {
+	case m.replica != nil:
+		wait = m.runReplica(recCtx, lost)
+	case m.rec != nil:
 		wait = m.rec.start(recCtx)
 	}
 	srvCtx, stopServer := context.WithCancel(context.Background())
@@ -129,6 +144,12 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { served <- m.Server.Run(srvCtx) }()
 	var err error
 	select {
+	case err = <-lost:
+		m.log.Error("stopping", "err", err)
+		stopRec()
+		wait()
+		stopServer()
+		<-served
 	case <-ctx.Done():
 		m.stopping()
 		stopRec()

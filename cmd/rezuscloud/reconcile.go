@@ -137,7 +137,9 @@ func (p *reconcilerPart) openTofu() error {
 		env["TF_ENCRYPTION"] = encrypt
 		p.encrypt, p.passphrase = true, getenv(envStatePassphrase)
 	}
-	p.metrics = metrics.New()
+	if p.metrics, err = metrics.NewReplica(p.m.replicaName); err != nil {
+		return err
+	}
 	p.runner, err = tofu.NewRunner(tofu.Options{Binary: p.tofuBin, CLIConfigFile: cli, Env: env, Metrics: p.metrics, Getenv: getenv,
 		MaxStateBytes: p.f.stateMaxBytes})
 	return err
@@ -193,7 +195,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		AllowNonFastForward: f.allowNonFastForward,
 		Workers:             f.workers,
 		Debounce:            f.debounce,
-		ShutdownGrace:       f.shutdownGrace,
+		ShutdownGrace:       f.stopGrace(),
 		RetryBase:           f.retryBase,
 		RetryMax:            f.retryMax,
 		Metrics:             p.metrics,

@@ -41,8 +41,9 @@ type serveFlags struct {
 
 	// store is the engine of the store: engineBolt, in the data dir, or
 	// engineEtcd, in the etcd that etcd says.
-	store string
-	etcd  etcdFlags
+	store   string
+	etcd    etcdFlags
+	replica replicaFlags
 
 	// The repository to reconcile: a git remote or a local directory.
 	repo         string
@@ -169,6 +170,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.data, "data", "data", "data `DIR` (mode 0700) that holds tofu's workspaces and, with --store bbolt, the store")
 	fs.StringVar(&f.store, "store", engineBolt, "`ENGINE` of the store: bbolt (one server, a file in the data dir) or etcd (one or several servers sharing the store in etcd: --etcd-endpoints)")
 	addEtcdFlags(fs, &f.etcd)
+	addReplicaFlags(fs, &f.replica)
 	fs.StringVar(&f.listen, "listen", backend.DefaultListen, "TCP `ADDR` to serve on")
 	fs.StringVar(&f.tokensFile, "tokens-file", "", "tokens `FILE`, one 'NAME ROLE SHA256-HEX' line per token; without it only loopback is served and everyone is admin")
 	fs.Int64Var(&f.stateMaxBytes, "state-max-bytes", backend.DefaultMaxStateBytes, "largest TF state a POST may send, in bytes")

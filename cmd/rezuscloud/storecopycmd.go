@@ -128,11 +128,11 @@ func openCopyTarget(ctx context.Context, to, srcDir string, etcd *etcdFlags, clo
 		if p := q.Get("prefix"); p != "" {
 			etcd.prefix = p
 		}
-		st, closeClient, err := openEtcdStore(ctx, etcd, etcdstore.Config{Now: clock.Now, CompactInterval: -1}, true)
+		st, cli, err := openEtcdStore(ctx, etcd, etcdstore.Config{Now: clock.Now, CompactInterval: -1}, true)
 		if err != nil {
 			return nil, nil, err
 		}
-		return st, func() error { err := st.Close(); closeClient(); return err }, nil
+		return st, func() error { err := st.Close(); cli.Close(); return err }, nil
 	case engine == engineBolt && where != "":
 		dir, err := filepath.Abs(where)
 		if err != nil {

@@ -16,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/rezuscloud/rezuscloud/store"
 	etcdstore "github.com/rezuscloud/rezuscloud/store/etcd"
 )
 
@@ -166,9 +165,9 @@ func checkPrefix(prefix string) error {
 }
 
 // openEtcdStore opens the store under f's prefix in etcd with cfg's
-// settings, and returns it with what closes its client after it. With
-// empty, a prefix that holds any key is refused.
-func openEtcdStore(ctx context.Context, f *etcdFlags, cfg etcdstore.Config, empty bool) (store.Store, func(), error) {
+// settings, and returns it with its client, which the caller closes after
+// the store. With empty, a prefix that holds any key is refused.
+func openEtcdStore(ctx context.Context, f *etcdFlags, cfg etcdstore.Config, empty bool) (*etcdstore.Store, *clientv3.Client, error) {
 	if err := checkPrefix(f.prefix); err != nil {
 		return nil, nil, err
 	}
@@ -191,7 +190,7 @@ func openEtcdStore(ctx context.Context, f *etcdFlags, cfg etcdstore.Config, empt
 		cli.Close()
 		return nil, nil, err
 	}
-	return st, func() { cli.Close() }, nil
+	return st, cli, nil
 }
 
 // checkEmptyPrefix refuses a prefix under which etcd holds a key.
@@ -210,14 +209,15 @@ func checkEmptyPrefix(ctx context.Context, cli *clientv3.Client, prefix, where s
 
 // serveStore opens the store that --store names for the server: nil for
 // bbolt, which the server opens in its data dir itself, else the store in
-// etcd and what closes its client once the server closed the store.
-func serveStore(ctx context.Context, f *serveFlags, log *slog.Logger) (store.Store, func(), error) {
+// etcd and its client, which the caller closes once the server closed the
+// store.
+func serveStore(ctx context.Context, f *serveFlags, log *slog.Logger) (*etcdstore.Store, *clientv3.Client, error) {
 	switch f.store {
 	case engineBolt:
 		if name := f.etcd.set(); name != "" {
 			return nil, nil, fmt.Errorf("--%s is set, but the store is bbolt in the data dir: give --store etcd to keep it in etcd", name)
 		}
-		return nil, func() {}, nil
+		return nil, nil, nil
 	case engineEtcd:
 		if err := privateDir(f.data); err != nil {
 			return nil, nil, err

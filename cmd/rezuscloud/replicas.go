@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/replica"
+	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
+)
+
+// A server on an etcd store is one replica among those on the same store.
+// Every replica serves the whole API; the one elected leader runs the
+// reconciler's part (the source, tofu, the Talos plane, drift checks and
+// backups) for every tenant. A leader that loses its lease stops that
+// part before the lease can expire, and exits, so that its supervisor
+// starts it again as a follower, while another replica takes over.
+
+// errLostLead is Run's error when this replica stopped leading while it
+// was meant to go on.
+var errLostLead = errors.New("this replica lost its lease while it led: it stopped its work before another replica could take over, and exits so that its supervisor starts it again")
+
+// replicaFlags are the settings of a replica (--store etcd).
+type replicaFlags struct {
+	name, advertise string
+	leaseTTL        time.Duration
+}
+
+func addReplicaFlags(fs *pflag.FlagSet, f *replicaFlags) {
+	fs.StringVar(&f.name, "replica-name", "", "`NAME` of this server among the replicas of one store in etcd (--store etcd), unique among them; default: the host name")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", replica.DefaultTTL, "how long a replica's lease lasts unrenewed (--store etcd): a replica that cannot renew it stops its work within 2/3 of it, and another takes over after it")
+	fs.StringVar(&f.advertise, "advertise-url", "", "base `URL` of this replica's API, as the other replicas and the dashboard show it (--store etcd); default: --external-url, else http://LISTEN")
+}
+
+// replicaPrefix is where the replicas of the store under prefix keep
+// their membership, leases and election: beside the store's keys, not
+// among them.
+func replicaPrefix(prefix string) string { return strings.TrimSuffix(prefix, "/") + "-replicas/" }
+
+// openReplica joins the replicas of the store, when it is in etcd: the
+// store's writes are fenced by the replica's lease, the status shows the
+// replicas and readiness needs the lease.
+func (m *Main) openReplica() error {
+	f := m.flags
+	if m.etcd == nil {
+		if f.replica.name != "" {
+			return errors.New("--replica-name goes with --store etcd: a server on bbolt runs alone")
+		}
+		return nil
+	}
+	name := f.replica.name
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--replica-name is not set and the host name does not read: %w", err)
+		}
+		name = host
+	}
+	addr := f.replica.advertise
+	if addr == "" {
+		addr = f.dashboardURL(m.Server.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), etcdDialTimeout)
+	defer cancel()
+	r, err := replica.Join(ctx, replica.Config{Client: m.etcd, Prefix: replicaPrefix(f.etcd.prefix), Name: name,
+		Address: addr, TTL: f.replica.leaseTTL, Logger: m.log.With("component", "replica")})
+	if err != nil {
+		return fmt.Errorf("join the replicas in etcd as %q: %w", name, err)
+	}
+	m.replica, m.replicaName = r, name
+	m.onClose(func() { r.Close() })
+	st := m.etcdStore
+	r.OnFence(func(key string, rev int64) {
+		st.SetFence(key, rev)
+		st.SetLockLease(r.Lease())
+	})
+	m.Server.SetReplicas(replicaStatus{r: r, st: st})
+	m.Server.AddReadyCheck("replica", func(context.Context) error {
+		if !r.Ready() {
+			return errors.New("this replica holds no live lease in etcd")
+		}
+		return nil
+	})
+	m.log.Info("joined the replicas", "replica", name, "address", addr, "leaseTTL", f.replica.leaseTTL)
+	return nil
+}
+
+// replicaStatus is the replicas' part of /api/v1/status.
+type replicaStatus struct {
+	r  *replica.Replica
+	st store.Store
+}
+
+func (s replicaStatus) ReplicasStatus() *api.ReplicasStatus {
+	var tenants []string
+	_ = s.st.View(func(tx store.Tx) error {
+		return tx.Scan(schema.KindTenant, "", func(r store.Resource) error {
+			tenants = append(tenants, r.Name)
+			return nil
+		})
+	})
+	rs := s.r.Status(tenants)
+	out := &api.ReplicasStatus{Self: rs.Self, Leader: rs.Leader, Shards: rs.Shards, Unowned: rs.Unowned, Members: []api.ReplicaStatus{}}
+	for _, m := range rs.Members {
+		out.Members = append(out.Members, api.ReplicaStatus{Name: m.Name, Address: m.Address, Since: m.Since, Leader: m.Leader, Shards: m.Shards, Tenants: m.Tenants})
+	}
+	return out
+}
+
+// lead waits until this replica leads, and runs the reconciler's part for
+// as long as it does. It returns when ctx ends (nil) or when the lead was
+// lost (errLostLead), after the part stopped.
+func (m *Main) lead(ctx context.Context) error {
+	for {
+		changed := m.replica.Changed()
+		if lctx, ok := m.replica.Leader(); ok {
+			m.log.Info("this replica leads: reconciling")
+			runCtx, stop := context.WithCancel(ctx)
+			wait := m.rec.start(runCtx)
+			select {
+			case <-ctx.Done():
+			case <-lctx.Done():
+			}
+			stop()
+			wait()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return errLostLead
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// runReplica runs the replica's membership and, with a source, leads
+// when elected (lead), until ctx ends; a lost lead is sent on lost. The
+// returned function waits until both have stopped.
+func (m *Main) runReplica(ctx context.Context, lost chan<- error) (wait func()) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := m.replica.Run(ctx); err != nil && ctx.Err() == nil {
+			lost <- fmt.Errorf("the replica's membership in etcd ended: %w", err)
+		}
+	})
+	if m.rec != nil {
+		wg.Go(func() {
+			if err := m.lead(ctx); err != nil {
+				lost <- err
+			}
+		})
+	}
+	return wg.Wait
+}
+
+// shutdownGrace is how long running tofu processes may finish at a stop:
+// --shutdown-grace, and on a replica at most a sixth of its lease, so that
+// a replica that fences itself (at 2/3 of the lease) has interrupted its
+// tofu runs, and they have saved their state, before the lease can expire.
+func (f *serveFlags) stopGrace() time.Duration {
+	if f.store != engineEtcd {
+		return f.shutdownGrace
+	}
+	return min(f.shutdownGrace, f.replica.leaseTTL/6)
+}
