@@ -62,7 +62,7 @@ const (
 	// blobs.
 	inlineMax = 64 << 10
 	// txnBudget bounds the bytes of one transaction's keys and values.
-	txnBudget = 1 << 20
+	txnBudget = 1280 << 10
 )
 
 // head is the value of headKey.
