@@ -201,6 +201,18 @@ func TestTwoReplicas(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// A replica's image holds the other's commits once they reach it: a
+	// commit of its own, which comes after them, waits for them.
+	for i, s := range replicas {
+		if err := s.Update(func(tx store.Tx) error { _, err := tx.Put("Sync", strconv.Itoa(i), []byte("1")); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var latest uint64
+	_ = replicas[1].View(func(tx store.Tx) error { latest = tx.ResourceVersion(); return nil })
+	for i := range replicas {
+		waitFor(t, fmt.Sprintf("replica %d's hooks", i), func() bool { return uint64(len(seenCopy(&seen[i]))) >= latest })
+	}
 	for i, s := range replicas {
 		if err := s.View(func(tx store.Tx) error {
 			sum, count := 0, 0
@@ -219,16 +231,6 @@ func TestTwoReplicas(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	// Each Update waits for its own commit's hooks only; the other
-	// replica's last commits may still be on their way.
-	var latest uint64
-	_ = replicas[0].View(func(tx store.Tx) error { latest = tx.ResourceVersion(); return nil })
-	for i, s := range replicas {
-		_ = s.Update(func(tx store.Tx) error { _, err := tx.Put("Sync", strconv.Itoa(i), []byte("1")); return err })
-	}
-	for i := range replicas {
-		waitFor(t, fmt.Sprintf("replica %d's hooks", i), func() bool { return uint64(len(seenCopy(&seen[i]))) >= latest+2 })
 	}
 	for i := range replicas {
 		got := seenCopy(&seen[i])
