@@ -52,21 +52,26 @@ func encodeBatch(ops []kvOp) []byte {
 func decodeBatch(b []byte) ([]kvOp, error) {
 	var out []kvOp
 	bad := errors.New("pending commit: truncated writes")
+	field := func() ([]byte, bool) {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || n > uint64(len(b)-w) {
+			return nil, false
+		}
+		f := b[w : w+int(n)]
+		b = b[w+int(n):]
+		return f, true
+	}
 	for len(b) > 0 {
 		o := kvOp{del: b[0]&batchDelete != 0, prefix: b[0]&batchPrefix != 0}
 		b = b[1:]
-		for _, f := range []*[]byte{nil, &o.value} {
-			n, w := binary.Uvarint(b)
-			if w <= 0 || n > uint64(len(b)-w) {
-				return nil, bad
-			}
-			if f == nil {
-				o.key = string(b[w : w+int(n)])
-			} else {
-				*f = b[w : w+int(n)]
-			}
-			b = b[w+int(n):]
+		key, ok := field()
+		if !ok {
+			return nil, bad
 		}
+		if o.value, ok = field(); !ok {
+			return nil, bad
+		}
+		o.key = string(key)
 		lease, w := binary.Varint(b)
 		if w <= 0 {
 			return nil, bad
