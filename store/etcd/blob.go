@@ -17,18 +17,18 @@ const chunksPerRead = 8
 
 // writeBlob writes data as the chunks of blob id, each in a request of
 // its own, conditional on the fence when there is one.
-func (s *Store) writeBlob(id string, data []byte, fenceKey string, fenceRev int64) error {
+func (s *Store) writeBlob(id string, data []byte, f fence) error {
 	for i := range chunkCount(len(data)) {
 		ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 		put := clientv3.OpPut(s.chunkKey(id, i), string(chunk(data, i)))
 		var err error
-		if fenceKey == "" {
+		if f.key == "" {
 			_, err = s.cli.Do(ctx, put)
 		} else {
 			var resp *clientv3.TxnResponse
-			resp, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(fenceKey), "=", fenceRev)).Then(put).Commit()
+			resp, err = s.cli.Txn(ctx).If(f.cmp()).Then(put).Commit()
 			if err == nil && !resp.Succeeded {
-				err = fmt.Errorf("fence %s of revision %d: %w", fenceKey, fenceRev, store.ErrFenced)
+				err = fmt.Errorf("fence %s of revision %d: %w", f.key, f.rev, store.ErrFenced)
 			}
 		}
 		cancel()

@@ -22,29 +22,56 @@ func (e *conflictError) Error() string {
 	return fmt.Sprintf("another commit came first (etcd revision %d)", e.rev)
 }
 
-// txnPlan is the etcd transaction of one commit.
+// kvOp is one write of a commit: a put of value (bound to lease, when not
+// 0) or a delete of key (of every key under it, with prefix). key is
+// relative to the store's prefix.
+type kvOp struct {
+	key    string
+	value  []byte
+	del    bool
+	prefix bool
+	lease  clientv3.LeaseID
+}
+
+func (o kvOp) op(prefix string) clientv3.Op {
+	switch {
+	case o.del && o.prefix:
+		return clientv3.OpDelete(prefix+o.key, clientv3.WithPrefix())
+	case o.del:
+		return clientv3.OpDelete(prefix + o.key)
+	case o.lease != 0:
+		return clientv3.OpPut(prefix+o.key, string(o.value), clientv3.WithLease(o.lease))
+	}
+	return clientv3.OpPut(prefix+o.key, string(o.value))
+}
+
+func opsSize(ops []kvOp) int {
+	n := 0
+	for _, o := range ops {
+		n += len(o.key) + len(o.value)
+	}
+	return n
+}
+
+// txnPlan is what one commit writes.
 type txnPlan struct {
 	cmps []clientv3.Cmp
-	// ops must go in; optional ops (removing what nothing refers to any
-	// more) go in while the transaction has room, else a later commit or
-	// the collection of blobs removes it.
-	ops, optional []clientv3.Op
-	size          int
-	// tagged are the values that go inline or to a blob; blobs the new
-	// blobs with their bytes.
+	// head are the head's and the log's writes; keys the writes of the
+	// keys the transaction changed; optional the removals of what nothing
+	// refers to any more, which go in while there is room (else a later
+	// commit or the collection of blobs removes it).
+	head, keys, optional []kvOp
+	// tagged are the values that go inline or to a blob.
 	tagged []taggedPut
-	blobs  map[string][]byte
-	refs   map[string]blobRef
+	// blobs are the new blobs' bytes by ID; fresh those of tagged values.
+	blobs map[string][]byte
+	fresh []string
 }
 
 type taggedPut struct {
 	key  string
 	data []byte
-}
-
-func (p *txnPlan) put(key string, v []byte, opts ...clientv3.OpOption) {
-	p.ops = append(p.ops, clientv3.OpPut(key, string(v), opts...))
-	p.size += len(key) + len(v)
+	head bool
 }
 
 // commit writes tx to etcd in one transaction and returns its etcd
@@ -52,66 +79,81 @@ func (p *txnPlan) put(key string, v []byte, opts ...clientv3.OpOption) {
 // wrapping store.ErrFenced when the fence is gone.
 func (s *Store) commit(tx *Tx) (int64, error) {
 	s.mu.Lock()
-	fenceKey, fenceRev, lease := s.fenceKey, s.fenceRev, s.lease
+	f := fence{key: s.fenceKey, rev: s.fenceRev}
+	lease := s.lease
 	s.mu.Unlock()
 	p, err := s.plan(tx, lease)
 	if err != nil {
 		return 0, err
 	}
-	if fenceKey != "" {
-		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(fenceKey), "=", fenceRev))
-	}
-	ahead, err := s.placeBlobs(&p, fenceKey, fenceRev)
 	defer func() {
-		for id := range p.refs {
+		for _, id := range p.fresh {
 			s.fresh.Delete(id)
 		}
 	}()
+	if f.key != "" {
+		p.cmps = append(p.cmps, f.cmp())
+	}
+	ops, ahead, pending, err := s.place(&p, f)
 	if err != nil {
 		s.dropBlobs(ahead)
 		return 0, err
 	}
-	if n := max(len(p.ops), len(p.cmps)); n > s.maxOps {
+	if len(p.cmps) > s.maxOps {
 		s.dropBlobs(ahead)
-		return 0, fmt.Errorf("commit of %d writes: etcd takes at most %d operations in one transaction (its --max-txn-ops)", len(p.ops), s.maxOps)
-	}
-	for _, op := range p.optional {
-		if len(p.ops) >= s.maxOps {
-			break
-		}
-		p.ops = append(p.ops, op)
+		return 0, fmt.Errorf("commit: it read %d locks, etcd compares at most %d keys in one transaction (its --max-txn-ops)", len(p.cmps)-2, s.maxOps)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 	defer cancel()
-	else_ := []clientv3.Op{clientv3.OpGet(s.prefix + headKey)}
-	if fenceKey != "" {
-		else_ = append(else_, clientv3.OpGet(fenceKey))
+	otherwise := []clientv3.Op{clientv3.OpGet(s.prefix + pendingKey)}
+	if f.key != "" {
+		otherwise = append(otherwise, clientv3.OpGet(f.key))
 	}
-	resp, err := s.cli.Txn(ctx).If(p.cmps...).Then(p.ops...).Else(else_...).Commit()
+	resp, err := s.cli.Txn(ctx).If(p.cmps...).Then(ops...).Else(otherwise...).Commit()
 	if err != nil {
 		s.dropBlobs(ahead)
 		return 0, fmt.Errorf("commit: %w", err)
 	}
 	if resp.Succeeded {
+		if pending != nil {
+			s.finishPending(pending.value, resp.Header.Revision)
+		}
 		return resp.Header.Revision, nil
 	}
 	s.dropBlobs(ahead)
-	if fenceKey != "" {
+	if f.key != "" {
 		kvs := resp.Responses[1].GetResponseRange().Kvs
-		if len(kvs) == 0 || kvs[0].CreateRevision != fenceRev {
-			return 0, fmt.Errorf("commit: fence %s of revision %d: %w", fenceKey, fenceRev, store.ErrFenced)
+		if len(kvs) == 0 || kvs[0].CreateRevision != f.rev {
+			return 0, fmt.Errorf("commit: fence %s of revision %d: %w", f.key, f.rev, store.ErrFenced)
 		}
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		// A large commit of another writer that stopped before it was
+		// done: finish it first.
+		s.finishPending(kvs[0].Value, kvs[0].CreateRevision)
 	}
 	return 0, &conflictError{rev: resp.Header.Revision}
 }
 
-// plan builds the transaction of tx: the head, the commit's log, every key
-// it changed, conditional on the head and the locks it read being as its
-// snapshot had them.
+// fence is the key whose creation revision every write compares.
+type fence struct {
+	key string
+	rev int64
+}
+
+func (f fence) cmp() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(f.key), "=", f.rev)
+}
+
+// plan builds what tx writes: the head, the commit's log and every key it
+// changed, conditional on the head, the locks it read and no large commit
+// being unfinished.
 func (s *Store) plan(tx *Tx, lease clientv3.LeaseID) (txnPlan, error) {
 	base, img := tx.base, tx.img
-	p := txnPlan{blobs: map[string][]byte{}, refs: map[string]blobRef{}}
-	p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(s.prefix+headKey), "=", base.headMod))
+	p := txnPlan{blobs: map[string][]byte{}}
+	p.cmps = append(p.cmps,
+		clientv3.Compare(clientv3.ModRevision(s.prefix+headKey), "=", base.headMod),
+		clientv3.Compare(clientv3.CreateRevision(s.prefix+pendingKey), "=", 0))
 	for _, name := range slices.Sorted(maps.Keys(tx.readLocks)) {
 		p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(s.prefix+lockDir+name), "=", tx.readLocks[name]))
 	}
@@ -123,13 +165,13 @@ func (s *Store) plan(tx *Tx, lease clientv3.LeaseID) (txnPlan, error) {
 	if err != nil {
 		return p, err
 	}
-	p.put(s.prefix+headKey, hb)
+	p.head = append(p.head, kvOp{key: headKey, value: hb})
 	if len(tx.changes) > 0 {
 		first, err := store.DecodeValue(tx.changes[0].Kind, tx.changes[0].Name, tx.changes[0].Value)
 		if err != nil {
 			return p, err
 		}
-		p.tagged = append(p.tagged, taggedPut{eventKey(first.ResourceVersion), encodeChanges(tx.changes)})
+		p.tagged = append(p.tagged, taggedPut{eventKey(first.ResourceVersion), encodeChanges(tx.changes), true})
 	}
 	for _, key := range slices.Sorted(maps.Keys(tx.dirty)) {
 		if err := s.planKey(&p, tx, key, lease); err != nil {
@@ -141,13 +183,11 @@ func (s *Store) plan(tx *Tx, lease clientv3.LeaseID) (txnPlan, error) {
 		if it.v.last() > h.From {
 			return false
 		}
-		p.optional = append(p.optional, clientv3.OpDelete(s.prefix+it.key))
-		s.optionalDrop(&p, it.v.blob)
+		p.optional = append(p.optional, kvOp{key: it.key, del: true})
+		dropBlob(&p, it.v.blob)
 		return true
 	})
-	for id, data := range tx.blobs {
-		p.blobs[id] = data
-	}
+	maps.Copy(p.blobs, tx.blobs)
 	return p, nil
 }
 
@@ -157,25 +197,23 @@ func (s *Store) planKey(p *txnPlan, tx *Tx, key string, lease clientv3.LeaseID) 
 	switch {
 	case strings.HasPrefix(key, resDir):
 		kind, name, _ := strings.Cut(strings.TrimPrefix(key, resDir), "/")
-		old, had := base.getRes(kind, name)
 		if r, ok := img.getRes(kind, name); ok {
-			p.tagged = append(p.tagged, taggedPut{key, r.value})
+			p.tagged = append(p.tagged, taggedPut{key: key, data: r.value})
 		} else {
-			p.ops = append(p.ops, clientv3.OpDelete(s.prefix+key))
+			p.keys = append(p.keys, kvOp{key: key, del: true})
 		}
-		if had {
-			s.optionalDrop(p, old.blob)
+		if old, ok := base.getRes(kind, name); ok {
+			dropBlob(p, old.blob)
 		}
 	case strings.HasPrefix(key, seriesDir):
 		name := strings.TrimPrefix(key, seriesDir)
-		old, had := base.series.Get(item[tagged]{key: name})
 		if it, ok := img.series.Get(item[tagged]{key: name}); ok {
-			p.tagged = append(p.tagged, taggedPut{key, it.v.data})
+			p.tagged = append(p.tagged, taggedPut{key: key, data: it.v.data})
 		} else {
-			p.ops = append(p.ops, clientv3.OpDelete(s.prefix+key))
+			p.keys = append(p.keys, kvOp{key: key, del: true})
 		}
-		if had {
-			s.optionalDrop(p, old.v.blob)
+		if old, ok := base.series.Get(item[tagged]{key: name}); ok {
+			dropBlob(p, old.v.blob)
 		}
 	case strings.HasPrefix(key, stateDir):
 		name := strings.TrimPrefix(key, stateDir)
@@ -184,7 +222,7 @@ func (s *Store) planKey(p *txnPlan, tx *Tx, key string, lease clientv3.LeaseID) 
 		if err != nil {
 			return err
 		}
-		p.put(s.prefix+key, b)
+		p.keys = append(p.keys, kvOp{key: key, value: b})
 		kept := map[string]bool{}
 		for _, v := range it.v.Versions {
 			kept[v.Data.ID] = true
@@ -192,40 +230,39 @@ func (s *Store) planKey(p *txnPlan, tx *Tx, key string, lease clientv3.LeaseID) 
 		if old, ok := base.states.Get(item[*stateRecord]{key: name}); ok {
 			for _, v := range old.v.Versions {
 				if !kept[v.Data.ID] {
-					s.optionalDrop(p, v.Data.ID)
+					dropBlob(p, v.Data.ID)
 				}
 			}
 		}
 	case strings.HasPrefix(key, lockDir):
 		it, ok := img.locks.Get(item[heldLock]{key: strings.TrimPrefix(key, lockDir)})
 		if !ok {
-			p.ops = append(p.ops, clientv3.OpDelete(s.prefix+key))
+			p.keys = append(p.keys, kvOp{key: key, del: true})
 			return nil
 		}
-		var opts []clientv3.OpOption
-		if lease != 0 {
-			opts = append(opts, clientv3.WithLease(lease))
-		}
-		p.put(s.prefix+key, it.v.raw, opts...)
+		p.keys = append(p.keys, kvOp{key: key, value: it.v.raw, lease: lease})
 	default:
 		return fmt.Errorf("commit: unknown key %q", key)
 	}
 	return nil
 }
 
-// optionalDrop adds the removal of blob id, if any, to the optional ops.
-func (s *Store) optionalDrop(p *txnPlan, id string) {
+// dropBlob adds the removal of blob id, if any, to the optional writes.
+func dropBlob(p *txnPlan, id string) {
 	if id != "" {
-		p.optional = append(p.optional, clientv3.OpDelete(s.blobDir(id), clientv3.WithPrefix()))
+		p.optional = append(p.optional, kvOp{key: chunkDir + id + "/", del: true, prefix: true})
 	}
 }
 
-// placeBlobs decides which tagged values go inline and which to blobs,
-// puts the blobs that fit into the transaction, and writes the others
-// ahead of it (conditional on the fence), returning those. The
-// transaction then checks that the blobs written ahead are still there.
-func (s *Store) placeBlobs(p *txnPlan, fenceKey string, fenceRev int64) ([]string, error) {
-	total := p.size
+// place decides which tagged values go inline and which to blobs and
+// returns the transaction's writes. Blobs that fit go into the
+// transaction; the others are written ahead of it (conditional on the
+// fence), and the transaction checks that they are still there. A commit
+// whose writes do not fit into one transaction is a large one (see
+// pending.go): its writes are a blob, which the transaction names as the
+// store's pending commit, returned as pending.
+func (s *Store) place(p *txnPlan, f fence) (ops []clientv3.Op, ahead []string, pending *kvOp, err error) {
+	total := opsSize(p.keys) + opsSize(p.head)
 	for _, t := range p.tagged {
 		total += len(t.key) + len(t.data)
 	}
@@ -237,30 +274,58 @@ func (s *Store) placeBlobs(p *txnPlan, fenceKey string, fenceRev int64) ([]strin
 			r := newBlobRef(t.data)
 			ref = &r
 			p.blobs[r.ID] = t.data
-			p.refs[r.ID] = r
+			p.fresh = append(p.fresh, r.ID)
 			s.fresh.Store(r.ID, t.data)
 			total -= len(t.data)
 		}
-		p.put(s.prefix+t.key, encodeTagged(t.data, ref))
+		o := kvOp{key: t.key, value: encodeTagged(t.data, ref)}
+		if t.head {
+			p.head = append(p.head, o)
+		} else {
+			p.keys = append(p.keys, o)
+		}
 	}
-	var ahead []string
+	writes := append(slices.Clone(p.head), p.keys...)
+	large := len(writes)+1 > s.maxOps || opsSize(writes) > txnBudget
+	if large {
+		batch := encodeBatch(append(p.keys, p.optional...))
+		ref := newBlobRef(batch)
+		p.blobs[ref.ID] = batch
+		pending = &kvOp{key: pendingKey, value: encodeTagged(nil, &ref)}
+		writes = append(slices.Clone(p.head), *pending)
+	}
+	size := opsSize(writes)
 	ids := slices.SortedFunc(maps.Keys(p.blobs), func(a, b string) int { return len(p.blobs[a]) - len(p.blobs[b]) })
 	for _, id := range ids {
 		data := p.blobs[id]
 		n := chunkCount(len(data))
-		if p.size+len(data) <= txnBudget && len(p.ops)+n < s.maxOps {
+		if !large && size+len(data) <= txnBudget && len(writes)+n < s.maxOps {
 			for i := range n {
-				p.put(s.chunkKey(id, i), chunk(data, i))
+				writes = append(writes, kvOp{key: chunkDir + id + "/" + chunkName(i), value: chunk(data, i)})
 			}
+			size += len(data)
 			continue
 		}
 		ahead = append(ahead, id)
-		if err := s.writeBlob(id, data, fenceKey, fenceRev); err != nil {
-			return ahead, err
+		if err := s.writeBlob(id, data, f); err != nil {
+			return nil, ahead, nil, err
 		}
-		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(s.chunkKey(id, 0)), ">", 0))
+		if len(p.cmps) < s.maxOps {
+			p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(s.chunkKey(id, 0)), ">", 0))
+		}
 	}
-	return ahead, nil
+	if !large {
+		for _, o := range p.optional {
+			if len(writes) >= s.maxOps {
+				break
+			}
+			writes = append(writes, o)
+		}
+	}
+	for _, o := range writes {
+		ops = append(ops, o.op(s.prefix))
+	}
+	return ops, ahead, pending, nil
 }
 
 // dropBlobs removes blobs written ahead of a transaction that failed.

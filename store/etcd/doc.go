@@ -9,6 +9,21 @@
 // the event log and its compaction, state locks tied to their holder's
 // lease, and the fence that refuses the writes of a replica that lost its
 // lease. It must not import backend, reconciler, render, cmd or sources.
+//
+// Each Store holds an image of the store in memory (TF states' bytes
+// excepted), read at one etcd revision when it opens and kept current by
+// a watch of the store's keys; View reads an image, so reads cost no
+// request. Update runs its function on a copy of the latest image and
+// commits what it wrote in one etcd transaction conditional on the
+// store's head key being as the copy's image had it (and on the fence,
+// and on the locks it read): so commits of all replicas are serial, and
+// one that lost the race runs again on the newer image. The head holds
+// the store's own revision, the resourceVersion, which each change
+// advances by one; each commit's changes are one key of the event log.
+// Values beyond etcd's request limit, and every TF state's bytes, are
+// blobs of chunks written before the transaction that refers to them
+// (see layout.go); a commit with more writes than one transaction takes
+// is finished in parts behind a pending key (see pending.go).
 package etcd
 
 import (

@@ -232,6 +232,8 @@ func (im *image) apply(l loader, c kvChange) (*commitLog, error) {
 		im.locks.ReplaceOrInsert(item[heldLock]{key: name, v: heldLock{raw: c.value, mod: c.mod}})
 	case strings.HasPrefix(k, eventDir):
 		return im.applyEvents(loadTagged, c)
+	case k == pendingKey && !c.delete:
+		return nil, im.applyPending(l, c.value, c.mod)
 	}
 	return nil, nil
 }

@@ -24,6 +24,8 @@ import (
 //	                     each version's bytes are (JSON stateRecord)
 //	P d/l/NAME           the lock held on a TF state (JSON store.Lock),
 //	                     bound to the holder's lease when it has one
+//	P d/pending          a large commit's writes (a blob of encodeBatch),
+//	                     while they are being written (see pending.go)
 //	P d/e/REV            the changes of one commit, whose first change
 //	                     took revision REV (20 decimal digits)
 //	P c/ID/N             chunk N (6 decimal digits) of the blob ID
@@ -34,14 +36,15 @@ import (
 // the bytes themselves (tagInline) or the JSON blobRef of a blob that
 // holds them (tagBlob). A TF state's bytes are always a blob.
 const (
-	dataDir   = "d/"
-	headKey   = "d/rev"
-	resDir    = "d/r/"
-	seriesDir = "d/s/"
-	stateDir  = "d/t/"
-	lockDir   = "d/l/"
-	eventDir  = "d/e/"
-	chunkDir  = "c/"
+	dataDir    = "d/"
+	headKey    = "d/rev"
+	pendingKey = "d/pending"
+	resDir     = "d/r/"
+	seriesDir  = "d/s/"
+	stateDir   = "d/t/"
+	lockDir    = "d/l/"
+	eventDir   = "d/e/"
+	chunkDir   = "c/"
 )
 
 // Value tags.
@@ -59,7 +62,7 @@ const (
 	// blobs.
 	inlineMax = 64 << 10
 	// txnBudget bounds the bytes of one transaction's keys and values.
-	txnBudget = 1 << 20
+	txnBudget = 1280 << 10
 )
 
 // head is the value of headKey.
@@ -107,7 +110,8 @@ func chunk(data []byte, i int) []byte {
 }
 
 func (s *Store) blobDir(id string) string         { return s.prefix + chunkDir + id + "/" }
-func (s *Store) chunkKey(id string, i int) string { return fmt.Sprintf("%s%06d", s.blobDir(id), i) }
+func (s *Store) chunkKey(id string, i int) string { return s.blobDir(id) + chunkName(i) }
+func chunkName(i int) string                      { return fmt.Sprintf("%06d", i) }
 
 func resKey(kind, key string) string { return resDir + kind + "/" + key }
 func eventKey(rev uint64) string     { return fmt.Sprintf("%s%020d", eventDir, rev) }

@@ -18,6 +18,9 @@ const (
 	defaultCompactInterval = 5 * time.Minute
 	// defaultMaxTxnOps is etcd's own default of --max-txn-ops.
 	defaultMaxTxnOps = 128
+	// maxAttempts bounds how often an Update runs again because another
+	// commit came first.
+	maxAttempts = 100
 	// opTimeout bounds one request to etcd.
 	opTimeout = 30 * time.Second
 )
@@ -186,7 +189,7 @@ func (s *Store) Update(fn func(store.Tx) error) error {
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	for {
+	for attempt := 1; ; attempt++ {
 		base := s.snapshot()
 		tx := &Tx{
 			s: s, img: s.cloneOf(base), base: base, now: s.now,
@@ -200,6 +203,9 @@ func (s *Store) Update(fn func(store.Tx) error) error {
 		}
 		rev, err := s.commit(tx)
 		var conflict *conflictError
+		if errors.As(err, &conflict) && attempt == maxAttempts {
+			return fmt.Errorf("update: %d commits in a row came first, the last %w", maxAttempts, err)
+		}
 		if errors.As(err, &conflict) {
 			if err := s.waitRev(conflict.rev, true); err != nil {
 				return err

@@ -20,6 +20,7 @@ func (s *Store) load(ctx context.Context) (*image, error) {
 	im := newImage()
 	from, end := s.prefix+dataDir, clientv3.GetPrefixRangeEnd(s.prefix+dataDir)
 	var rev int64
+	var pending *kvChange
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(loadPage)}
 		if rev != 0 {
@@ -35,6 +36,11 @@ func (s *Store) load(ctx context.Context) (*image, error) {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
+			if string(kv.Key) == s.prefix+pendingKey {
+				// Its writes go over the keys, some not yet written.
+				pending = &kvChange{value: kv.Value, mod: kv.ModRevision}
+				continue
+			}
 			if _, err := im.apply(s, kvChange{key: string(kv.Key[len(s.prefix):]), value: kv.Value, mod: kv.ModRevision}); err != nil {
 				return nil, err
 			}
@@ -43,6 +49,11 @@ func (s *Store) load(ctx context.Context) (*image, error) {
 			break
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	if pending != nil {
+		if err := im.applyPending(s, pending.value, pending.mod); err != nil {
+			return nil, err
+		}
 	}
 	im.etcdRev = rev
 	return im, nil
