@@ -17,6 +17,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/ui"
+	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/replica"
 	"github.com/rezuscloud/rezuscloud/sources"
 	etcdstore "github.com/rezuscloud/rezuscloud/store/etcd"
@@ -44,14 +45,18 @@ type Main struct {
 	audit  *slog.Logger
 	src    sources.Source
 	origin backend.Origin
-	// rec is the reconciler's part; nil without a source.
-	rec *reconcilerPart
+	// rec is the reconciler's part; nil without a source, and on a
+	// replica until it leads. recMu guards it once Run runs.
+	recMu sync.Mutex
+	rec   *reconcilerPart
 	// etcd and etcdStore are the client and the store with --store etcd,
 	// where the server is a replica (see replicas.go); else nil.
-	etcd        *clientv3.Client
-	etcdStore   *etcdstore.Store
-	replica     *replica.Replica
-	replicaName string
+	etcd      *clientv3.Client
+	etcdStore *etcdstore.Store
+	replica   *replica.Replica
+	// metrics are a replica's, labelled with its name, which it serves
+	// from the start; nil on a server alone (see reconcilerPart.metrics).
+	metrics *metrics.Metrics
 	// pprof serves runtime profiles; nil without --pprof-listen.
 	pprof *pprofListener
 
@@ -173,8 +178,11 @@ func (m *Main) Run(ctx context.Context) error {
 // runs.
 func (m *Main) stopping() {
 	msg := "stopping"
-	if m.rec != nil {
-		q := m.rec.rec.Queue()
+	m.recMu.Lock()
+	rec := m.rec
+	m.recMu.Unlock()
+	if rec != nil {
+		q := rec.rec.Queue()
 		if n := q.Running(); n > 0 {
 			msg += fmt.Sprintf(": waiting for %s to finish (up to %s, then tofu is interrupted and saves its state)",
 				plural(n, "tenant run"), m.flags.shutdownGrace)

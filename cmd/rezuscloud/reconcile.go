@@ -62,16 +62,23 @@ type reconcilerPart struct {
 // openReconciler builds the reconciler's part, when there is a source, in
 // these stages.
 func (m *Main) openReconciler() error {
-	if m.src == nil {
+	if m.src == nil || m.replica != nil { // a replica opens it when it leads
 		return nil
 	}
+	return m.buildReconciler()
+}
+
+// buildReconciler builds the reconciler's part.
+func (m *Main) buildReconciler() error {
 	p := &reconcilerPart{m: m, f: m.flags, log: m.log}
 	for _, open := range []func() error{p.openDirs, p.openSimCloud, p.openPlane, p.openTofu, p.openReports, p.openReconciler, p.mount} {
 		if err := open(); err != nil {
 			return err
 		}
 	}
+	m.recMu.Lock()
 	m.rec = p
+	m.recMu.Unlock()
 	return nil
 }
 
@@ -137,11 +144,11 @@ func (p *reconcilerPart) openTofu() error {
 		env["TF_ENCRYPTION"] = encrypt
 		p.encrypt, p.passphrase = true, getenv(envStatePassphrase)
 	}
-	if p.metrics, err = metrics.NewReplica(p.m.replicaName); err != nil {
-		return err
+	if p.metrics = p.m.metrics; p.metrics == nil {
+		p.metrics = metrics.New()
 	}
 	p.runner, err = tofu.NewRunner(tofu.Options{Binary: p.tofuBin, CLIConfigFile: cli, Env: env, Metrics: p.metrics, Getenv: getenv,
-		MaxStateBytes: p.f.stateMaxBytes})
+		MaxStateBytes: p.f.stateMaxBytes, InterruptOnDeath: p.m.replica != nil})
 	return err
 }
 
@@ -190,7 +197,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 	}
 	p.rec, err = reconciler.New(srv.Store(), p.runner, providerModules(f), reconciler.Options{
 		DataDir:             p.dataDir,
-		StateURL:            srv.URL(),
+		StateURL:            f.stateURL(srv.URL()),
 		MaxDeletions:        f.maxDeletions,
 		AllowNonFastForward: f.allowNonFastForward,
 		Workers:             f.workers,
@@ -246,7 +253,9 @@ var (
 // readiness, metrics, downloads of tenant secrets, previews and webhooks.
 func (p *reconcilerPart) mount() (err error) {
 	srv, src, rec, m := p.m.Server, p.m.src, p.rec, p.metrics
-	srv.Handle("GET /metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
+	if p.m.metrics == nil { // a replica serves its metrics from the start
+		srv.Handle("GET /metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.Handler()))
+	}
 	srv.SetStatus(func(st *api.Status) {
 		source, reconciler := api.SourceStatus(src.Status()), rec.Status()
 		st.Source, st.Reconciler = &source, &reconciler

@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/replica"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
@@ -30,13 +32,14 @@ var errLostLead = errors.New("this replica lost its lease while it led: it stopp
 
 // replicaFlags are the settings of a replica (--store etcd).
 type replicaFlags struct {
-	name, advertise string
-	leaseTTL        time.Duration
+	name, advertise, stateURL string
+	leaseTTL                  time.Duration
 }
 
 func addReplicaFlags(fs *pflag.FlagSet, f *replicaFlags) {
 	fs.StringVar(&f.name, "replica-name", "", "`NAME` of this server among the replicas of one store in etcd (--store etcd), unique among them; default: the host name")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", replica.DefaultTTL, "how long a replica's lease lasts unrenewed (--store etcd): a replica that cannot renew it stops its work within 2/3 of it, and another takes over after it")
+	fs.StringVar(&f.stateURL, "state-url", "", "base `URL` through which tofu reaches the state backend (--store etcd): an address that reaches any live replica, such as a load balancer or a Kubernetes Service, so that an apply whose replica dies saves its state through another before the dead replica's lock on it ends; default: this server's own address")
 	fs.StringVar(&f.advertise, "advertise-url", "", "base `URL` of this replica's API, as the other replicas and the dashboard show it (--store etcd); default: --external-url, else http://LISTEN")
 }
 
@@ -51,8 +54,8 @@ func replicaPrefix(prefix string) string { return strings.TrimSuffix(prefix, "/"
 func (m *Main) openReplica() error {
 	f := m.flags
 	if m.etcd == nil {
-		if f.replica.name != "" {
-			return errors.New("--replica-name goes with --store etcd: a server on bbolt runs alone")
+		if f.replica.name != "" || f.replica.stateURL != "" || f.replica.advertise != "" {
+			return errors.New("--replica-name, --state-url and --advertise-url go with --store etcd: a server on bbolt runs alone")
 		}
 		return nil
 	}
@@ -75,13 +78,19 @@ func (m *Main) openReplica() error {
 	if err != nil {
 		return fmt.Errorf("join the replicas in etcd as %q: %w", name, err)
 	}
-	m.replica, m.replicaName = r, name
+	m.replica = r
+	if m.metrics, err = metrics.NewReplica(name); err != nil {
+		r.Close()
+		return err
+	}
+	m.Server.Handle("GET /metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.metrics.Handler()))
 	m.onClose(func() { r.Close() })
 	st := m.etcdStore
-	r.OnFence(func(key string, rev int64) {
-		st.SetFence(key, rev)
-		st.SetLockLease(r.Lease())
-	})
+	// State locks are not tied to a lease: tofu's lock requests reach
+	// any replica through --state-url, and whichever served one is not
+	// its holder. A new leader releases the locks of the reconciler's
+	// runs once the old leader's lease is gone (Recover).
+	r.OnFence(st.SetFence)
 	m.Server.SetReplicas(replicaStatus{r: r, st: st})
 	m.Server.AddReadyCheck("replica", func(context.Context) error {
 		if !r.Ready() {
@@ -123,6 +132,9 @@ func (m *Main) lead(ctx context.Context) error {
 		changed := m.replica.Changed()
 		if lctx, ok := m.replica.Leader(); ok {
 			m.log.Info("this replica leads: reconciling")
+			if err := m.buildReconciler(); err != nil {
+				return fmt.Errorf("this replica leads, but its reconciler does not open: %w", err)
+			}
 			runCtx, stop := context.WithCancel(ctx)
 			wait := m.rec.start(runCtx)
 			select {
@@ -154,7 +166,7 @@ func (m *Main) runReplica(ctx context.Context, lost chan<- error) (wait func()) 
 			lost <- fmt.Errorf("the replica's membership in etcd ended: %w", err)
 		}
 	})
-	if m.rec != nil {
+	if m.src != nil {
 		wg.Go(func() {
 			if err := m.lead(ctx); err != nil {
 				lost <- err
@@ -173,4 +185,13 @@ func (f *serveFlags) stopGrace() time.Duration {
 		return f.shutdownGrace
 	}
 	return min(f.shutdownGrace, f.replica.leaseTTL/6)
+}
+
+// stateURL is the base URL of the state backend that tofu gets: own, this
+// server's address, unless a replica was given --state-url.
+func (f *serveFlags) stateURL(own string) string {
+	if f.store == engineEtcd && f.replica.stateURL != "" {
+		return f.replica.stateURL
+	}
+	return own
 }

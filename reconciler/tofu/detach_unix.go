@@ -60,6 +60,9 @@ func (s *session) detached(ctx context.Context, args []string, talk func(stdin i
 	cmd.Env = s.environ()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if s.r.opts.InterruptOnDeath {
+		interruptOnDeath(cmd.SysProcAttr)
+	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = s.r.opts.InterruptDelay
 	var stdin io.WriteCloser

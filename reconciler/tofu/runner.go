@@ -59,6 +59,14 @@ type Options struct {
 	// MaxStateBytes bounds a state read from the state backend, as the
 	// backend bounds the states it takes. Default DefaultMaxStateBytes.
 	MaxStateBytes int64
+	// InterruptOnDeath makes an apply get SIGINT when the server dies
+	// (on Linux; elsewhere it runs on to its end): tofu then stops after
+	// the operations in flight and saves its state at once, through a
+	// state URL that reaches another replica, while the dead server's
+	// lock on the state still holds. Without it an apply outlives the
+	// server and saves errored.tfstate for the next start (see
+	// applyDetached).
+	InterruptOnDeath bool
 }
 
 // Creds are the credentials a run uses to reach the server's own state

@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package tofu
+
+import "syscall"
+
+// interruptOnDeath does nothing where the kernel has no parent-death
+// signal: tofu runs on to its end (see Options.InterruptOnDeath).
+func interruptOnDeath(*syscall.SysProcAttr) {}

@@ -1,0 +1,292 @@
+package test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/etcdtest"
+	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// replicaTTL is the replicas' lease in these tests: short, so that a
+// takeover comes within seconds.
+const replicaTTL = 3 * time.Second
+
+// replicaSet is three `rezuscloud serve` processes on one etcd and one
+// simulated world, each with a data dir of its own.
+type replicaSet struct {
+	t       *testing.T
+	e       *e2e
+	world   string
+	servers map[string]*e2eServer
+}
+
+// startReplicas starts etcd (three members in the test's process), the
+// simulated world, a repository with tenant staging, and three replicas
+// named r0, r1 and r2.
+func startReplicas(t *testing.T) *replicaSet {
+	etcd := etcdtest.Start(t, 3)
+	rs := &replicaSet{t: t, world: filepath.Join(t.TempDir(), "world"), servers: map[string]*e2eServer{}}
+	startSimWorld(t, rs.world, "--sim-timings", planeTimings)
+	e := &e2e{t: t, daemon: gittest.NewDaemon(t)}
+	e.daemon.CreateBare("repo.git")
+	e.repo = e.daemon.URL("repo.git")
+	e.work = gittest.NewWorkdir(t, e.repo)
+	e.copyExamples()
+	if err := os.RemoveAll(filepath.Join(e.work.Dir(), e2eManifests, "production")); err != nil {
+		t.Fatal(err)
+	}
+	e.first = e.push("Tenant staging")
+	rs.e = e
+	lb := newBalancer(t)
+	for _, name := range []string{"r0", "r1", "r2"} {
+		s := newE2EServer(t, servertest.Options{Data: filepath.Join(t.TempDir(), name), Repo: e.repo, Path: e2eManifests, Args: []string{
+			"--store", "etcd", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","),
+			"--replica-name", name, "--lease-ttl", replicaTTL.String(), "--state-url", lb.url(),
+			"--sim-world", rs.world, "--poll-interval", "300ms", "--debounce", "0s",
+			"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s", "--drift-interval", "0"}})
+		s.Start()
+		rs.servers[name] = s
+		lb.add(s.Addr())
+	}
+	return rs
+}
+
+// balancer is a TCP load balancer on loopback, as a Kubernetes Service
+// stands before the replicas: it checks each replica's /readyz every
+// 100 ms, and each connection goes to the next ready one in turn.
+type balancer struct {
+	l        net.Listener
+	mu       sync.Mutex
+	backends []string
+	ready    map[string]bool
+	next     int
+}
+
+func newBalancer(t *testing.T) *balancer {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &balancer{l: l, ready: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); l.Close() })
+	go b.serve()
+	go b.check(ctx)
+	return b
+}
+
+func (b *balancer) url() string { return "http://" + b.l.Addr().String() }
+
+func (b *balancer) add(addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.backends = append(b.backends, addr)
+}
+
+// check keeps ready up to date until ctx ends.
+func (b *balancer) check(ctx context.Context) {
+	hc := &http.Client{Timeout: 300 * time.Millisecond}
+	for ctx.Err() == nil {
+		b.mu.Lock()
+		backends := slices.Clone(b.backends)
+		b.mu.Unlock()
+		for _, addr := range backends {
+			resp, err := hc.Get("http://" + addr + "/readyz")
+			ok := err == nil && resp.StatusCode == http.StatusOK
+			if err == nil {
+				resp.Body.Close()
+			}
+			b.mu.Lock()
+			b.ready[addr] = ok
+			b.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (b *balancer) serve() {
+	for {
+		c, err := b.l.Accept()
+		if err != nil {
+			return
+		}
+		go b.relay(c)
+	}
+}
+
+// relay joins c to a ready replica, or closes it when none is.
+func (b *balancer) relay(c net.Conn) {
+	defer c.Close()
+	b.mu.Lock()
+	var ready []string
+	for _, addr := range b.backends {
+		if b.ready[addr] {
+			ready = append(ready, addr)
+		}
+	}
+	b.next++
+	start := b.next
+	b.mu.Unlock()
+	for i := range ready {
+		s, err := net.DialTimeout("tcp", ready[(start+i)%len(ready)], time.Second)
+		if err != nil {
+			continue
+		}
+		defer s.Close()
+		go func() { io.Copy(s, c); s.(*net.TCPConn).CloseWrite() }()
+		io.Copy(c, s)
+		return
+	}
+}
+
+// replicasOf reads the replicas' status through s.
+func replicasOf(s *e2eServer) *api.ReplicasStatus {
+	s.t.Helper()
+	var st api.Status
+	s.mustGet("/api/v1/status", &st)
+	return st.Replicas
+}
+
+// waitLeader waits until every replica of want (the live members' names,
+// sorted) agrees that those are the members and on one leader among
+// them, and returns the leader.
+func (rs *replicaSet) waitLeader(want ...string) string {
+	rs.t.Helper()
+	var leader string
+	first := rs.servers[want[0]]
+	first.WaitFor("the replicas "+strings.Join(want, ", ")+" to agree on a leader", func() bool {
+		leader = ""
+		for _, name := range want {
+			st := replicasOf(rs.servers[name])
+			if st == nil || st.Self != name || st.Leader == "" || (leader != "" && st.Leader != leader) {
+				return false
+			}
+			var names []string
+			for _, m := range st.Members {
+				names = append(names, m.Name)
+			}
+			if !cmp.Equal(names, want) {
+				return false
+			}
+			leader = st.Leader
+		}
+		return true
+	})
+	return leader
+}
+
+// waitSucceeded waits until commit sha, read through s, has succeeded.
+func waitSucceeded(s *e2eServer, sha string) {
+	s.t.Helper()
+	s.WaitFor("commit "+sha[:12]+" to succeed", func() bool {
+		c, ok := s.Commit(sha)
+		return ok && c.Status.Phase == schema.CommitSucceeded
+	})
+}
+
+// TestReplicasTakeOver runs three replicas on one etcd. One leads and
+// applies; the others serve the same API from the same store. SIGKILL of
+// the leader in the middle of an apply hands the work to another replica
+// within the lease, which completes the commit: the world's machines and
+// the store agree, with no orphan and no duplicate. A leader paused past
+// its lease (SIGSTOP) is replaced, and once it runs again it finds its
+// lease gone and exits, without acting.
+func TestReplicasTakeOver(t *testing.T) {
+	rs := startReplicas(t)
+	e := rs.e
+	leader := rs.waitLeader("r0", "r1", "r2")
+	followers := others([]string{"r0", "r1", "r2"}, leader)
+	f := rs.servers[followers[0]]
+	e.srv = f
+	waitSucceeded(f, e.first)
+	planeWaitReady(t, e, "staging")
+	if diff := cmp.Diff(e2eKeys(e2eMachineIDs(f.tenantMachines("staging"))), worldMachines(t, rs.world)); diff != "" {
+		t.Fatalf("the machines in the store against the world's (-store +world):\n%s", diff)
+	}
+	for _, name := range followers {
+		if got := replicasOf(rs.servers[name]); got.Leader != leader {
+			t.Fatalf("replica %s says %s leads, want %s", name, got.Leader, leader)
+		}
+	}
+
+	// Kill the leader while it applies a second worker.
+	e.setCount("staging", "workers", 2)
+	second := e.push("staging: two workers")
+	f.WaitFor("the second commit to be applying", func() bool {
+		c, ok := f.Commit(second)
+		return ok && c.Status.Phase == schema.CommitApplying
+	})
+	rs.servers[leader].Kill()
+	killed := time.Now()
+	next := rs.waitLeader(followers...)
+	t.Logf("replica %s leads %v after %s was killed", next, time.Since(killed).Round(time.Millisecond), leader)
+	waitSucceeded(f, second)
+	if d := time.Since(killed); d > replicaTTL+30*time.Second {
+		t.Errorf("the commit was completed %v after the leader was killed, want within the lease and 30 s", d)
+	}
+	planeWaitReady(t, e, "staging")
+	machines := e2eKeys(e2eMachineIDs(f.tenantMachines("staging")))
+	if len(machines) != 3 {
+		t.Errorf("staging has %d machines after the takeover, want 3: %v", len(machines), machines)
+	}
+	if diff := cmp.Diff(machines, worldMachines(t, rs.world)); diff != "" {
+		t.Errorf("the machines in the store against the world's after the takeover (-store +world):\n%s", diff)
+	}
+
+	// Pause the new leader past its lease.
+	paused := rs.servers[next]
+	rest := others(followers, next)
+	paused.Signal(syscall.SIGSTOP)
+	third := rs.waitLeader(rest...)
+	if third == next {
+		t.Fatalf("replica %s still leads while paused", next)
+	}
+	e.setCount("staging", "workers", 1)
+	fourth := e.push("staging: one worker")
+	waitSucceeded(rs.servers[third], fourth)
+	paused.Signal(syscall.SIGCONT)
+	select {
+	case <-paused.Done():
+	case <-time.After(e2eTimeout):
+		t.Fatalf("replica %s runs on after its lease ended while it was paused", next)
+	}
+	if log := paused.Log(); !strings.Contains(log, "lost its lease while it led") {
+		t.Errorf("replica %s exited without saying that it lost its lease:\n%s", next, paused.Tail(30))
+	}
+	s := rs.servers[third]
+	e.srv = s
+	planeWaitReady(t, e, "staging")
+	if diff := cmp.Diff(e2eKeys(e2eMachineIDs(s.tenantMachines("staging"))), worldMachines(t, rs.world)); diff != "" {
+		t.Errorf("the machines in the store against the world's after the pause (-store +world):\n%s", diff)
+	}
+}
+
+// others returns names without name.
+func others(names []string, name string) []string {
+	var out []string
+	for _, n := range names {
+		if n != name {
+			out = append(out, n)
+		}
+	}
+	return out
+}
