@@ -20,6 +20,8 @@
 //     never logged (Tx.PutSeries, Tx.Series, Tx.ScanSeries,
 //     Tx.DeleteSeries), for data written often that no watch follows,
 //     such as package history's chunks.
+//   - the copy of one store into another, empty one (Copy), as a move
+//     from one engine to another makes it.
 //
 // # The interface
 //

@@ -130,7 +130,7 @@ func compareStores(t *testing.T, from, to store.Store) {
 	t.Helper()
 	err := from.View(func(src store.Tx) error {
 		return to.View(func(dst store.Tx) error {
-			inv := src.(inventory)
+			inv := src.(store.Inventory)
 			kinds, err := inv.Kinds()
 			if err != nil {
 				return err

@@ -85,12 +85,12 @@ func runStoreCopy(ctx context.Context, from, to string, etcd *etcdFlags, out io.
 		return err
 	}
 	defer src.Close()
-	clock := new(copyClock)
+	clock := new(store.CopyClock)
 	dst, closeDst, err := openCopyTarget(ctx, to, srcDir, etcd, clock)
 	if err != nil {
 		return err
 	}
-	n, err := copyStore(src, dst, clock)
+	n, err := store.Copy(src, dst, clock)
 	if cerr := closeDst(); err == nil {
 		err = cerr
 	}
@@ -115,7 +115,7 @@ func boltDataDir(path string) (string, error) {
 
 // openCopyTarget opens the store that to names, with clock as its clock,
 // and returns it with what closes it.
-func openCopyTarget(ctx context.Context, to, srcDir string, etcd *etcdFlags, clock *copyClock) (store.Store, func() error, error) {
+func openCopyTarget(ctx context.Context, to, srcDir string, etcd *etcdFlags, clock *store.CopyClock) (store.Store, func() error, error) {
 	engine, where, _ := strings.Cut(to, ":")
 	switch {
 	case engine == engineEtcd && where != "":
