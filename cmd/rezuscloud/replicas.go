@@ -108,18 +108,24 @@ type replicaStatus struct {
 	st store.Store
 }
 
+// ReplicasStatus reports the live replicas and the leader, which does
+// every tenant's work: the tenants count as the leader's, and the shards
+// that the replicas hold in etcd are not reported while no work goes by
+// them.
 func (s replicaStatus) ReplicasStatus() *api.ReplicasStatus {
-	var tenants []string
+	tenants := 0
 	_ = s.st.View(func(tx store.Tx) error {
-		return tx.Scan(schema.KindTenant, "", func(r store.Resource) error {
-			tenants = append(tenants, r.Name)
-			return nil
-		})
+		tenants = tx.Count(schema.KindTenant)
+		return nil
 	})
-	rs := s.r.Status(tenants)
-	out := &api.ReplicasStatus{Self: rs.Self, Leader: rs.Leader, Shards: rs.Shards, Unowned: rs.Unowned, Members: []api.ReplicaStatus{}}
+	rs := s.r.Status(nil)
+	out := &api.ReplicasStatus{Self: rs.Self, Leader: rs.Leader, Members: []api.ReplicaStatus{}}
 	for _, m := range rs.Members {
-		out.Members = append(out.Members, api.ReplicaStatus{Name: m.Name, Address: m.Address, Since: m.Since, Leader: m.Leader, Shards: m.Shards, Tenants: m.Tenants})
+		r := api.ReplicaStatus{Name: m.Name, Address: m.Address, Since: m.Since, Leader: m.Leader}
+		if m.Leader {
+			r.Tenants = tenants
+		}
+		out.Members = append(out.Members, r)
 	}
 	return out
 }

@@ -189,7 +189,11 @@ func failingTenants(tenants []schema.Tenant, commits []schema.Commit) []failingT
 // replicasSummary says in one line how many replicas live, over how many
 // shards, which leads, and how many shards nobody holds.
 func replicasSummary(r *api.ReplicasStatus) string {
-	s := fmt.Sprintf("%d live, %d shards, leader %s", len(r.Members), r.Shards, orNone(r.Leader))
+	s := fmt.Sprintf("%d live", len(r.Members))
+	if r.Shards > 0 {
+		s += fmt.Sprintf(", %d shards", r.Shards)
+	}
+	s += ", leader " + orNone(r.Leader)
 	if r.Unowned > 0 {
 		s += fmt.Sprintf(", %d shards unowned", r.Unowned)
 	}
