@@ -169,20 +169,29 @@ func (m *Main) runReplica(ctx context.Context, lost chan<- error) (wait func()) 
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := m.replica.Run(ctx); err != nil && ctx.Err() == nil {
-			lost <- fmt.Errorf("the replica's membership in etcd ended: %w", err)
+			tell(lost, fmt.Errorf("the replica's membership in etcd ended: %w", err))
 		}
 	})
 	if m.src != nil {
 		wg.Go(func() {
 			if err := m.lead(ctx); err != nil {
-				lost <- err
+				tell(lost, err)
 			}
 		})
 	}
 	return wg.Wait
 }
 
-// shutdownGrace is how long running tofu processes may finish at a stop:
+// tell sends err on lost unless an error is there already: Run stops at
+// the first.
+func tell(lost chan<- error, err error) {
+	select {
+	case lost <- err:
+	default:
+	}
+}
+
+// stopGrace is how long running tofu processes may finish at a stop:
 // --shutdown-grace, and on a replica at most a sixth of its lease, so that
 // a replica that fences itself (at 2/3 of the lease) has interrupted its
 // tofu runs, and they have saved their state, before the lease can expire.
