@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ func TestChartDefaults(t *testing.T) {
 	d := r.deploy
 	checkOneWriter(t, d)
 	pod := d.Spec.Template.Spec
-	c := server(t, d)
+	c := server(t, pod)
 	checkProbes(t, c)
 	checkSecurity(t, pod, c)
 	checkServeFlags(t, "chart args", c.Args)
@@ -56,7 +57,7 @@ func TestChartCustom(t *testing.T) {
 	d := r.deploy
 	checkOneWriter(t, d)
 	pod := d.Spec.Template.Spec
-	c := server(t, d)
+	c := server(t, pod)
 	checkProbes(t, c)
 	checkSecurity(t, pod, c)
 
@@ -99,7 +100,7 @@ func TestChartCustom(t *testing.T) {
 	if env["REZUSCLOUD_GIT_SSH_KEY_FILE"] != "/etc/rezuscloud/git/ssh-privatekey" || env["REZUSCLOUD_GIT_KNOWN_HOSTS_FILE"] != "/etc/rezuscloud/git/known_hosts" {
 		t.Errorf("git ssh environment %v, want the key and known_hosts files of the git secret", env)
 	}
-	checkPrivateCopy(t, pod, c)
+	checkPrivateCopy(t, pod, c, "openstack", "oci")
 }
 
 // envOf returns the container's environment as NAME=value.
@@ -111,9 +112,10 @@ func envOf(c corev1.Container) []string {
 	return out
 }
 
-// checkPrivateCopy: the cloud credentials reach the server as 0600 files
-// in memory, copied by the init container from their Secret volumes.
-func checkPrivateCopy(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
+// checkPrivateCopy: the credentials of names (the cloud credentials, the
+// etcd client certificate) reach the server as 0600 files in memory,
+// copied by the init container from their Secret volumes.
+func checkPrivateCopy(t *testing.T, pod corev1.PodSpec, c corev1.Container, names ...string) {
 	t.Helper()
 	if len(pod.InitContainers) != 1 {
 		t.Fatalf("init containers %d, want the one that copies cloud credentials", len(pod.InitContainers))
@@ -126,16 +128,21 @@ func checkPrivateCopy(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 	if m := mount(t, c, "private"); !m.ReadOnly || m.MountPath != "/etc/rezuscloud/private" {
 		t.Errorf("server mounts private as %+v, want read-only at /etc/rezuscloud/private", m)
 	}
-	for _, name := range []string{"openstack", "oci"} {
+	script := strings.Join(ic.Command, " ")
+	if !strings.Contains(script, "install -m 0600") {
+		t.Errorf("init container command %q does not install the files with mode 0600", script)
+	}
+	loop := regexp.MustCompile(`for d in ([a-z ]+); do`).FindStringSubmatch(script)
+	for _, name := range names {
 		if v := volume(t, pod, name); v.Secret == nil {
 			t.Errorf("volume %s is not a Secret", name)
 		}
 		if m := mount(t, ic, name); m.MountPath != "/etc/rezuscloud/secrets/"+name {
 			t.Errorf("init container mounts %s at %s", name, m.MountPath)
 		}
-	}
-	if script := strings.Join(ic.Command, " "); !strings.Contains(script, "install -m 0600") {
-		t.Errorf("init container command %q does not install the files with mode 0600", script)
+		if loop == nil || !slices.Contains(strings.Fields(loop[1]), name) {
+			t.Errorf("init container command %q does not copy %s", script, name)
+		}
 	}
 }
 
@@ -171,6 +178,15 @@ func checkProbes(t *testing.T, c corev1.Container) {
 
 func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 	t.Helper()
+	checkPodSecurity(t, pod)
+	checkContainerSecurity(t, c)
+	if m := mount(t, c, "tmp"); m.MountPath != "/tmp" {
+		t.Errorf("tmp mounted at %s, want /tmp on the read-only root", m.MountPath)
+	}
+}
+
+func checkPodSecurity(t *testing.T, pod corev1.PodSpec) {
+	t.Helper()
 	sc := pod.SecurityContext
 	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
 		t.Errorf("pod security context %+v, want runAsNonRoot and a non-zero runAsUser", sc)
@@ -180,10 +196,6 @@ func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 	}
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Error("the pod mounts a service account token it never uses")
-	}
-	checkContainerSecurity(t, c)
-	if m := mount(t, c, "tmp"); m.MountPath != "/tmp" {
-		t.Errorf("tmp mounted at %s, want /tmp on the read-only root", m.MountPath)
 	}
 }
 
@@ -220,9 +232,9 @@ func checkSecretFile(t *testing.T, pod corev1.PodSpec, c corev1.Container, name,
 	}
 }
 
-func server(t *testing.T, d *appsv1.Deployment) corev1.Container {
+func server(t *testing.T, pod corev1.PodSpec) corev1.Container {
 	t.Helper()
-	for _, c := range d.Spec.Template.Spec.Containers {
+	for _, c := range pod.Containers {
 		if c.Name == "rezuscloud" {
 			return c
 		}

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -39,26 +41,40 @@ var custom = map[string]any{
 type rendered struct {
 	deploy  *appsv1.Deployment
 	pvc     *corev1.PersistentVolumeClaim
-	service *corev1.Service
+	service *corev1.Service // the server's own, named as the release
 	ingress *networkingv1.Ingress
+	// Every StatefulSet, Service and PodDisruptionBudget by name.
+	sets     map[string]*appsv1.StatefulSet
+	services map[string]*corev1.Service
+	budgets  map[string]*policyv1.PodDisruptionBudget
 }
+
+// fullname is the name of the release's objects in every render.
+const fullname = "rezus-rezuscloud"
 
 func render(t *testing.T, vals map[string]any) rendered {
 	t.Helper()
-	ch, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatalf("load chart: %v", err)
-	}
-	lintChart(t, vals)
-	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "rezus", Namespace: "infra", IsInstall: true}, nil)
-	if err != nil {
-		t.Fatalf("values: %v", err)
-	}
-	files, err := engine.Render(ch, rv)
+	ch, files, err := renderFiles(vals)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
+	lintChart(t, vals)
 	return decode(t, ch, files)
+}
+
+// renderFiles renders the chart with vals as `helm template` does, in
+// the namespace infra.
+func renderFiles(vals map[string]any) (*chart.Chart, map[string]string, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load chart: %w", err)
+	}
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "rezus", Namespace: "infra", IsInstall: true}, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("values: %w", err)
+	}
+	files, err := engine.Render(ch, rv)
+	return ch, files, err
 }
 
 func lintChart(t *testing.T, vals map[string]any) {
@@ -73,7 +89,7 @@ func lintChart(t *testing.T, vals map[string]any) {
 
 func decode(t *testing.T, ch *chart.Chart, files map[string]string) rendered {
 	t.Helper()
-	var r rendered
+	r := rendered{sets: map[string]*appsv1.StatefulSet{}, services: map[string]*corev1.Service{}, budgets: map[string]*policyv1.PodDisruptionBudget{}}
 	names := make([]string, 0, len(files))
 	for name := range files {
 		names = append(names, name)
@@ -84,21 +100,30 @@ func decode(t *testing.T, ch *chart.Chart, files map[string]string) rendered {
 			if strings.TrimSpace(doc) == "" || strings.HasSuffix(name, ".tpl") {
 				continue
 			}
-			var meta struct{ Kind string }
+			var meta struct {
+				Kind     string
+				Metadata struct{ Name string }
+			}
 			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 			var into any
-			switch meta.Kind {
+			switch obj := meta.Metadata.Name; meta.Kind {
 			case "Deployment":
 				r.deploy = &appsv1.Deployment{}
 				into = r.deploy
+			case "StatefulSet":
+				r.sets[obj] = &appsv1.StatefulSet{}
+				into = r.sets[obj]
+			case "PodDisruptionBudget":
+				r.budgets[obj] = &policyv1.PodDisruptionBudget{}
+				into = r.budgets[obj]
 			case "PersistentVolumeClaim":
 				r.pvc = &corev1.PersistentVolumeClaim{}
 				into = r.pvc
 			case "Service":
-				r.service = &corev1.Service{}
-				into = r.service
+				r.services[obj] = &corev1.Service{}
+				into = r.services[obj]
 			case "Ingress":
 				r.ingress = &networkingv1.Ingress{}
 				into = r.ingress
@@ -110,8 +135,9 @@ func decode(t *testing.T, ch *chart.Chart, files map[string]string) rendered {
 			}
 		}
 	}
-	if r.deploy == nil || r.service == nil {
-		t.Fatalf("render has no Deployment or Service: %v", names)
+	r.service = r.services[fullname]
+	if (r.deploy == nil && r.sets[fullname] == nil) || r.service == nil {
+		t.Fatalf("render has no Deployment or StatefulSet %s, or no Service %s: %v", fullname, fullname, names)
 	}
 	return r
 }

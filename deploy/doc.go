@@ -1,6 +1,7 @@
 // Package deploy holds the tests of the deployment recipes beside it: the
 // container image (Dockerfile), the Helm chart (helm/rezuscloud) and the
-// systemd unit (systemd/rezuscloud.service). It is a module of its own so
+// systemd units (systemd/: the server, and the three-machine layout of
+// replicas on etcd). It is a module of its own so
 // that Helm's dependencies stay out of the server's module. It builds
 // nothing and runs no container.
 package deploy
