@@ -297,7 +297,7 @@ func TestReplicasLoseEtcdMembers(t *testing.T) {
 // migrateTenants is how many tenants, of one machine each, the single
 // server applies before its store moves into etcd: as many as a 2-core
 // machine applies in about a minute.
-const migrateTenants = 12
+const migrateTenants = 30
 
 // TestReplicasMigrateFromBbolt: a single server on bbolt, on a simulated
 // world of its own process, applies a fleet of tenants and stops; `store
