@@ -223,6 +223,7 @@ func TestReplicasLoseEtcdMembers(t *testing.T) {
 	}
 
 	r.etcd.Kill(1)
+	t.Cleanup(func() { restartMembers(t, r.etcd, 0, 1) }) // a test that ends early stops its replicas on a whole etcd
 	lead := r.servers[leader]
 	select {
 	case <-lead.Done():
@@ -259,15 +260,7 @@ func TestReplicasLoseEtcdMembers(t *testing.T) {
 		t.Errorf("the machines were called while etcd had no quorum (-before +after):\n%s", diff)
 	}
 
-	var wg sync.WaitGroup
-	for _, i := range []int{0, 1} {
-		wg.Go(func() {
-			if err := r.etcd.Restart(i); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
+	restartMembers(t, r.etcd, 0, 1)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -298,6 +291,20 @@ func TestReplicasLoseEtcdMembers(t *testing.T) {
 // server applies before its store moves into etcd: as many as a 2-core
 // machine applies in about a minute.
 const migrateTenants = 30
+
+// restartMembers starts the killed members of c again, at once, so that
+// they find their quorum; a member that runs is left alone.
+func restartMembers(t *testing.T, c *etcdtest.Cluster, members ...int) {
+	var wg sync.WaitGroup
+	for _, i := range members {
+		wg.Go(func() {
+			if err := c.Restart(i); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
 
 // TestReplicasMigrateFromBbolt: a single server on bbolt, on a simulated
 // world of its own process, applies a fleet of tenants and stops; `store
