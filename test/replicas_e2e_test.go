@@ -5,8 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,9 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
-	"github.com/rezuscloud/rezuscloud/internal/etcdtest"
-	"github.com/rezuscloud/rezuscloud/internal/gittest"
-	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -38,34 +33,8 @@ type replicaSet struct {
 
 // startReplicas starts etcd (three members in the test's process), the
 // simulated world, a repository with tenant staging, and three replicas
-// named r0, r1 and r2.
-func startReplicas(t *testing.T) *replicaSet {
-	etcd := etcdtest.Start(t, 3)
-	rs := &replicaSet{t: t, world: filepath.Join(t.TempDir(), "world"), servers: map[string]*e2eServer{}}
-	startSimWorld(t, rs.world, "--sim-timings", planeTimings)
-	e := &e2e{t: t, daemon: gittest.NewDaemon(t)}
-	e.daemon.CreateBare("repo.git")
-	e.repo = e.daemon.URL("repo.git")
-	e.work = gittest.NewWorkdir(t, e.repo)
-	e.copyExamples()
-	if err := os.RemoveAll(filepath.Join(e.work.Dir(), e2eManifests, "production")); err != nil {
-		t.Fatal(err)
-	}
-	e.first = e.push("Tenant staging")
-	rs.e = e
-	lb := newBalancer(t)
-	for _, name := range []string{"r0", "r1", "r2"} {
-		s := newE2EServer(t, servertest.Options{Data: filepath.Join(t.TempDir(), name), Repo: e.repo, Path: e2eManifests, Args: []string{
-			"--store", "etcd", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","),
-			"--replica-name", name, "--lease-ttl", replicaTTL.String(), "--state-url", lb.url(),
-			"--sim-world", rs.world, "--poll-interval", "300ms", "--debounce", "0s",
-			"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s", "--drift-interval", "0"}})
-		s.Start()
-		rs.servers[name] = s
-		lb.add(s.Addr())
-	}
-	return rs
-}
+// named r0, r1 and r2 (see startRig).
+func startReplicas(t *testing.T) *replicaSet { return startRig(t, rigOptions{}).replicaSet }
 
 // balancer is a TCP load balancer on loopback, as a Kubernetes Service
 // stands before the replicas: it checks each replica's /readyz every
