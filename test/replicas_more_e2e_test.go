@@ -188,9 +188,9 @@ func stagingVersion(t *testing.T, s *e2eServer) uint64 {
 }
 
 // quorumWindow is how long the test watches the replicas without an etcd
-// quorum for anything they start: three leases, long enough for a leader
+// quorum for anything they start: two leases, long enough for a leader
 // to poll git many times and for any replica to take over.
-const quorumWindow = 3 * replicaTTL
+const quorumWindow = 2 * replicaTTL
 
 // TestReplicasLoseEtcdMembers runs three replicas on a three-member etcd.
 // With one member killed, a commit still applies. With two killed, the
