@@ -38,7 +38,8 @@ import (
 //   - done-ms: until the commit has succeeded.
 //
 // Each figure is reported as its minimum, median and maximum over the
-// ops; -test.v logs every op. Then the killed replica starts again on its
+// ops; -test.v logs every op. The benchmark fails when the median tofu-ms
+// is not under the lease and failoverTarget. Then the killed replica starts again on its
 // data dir, as its supervisor would restart it, and the three agree on
 // the leader before the next op.
 //
@@ -94,7 +95,14 @@ func benchFailover(b *testing.B, ttl time.Duration) {
 		b.ReportMetric(ms(ds[len(ds)/2]), m.unit+"-median-ms")
 		b.ReportMetric(ms(ds[len(ds)-1]), m.unit+"-max-ms")
 	}
+	if median := pick(func(o failoverTimes) time.Duration { return o.tofu })[len(ops)/2]; median >= ttl+failoverTarget {
+		b.Errorf("the next run started %v after the leader was killed (median of %d), want under the lease and %v", median, len(ops), failoverTarget)
+	}
 }
+
+// failoverTarget is how much longer than the lease the median takeover
+// may take, from the SIGKILL of the leader to the tenant's next run.
+const failoverTarget = 5 * time.Second
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 
