@@ -32,8 +32,10 @@ func BenchmarkWatchFanoutReplicas(b *testing.B) {
 	b.ReportMetric(float64(res.Latency.P99)/1e6, "p99-ms")
 	b.ReportMetric(float64(res.Latency.Max)/1e6, "max-ms")
 	b.ReportMetric(float64(res.AfterCommit.P99)/1e6, "p99-after-commit-ms")
-	b.ReportMetric(float64(res.Reads.P50)/1e6, "read-p50-ms")
-	b.ReportMetric(float64(res.Reads.P99)/1e6, "read-p99-ms")
+	if *flagReads > 0 {
+		b.ReportMetric(float64(res.Reads.P50)/1e6, "read-p50-ms")
+		b.ReportMetric(float64(res.Reads.P99)/1e6, "read-p99-ms")
+	}
 	b.ReportMetric(res.ServerHWM, "process-peak-RSS-MiB")
 	b.ReportMetric(float64(res.Delivered), "events-delivered")
 }

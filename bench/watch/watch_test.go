@@ -82,6 +82,10 @@ func BenchmarkWatchFanout(b *testing.B) {
 	b.ReportMetric(res.ServerHWM, "server-peak-RSS-MiB")
 	b.ReportMetric(res.PeakHeap, "server-peak-heap-MiB")
 	b.ReportMetric(float64(res.Delivered), "events-delivered")
+	if *flagReads > 0 {
+		b.ReportMetric(float64(res.Reads.P50)/1e6, "read-p50-ms")
+		b.ReportMetric(float64(res.Reads.P99)/1e6, "read-p99-ms")
+	}
 }
 
 type result struct {
