@@ -426,6 +426,8 @@ func runClients() error {
 	lastSeen := make([]atomic.Uint64, n)
 	deliveries := make([][]delivery, n)
 	var ready, failed sync.WaitGroup
+	// Closing stop ends every watch, before their deliveries are read.
+	stop := make(chan struct{})
 	ready.Add(n)
 	errs := make(chan error, n)
 	for i := range n {
@@ -433,7 +435,7 @@ func runClients() error {
 		failed.Add(1)
 		go func() {
 			defer failed.Done()
-			err := watchOne(urls[i%len(urls)]+"/api/v1/machines/events?sse=true", src, &hist, &received, &lastSeen[i], &deliveries[i], ready.Done)
+			err := watchOne(urls[i%len(urls)]+"/api/v1/machines/events?sse=true", src, &hist, &received, &lastSeen[i], &deliveries[i], ready.Done, stop)
 			if err != nil {
 				errs <- err
 			}
@@ -480,6 +482,8 @@ func runClients() error {
 	if err != nil {
 		return err
 	}
+	close(stop)
+	failed.Wait()
 	var after histogram
 	for _, ds := range deliveries {
 		for _, d := range ds {
@@ -507,8 +511,8 @@ var sentKey = []byte(`"` + sentAnnotation + `":"`)
 
 // watchOne reads one SSE watch over a raw connection from src: it calls
 // ready after the current state, then times each event by its sent
-// annotation and records the last id it saw.
-func watchOne(url string, src *net.TCPAddr, hist *histogram, received *atomic.Int64, lastSeen *atomic.Uint64, deliveries *[]delivery, ready func()) error {
+// annotation and records the last id it saw, until stop is closed.
+func watchOne(url string, src *net.TCPAddr, hist *histogram, received *atomic.Int64, lastSeen *atomic.Uint64, deliveries *[]delivery, ready func(), stop <-chan struct{}) error {
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
 		ready()
@@ -521,6 +525,7 @@ func watchOne(url string, src *net.TCPAddr, hist *histogram, received *atomic.In
 		return fmt.Errorf("dial from %s: %w", src.IP, err)
 	}
 	defer conn.Close()
+	go func() { <-stop; conn.Close() }()
 	if err := req.Write(conn); err != nil {
 		ready()
 		return err
