@@ -169,13 +169,21 @@ func fleetRig(b *testing.B) *rig {
 	b.Helper()
 	sharedOnce.Do(func() {
 		tofu, mirror := testenv.Tofu(b), testenv.ProviderMirror(b)
-		shared, sharedErr = newRig(tofu, mirror)
+		st := rigStore(b)
+		shared, sharedErr = newRig(tofu, mirror, st)
 		if sharedErr == nil && shared.fleet.Tenants > 0 {
 			sharedErr = shared.restart(b)
+		}
+		if sharedErr == nil && st != nil {
+			// Closed before the etcd it runs on stops with b.
+			b.Cleanup(func() { shared.close(); shared = nil })
 		}
 	})
 	if sharedErr != nil {
 		b.Fatal(sharedErr)
+	}
+	if shared == nil {
+		b.Fatal("the rig on etcd closed with the benchmark that opened it: select one benchmark with -store etcd")
 	}
 	return shared
 }
@@ -256,7 +264,8 @@ func (r *rig) grow(b *testing.B, n int) {
 		n-from, from, n, target.Machines(), took.Round(time.Millisecond), r.workers, r.runs()-before)
 }
 
-func newRig(tofuBin, mirror string) (*rig, error) {
+// newRig opens a rig on st, or on bbolt in its data dir when st is nil.
+func newRig(tofuBin, mirror string, st store.Store) (*rig, error) {
 	dir := keepDir
 	var err error
 	if dir == "" {
@@ -280,7 +289,7 @@ func newRig(tofuBin, mirror string) (*rig, error) {
 		r.fleet, r.rev = Fleet{Tenants: k.Tenants, PerTenant: k.PerTenant}, k.Revision
 	}
 	data := filepath.Join(dir, "data")
-	if r.srv, err = servertest.OpenBackend(backend.Config{DataDir: data}, nil); err != nil {
+	if r.srv, err = servertest.OpenBackend(backend.Config{DataDir: data, Store: st}, nil); err != nil {
 		return fail(err)
 	}
 

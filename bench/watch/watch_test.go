@@ -37,6 +37,7 @@ var (
 	flagRate     = flag.Int("rate", 100, "machine changes per second, one store commit each")
 	flagDuration = flag.Duration("duration", 20*time.Second, "how long changes flow")
 	flagSources  = flag.Int("sources", 4, "source addresses 127.0.0.1..N the clients spread over")
+	flagReads    = flag.Int("reads", 0, "API reads (GET of one machine) per second while changes flow, the servers in turn")
 )
 
 // Targets of issue 5 §1.
@@ -81,9 +82,14 @@ func BenchmarkWatchFanout(b *testing.B) {
 	b.ReportMetric(res.ServerHWM, "server-peak-RSS-MiB")
 	b.ReportMetric(res.PeakHeap, "server-peak-heap-MiB")
 	b.ReportMetric(float64(res.Delivered), "events-delivered")
+	if *flagReads > 0 {
+		b.ReportMetric(float64(res.Reads.P50)/1e6, "read-p50-ms")
+		b.ReportMetric(float64(res.Reads.P99)/1e6, "read-p99-ms")
+	}
 }
 
 type result struct {
+	Reads       latencySummary
 	Latency     latencySummary
 	AfterCommit latencySummary
 	Delivered   int64
@@ -92,7 +98,6 @@ type result struct {
 }
 
 func runFanout(b *testing.B) result {
-	clients, rate, duration := *flagClients, *flagRate, *flagDuration
 	dir := filepath.Join(b.TempDir(), "data")
 	srv, err := servertest.OpenBackend(backend.Config{DataDir: dir}, nil)
 	if err != nil {
@@ -103,7 +108,21 @@ func runFanout(b *testing.B) result {
 			b.Error(err)
 		}
 	}()
-	st := srv.Store()
+	return fanout(b, []*servertest.Backend{srv})
+}
+
+// fanout runs the clients' watches spread over servers, client i on
+// servers[i%len(servers)], while the writer changes machines through the
+// first server's store, and -reads GETs a second go to the servers in
+// turn.
+func fanout(b *testing.B, servers []*servertest.Backend) result {
+	clients, rate, duration := *flagClients, *flagRate, *flagDuration
+	st := servers[0].Store()
+	var urls []string
+	subscribers, cutOffs := 0, uint64(0)
+	for _, s := range servers {
+		urls = append(urls, s.URL())
+	}
 	tenant := &schema.Tenant{APIVersion: schema.APIVersion, Kind: schema.KindTenant,
 		Metadata: schema.ObjectMeta{Name: "bench"}, Spec: schema.TenantSpec{KubernetesVersion: "1.34.1", TalosVersion: "1.12.6"}}
 	if err := st.Update(func(tx store.Tx) error { _, err := tx.PutObject(schema.KindTenant, "bench", tenant); return err }); err != nil {
@@ -113,7 +132,7 @@ func runFanout(b *testing.B) result {
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), clientsEnv+"=1",
-		"WATCH_BENCH_URL="+srv.URL()+"/api/v1/machines/events?sse=true",
+		"WATCH_BENCH_URLS="+strings.Join(urls, ","),
 		"WATCH_BENCH_N="+strconv.Itoa(clients),
 		"WATCH_BENCH_SOURCES="+strconv.Itoa(*flagSources))
 	child.Stderr = os.Stderr
@@ -134,7 +153,10 @@ func runFanout(b *testing.B) result {
 	if !lines.Scan() || lines.Text() != "ready" {
 		b.Fatalf("clients did not start: %q %v", lines.Text(), lines.Err())
 	}
-	if n := srv.WatchSubscribers(); n != clients {
+	for _, s := range servers {
+		subscribers += s.WatchSubscribers()
+	}
+	if n := subscribers; n != clients {
 		b.Fatalf("%d watches open, want %d", n, clients)
 	}
 	connected := procMiB(b, "VmRSS")
@@ -160,8 +182,13 @@ func runFanout(b *testing.B) result {
 
 	b.ResetTimer()
 	began, cpuBefore := time.Now(), cpuTime(b)
+	stopReads := make(chan struct{})
+	readTimes := make(chan []time.Duration, 1)
+	go func() { readTimes <- read(b, urls, *flagReads, stopReads) }()
 	writes, last, commits, committed := write(b, st, rate, duration)
 	took := time.Since(began)
+	close(stopReads)
+	reads := <-readTimes
 	b.StopTimer()
 	fmt.Fprintf(toChild, "end %d\n", last)
 	if err := json.NewEncoder(toChild).Encode(committed); err != nil {
@@ -189,8 +216,16 @@ func runFanout(b *testing.B) result {
 	c50, c99, cmax := percentiles(commits)
 	b.Logf("%d SSE clients (over %d source addresses), %d changes in %v (%.1f/s); store commits (fsync and publish included) p50 %v p99 %v max %v",
 		clients, *flagSources, writes, took.Round(time.Millisecond), float64(writes)/took.Seconds(), c50, c99, cmax)
-	b.Logf("%d events delivered of %d, %d clients got every event, %d cut off",
-		cr.Received, int64(writes)*int64(clients), cr.Complete, srv.Hub().CutOffs())
+	for _, s := range servers {
+		cutOffs += s.Hub().CutOffs()
+	}
+	b.Logf("%d events delivered of %d, %d clients got every event, %d cut off, over %d servers",
+		cr.Received, int64(writes)*int64(clients), cr.Complete, cutOffs, len(servers))
+	if len(reads) > 0 {
+		res.Reads.P50, res.Reads.P99, res.Reads.Max = percentiles(reads)
+		b.Logf("%d API reads (GET of one machine, the servers in turn) while changes flowed: p50 %v p99 %v max %v",
+			len(reads), res.Reads.P50, res.Reads.P99, res.Reads.Max)
+	}
 	b.Logf("CPU: server process %v while changes flowed (%.1f µs per delivered event), clients' process %v in all; %d CPUs",
 		serverCPU.Round(time.Millisecond), float64(serverCPU.Microseconds())/float64(max(cr.Received, 1)), clientsCPU.Round(time.Millisecond), runtime.NumCPU())
 	b.Logf("delivery latency from Put (before the commit) to client: p50 %v p90 %v p99 %v max %v (target p99 < %v)",
@@ -249,6 +284,38 @@ func write(b *testing.B, st store.Store, rate int, duration time.Duration) (int,
 		committed[last] = end.UnixNano()
 	}
 	return n, last, commits, committed
+}
+
+// read GETs one machine perSecond times a second from urls in turn until
+// stop, and returns how long each GET took to its last byte.
+func read(b *testing.B, urls []string, perSecond int, stop <-chan struct{}) []time.Duration {
+	if perSecond <= 0 {
+		return nil
+	}
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	var took []time.Duration
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return took
+		case <-tick.C:
+		}
+		start := time.Now()
+		resp, err := http.Get(fmt.Sprintf("%s/api/v1/machines/sim-%03d", urls[i%len(urls)], i%100))
+		if err != nil {
+			b.Error(err)
+			return took
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// Before the writer's first change of a machine, it is not found.
+		if err != nil || resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
+			b.Errorf("GET machine: %v %s", err, resp.Status)
+			return took
+		}
+		took = append(took, time.Since(start))
+	}
 }
 
 // percentiles returns the 50th and 99th percentile and the maximum.
@@ -345,7 +412,7 @@ func (h *histogram) summary() latencySummary {
 // once every one has its current state, times every event, and after
 // "end RV" on stdin waits for every client to reach RV and reports.
 func runClients() error {
-	url := os.Getenv("WATCH_BENCH_URL")
+	urls := strings.Split(os.Getenv("WATCH_BENCH_URLS"), ",")
 	n, err := strconv.Atoi(os.Getenv("WATCH_BENCH_N"))
 	if err != nil {
 		return err
@@ -359,6 +426,8 @@ func runClients() error {
 	lastSeen := make([]atomic.Uint64, n)
 	deliveries := make([][]delivery, n)
 	var ready, failed sync.WaitGroup
+	// Closing stop ends every watch, before their deliveries are read.
+	stop := make(chan struct{})
 	ready.Add(n)
 	errs := make(chan error, n)
 	for i := range n {
@@ -366,7 +435,7 @@ func runClients() error {
 		failed.Add(1)
 		go func() {
 			defer failed.Done()
-			err := watchOne(url, src, &hist, &received, &lastSeen[i], &deliveries[i], ready.Done)
+			err := watchOne(urls[i%len(urls)]+"/api/v1/machines/events?sse=true", src, &hist, &received, &lastSeen[i], &deliveries[i], ready.Done, stop)
 			if err != nil {
 				errs <- err
 			}
@@ -413,6 +482,8 @@ func runClients() error {
 	if err != nil {
 		return err
 	}
+	close(stop)
+	failed.Wait()
 	var after histogram
 	for _, ds := range deliveries {
 		for _, d := range ds {
@@ -440,8 +511,8 @@ var sentKey = []byte(`"` + sentAnnotation + `":"`)
 
 // watchOne reads one SSE watch over a raw connection from src: it calls
 // ready after the current state, then times each event by its sent
-// annotation and records the last id it saw.
-func watchOne(url string, src *net.TCPAddr, hist *histogram, received *atomic.Int64, lastSeen *atomic.Uint64, deliveries *[]delivery, ready func()) error {
+// annotation and records the last id it saw, until stop is closed.
+func watchOne(url string, src *net.TCPAddr, hist *histogram, received *atomic.Int64, lastSeen *atomic.Uint64, deliveries *[]delivery, ready func(), stop <-chan struct{}) error {
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
 		ready()
@@ -454,6 +525,7 @@ func watchOne(url string, src *net.TCPAddr, hist *histogram, received *atomic.In
 		return fmt.Errorf("dial from %s: %w", src.IP, err)
 	}
 	defer conn.Close()
+	go func() { <-stop; conn.Close() }()
 	if err := req.Write(conn); err != nil {
 		ready()
 		return err
