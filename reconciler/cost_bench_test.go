@@ -81,22 +81,29 @@ func seed(b *testing.B, debounce time.Duration) *seeded {
 // its state, from machines (none when machines is nil).
 func seedWith(b *testing.B, debounce time.Duration, workers int, machines func(*schema.TenantDesired) []*schema.Machine) *seeded {
 	b.Helper()
-	dir := b.TempDir()
-	st, err := bolt.Open(filepath.Join(dir, "data"), nil)
+	dataDir := filepath.Join(b.TempDir(), "data")
+	st, err := bolt.Open(dataDir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	s := &seeded{b: b, dataDir: filepath.Join(dir, "data"), store: st, work: gittest.NewWorkdir(b, "")}
+	return seedInto(b, st, dataDir, debounce, workers, machines)
+}
+
+// seedInto is seedWith on the store st, with dataDir for the rest.
+func seedInto(b *testing.B, st store.Store, dataDir string, debounce time.Duration, workers int, machines func(*schema.TenantDesired) []*schema.Machine) *seeded {
+	b.Helper()
+	s := &seeded{b: b, dataDir: dataDir, store: st, work: gittest.NewWorkdir(b, "")}
 	for i := range *seedFleet {
 		seededTenant(b, s.work.Dir(), i, workers)
 	}
 	s.work.Commit("the fleet")
-	s.src, err = sources.NewGit(sources.GitOptions{URL: s.work.Dir(), Dir: filepath.Join(dir, "data")})
+	var err error
+	s.src, err = sources.NewGit(sources.GitOptions{URL: s.work.Dir(), Dir: dataDir})
 	if err != nil {
 		b.Fatal(err)
 	}
-	s.rec = newBenchReconciler(b, st, filepath.Join(dir, "data"), debounce)
+	s.rec = newBenchReconciler(b, st, dataDir, debounce)
 	b.Cleanup(func() { s.rec.Close() })
 	snap := s.fetch()
 	desired, err := schema.Load(snap.FS, ".", &schema.Options{Cache: s.rec.manifests})

@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/etcdtest"
-	"github.com/rezuscloud/rezuscloud/internal/gittest"
-	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
-	"github.com/rezuscloud/rezuscloud/sources"
 	etcdstore "github.com/rezuscloud/rezuscloud/store/etcd"
 )
 
@@ -35,38 +31,7 @@ func seedEtcd(b *testing.B, debounce time.Duration) *seeded {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	dataDir := filepath.Join(b.TempDir(), "data")
-	s := &seeded{b: b, dataDir: dataDir, store: st, work: gittest.NewWorkdir(b, "")}
-	for i := range *seedFleet {
-		seededTenant(b, s.work.Dir(), i, 1)
-	}
-	s.work.Commit("the fleet")
-	s.src, err = sources.NewGit(sources.GitOptions{URL: s.work.Dir(), Dir: dataDir})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.rec = newBenchReconciler(b, st, dataDir, debounce)
-	b.Cleanup(func() { s.rec.Close() })
-	snap := s.fetch()
-	desired, err := schema.Load(snap.FS, ".", &schema.Options{Cache: s.rec.manifests})
-	if err != nil {
-		b.Fatalf("the fleet is invalid: %v", err)
-	}
-	hashes := s.rec.inputs.of(desired)
-	for _, td := range desired.Tenants {
-		rec := &appliedRecord{Tenant: td.Tenant.Metadata.Name, Revision: snap.Revision, Generation: 1,
-			InputHash: hashes[td.Tenant.Metadata.Name], Annotations: td.Tenant.Metadata.Annotations,
-			Model: modeldiff.AppliedModel(td.Tenant, td.NodeGroups, td.Patches, nil)}
-		if err := s.rec.finishTenant(td, rec, nil, false); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.rec.workDir(rec.Tenant); err != nil {
-			b.Fatal(err)
-		}
-	}
-	s.writes = countWrites(st)
-	runtime.GC()
-	return s
+	return seedInto(b, st, filepath.Join(b.TempDir(), "data"), debounce, 1, nil)
 }
 
 // BenchmarkSeededNoChangeCommitEtcd is BenchmarkSeededNoChangeCommit on
