@@ -85,7 +85,9 @@ type resourceAPI struct {
 	status  atomic.Pointer[StatusFunc]
 	// replicas reports the replicas in the status; see SetReplicas.
 	replicas atomic.Pointer[replicaSource]
-	router   *httprouter.Router
+	// forward sends on what has no route here; see SetForward.
+	forward atomic.Pointer[Forward]
+	router  *httprouter.Router
 
 	// hub and heartbeat serve watches; see watch.go.
 	hub       *Hub
@@ -144,6 +146,9 @@ func (a *resourceAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *resourceAPI) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	if a.forwarded(w, r) {
+		return
+	}
 	w.Header().Set("Allow", "GET, HEAD")
 	switch r.Method {
 	case http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete:
@@ -154,6 +159,9 @@ func (a *resourceAPI) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *resourceAPI) notFound(w http.ResponseWriter, r *http.Request) {
+	if a.forwarded(w, r) {
+		return
+	}
 	api.WriteError(w, api.Errorf(http.StatusNotFound, "no such resource %s", r.URL.Path))
 }
 

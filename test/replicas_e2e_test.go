@@ -198,6 +198,10 @@ func TestReplicasTakeOver(t *testing.T) {
 			t.Fatalf("replica %s says %s leads, want %s", name, got.Leader, leader)
 		}
 	}
+	// What only the leader serves reaches it through a follower.
+	if code, body := f.Request("POST", "/api/v1/reconcile", []byte(`{"tenant":"staging"}`), nil); code != http.StatusAccepted || !strings.Contains(string(body), "staging") {
+		t.Errorf("POST /api/v1/reconcile through follower %s: %d %s, want 202 from the leader", followers[0], code, body)
+	}
 
 	// Kill the leader while it applies a second worker.
 	e.setCount("staging", "workers", 2)

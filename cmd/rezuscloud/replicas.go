@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -71,6 +72,9 @@ func (m *Main) openReplica() error {
 	if addr == "" {
 		addr = f.dashboardURL(m.Server.Addr())
 	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), etcdDialTimeout)
 	defer cancel()
 	r, err := replica.Join(ctx, replica.Config{Client: m.etcd, Prefix: replicaPrefix(f.etcd.prefix), Name: name,
@@ -92,6 +96,7 @@ func (m *Main) openReplica() error {
 	// runs once the old leader's lease is gone (Recover).
 	r.OnFence(st.SetFence)
 	m.Server.SetReplicas(replicaStatus{r: r, st: st})
+	m.Server.SetForward(func() (*url.URL, bool) { return leaderURL(r) })
 	m.Server.AddReadyCheck("replica", func(context.Context) error {
 		if !r.Ready() {
 			return errors.New("this replica holds no live lease in etcd")
@@ -128,6 +133,23 @@ func (s replicaStatus) ReplicasStatus() *api.ReplicasStatus {
 		out.Members = append(out.Members, r)
 	}
 	return out
+}
+
+// leaderURL is the API address of the leader, when another replica
+// leads: the API sends it what only the leader serves (see
+// backend.Forward).
+func leaderURL(r *replica.Replica) (*url.URL, bool) {
+	st := r.Status(nil)
+	if st.Leader == "" || st.Leader == st.Self {
+		return nil, false
+	}
+	for _, m := range st.Members {
+		if m.Name == st.Leader {
+			u, err := url.Parse(m.Address)
+			return u, err == nil && u.Host != ""
+		}
+	}
+	return nil, false
 }
 
 // lead waits until this replica leads, and runs the reconciler's part for
