@@ -31,12 +31,17 @@ func TestEtcdRecoverRefusesGarbage(t *testing.T) {
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)/2] ^= 0x20
 	cp := adminClient(t, c.secrets, c.cps[1])
-	for name, b := range map[string][]byte{
-		"random bytes": noise, "an empty stream": nil, "a truncated snapshot": good[:len(good)-10],
-		"a snapshot with a byte changed": flipped, "a snapshot with bytes after it": append(bytes.Clone(good), 0),
+	// In this order, so that the journal's last entry is of an upload
+	// with bytes.
+	for _, c := range []struct {
+		name string
+		b    []byte
+	}{
+		{"an empty stream", nil}, {"random bytes", noise}, {"a truncated snapshot", good[:len(good)-10]},
+		{"a snapshot with a byte changed", flipped}, {"a snapshot with bytes after it", append(bytes.Clone(good), 0)},
 	} {
-		_, err := cp.EtcdRecover(ctxT(t), bytes.NewReader(b))
-		wantCode(t, "EtcdRecover of "+name, err, codes.InvalidArgument, "error verifying snapshot")
+		_, err := cp.EtcdRecover(ctxT(t), bytes.NewReader(c.b))
+		wantCode(t, "EtcdRecover of "+c.name, err, codes.InvalidArgument, "error verifying snapshot")
 	}
 	if _, err := os.Stat(filepath.Join(h.diskDir(c.cpIDs[1]), recoverySimFile)); !os.IsNotExist(err) {
 		t.Fatalf("a refused upload left a snapshot: %v", err)
