@@ -147,8 +147,12 @@ func TestInventoryFromTheNodes(t *testing.T) {
 		t.Errorf("the new address showed after %v, want within 2 s", took)
 	}
 
-	// Watches broken: the fallback probe sees a second disk.
-	watched := inventoryWatched(t, e)
+	// Watches broken: the fallback probe sees a second disk. Every
+	// machine is watched first, so that the count the test compares with
+	// is the whole fleet's and not a moment's in which one watch was
+	// still opening.
+	watched := len(e.srv.machines(""))
+	e.srv.WaitFor("every machine to be watched", func() bool { return inventoryWatched(t, e) == watched })
 	data := talosnode.Disk{Name: "vdb", SizeBytes: 64 << 30, Model: "QEMU HARDDISK", Transport: "virtio"}
 	took = inventoryChange(t, e, talosnode.Faults{worker.Metadata.Name: {WatchBroken: true, Disks: []talosnode.Disk{swapped, data}}}, "the second disk through probes", func() bool {
 		_, ok := inventoryDisk(inventoryMachine(t, e, "production", worker.Metadata.Name), "vdb")

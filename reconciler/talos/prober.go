@@ -46,9 +46,9 @@ type probeEntry struct {
 	have     bool
 	answered time.Time     // when the machine last answered a probe
 	inFlight chan struct{} // closed when the probe in flight is done
-	// watched: a watch follows the machine (watch.go) and keeps obs
-	// current, so that obs stands whatever its age.
-	watched bool
+	// watches count the watches that follow the machine (watch.go) and
+	// keep obs current, so that obs stands whatever its age.
+	watches int
 }
 
 // NewProber returns a prober that dials through pool.
@@ -114,7 +114,7 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 			e = &probeEntry{}
 			p.entries[m.ID] = e
 		}
-		if !fresh && e.have && (e.watched || p.opts.Now().Sub(e.obs.At) < p.opts.TTL) {
+		if !fresh && e.have && (e.watches > 0 || p.opts.Now().Sub(e.obs.At) < p.opts.TTL) {
 			obs := e.obs
 			p.mu.Unlock()
 			return obs
@@ -170,9 +170,12 @@ func (p *Prober) keep(obs Observation) Observation {
 	return p.keepLocked(e, obs, true)
 }
 
-// setWatched says whether a watch keeps the machine's standing
-// observation current; while it does, Observe probes it no more.
-func (p *Prober) setWatched(id string, watched bool) {
+// watchOpen says that a watch keeps the machine's standing observation
+// current; while one does, Observe probes it no more. The returned
+// function says that this watch ended, and does so once. A machine may
+// briefly have two watches, the one that replaces another and the one it
+// replaces, which end in either order.
+func (p *Prober) watchOpen(id string) (ended func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.entries[id]
@@ -180,14 +183,20 @@ func (p *Prober) setWatched(id string, watched bool) {
 		e = &probeEntry{}
 		p.entries[id] = e
 	}
-	if e.watched != watched {
-		if watched {
-			p.watching++
-		} else {
-			p.watching--
-		}
+	if e.watches++; e.watches == 1 {
+		p.watching++
 	}
-	e.watched = watched
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			// An entry that Forget dropped was counted out then.
+			if e.watches--; e.watches == 0 && p.entries[id] == e {
+				p.watching--
+			}
+		})
+	}
 }
 
 // Watching returns how many machines have an open watch now, whose
@@ -292,7 +301,7 @@ func (p *Prober) Forget(ids ...string) {
 	defer p.mu.Unlock()
 	for _, id := range ids {
 		if e := p.entries[id]; e != nil && e.inFlight == nil {
-			if e.watched {
+			if e.watches > 0 {
 				p.watching--
 			}
 			delete(p.entries, id)

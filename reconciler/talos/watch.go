@@ -216,12 +216,10 @@ func (ws *watchSet) stop() {
 // a backoff from watchRetryMin up to watchRetryMax, so that a machine
 // whose watch is broken is still probed, less and less often.
 func (pl *Plane) follow(ctx context.Context, tenant string, bundle []byte, m Machine) {
-	defer pl.prober.setWatched(m.ID, false)
 	retry := time.Duration(0) // the first open, and the first after a healthy watch broke, are at once
 	for ctx.Err() == nil {
 		began := time.Now()
 		err := pl.followOnce(ctx, tenant, bundle, m)
-		pl.prober.setWatched(m.ID, false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -271,7 +269,7 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 		return err
 	}
 	pl.probed(obs)
-	pl.prober.setWatched(m.ID, true)
+	defer pl.prober.watchOpen(m.ID)()
 	for {
 		var parts refreshPart
 		select {

@@ -48,7 +48,7 @@ func (pl *Plane) watchedNow(id string) bool {
 	pl.prober.mu.Lock()
 	defer pl.prober.mu.Unlock()
 	e := pl.prober.entries[id]
-	return e != nil && e.watched
+	return e != nil && e.watches > 0
 }
 
 // within waits up to d for cond, and fails naming what.
@@ -351,5 +351,32 @@ func TestSamplerGivesTheGauges(t *testing.T) {
 	}
 	if w.EtcdDBSizeBytes != 0 || w.EtcdLeader {
 		t.Errorf("worker's etcd facts: %+v", w)
+	}
+}
+
+// TestWatchCountAcrossReplacement: a machine whose watch is replaced (its
+// address or bundle changed) briefly has two, which end in either order;
+// the count of watched machines holds the machine while either is open,
+// counts each end once, and a machine that Forget dropped while watched
+// is counted out once.
+func TestWatchCountAcrossReplacement(t *testing.T) {
+	p := NewProber(nil, ProberOptions{})
+	old := p.watchOpen("m")
+	replacement := p.watchOpen("m")
+	old() // the replaced watch ends after its replacement opened
+	if n := p.Watching(); n != 1 {
+		t.Fatalf("after the replaced watch ended: %d watched, want 1", n)
+	}
+	old()
+	replacement()
+	replacement()
+	if n := p.Watching(); n != 0 {
+		t.Fatalf("after both ended: %d watched, want 0", n)
+	}
+	gone := p.watchOpen("m")
+	p.Forget("m")
+	gone()
+	if n := p.Watching(); n != 0 {
+		t.Fatalf("a machine forgotten while watched: %d watched, want 0", n)
 	}
 }
