@@ -28,7 +28,26 @@ type Options struct {
 	// Cache, when set, keeps what each file yielded, so that a later Load
 	// parses and validates only the files whose content changed.
 	Cache *Cache
+	// Decrypt, when set, opens the manifest files that SOPS encrypted.
+	// Without it such a file is checked except for its encrypted values,
+	// and Desired.Undecrypted counts it.
+	Decrypt Decrypter
 }
+
+// Decrypter opens SOPS-encrypted manifest files.
+type Decrypter interface {
+	// Decrypt returns the plain YAML of file, whose content data SOPS
+	// encrypted, and the JSON pointers of the values it decrypted. Its
+	// error says what is wrong (no identity matches the file's
+	// recipients, a MAC mismatch, malformed metadata) and never holds a
+	// decrypted value.
+	Decrypt(file string, data []byte) (plain []byte, encrypted []string, err error)
+}
+
+// EncryptedValue is what every copy of a decrypted value that leaves the
+// server's memory shows instead of it (the API, the store, previews,
+// diffs, logs).
+const EncryptedValue = "<encrypted>"
 
 func (o *Options) withDefaults() Options {
 	var r Options
@@ -52,6 +71,9 @@ type Desired struct {
 	Tenants []*TenantDesired `json:"tenants"` // sorted by name
 	Skipped int              `json:"skipped"` // documents of other apiVersions, skipped
 	Files   int              `json:"files"`   // manifest files read
+	// Undecrypted counts the SOPS-encrypted files read without
+	// Options.Decrypt: checked except for their encrypted values.
+	Undecrypted int `json:"undecrypted,omitempty"`
 }
 
 // Tenant returns the tenant named name, or nil.

@@ -17,6 +17,11 @@ type Source struct {
 	File string
 	// Line is the line of the document's top-level mapping (its first key).
 	Line int
+	// Encrypted lists the JSON pointers (as in NewSource) of the values
+	// that were SOPS-encrypted in the file, in path order: they hold
+	// secrets, and every copy of the object that leaves the server's
+	// memory shows them as schema.EncryptedValue.
+	Encrypted []string
 	// lines holds the line of the JSON pointer of every key and list item
 	// of the document (see NewSource), as newSource encodes them.
 	// Documents laid out alike share one copy: tens of thousands of
@@ -135,8 +140,11 @@ func (s Source) Position(path string) string {
 	return s.File + ":" + strconv.Itoa(s.LineOf(path))
 }
 
-// Equal reports whether s and o tell the same file, line and lines.
-func (s Source) Equal(o Source) bool { return s == o }
+// Equal reports whether s and o tell the same file, line, lines and
+// encrypted values.
+func (s Source) Equal(o Source) bool {
+	return s.File == o.File && s.Line == o.Line && s.lines == o.lines && slices.Equal(s.Encrypted, o.Encrypted)
+}
 
 // MarshalJSON writes s as {"file", "line", "lines"}, lines as Lines gives
 // them.
