@@ -202,6 +202,11 @@ func TestReplicasTakeOver(t *testing.T) {
 	if code, body := f.Request("POST", "/api/v1/reconcile", []byte(`{"tenant":"staging"}`), nil); code != http.StatusAccepted || !strings.Contains(string(body), "staging") {
 		t.Errorf("POST /api/v1/reconcile through follower %s: %d %s, want 202 from the leader", followers[0], code, body)
 	}
+	// So do the push webhooks: the leader's handler answers (it has no
+	// webhook secret here, and says so).
+	if code, body := f.Request("POST", "/hooks/generic", []byte(`{}`), nil); code != http.StatusServiceUnavailable || !strings.Contains(string(body), "webhooks are disabled") {
+		t.Errorf("POST /hooks/generic through follower %s: %d %s, want the leader's 503 for a server without a webhook secret", followers[0], code, body)
+	}
 
 	// Kill the leader while it applies a second worker.
 	e.setCount("staging", "workers", 2)

@@ -57,6 +57,10 @@ type Main struct {
 	// metrics are a replica's, labelled with its name, which it serves
 	// from the start; nil on a server alone (see reconcilerPart.metrics).
 	metrics *metrics.Metrics
+	// hooks serves the push webhooks on a replica: the leader's, until
+	// this replica leads (see backend.LeaderHandler); nil on a server
+	// alone, which mounts its webhooks with its reconciler.
+	hooks *backend.LeaderHandler
 	// pprof serves runtime profiles; nil without --pprof-listen.
 	pprof *pprofListener
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,7 +280,11 @@ func (p *reconcilerPart) mount() (err error) {
 	if p.previews, err = newPreviews(p.f, p.dataDir, p.auth, p.log); err != nil {
 		return err
 	}
-	if err := mountWebhooks(srv, src, p.previews, p.m.origin, p.f, m, p.log); err != nil {
+	hooks := func(h http.Handler) { srv.HandleUnauthenticated(webhook.Prefix, h) }
+	if p.m.hooks != nil { // a replica that leads serves its own from now on
+		hooks = p.m.hooks.Set
+	}
+	if err := mountWebhooks(hooks, src, p.previews, p.m.origin, p.f, m, p.log); err != nil {
 		return err
 	}
 	o := p.m.origin
@@ -465,9 +470,10 @@ func newPreviews(f *serveFlags, dataDir string, auth sources.Auth, log *slog.Log
 	})
 }
 
-// mountWebhooks serves the push webhooks, which trigger an immediate poll
-// of a git source when they name the followed repository and ref.
-func mountWebhooks(srv *backend.Server, src sources.Source, previews *sources.Previews, origin backend.Origin, f *serveFlags, m *metrics.Metrics, log *slog.Logger) error {
+// mountWebhooks serves the push webhooks with mount: they trigger an
+// immediate poll of a git source when they name the followed repository
+// and ref.
+func mountWebhooks(mount func(http.Handler), src sources.Source, previews *sources.Previews, origin backend.Origin, f *serveFlags, m *metrics.Metrics, log *slog.Logger) error {
 	secret, err := webhook.SecretFrom(f.webhookSecretFile, f.getenv)
 	if err != nil && !errors.Is(err, webhook.ErrNoSecret) {
 		return err
@@ -491,7 +497,7 @@ func mountWebhooks(srv *backend.Server, src sources.Source, previews *sources.Pr
 	if err != nil {
 		return err
 	}
-	srv.HandleUnauthenticated(webhook.Prefix, h)
+	mount(h)
 	return nil
 }
 
