@@ -12,8 +12,8 @@ const secretURL = "https://hooks.slack.example/services/T000/B000/s3cr3t-t0ken-i
 // with the files it names read relative to it and the defaults filled in.
 func TestLoadConfig(t *testing.T) {
 	path := writeFiles(t, map[string]string{
-		"slack-url":     secretURL + "\n",
-		"pd-key":        "R0UT1NGKEY0123456789\n",
+		"slack-url": secretURL + "\n",
+		"pd-key":    "R0UT1NGKEY0123456789\n",
 		"notifications.yaml": `
 coalesceWindow: 2m
 providers:
