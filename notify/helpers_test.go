@@ -47,6 +47,10 @@ type receiver struct {
 	plan []int  // statuses to answer, in turn
 	ok   int    // status after the plan
 	body string // body of a 2xx answer
+	// retryAfter is the Retry-After header of a 429 or 503 answer.
+	retryAfter string
+	// echo makes an error answer quote the request's path and query.
+	echo bool
 }
 
 func newReceiver(t testing.TB, plan ...int) *receiver {
@@ -57,13 +61,19 @@ func newReceiver(t testing.TB, plan ...int) *receiver {
 		rec := received{Method: req.Method, Path: req.URL.EscapedPath(), Query: req.URL.RawQuery, Header: req.Header.Clone(), Body: body}
 		r.mu.Lock()
 		r.all = append(r.all, rec)
-		status, answer := r.ok, r.body
+		status, answer, retryAfter, echo := r.ok, r.body, r.retryAfter, r.echo
 		if len(r.plan) > 0 {
 			status, r.plan = r.plan[0], r.plan[1:]
 		}
 		r.mu.Unlock()
 		if status >= 300 {
 			answer = "the receiver answers " + http.StatusText(status)
+			if echo {
+				answer += " to " + req.URL.String()
+			}
+			if retryAfter != "" && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
+				w.Header().Set("Retry-After", retryAfter)
+			}
 		}
 		w.WriteHeader(status)
 		io.WriteString(w, answer)

@@ -30,8 +30,10 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Retries: a message that fails is tried again after 2s, 4s, 8s, … up
-// to 5 minutes between tries, 10 tries in all (about 14 minutes).
+// Retries: after a failure a provider waits 2s, then 4s, 8s, … up to 5
+// minutes after each further failure in a row, before its next attempt;
+// a message is given up after 10 tries (about 14 minutes), or at once when
+// the service refuses it (a 4xx other than 408 and 429).
 var retryPolicy = backoff.Policy{Base: 2 * time.Second, Max: 5 * time.Minute, Jitter: 0.2}
 
 const maxTries = 10
@@ -245,6 +247,7 @@ func (n *Notifier) attempt(ctx context.Context, s *sink, e *entry) {
 	err := n.send(ctx, s, &e.n, e.id)
 	name := s.p.Name
 	if err == nil {
+		s.q.delivered()
 		n.metrics.count(name, resultSent)
 		return
 	}
@@ -255,12 +258,18 @@ func (n *Notifier) attempt(ctx context.Context, s *sink, e *entry) {
 	var de *deliveryError
 	permanent := errors.As(err, &de) && de.permanent
 	attrs := []any{"provider", name, "type", s.p.Type, "reason", e.n.Reason, "tenant", e.n.Tenant, "attempt", e.tries, "err", err}
-	if permanent || e.tries >= maxTries {
+	if permanent { // the service answers, and refuses this message
 		n.metrics.count(name, resultFailed)
-		n.log.Error("notification not delivered, given up", attrs...)
+		n.log.Error("notification refused, given up", attrs...)
 		return
 	}
-	delay := n.retry.Delay(e.tries)
+	delay := n.retry.Delay(s.q.failed())
+	if e.tries >= maxTries {
+		n.metrics.count(name, resultFailed)
+		n.log.Error("notification not delivered, given up", attrs...)
+		s.q.wait(n.now().Add(delay))
+		return
+	}
 	if de != nil && de.after > delay {
 		delay = min(de.after, n.retry.Max)
 	}

@@ -75,7 +75,7 @@ type entry struct {
 	fam   family
 	n     Notification
 	id    uint64
-	due   time.Time // not sent before: a held entry's window end, a retry's time
+	due   time.Time // a held entry's window end
 	tries int       // failed attempts so far
 }
 
@@ -93,6 +93,10 @@ type queue struct {
 	sent   map[key]time.Time // when each key last left to be sent
 	pruned time.Time
 	nextID uint64
+	// failures counts failed attempts in a row; pause is when the next
+	// may start, after the backoff of the last failure.
+	failures int
+	pause    time.Time
 	wake   chan struct{}
 	// coalesced and dropped count events merged into another message and
 	// messages dropped from a full queue.
@@ -238,13 +242,13 @@ func (q *queue) next(now time.Time) (*entry, time.Time) {
 	if len(q.ready) == 0 {
 		return nil, wait
 	}
-	e := q.ready[0]
-	if e.due.After(now) { // a retry, waiting for its time
-		if wait.IsZero() || e.due.Before(wait) {
-			wait = e.due
+	if q.pause.After(now) { // backing off after a failure
+		if wait.IsZero() || q.pause.Before(wait) {
+			wait = q.pause
 		}
 		return nil, wait
 	}
+	e := q.ready[0]
 	q.ready[0] = nil
 	q.ready = q.ready[1:]
 	if q.tail[e.fam] == e {
@@ -254,11 +258,33 @@ func (q *queue) next(now time.Time) (*entry, time.Time) {
 	return e, time.Time{}
 }
 
-// retry puts e back first in line, to be sent again at due.
-func (q *queue) retry(e *entry, due time.Time) {
+// delivered records a success: the provider works again.
+func (q *queue) delivered() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	e.due = due
+	q.failures = 0
+}
+
+// failed records a failed attempt and returns how many failed in a row.
+func (q *queue) failed() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.failures++
+	return q.failures
+}
+
+// wait sends nothing before until.
+func (q *queue) wait(until time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pause = until
+}
+
+// retry puts e back first in line and sends nothing before until.
+func (q *queue) retry(e *entry, until time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pause = until
 	q.ready = slices.Insert(q.ready, 0, e)
 	if q.tail[e.fam] == nil {
 		q.tail[e.fam] = e
