@@ -97,7 +97,7 @@ type queue struct {
 	// may start, after the backoff of the last failure.
 	failures int
 	pause    time.Time
-	wake   chan struct{}
+	wake     chan struct{}
 	// coalesced and dropped count events merged into another message and
 	// messages dropped from a full queue.
 	coalesced, dropped prometheus.Counter
