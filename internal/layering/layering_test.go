@@ -51,6 +51,7 @@ var serverPackages = []string{"backend", "history", "reconciler", "render", "sou
 var rules = []rule{
 	{pkgs: []string{"store"}, never: []string{"backend", "history", "reconciler", "render", "cmd", "sources"}, tests: true},
 	{pkgs: []string{"history"}, never: []string{"backend", "reconciler", "render", "cmd", "sources"}, tests: true},
+	{pkgs: []string{"notify"}, never: slices.Concat(serverPackages, []string{"replica", "schema"}), tests: true},
 	{pkgs: []string{"reconciler"}, never: []string{"backend"}, allowed: []string{"backend/api"}},
 	{name: "the leaf utilities of internal/", pkgs: leafUtilities, never: slices.Concat(simulators, apiClient, testKits, serverPackages)},
 	{name: "the simulators", pkgs: simulators, never: slices.Concat(apiClient, testKits, []string{"backend", "reconciler", "sources", "store", "cmd"})},
