@@ -163,6 +163,7 @@ func (p *reconcilerPart) openPlane() (err error) {
 	p.plane, err = talos.New(talos.Options{
 		Store: p.m.Server.Store(), Pool: pool, Prober: prober, Installer: tf.installer,
 		Timeout: tf.timeout, Wait: tf.wait, Logger: p.log.With("component", "talos"), Now: p.now,
+		Gate: p.m.replicaGate(),
 	})
 	return err
 }

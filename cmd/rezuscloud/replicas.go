@@ -145,6 +145,24 @@ func (s replicaStatus) ReplicasStatus() *api.ReplicasStatus {
 	return out
 }
 
+// replicaGate is the Talos plane's gate (talos.Options.Gate) on a
+// replica: no call disrupts a machine unless the replica's lease was
+// renewed within 2/3 of its TTL, so that a replica paused past its lease
+// makes none when it runs again, before it notices that it was fenced.
+// nil on a server alone.
+func (m *Main) replicaGate() func() error {
+	if m.replica == nil {
+		return nil
+	}
+	r := m.replica
+	return func() error {
+		if !r.Ready() {
+			return errors.New("this replica's lease may have ended: it was not renewed in time")
+		}
+		return nil
+	}
+}
+
 // leaderURL is the API address of the leader, when another replica
 // leads: the API sends it what only the leader serves (see
 // backend.Forward).
