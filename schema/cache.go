@@ -149,7 +149,9 @@ func (c *Cache) UseStore(s CacheStore) {
 // storeFor returns what a Load under options o does with the store: nil
 // when there is none, or o are not the defaults.
 func (c *Cache) storeFor(o Options) *storeUse {
-	o.Cache = nil
+	// What a plain file yields does not depend on Decrypt, and an
+	// encrypted file's result is never stored.
+	o.Cache, o.Decrypt = nil, nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.store == nil || o != (*Options)(nil).withDefaults() {
