@@ -440,3 +440,30 @@ func TestFromEnvironment(t *testing.T) {
 		t.Errorf("a missing SOPS_AGE_KEY_FILE: %v", err)
 	}
 }
+
+// BenchmarkDecrypt decrypts a ConfigPatch whose patch sops encrypted
+// (encrypted_regex ^patch$), as Load does for each such file.
+func BenchmarkDecrypt(b *testing.B) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "keys.txt")
+	if err := os.WriteFile(path, []byte(id.String()+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ids, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := strings.SplitN(manifests, "---\n", 2)[0]
+	enc, err := Encrypt([]byte(plain), []string{id.Recipient().String()}, "^patch$")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, ptrs, err := ids.Decrypt("t/patch.yaml", enc); err != nil || len(ptrs) != 1 {
+			b.Fatal(ptrs, err)
+		}
+	}
+}
