@@ -33,13 +33,13 @@ type commitDoc struct {
 // resultDoc is the part of a tenant's result that events read (not its
 // tofu output).
 type resultDoc struct {
-	Tenant     string              `json:"tenant"`
-	Phase      schema.CommitPhase  `json:"phase"`
-	Plan       schema.PlanSummary  `json:"plan"`
+	Tenant     string               `json:"tenant"`
+	Phase      schema.CommitPhase   `json:"phase"`
+	Plan       schema.PlanSummary   `json:"plan"`
 	Plane      *schema.PlaneActions `json:"plane"`
-	Reason     string              `json:"reason"`
-	StartedAt  time.Time           `json:"startedAt"`
-	FinishedAt time.Time           `json:"finishedAt"`
+	Reason     string               `json:"reason"`
+	StartedAt  time.Time            `json:"startedAt"`
+	FinishedAt time.Time            `json:"finishedAt"`
 }
 
 // attempted reports whether the result is of a run of its tenant: one
