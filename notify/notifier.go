@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,8 +141,11 @@ func secretsOf(p *Provider) []string {
 }
 
 // Providers returns the names of the configured providers, in the
-// config's order.
+// config's order; none for a nil Notifier.
 func (n *Notifier) Providers() []string {
+	if n == nil {
+		return nil
+	}
 	out := make([]string, len(n.sinks))
 	for i, s := range n.sinks {
 		out[i] = s.p.Name
@@ -166,7 +170,7 @@ func (n *Notifier) Notify(ev Event) {
 			continue
 		}
 		for _, i := range r.sinks {
-			if !contains(to, i) {
+			if !slices.Contains(to, i) {
 				to = append(to, i)
 			}
 		}
@@ -181,22 +185,23 @@ func (n *Notifier) Notify(ev Event) {
 	}
 }
 
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
+// The errors of Test that are the caller's: no notifications configured
+// (a nil Notifier), and no provider of that name.
+var (
+	ErrNotConfigured = errors.New("no notifications are configured (--notifications)")
+	ErrNoProvider    = errors.New("no provider named")
+)
 
 // Test sends a test message to the provider named provider, now, once,
 // and returns why it was not delivered. The error holds none of the
 // provider's secrets.
 func (n *Notifier) Test(ctx context.Context, provider string) error {
+	if n == nil {
+		return ErrNotConfigured
+	}
 	s := n.byName[provider]
 	if s == nil {
-		return fmt.Errorf("no provider named %q", provider)
+		return fmt.Errorf("%w %q", ErrNoProvider, provider)
 	}
 	ev := Event{Reason: Test, Severity: SeverityInfo, Time: n.now(),
 		Message: fmt.Sprintf("A test message from RezusCloud to the provider %s.", provider)}

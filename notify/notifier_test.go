@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -296,7 +297,7 @@ providers: [{name: chat, type: googlechat, addressFile: url}]
 	if err == nil || !strings.Contains(err.Error(), "provider chat: HTTP 403") || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("error %v", err)
 	}
-	if err := h.n.Test(context.Background(), "nope"); err == nil || !strings.Contains(err.Error(), `no provider named "nope"`) {
+	if err := h.n.Test(context.Background(), "nope"); !errors.Is(err, ErrNoProvider) || err.Error() != `no provider named "nope"` {
 		t.Errorf("unknown provider: %v", err)
 	}
 	if s, f := h.metric("chat", resultSent), h.metric("chat", resultFailed); s != 1 || f != 1 {
@@ -308,8 +309,26 @@ providers: [{name: chat, type: googlechat, addressFile: url}]
 	}
 }
 
-// TestNilNotifier: a nil Notifier takes events and drops them.
+// TestNilNotifier: a nil Notifier takes events and drops them, has no
+// providers, and its Test says that nothing is configured.
 func TestNilNotifier(t *testing.T) {
 	var n *Notifier
 	n.Notify(event(Drifted, "shop"))
+	if p := n.Providers(); p != nil {
+		t.Errorf("providers %v", p)
+	}
+	if err := n.Test(context.Background(), "x"); !errors.Is(err, ErrNotConfigured) {
+		t.Errorf("Test: %v", err)
+	}
+}
+
+// TestRetryAfterHeader: seconds, with or without a fraction, are read;
+// anything else is no wait of the service's.
+func TestRetryAfterHeader(t *testing.T) {
+	for h, want := range map[string]time.Duration{"30": 30 * time.Second, " 1.5 ": 1500 * time.Millisecond, "": 0, "0": 0, "-3": 0,
+		"NaN": 0, "Wed, 21 Oct 2026 07:28:00 GMT": 0, "1e9": 0} {
+		if got := retryAfter(h); got != want {
+			t.Errorf("retryAfter(%q) = %v, want %v", h, got, want)
+		}
+	}
 }

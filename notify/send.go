@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -142,12 +143,12 @@ func statusText(code int, body []byte) string {
 	return fmt.Sprintf("HTTP %d: %s", code, s)
 }
 
-// retryAfter reads a Retry-After header in seconds; 0 when absent or not
-// a number of seconds.
+// retryAfter reads a Retry-After header in seconds (Discord's may have a
+// fraction); 0 when absent, a date, or not a positive number.
 func retryAfter(h string) time.Duration {
-	n, err := strconv.Atoi(strings.TrimSpace(h))
-	if err != nil || n <= 0 {
+	f, err := strconv.ParseFloat(strings.TrimSpace(h), 64)
+	if err != nil || !(f > 0) || f > 24*3600 {
 		return 0
 	}
-	return time.Duration(n) * time.Second
+	return time.Duration(math.Ceil(f * float64(time.Second)))
 }
