@@ -72,6 +72,8 @@ func (m *machineDoc) why() string {
 // machine is what the deriver keeps of one machine.
 type machine struct {
 	tenant, label, group string
+	// id and tfAddress are other names messages may give the machine.
+	id, tfAddress string
 	// since is when the machine was first seen not ready; zero while it
 	// is ready.
 	since time.Time
@@ -103,6 +105,7 @@ func (d *Deriver) loadMachine(r store.Resource, now time.Time) error {
 // see records what doc shows of the machine at now.
 func (m *machine) see(doc *machineDoc, now time.Time) {
 	m.tenant, m.label, m.group = doc.Spec.Tenant, doc.label(), doc.Spec.NodeGroup
+	m.id, m.tfAddress = doc.Metadata.Name, doc.Spec.TFAddress
 	switch {
 	case !doc.notReady():
 		m.since, m.told, m.why = time.Time{}, false, ""
@@ -168,6 +171,18 @@ func (d *Deriver) checkMachines() []notify.Event {
 	sortEvents(out)
 	d.planChecks()
 	return out
+}
+
+// machineLabel is the label (host name) of tenant's machine that a
+// message names by its id or TF address; name itself when no machine has
+// it.
+func (d *Deriver) machineLabel(tenant, name string) string {
+	for _, m := range d.machines {
+		if m.tenant == tenant && (m.id == name || m.tfAddress == name) {
+			return m.label
+		}
+	}
+	return name
 }
 
 // planChecks sets nextCheck to when the first machine not ready and not

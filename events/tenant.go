@@ -213,7 +213,7 @@ func (d *Deriver) rolloutEvents(t *tenant, was signals, doc *tenantDoc, now time
 		if rolloutStalled(s.stalled) {
 			msg = condMessage(cs, schema.ConditionStalled)
 		}
-		machine := stoppedAt(msg)
+		machine := d.machineLabel(t.name, stoppedAt(msg))
 		if machine == "" {
 			machine = t.machine
 		}

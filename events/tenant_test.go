@@ -136,14 +136,16 @@ func TestRollouts(t *testing.T) {
 
 	observe(status.Rollout{Active: true, N: 3, Total: 3, Machine: "alpha-w-1", MachineID: "alpha-w-1", NodeGroup: "w", Op: "upgrade"})
 	expect(t, r.events(), notify.RolloutStarted)
-	stop := "tenant alpha: rollout stopped at machine alpha-w-1 (upgrade): it came back on Talos 1.12.6 and was rolled back; the other machines were left as they are until a new commit changes the tenant"
+	// The stop names the machine by its TF address; the event by its
+	// host name.
+	stop := "tenant alpha: rollout stopped at machine rezussim_machine.cp[0] (upgrade): it came back on Talos 1.12.6 and was rolled back; the other machines were left as they are until a new commit changes the tenant"
 	r.outcome(status.Stalled(schema.ReasonRolloutFailed, stop, 2), 2)
 	evs = r.events()
 	expect(t, evs, notify.RolloutFailed)
-	if evs[0].Machine != "alpha-w-1" || evs[0].Severity != notify.SeverityError || !strings.Contains(evs[0].Message, "rolled back") {
+	if evs[0].Machine != "alpha-cp-0" || evs[0].Severity != notify.SeverityError || !strings.Contains(evs[0].Message, "rezussim_machine.cp[0]") {
 		t.Fatalf("failed:\n%s", describe(evs))
 	}
-	observe(status.Rollout{Total: 3, Failed: &status.RolloutFailure{Machine: "alpha-w-1", NodeGroup: "w", Op: "upgrade", Reason: "rolled back"}})
+	observe(status.Rollout{Total: 3, Failed: &status.RolloutFailure{Machine: "rezussim_machine.cp[0]", NodeGroup: "cp", Op: "upgrade", Reason: "rolled back"}})
 	expect(t, r.events())
 	r.restart()
 	expect(t, r.events())
