@@ -63,8 +63,12 @@ type Deriver struct {
 	wake     chan struct{}
 	running  atomic.Bool
 
-	// done is the revision up to which changes have been derived.
-	done atomic.Uint64
+	// done is the revision up to which changes have been derived; busy
+	// and derivedChanges are the time spent deriving and the changes
+	// derived, for the benchmarks.
+	done           atomic.Uint64
+	busy           atomic.Int64
+	derivedChanges atomic.Int64
 
 	// What Run's goroutine keeps; only it touches these.
 	tenants  map[string]*tenant
@@ -219,6 +223,7 @@ func (d *Deriver) derivePending(ctx context.Context, from uint64) (uint64, error
 		d.log.Warn("notifications: the store changed faster than events were derived; the changes in between were dropped, and what they did is not told", "max_pending", d.opts.MaxPending)
 		return d.loadUntil(ctx)
 	}
+	start := time.Now()
 	var out []notify.Event
 	for _, c := range batch {
 		if c.Resource.ResourceVersion <= from {
@@ -227,6 +232,8 @@ func (d *Deriver) derivePending(ctx context.Context, from uint64) (uint64, error
 		out = append(out, d.derive(c)...)
 	}
 	d.send(out)
+	d.busy.Add(int64(time.Since(start)))
+	d.derivedChanges.Add(int64(len(batch)))
 	if top > from {
 		from = top
 	}
