@@ -331,6 +331,7 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 			SampleInterval: p.f.history.sampleInterval})
 	})
 	goRun(func() { p.runHistory(ctx) })
+	p.m.runNotifications(ctx, goRun)
 	if mapped, ok := p.m.Server.Store().(*bolt.Store); ok {
 		goRun(func() { releaseMemory(ctx, mapped, p.startup.done, mappedRelease, p.log) })
 	}

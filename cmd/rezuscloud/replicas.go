@@ -222,6 +222,7 @@ func (m *Main) runReplica(ctx context.Context, lost chan<- error) (wait func()) 
 			tell(lost, fmt.Errorf("the replica's membership in etcd ended: %w", err))
 		}
 	})
+	wg.Go(func() { m.watchReplicas(ctx) })
 	if m.src != nil {
 		wg.Go(func() {
 			if err := m.lead(ctx); err != nil {
