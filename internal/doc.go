@@ -5,8 +5,9 @@
 //
 //   - Leaf utilities, which any part of the server may use and which
 //     build only on schema and on each other: atomicfile, backoff, commitmsg,
-//     labels, machinelog, metrics, modeldiff, preview, redact, tfcli,
-//     version and window. They import no simulator, no API client and
+//     labels, machinelog, metrics, modeldiff, preview, redact, sopsfile
+//     (SOPS-encrypted manifests, decrypted with age), tfcli, version and
+//     window. They import no simulator, no API client and
 //     nothing of the server above them (backend, reconciler, render,
 //     sources, store, cmd).
 //   - The simulators, the simulated world of tests and the demo: sim (the
