@@ -3,6 +3,7 @@ package schema
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"reflect"
 	"sync"
 )
 
@@ -149,10 +150,12 @@ func (c *Cache) UseStore(s CacheStore) {
 // storeFor returns what a Load under options o does with the store: nil
 // when there is none, or o are not the defaults.
 func (c *Cache) storeFor(o Options) *storeUse {
-	o.Cache = nil
+	// What a plain file yields does not depend on Decrypt, and an
+	// encrypted file's result is never stored.
+	o.Cache, o.Decrypt = nil, nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.store == nil || o != (*Options)(nil).withDefaults() {
+	if c.store == nil || !sameOptions(o, (*Options)(nil).withDefaults()) {
 		return nil
 	}
 	return &storeUse{store: c.store, used: map[string]bool{}, put: map[string][]byte{}, retain: !c.retained}
@@ -181,7 +184,7 @@ func (c *Cache) begin(o Options) uint64 {
 	o.Cache = nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.opts != o {
+	if !sameOptions(c.opts, o) {
 		c.opts, c.entries, c.dirs = o, map[cacheKey]*cacheEntry{}, map[cacheKey]*dirListing{}
 	}
 	c.load++
@@ -314,4 +317,21 @@ func (c *Cache) keepAssembly(a *assembly, rechecked bool) {
 func sha256Hash(data []byte) string {
 	s := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// sameOptions reports whether a and b are the same options; decrypters
+// are the same when they are one comparable value (a pointer, say), so
+// that a decrypter of a type that == cannot compare starts the cache over
+// rather than panicking.
+func sameOptions(a, b Options) bool {
+	da, db := a.Decrypt, b.Decrypt
+	a.Decrypt, b.Decrypt = nil, nil
+	if a != b {
+		return false
+	}
+	if da == nil || db == nil {
+		return da == nil && db == nil
+	}
+	ta := reflect.TypeOf(da)
+	return ta == reflect.TypeOf(db) && ta.Comparable() && da == db
 }

@@ -16,8 +16,10 @@ import (
 // so that a server that restarts on the revision it had loaded parses
 // none of its files again. A Cache uses it only for files whose file
 // system names their content (ContentHasher) and only under the default
-// Options, and it stores only files that had no problem: a file with a
-// problem is parsed again, and so reported again, by every process.
+// Options (Decrypt aside), and it stores only files that had no problem: a
+// file with a problem is parsed again, and so reported again, by every
+// process. It never stores what a SOPS-encrypted file yielded, which may
+// hold decrypted values.
 //
 // Keys are a file's path, a NUL byte and its content hash; values are
 // opaque to the store. A store must hold the values of one CacheFormat
@@ -71,7 +73,7 @@ func storedSize(v []byte) (int64, bool) {
 // encodeResult encodes a file's result for a CacheStore; ok is false for a
 // result that must not be stored, one with problems.
 func encodeResult(r *fileResult, size int64) ([]byte, bool) {
-	if len(r.problems) > 0 {
+	if len(r.problems) > 0 || r.sops {
 		return nil, false
 	}
 	b := binary.BigEndian.AppendUint64(nil, uint64(size))

@@ -53,6 +53,12 @@
 //     sorted keys.
 //   - Limits (Options): 1 MiB per file, 64 MiB per tree, nesting 100 deep.
 //     At most 100 problems are reported per file, with a count of the rest.
+//   - SOPS: a file whose documents carry a top-level "sops" key is
+//     SOPS-encrypted. With Options.Decrypt it is validated decrypted, at the
+//     lines of the file as committed, and no problem tells a decrypted value;
+//     each object's Source.Encrypted lists its encrypted values under /spec.
+//     Without it the file is checked but for its encrypted values, which read
+//     EncryptedValue, and Desired.Undecrypted counts it (see sops.go).
 //
 // # Caching
 //
@@ -68,7 +74,8 @@
 // knows (TreeHasher) and which is unchanged since a Load that found no
 // problem in it is not walked again: its files come from the cache's
 // listing of it. With a CacheStore (Cache.UseStore), what was parsed
-// outlives the process; files with problems are never stored.
+// outlives the process; files with problems, and SOPS-encrypted files,
+// are never stored. Entries made with another Options.Decrypt are dropped.
 //
 // The package knows nothing of what happens to the desired state afterwards: it
 // must not import sources, render, reconciler or backend.

@@ -89,7 +89,14 @@ func isOneOf(s string, list []string) bool {
 // returns the document when it is of our kinds (with obj set when it has no
 // problem), its problems, and whether it was skipped as belonging to another
 // apiVersion.
-func (l *loader) loadDocument(file string, n *yaml.Node, budget *int) (*document, []Problem, bool) {
+func (l *loader) loadDocument(file string, n *yaml.Node, budget *int, sd *sopsDoc) (*document, []Problem, bool) {
+	d, problems, skipped := l.checkDocument(file, n, budget, sd)
+	return d, sd.told(problems), skipped
+}
+
+// checkDocument is loadDocument, before the problems of a document with
+// encrypted values are told without them.
+func (l *loader) checkDocument(file string, n *yaml.Node, budget *int, sd *sopsDoc) (*document, []Problem, bool) {
 	root := n
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
@@ -146,6 +153,7 @@ func (l *loader) loadDocument(file string, n *yaml.Node, budget *int) (*document
 		return d, problems, false
 	}
 	obj, _ := value.(map[string]any)
+	sd.hide(obj)
 	d.name, _ = lookup(obj, "/metadata/name").(string)
 	if kind != KindTenant {
 		d.tenant, _ = lookup(obj, JSONPointer("metadata", "labels", LabelTenant)).(string)
@@ -165,7 +173,7 @@ func (l *loader) loadDocument(file string, n *yaml.Node, budget *int) (*document
 			}
 		}
 	}
-	problems = append(problems, checkDocument(d, obj, l.patches.check)...)
+	problems = sd.told(append(problems, checkDocument(d, obj, l.patches.check)...))
 	if len(problems) > 0 {
 		return d, problems, false
 	}
@@ -175,6 +183,7 @@ func (l *loader) loadDocument(file string, n *yaml.Node, budget *int) (*document
 	}
 	canonicalize(typed)
 	src := d.source()
+	src.Encrypted = sd.secretPointers()
 	switch t := typed.(type) {
 	case *Tenant:
 		t.Source = src

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
 
 // Defaults of Options.
@@ -28,17 +30,22 @@ type Options struct {
 	// Cache, when set, keeps what each file yielded, so that a later Load
 	// parses and validates only the files whose content changed.
 	Cache *Cache
-	// Decrypt, when set, opens the manifest files that SOPS encrypted.
-	// Without it such a file is checked except for its encrypted values,
-	// and Desired.Undecrypted counts it.
+	// Decrypt, when set, opens the manifest files that SOPS encrypted
+	// (see sops.go). Without it such a file is checked except for its
+	// encrypted values, and Desired.Undecrypted counts it. A Cache drops
+	// what it holds when Decrypt changes, and its store never holds what
+	// an encrypted file yielded.
 	Decrypt Decrypter
 }
 
 // Decrypter opens SOPS-encrypted manifest files.
 type Decrypter interface {
 	// Decrypt returns the plain YAML of file, whose content data SOPS
-	// encrypted, and the JSON pointers of the values it decrypted. Its
-	// error says what is wrong (no identity matches the file's
+	// encrypted, and the JSON pointers of the values it decrypted. The
+	// plain YAML holds the documents, keys and list items of data in
+	// their order; each pointer starts with the index of its document
+	// ("/0/spec/patch" is spec.patch of the first document). Its error
+	// names file, says what is wrong (no identity matches the file's
 	// recipients, a MAC mismatch, malformed metadata) and never holds a
 	// decrypted value.
 	Decrypt(file string, data []byte) (plain []byte, encrypted []string, err error)
@@ -131,9 +138,13 @@ func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) 
 	if l.listings != nil {
 		l.listings.keep()
 	}
+	undecrypted := 0
 	for _, r := range results {
 		l.problems = append(l.problems, r.problems...)
 		l.skipped += r.skipped
+		if r.undecrypted {
+			undecrypted++
+		}
 	}
 	d := l.assemble(files, results)
 	if len(l.problems) > 0 {
@@ -141,6 +152,7 @@ func Load(fsys fs.FS, root string, opts *Options) (desired *Desired, err error) 
 	}
 	d.Files = len(files)
 	d.Skipped = l.skipped
+	d.Undecrypted = undecrypted
 	return d, nil
 }
 
@@ -619,6 +631,10 @@ type fileResult struct {
 	problems []Problem
 	docs     []*document
 	skipped  int
+	// sops is set for a SOPS-encrypted file, whose result never goes to
+	// the cache's store (it may hold decrypted values); undecrypted when
+	// it was read without Options.Decrypt.
+	sops, undecrypted bool
 }
 
 // loadFile parses one file and checks each of its documents on its own.
@@ -643,18 +659,28 @@ func (l *loader) loadFile(f manifestFile) (r *fileResult) {
 		r.problems = append(r.problems, Problem{File: f.name, Line: 1, Column: 1, Message: "file holds no YAML document; an empty manifest file is most likely a mistake (remove the file to declare nothing)"})
 		return r
 	}
+	if err == nil && isSOPS(docs) {
+		l.loadSOPS(f, docs, r)
+		return r
+	}
 	budget := aliasBudget(docs)
 	for _, n := range docs {
-		doc, problems, skipped := l.loadDocument(f.name, n, budget)
-		r.problems = append(r.problems, problems...)
-		if skipped {
-			r.skipped++
-		}
-		if doc != nil {
-			r.docs = append(r.docs, doc)
-		}
+		l.addDocument(r, f.name, n, budget, nil)
 	}
 	return r
+}
+
+// addDocument checks one document of a file and adds what it yields to
+// the file's result; sd tells its encrypted values, in a SOPS file.
+func (l *loader) addDocument(r *fileResult, file string, n *yaml.Node, budget *int, sd *sopsDoc) {
+	doc, problems, skipped := l.loadDocument(file, n, budget, sd)
+	r.problems = append(r.problems, problems...)
+	if skipped {
+		r.skipped++
+	}
+	if doc != nil {
+		r.docs = append(r.docs, doc)
+	}
 }
 
 // invalidUTF8At returns the line and column (in bytes) of the first byte

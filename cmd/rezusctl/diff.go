@@ -16,6 +16,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/client"
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/internal/preview"
+	"github.com/rezuscloud/rezuscloud/internal/sopsfile"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/render/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -40,6 +41,13 @@ the machines that would appear or go, and a summary.
 --plan asks the server for a real tofu plan of the manifests (role edit): it
 plans against each tenant's current state without a lock and never applies.
 --rev reads the manifests from a git commit instead of the working tree.
+
+SOPS-encrypted files are decrypted with the user's age key, as validate does
+(SOPS_AGE_KEY_FILE), and checked without their encrypted values when there is
+none. A decrypted value never shows: it reads <encrypted>, and since the server
+never tells an applied one either, a change inside an encrypted value shows in
+--plan only. --rendered skips a tenant with encrypted values when there is no
+key.
 
 Exit codes, as flux diff: 0 no differences, 1 differences, 2 an error
 (invalid manifests included). That makes it a CI gate.`,
@@ -111,8 +119,11 @@ func runDiff(cmd *cobra.Command, dir string, f *diffFlags) error {
 	if res.Tenants, err = modelDiffs(ctx, c, local, applied); err != nil {
 		return err
 	}
+	for i := range res.Tenants {
+		res.Tenants[i].Changes = tree.values.mask(res.Tenants[i].Changes, local[res.Tenants[i].Tenant])
+	}
 	if f.rendered {
-		if err := addRenderedDiffs(ctx, c, res, local); err != nil {
+		if err := addRenderedDiffs(cmd, c, res, local, tree); err != nil {
 			return err
 		}
 	}
@@ -139,6 +150,7 @@ func checkedTree(cmd *cobra.Command, dir string, f *diffFlags) (*tree, map[strin
 	if err != nil {
 		return nil, nil, &exitError{code: exitUsage, msg: err.Error()}
 	}
+	noteUndecrypted(cmd.ErrOrStderr(), tree.undecrypted)
 	if len(probs) > 0 {
 		for _, p := range probs {
 			p.File = tree.display(p.File)
@@ -208,19 +220,48 @@ func modelDiffs(ctx context.Context, c *client.Client, local map[string]*schema.
 	return out, nil
 }
 
-// addRenderedDiffs adds the rendered diff of each tenant that changes.
-func addRenderedDiffs(ctx context.Context, c *client.Client, res *diffResult, local map[string]*schema.TenantDesired) error {
+// addRenderedDiffs adds the rendered diff of each tenant that changes,
+// without its decrypted values; a tenant with values that were not
+// decrypted is left out, and said so on stderr.
+func addRenderedDiffs(cmd *cobra.Command, c *client.Client, res *diffResult, local map[string]*schema.TenantDesired, tree *tree) error {
 	for i := range res.Tenants {
 		t := &res.Tenants[i]
 		if len(t.Changes) == 0 {
 			continue
 		}
+		if tree.decrypt == nil && hasEncrypted(local[t.Tenant]) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "tenant %s: no rendered diff: it has encrypted values and there is no age key (%s)\n", t.Tenant, sopsfile.EnvKeyFile)
+			continue
+		}
 		var err error
-		if t.Rendered, err = renderedDiff(ctx, c, local[t.Tenant], t.Tenant); err != nil {
+		if t.Rendered, err = renderedDiff(cmd.Context(), c, local[t.Tenant], t.Tenant); err != nil {
 			return err
 		}
+		t.Rendered = tree.values.scrub(t.Rendered)
 	}
 	return nil
+}
+
+// hasEncrypted reports whether one of a tenant's objects has encrypted
+// values.
+func hasEncrypted(td *schema.TenantDesired) bool {
+	if td == nil {
+		return false
+	}
+	if len(td.Tenant.Source.Encrypted) > 0 {
+		return true
+	}
+	for _, ng := range td.NodeGroups {
+		if len(ng.Source.Encrypted) > 0 {
+			return true
+		}
+	}
+	for _, p := range td.Patches {
+		if len(p.Source.Encrypted) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // addPlans adds the server's plan of each tenant, printing the problems
@@ -522,11 +563,13 @@ func printDiff(w io.Writer, res *diffResult, color bool) {
 }
 
 func compact(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // "<encrypted>" reads as it is
+	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
-	s := string(b)
+	s := strings.TrimSuffix(b.String(), "\n")
 	if len(s) > 200 {
 		s = s[:200] + "..."
 	}

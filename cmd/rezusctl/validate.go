@@ -9,11 +9,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strconv"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rezuscloud/rezuscloud/internal/sopsfile"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/sources"
@@ -21,12 +23,15 @@ import (
 
 // validateResult is the machine-readable answer of `validate -o json`.
 type validateResult struct {
-	Valid    bool             `json:"valid"`
-	Revision string           `json:"revision,omitempty"`
-	Files    int              `json:"files"`
-	Tenants  int              `json:"tenants"`
-	Skipped  int              `json:"skipped"`
-	Problems []schema.Problem `json:"problems"`
+	Valid    bool   `json:"valid"`
+	Revision string `json:"revision,omitempty"`
+	Files    int    `json:"files"`
+	Tenants  int    `json:"tenants"`
+	Skipped  int    `json:"skipped"`
+	// Undecrypted counts the SOPS-encrypted files checked without their
+	// encrypted values, for want of an age key.
+	Undecrypted int              `json:"undecrypted,omitempty"`
+	Problems    []schema.Problem `json:"problems"`
 }
 
 func newValidateCmd() *cobra.Command {
@@ -50,6 +55,11 @@ The checks are those of a server with default settings: bare-metal machines at
 loopback addresses are refused unless --allow-loopback-metal is given, as they
 are by a server without that flag.
 
+SOPS-encrypted files are decrypted with the user's age key, found where sops
+finds it: SOPS_AGE_KEY, the file SOPS_AGE_KEY_FILE names, and
+~/.config/sops/age/keys.txt. Without a key they are checked except for their
+encrypted values, and the summary says so.
+
 Exit codes: 0 valid, 1 invalid, 2 usage or I/O error.`,
 		Example: `  rezusctl validate examples/openstack
   rezusctl validate --rev HEAD clusters
@@ -71,6 +81,7 @@ Exit codes: 0 valid, 1 invalid, 2 usage or I/O error.`,
 			if err != nil {
 				return &exitError{code: exitUsage, msg: err.Error()}
 			}
+			noteUndecrypted(cmd.ErrOrStderr(), res.Undecrypted)
 			if err := printValidate(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, res); err != nil {
 				return &exitError{code: exitUsage, msg: err.Error()}
 			}
@@ -118,13 +129,24 @@ type tree struct {
 	modules render.Modules
 	// display turns a file name in fsys into the one to show the operator.
 	display func(string) string
+	// decrypt opens SOPS-encrypted files with the user's age key; nil
+	// when there is none.
+	decrypt *sopsfile.Identities
+	// undecrypted counts the encrypted files that check read without
+	// decrypt; values are the encrypted values of what it loaded.
+	undecrypted int
+	values      *encryptedValues
 }
 
 // readTree opens dir, or with rev the tree of that revision in the git
 // repository repo, where dir is then a path inside the repository; opts
 // set up the modules that check it.
 func readTree(dir, rev, repo string, opts render.Options) (*tree, error) {
-	t := &tree{modules: render.BuiltinWith(opts)}
+	ids, err := sopsfile.FromEnvironment()
+	if err != nil {
+		return nil, err
+	}
+	t := &tree{modules: render.BuiltinWith(opts), decrypt: ids}
 	if rev != "" {
 		fsys, sha, err := sources.OpenRevision(repo, rev)
 		if err != nil {
@@ -151,15 +173,38 @@ func readTree(dir, rev, repo string, opts render.Options) (*tree, error) {
 // when the schema accepts the tree (even if a provider module does not),
 // and an error only when the tree cannot be read at all.
 func (t *tree) check() (*schema.Desired, []schema.Problem, error) {
-	desired, err := schema.Load(t.fsys, t.root, nil)
+	opts := &schema.Options{}
+	if t.decrypt != nil {
+		opts.Decrypt = t.decrypt
+	}
+	desired, err := schema.Load(t.fsys, t.root, opts)
 	var list *schema.ProblemList
 	switch {
 	case errors.As(err, &list):
+		if t.decrypt == nil {
+			t.undecrypted = countEncrypted(t.manifests())
+		}
 		return nil, list.Problems, nil
 	case err != nil:
 		return nil, nil, err
 	}
-	return desired, t.modules.Validate(desired), nil
+	t.undecrypted, t.values = desired.Undecrypted, encryptedValuesOf(desired)
+	return desired, t.values.told(t.modules.Validate(desired), t.decrypt != nil), nil
+}
+
+// sopsFile matches the metadata key that sops writes into every document
+// of a file it encrypted.
+var sopsFile = regexp.MustCompile(`(?m)^sops:`)
+
+// countEncrypted counts the SOPS-encrypted files of files.
+func countEncrypted(files map[string]string) int {
+	n := 0
+	for _, data := range files {
+		if sopsFile.MatchString(data) {
+			n++
+		}
+	}
+	return n
 }
 
 // manifests returns the contents of the tree's manifests by path, for an
@@ -195,6 +240,7 @@ func validate(dir, rev, repo string, opts render.Options) (*validateResult, erro
 	if desired != nil {
 		res.Files, res.Tenants, res.Skipped = desired.Files, len(desired.Tenants), desired.Skipped
 	}
+	res.Undecrypted = t.undecrypted
 	res.Problems = probs
 	for i := range res.Problems {
 		res.Problems[i].File = t.display(res.Problems[i].File)

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 
 	sops "github.com/getsops/sops/v3"
@@ -58,28 +60,108 @@ type Identities struct {
 // "#" ignored. A file that is missing, unreadable or holds no identity is
 // an error that names the path.
 func Open(path string) (*Identities, error) {
+	id := &Identities{path: path}
+	if err := id.readFile(path); err != nil {
+		return nil, err
+	}
+	if len(id.ids) == 0 {
+		return nil, fmt.Errorf("age key file %s holds no age identity (a line AGE-SECRET-KEY-1…)", path)
+	}
+	return id, nil
+}
+
+// readFile adds the identities of the key file at path.
+func (id *Identities) readFile(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("age key file: %w", err)
+		return fmt.Errorf("age key file: %w", err)
 	}
-	var ids sopsage.ParsedIdentities
-	for i, line := range strings.Split(string(data), "\n") {
+	return id.parse(string(data), "age key file "+path, false)
+}
+
+// parse adds the identities of text, one a line, or with words several
+// a line (as sops reads SOPS_AGE_KEY); where names the text in errors.
+func (id *Identities) parse(text, where string, words bool) error {
+	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimSuffix(line, "\r")
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		// The parser's error may quote part of the key: it is left out.
-		if err := ids.Import(line); err != nil {
-			return nil, fmt.Errorf("age key file %s: line %d is not an age identity", path, i+1)
+		keys := []string{line}
+		if words {
+			keys = strings.Fields(line)
+		}
+		for _, k := range keys {
+			// The parser's error may quote part of the key: it is left out.
+			if err := id.ids.Import(k); err != nil {
+				return fmt.Errorf("%s: line %d is not an age identity", where, i+1)
+			}
 		}
 	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("age key file %s holds no age identity (a line AGE-SECRET-KEY-1…)", path)
-	}
-	return &Identities{path: path, ids: ids}, nil
+	return nil
 }
 
-// Path returns the key file the identities were read from.
+// The environment variables and the file where sops looks for a user's
+// age identities.
+const (
+	EnvKeyFile = sopsage.SopsAgeKeyFileEnv // SOPS_AGE_KEY_FILE
+	EnvKey     = sopsage.SopsAgeKeyEnv     // SOPS_AGE_KEY
+	// UserKeyFile is the key file under the user's configuration
+	// directory (~/.config/sops/age/keys.txt on Linux).
+	UserKeyFile = sopsage.SopsAgeKeyUserConfigPath
+)
+
+// FromEnvironment reads a user's age identities where the sops CLI finds
+// them: the keys of SOPS_AGE_KEY, the file SOPS_AGE_KEY_FILE names, and
+// UserKeyFile under the user's configuration directory when it exists
+// (sops also runs SOPS_AGE_KEY_CMD and reads SSH keys; this does not). It
+// returns nil and no error when there is none; a file that
+// SOPS_AGE_KEY_FILE names but cannot be read is an error. Path tells
+// where the identities came from.
+func FromEnvironment() (*Identities, error) {
+	id := &Identities{}
+	var from []string
+	if v, ok := os.LookupEnv(EnvKey); ok {
+		if err := id.parse(v, EnvKey, true); err != nil {
+			return nil, err
+		}
+		from = append(from, EnvKey)
+	}
+	if v, ok := os.LookupEnv(EnvKeyFile); ok && v != "" {
+		if err := id.readFile(v); err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvKeyFile, err)
+		}
+		from = append(from, v)
+	}
+	if dir, err := userConfigDir(); err == nil {
+		p := filepath.Join(dir, filepath.FromSlash(UserKeyFile))
+		if _, err := os.Stat(p); err == nil {
+			if err := id.readFile(p); err != nil {
+				return nil, err
+			}
+			from = append(from, p)
+		}
+	}
+	if len(id.ids) == 0 {
+		return nil, nil
+	}
+	id.path = strings.Join(from, ", ")
+	return id, nil
+}
+
+// userConfigDir is the directory sops finds UserKeyFile in: on macOS
+// XDG_CONFIG_HOME when set, else os.UserConfigDir.
+func userConfigDir() (string, error) {
+	if runtime.GOOS == "darwin" {
+		if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+			return d, nil
+		}
+	}
+	return os.UserConfigDir()
+}
+
+// Path returns where the identities were read from: the key file, or
+// the places FromEnvironment found them.
 func (id *Identities) Path() string { return id.path }
 
 // Len returns the number of identities.

@@ -396,3 +396,74 @@ func TestCLIFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestFromEnvironment finds a user's identities where sops does.
+func TestFromEnvironment(t *testing.T) {
+	config := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", config)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv(EnvKeyFile, "")
+	os.Unsetenv(EnvKeyFile)
+	ids, err := FromEnvironment()
+	if err != nil || ids != nil {
+		t.Fatalf("no key anywhere: %v, %v", ids, err)
+	}
+
+	fileKey, fileRecipients := keyFile(t, 1)
+	userKey := filepath.Join(config, "sops", "age", "keys.txt")
+	data, _ := os.ReadFile(fileKey)
+	if err := os.MkdirAll(filepath.Dir(userKey), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	userID, _ := age.GenerateX25519Identity()
+	if err := os.WriteFile(userKey, []byte(userID.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	envID, _ := age.GenerateX25519Identity()
+	t.Setenv(EnvKeyFile, fileKey)
+	t.Setenv(EnvKey, "# keys\n"+envID.String()+"  "+strings.TrimSpace(strings.Split(string(data), "\n")[2]))
+	ids, err = FromEnvironment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := EnvKey + ", " + fileKey + ", " + userKey; ids.Path() != want || ids.Len() != 4 {
+		t.Errorf("found %d identities in %s, want 4 in %s", ids.Len(), ids.Path(), want)
+	}
+	for _, r := range []string{fileRecipients[0], userID.Recipient().String(), envID.Recipient().String()} {
+		if _, _, err := ids.Decrypt("f.yaml", encryptT(t, "a: b\n", []string{r}, "")); err != nil {
+			t.Errorf("the identity of %s: %v", r, err)
+		}
+	}
+
+	t.Setenv(EnvKeyFile, filepath.Join(config, "missing.txt"))
+	if _, err := FromEnvironment(); err == nil || !strings.Contains(err.Error(), "SOPS_AGE_KEY_FILE: age key file: open "+filepath.Join(config, "missing.txt")) {
+		t.Errorf("a missing SOPS_AGE_KEY_FILE: %v", err)
+	}
+}
+
+// BenchmarkDecrypt decrypts a ConfigPatch whose patch sops encrypted
+// (encrypted_regex ^patch$), as Load does for each such file.
+func BenchmarkDecrypt(b *testing.B) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "keys.txt")
+	if err := os.WriteFile(path, []byte(id.String()+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ids, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := strings.SplitN(manifests, "---\n", 2)[0]
+	enc, err := Encrypt([]byte(plain), []string{id.Recipient().String()}, "^patch$")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, ptrs, err := ids.Decrypt("t/patch.yaml", enc); err != nil || len(ptrs) != 1 {
+			b.Fatal(ptrs, err)
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package talos
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -45,10 +47,12 @@ func InputFor(td *schema.TenantDesired, ng *schema.NodeGroup, secretsBundle []by
 	for _, wantRole := range roles {
 		for _, cp := range td.Patches {
 			if cp.Spec.TargetRole == wantRole {
+				ptr := schema.JSONPointer("spec", "patch")
 				in.Patches = append(in.Patches, Patch{
-					Name:   cp.Metadata.Name,
-					Patch:  cp.Spec.Patch,
-					Source: cp.Source.Position(schema.JSONPointer("spec", "patch")),
+					Name:      cp.Metadata.Name,
+					Patch:     cp.Spec.Patch,
+					Source:    cp.Source.Position(ptr),
+					Encrypted: encryptedAt(cp.Source, ptr),
 				})
 			}
 		}
@@ -62,11 +66,18 @@ func InputFor(td *schema.TenantDesired, ng *schema.NodeGroup, secretsBundle []by
 func namedPatches(ps []schema.NamedPatch, src schema.Source) []Patch {
 	out := make([]Patch, 0, len(ps))
 	for i, p := range ps {
+		ptr := schema.JSONPointer("spec", "configPatches", strconv.Itoa(i), "patch")
 		out = append(out, Patch{
-			Name:   p.Name,
-			Patch:  p.Patch,
-			Source: src.Position(schema.JSONPointer("spec", "configPatches", strconv.Itoa(i), "patch")),
+			Name:      p.Name,
+			Patch:     p.Patch,
+			Source:    src.Position(ptr),
+			Encrypted: encryptedAt(src, ptr),
 		})
 	}
 	return out
+}
+
+// encryptedAt reports whether a value at or under ptr was SOPS-encrypted.
+func encryptedAt(src schema.Source, ptr string) bool {
+	return slices.ContainsFunc(src.Encrypted, func(e string) bool { return e == ptr || strings.HasPrefix(e, ptr+"/") })
 }

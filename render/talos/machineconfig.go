@@ -93,6 +93,9 @@ type Patch struct {
 	Patch string
 	// Source is "file:line" of the patch in the manifests, for errors.
 	Source string
+	// Encrypted is set when the patch's text was SOPS-encrypted in git:
+	// its errors tell none of its values.
+	Encrypted bool
 }
 
 // ConfigInput is everything a machine config is made of.
