@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -117,7 +118,10 @@ func (td *TenantDesired) EncryptedValues() []string {
 	return out
 }
 
-// plainForms returns the text of a decrypted value, its lines and words.
+// plainForms returns the text of a decrypted value, and when it has
+// several words, each of them; for text that holds YAML (a patch
+// encrypted as a whole), each of its values and their words, its keys
+// left readable.
 func plainForms(v any) []string {
 	var s string
 	switch x := v.(type) {
@@ -129,20 +133,40 @@ func plainForms(v any) []string {
 		return nil
 	}
 	out := []string{s}
-	if strings.ContainsAny(s, "\n") {
-		for _, line := range strings.Split(s, "\n") {
-			if line = strings.TrimSpace(line); line != "" {
-				out = append(out, line)
-			}
-		}
+	if !strings.Contains(s, "\n") {
+		return append(out, words(s)...)
 	}
-	words := strings.FieldsFunc(s, func(r rune) bool {
-		return unicode.IsSpace(r) || strings.ContainsRune(`:,[]{}"'#|>`, r)
-	})
-	if len(words) > 1 {
-		out = append(out, words...)
+	for _, doc := range yamlSeparator.Split(s, -1) {
+		j, err := yaml.YAMLToJSON([]byte(doc))
+		v, ok := decodeJSON(j)
+		if err != nil || !ok {
+			for _, line := range strings.Split(s, "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					out = append(out, line)
+				}
+			}
+			return append(out, words(s)...)
+		}
+		eachLeaf(v, func(leaf any) any {
+			out = append(out, plainForms(leaf)...)
+			return leaf
+		})
 	}
 	return out
+}
+
+// yamlSeparator splits YAML text into its documents.
+var yamlSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+// words returns the words of s when it has more than one.
+func words(s string) []string {
+	w := strings.FieldsFunc(s, func(r rune) bool {
+		return unicode.IsSpace(r) || strings.ContainsRune(`:,[]{}"'#|>`, r)
+	})
+	if len(w) < 2 {
+		return nil
+	}
+	return w
 }
 
 // encryptable are the places where a manifest may hold encrypted values,

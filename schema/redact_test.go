@@ -130,9 +130,19 @@ func TestTenantDesiredRedacted(t *testing.T) {
 		t.Errorf("redacted: %+v", r)
 	}
 	vals := td.EncryptedValues()
-	for _, want := range []string{secret.Spec.Patch, "token: abcd-efgh ijkl", "abcd-efgh", "ijkl"} {
+	for _, want := range []string{secret.Spec.Patch, "abcd-efgh ijkl", "abcd-efgh", "ijkl"} {
 		if !slices.Contains(vals, want) {
 			t.Errorf("EncryptedValues lacks %q: %q", want, vals)
+		}
+	}
+	if slices.Contains(vals, "token") || slices.Contains(vals, "machine") {
+		t.Errorf("EncryptedValues holds the keys of the patch: %q", vals)
+	}
+	broken := &ConfigPatch{Spec: ConfigPatchSpec{Patch: "a: [b\nc: d e\n"}, Source: encryptedSource("p.yaml", "/spec/patch")}
+	vals = (&TenantDesired{Tenant: td.Tenant, Patches: []*ConfigPatch{broken}}).EncryptedValues()
+	for _, want := range []string{"a: [b", "c: d e", "d"} {
+		if !slices.Contains(vals, want) {
+			t.Errorf("EncryptedValues of text that is no YAML lacks %q: %q", want, vals)
 		}
 	}
 	plain := &TenantDesired{Tenant: td.Tenant, NodeGroups: td.NodeGroups}
