@@ -22,14 +22,38 @@ import (
 // hash, which must change with the values, is keyed (inputHash).
 
 // checkEncrypted refuses a tree with SOPS-encrypted files that were not
-// decrypted (the server has no age key) and encrypted values where they
-// cannot stay secret (schema.CheckEncrypted).
+// decrypted (the server has no age key), at each such file, and encrypted
+// values where they cannot stay secret (schema.CheckEncrypted).
 func checkEncrypted(desired *schema.Desired, root string) []schema.Problem {
-	if n := desired.Undecrypted; n > 0 {
-		return []schema.Problem{{File: root, Message: fmt.Sprintf(
-			"%d manifest files are SOPS-encrypted, and this server has no age key to decrypt them (--sops-age-key-file)", n)}}
+	if desired.Undecrypted == 0 {
+		return schema.CheckEncrypted(desired)
 	}
-	return schema.CheckEncrypted(desired)
+	const noKey = "this file is SOPS-encrypted, and this server has no age key to decrypt it (--sops-age-key-file)"
+	var files []string
+	add := func(src schema.Source) {
+		if len(src.Encrypted) > 0 {
+			files = append(files, src.File)
+		}
+	}
+	for _, td := range desired.Tenants {
+		add(td.Tenant.Source)
+		for _, ng := range td.NodeGroups {
+			add(ng.Source)
+		}
+		for _, p := range td.Patches {
+			add(p.Source)
+		}
+	}
+	slices.Sort(files)
+	var probs []schema.Problem
+	for _, f := range slices.Compact(files) {
+		probs = append(probs, schema.Problem{File: f, Message: noKey})
+	}
+	if len(probs) < desired.Undecrypted {
+		probs = append(probs, schema.Problem{File: root, Message: fmt.Sprintf(
+			"%d manifest files are SOPS-encrypted, and this server has no age key to decrypt them (--sops-age-key-file)", desired.Undecrypted)})
+	}
+	return probs
 }
 
 // minScrubbed is the length under which a decrypted value (or a word of

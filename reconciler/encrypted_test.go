@@ -177,7 +177,8 @@ func TestEncryptedRefused(t *testing.T) {
 	s := newSOPSRig(t)
 	r := newRig(t) // no key
 	c := r.reconcile("rev1", "encrypted, no key", s.encrypted(plainValue(), s.key))
-	if c.Status.Phase != schema.CommitInvalid || len(c.Status.Problems) != 1 || !strings.Contains(c.Status.Problems[0].Message, "no age key") {
+	if c.Status.Phase != schema.CommitInvalid || len(c.Status.Problems) != 1 || c.Status.Problems[0].File != "production/registry.yaml" ||
+		!strings.Contains(c.Status.Problems[0].Message, "no age key") {
 		t.Errorf("without a key: %s %+v", c.Status.Phase, c.Status.Problems)
 	}
 
