@@ -386,6 +386,9 @@ func (s *sopsE2E) checkNothingLeaks(running string, uploaded []byte, commits ...
 			t.Errorf("GET %s: %d", p, code)
 		}
 		leaks("GET "+p, b)
+		if p == "/tenants/production" && !strings.Contains(string(b), "&lt;encrypted&gt;") {
+			t.Error("the dashboard's tenant page does not show the patches with <encrypted>")
+		}
 		if strings.HasSuffix(p, "/config") && !strings.Contains(string(b), "Left out: the patches proxy, registry-auth") {
 			t.Errorf("the machine config served does not start by naming the patches it leaves out")
 		}
