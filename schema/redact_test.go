@@ -150,3 +150,22 @@ func TestTenantDesiredRedacted(t *testing.T) {
 		t.Error("a tenant without encrypted values is redacted")
 	}
 }
+
+// BenchmarkRedacted: the redacted copy of a tenant with one ConfigPatch
+// encrypted as a whole and one encrypted value by value, as every run of
+// such a tenant and every preview of it makes.
+func BenchmarkRedacted(b *testing.B) {
+	td := &TenantDesired{
+		Tenant: &Tenant{Metadata: ObjectMeta{Name: "prod"}, Spec: TenantSpec{KubernetesVersion: "1.33.1",
+			ConfigPatches: []NamedPatch{{Name: "registry", Patch: registryPatch}}},
+			Source: encryptedSource("prod/tenant.yaml", "/spec/configPatches/0/patch/machine/registries/config/reg.example/auth/password")},
+		NodeGroups: []*NodeGroup{{Metadata: ObjectMeta{Name: "workers"}, Spec: NodeGroupSpec{Count: 3, ProviderClass: ProviderSim}}},
+		Patches: []*ConfigPatch{{Metadata: ObjectMeta{Name: "s"}, Spec: ConfigPatchSpec{Patch: registryPatch},
+			Source: encryptedSource("prod/p.yaml", "/spec/patch")}},
+	}
+	for b.Loop() {
+		if r := td.Redacted(); r.Patches[0].Spec.Patch != EncryptedValue {
+			b.Fatal("not redacted")
+		}
+	}
+}
