@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 )
@@ -54,4 +55,32 @@ func (a *resourceAPI) forwarded(w http.ResponseWriter, r *http.Request) bool {
 	}
 	p.ServeHTTP(w, r)
 	return true
+}
+
+// LeaderHandler serves, on a replica, a path outside the API that only
+// the leading replica serves (the push webhooks): the handler given to
+// Set once this replica leads, and until then the leader, where Forward
+// says it is. Mount it with HandleUnauthenticated: the handler it
+// serves, or the leader, checks the request.
+type LeaderHandler struct {
+	s *Server
+	h atomic.Pointer[http.Handler]
+}
+
+// LeaderHandler returns a LeaderHandler of s, with no handler of its own
+// yet.
+func (s *Server) LeaderHandler() *LeaderHandler { return &LeaderHandler{s: s} }
+
+// Set makes l serve h from now on: this replica leads.
+func (l *LeaderHandler) Set(h http.Handler) { l.h.Store(&h) }
+
+func (l *LeaderHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := l.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	if l.s.api.forwarded(w, r) {
+		return
+	}
+	api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, "%s %s is served by the leading replica, and no replica leads now: send it again once one does", r.Method, r.URL.Path))
 }

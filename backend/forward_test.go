@@ -51,3 +51,35 @@ func TestForward(t *testing.T) {
 	follower.SetForward(func() (*url.URL, bool) { return nil, false })
 	check("a Forward that says no", follower, reconcile, http.StatusNotFound, "no such resource")
 }
+
+// TestLeaderHandler: a path only the leader serves outside the API (the
+// push webhooks) goes to the leader while this replica follows, answers
+// 503 while no replica leads, and is served here once this replica leads.
+func TestLeaderHandler(t *testing.T) {
+	leader, follower := startServer(t, Config{}, false), startServer(t, Config{}, false)
+	serve := func(who string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusAccepted)
+			w.Write([]byte(who + ": " + r.URL.Path + " forwarded=" + r.Header.Get(forwardedHeader)))
+		})
+	}
+	leader.HandleUnauthenticated("/hooks/", serve("leader"))
+	hooks := follower.LeaderHandler()
+	follower.HandleUnauthenticated("/hooks/", hooks)
+	check := func(what string, code int, body string) {
+		t.Helper()
+		got, b := follower.do(t, req{method: "POST", path: "/hooks/generic"})
+		if got != code || !strings.Contains(string(b), body) {
+			t.Errorf("%s: %d %s, want %d with %q", what, got, b, code, body)
+		}
+	}
+	check("no replica leads", http.StatusServiceUnavailable, "no replica leads now")
+	u, err := url.Parse(leader.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower.SetForward(func() (*url.URL, bool) { return u, true })
+	check("another replica leads", http.StatusAccepted, "leader: /hooks/generic forwarded=1")
+	hooks.Set(serve("follower"))
+	check("this replica leads", http.StatusAccepted, "follower: /hooks/generic forwarded=")
+}

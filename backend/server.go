@@ -112,7 +112,10 @@ type Server struct {
 	// backups answer the backup endpoints; nil without a backup store
 	// (see ServeBackups).
 	backups atomic.Pointer[backupService]
-	http    *http.Server
+	// notifications answer the notification endpoint; nil without
+	// notifications (see ServeNotifications).
+	notifications atomic.Pointer[notificationService]
+	http          *http.Server
 
 	ln       net.Listener
 	stopping atomic.Bool
@@ -249,6 +252,7 @@ func (s *Server) routes() {
 	s.api.routeHistory()
 	s.Handle(APIPrefix, s.api)
 	s.serveBackups()
+	s.serveNotifications()
 	if b, ok := s.store.(store.Backuper); ok {
 		s.serveStoreBackup("GET "+StoreBackupPath, b)
 	} else {

@@ -72,6 +72,26 @@ type Tokens struct {
 	path      string
 	file      []tokenEntry
 	ephemeral map[*tokenEntry]struct{}
+	shared    SharedTokens
+}
+
+// SharedTokens keeps the digests of ephemeral tokens where the other
+// replicas of one store find them, so that a credential one replica
+// handed to its tofu runs works on every replica (see Tokens.Share).
+type SharedTokens interface {
+	// Share records id under digest until remove is called, or until
+	// this replica's membership ends.
+	Share(digest [sha256.Size]byte, id Identity) (remove func(), err error)
+	// Find returns the identity that a live replica shared under digest.
+	Find(digest [sha256.Size]byte) (Identity, bool)
+}
+
+// Share makes t record every ephemeral token it mints from now on in s,
+// and accept those that s holds from other replicas.
+func (t *Tokens) Share(s SharedTokens) {
+	t.mu.Lock()
+	t.shared = s
+	t.mu.Unlock()
 }
 
 type tokenEntry struct {
@@ -201,7 +221,8 @@ func newSecret() string {
 }
 
 // Ephemeral mints a token that lives only in this process's memory, for
-// credentials the server hands to its own tofu runs. It returns the
+// credentials the server hands to its own tofu runs; with Share, its
+// digest (never the secret) is shared with the other replicas. It returns the
 // secret and a func that revokes it. The name is what logs and lock
 // records show; pick one that no file token uses.
 func (t *Tokens) Ephemeral(name string, role Role) (secret string, revoke func()) {
@@ -209,11 +230,20 @@ func (t *Tokens) Ephemeral(name string, role Role) (secret string, revoke func()
 	e := &tokenEntry{name: name, role: role, digest: sha256.Sum256([]byte(secret))}
 	t.mu.Lock()
 	t.ephemeral[e] = struct{}{}
+	shared := t.shared
 	t.mu.Unlock()
+	unshare := func() {}
+	if shared != nil {
+		// Without the record the token still works on this replica.
+		if remove, err := shared.Share(e.digest, Identity{Name: name, Role: role}); err == nil {
+			unshare = remove
+		}
+	}
 	return secret, func() {
 		t.mu.Lock()
 		delete(t.ephemeral, e)
 		t.mu.Unlock()
+		unshare()
 	}
 }
 
@@ -248,7 +278,13 @@ func (t *Tokens) check(name, secret string) (Identity, error) {
 	for e := range t.ephemeral {
 		try(e)
 	}
+	shared := t.shared
 	t.mu.RUnlock()
+	if match == 0 && shared != nil {
+		if id, ok := shared.Find(sum); ok {
+			try(&tokenEntry{name: id.Name, role: id.Role, digest: sum})
+		}
+	}
 	if match == 0 {
 		return Identity{}, errBadCredentials
 	}

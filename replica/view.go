@@ -17,6 +17,7 @@ const (
 	membersDir = "members/" // members/<name>: a record, bound to its lease
 	shardsDir  = "shards/"  // shards/<n>: the holder's name, bound to its lease
 	leaderDir  = "leader/"  // the election's keys
+	tokensDir  = "tokens/"  // tokens/<hex digest>: a shared credential, bound to its minter's lease
 )
 
 // record is the value of a member's key.

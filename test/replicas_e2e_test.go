@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -179,8 +181,11 @@ func waitSucceeded(s *e2eServer, sha string) {
 // the leader in the middle of an apply hands the work to another replica
 // within the lease, which completes the commit: the world's machines and
 // the store agree, with no orphan and no duplicate. A leader paused past
-// its lease (SIGSTOP) is replaced, and once it runs again it finds its
-// lease gone and exits, without acting.
+// its lease (SIGSTOP) in the middle of a rolling upgrade is replaced,
+// which completes the rollout, and once it runs again it finds its lease
+// gone and exits, without acting: the machines' journals show each
+// machine upgraded once, one at a time, and one etcd bootstrap. Push
+// webhooks and reconcile requests reach the leader through a follower.
 func TestReplicasTakeOver(t *testing.T) {
 	rs := startReplicas(t)
 	e := rs.e
@@ -201,6 +206,11 @@ func TestReplicasTakeOver(t *testing.T) {
 	// What only the leader serves reaches it through a follower.
 	if code, body := f.Request("POST", "/api/v1/reconcile", []byte(`{"tenant":"staging"}`), nil); code != http.StatusAccepted || !strings.Contains(string(body), "staging") {
 		t.Errorf("POST /api/v1/reconcile through follower %s: %d %s, want 202 from the leader", followers[0], code, body)
+	}
+	// So do the push webhooks: the leader's handler answers (it has no
+	// webhook secret here, and says so).
+	if code, body := f.Request("POST", "/hooks/generic", []byte(`{}`), nil); code != http.StatusServiceUnavailable || !strings.Contains(string(body), "webhooks are disabled") {
+		t.Errorf("POST /hooks/generic through follower %s: %d %s, want the leader's 503 for a server without a webhook secret", followers[0], code, body)
 	}
 
 	// Kill the leader while it applies a second worker.
@@ -227,17 +237,24 @@ func TestReplicasTakeOver(t *testing.T) {
 		t.Errorf("the machines in the store against the world's after the takeover (-store +world):\n%s", diff)
 	}
 
-	// Pause the new leader past its lease.
+	// Pause the new leader past its lease in the middle of a rolling
+	// upgrade.
 	paused := rs.servers[next]
 	rest := others(followers, next)
+	e.edit(e2eManifests+"/staging/tenant.yaml", `talosVersion: "1.12.6"`, `talosVersion: "1.12.7"`)
+	fourth := e.push("staging: Talos 1.12.7")
+	f.WaitFor("the rolling upgrade to begin", func() bool {
+		return len(worldCalls(t, rs.world, f, "staging", "Upgrade")) > 0
+	})
 	paused.Signal(syscall.SIGSTOP)
+	t.Logf("replica %s paused after %d of the upgrades", next, len(worldCalls(t, rs.world, f, "staging", "Upgrade")))
 	third := rs.waitLeader(rest...)
 	if third == next {
 		t.Fatalf("replica %s still leads while paused", next)
 	}
-	e.setCount("staging", "workers", 1)
-	fourth := e.push("staging: one worker")
-	waitSucceeded(rs.servers[third], fourth)
+	s := rs.servers[third]
+	e.srv = s
+	waitSucceeded(s, fourth)
 	paused.Signal(syscall.SIGCONT)
 	select {
 	case <-paused.Done():
@@ -247,12 +264,42 @@ func TestReplicasTakeOver(t *testing.T) {
 	if log := paused.Log(); !strings.Contains(log, "lost its lease while it led") {
 		t.Errorf("replica %s exited without saying that it lost its lease:\n%s", next, paused.Tail(30))
 	}
-	s := rs.servers[third]
-	e.srv = s
 	planeWaitReady(t, e, "staging")
 	if diff := cmp.Diff(e2eKeys(e2eMachineIDs(s.tenantMachines("staging"))), worldMachines(t, rs.world)); diff != "" {
 		t.Errorf("the machines in the store against the world's after the pause (-store +world):\n%s", diff)
 	}
+	// The machines' journals: each machine upgraded once, one at a time,
+	// control planes first, across the pause and the takeover; etcd
+	// bootstrapped once.
+	ups := worldCalls(t, rs.world, s, "staging", "Upgrade")
+	if got, want := len(ups), len(s.tenantMachines("staging")); got != want {
+		t.Errorf("%d upgrades across the pause, want one for each of the %d machines: %+v", got, want, ups)
+	}
+	planeCheckOneAtATime(t, ups, planeUpgrade+planeReboot)
+	if got := worldCalls(t, rs.world, s, "staging", "Bootstrap"); len(got) != 1 {
+		t.Errorf("staging was bootstrapped %d times, want once", len(got))
+	}
+}
+
+// worldCalls returns the calls named calls that the tenant's machines,
+// as s serves them, answered without an error, from their journals in
+// the simulated world at dir, in time order.
+func worldCalls(t *testing.T, dir string, s *e2eServer, tenant string, calls ...string) []planeCall {
+	t.Helper()
+	var out []planeCall
+	for _, m := range s.tenantMachines(tenant) {
+		j, err := talosnode.ReadJournal(dir, m.Metadata.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range j {
+			if slices.Contains(calls, c.Call) && c.Error == "" && !c.DryRun {
+				out = append(out, planeCall{JournalEntry: c, Machine: m.Spec.TFAddress, ID: m.Metadata.Name, CP: m.Spec.Role == schema.RoleControlPlane})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	return out
 }
 
 // others returns names without name.

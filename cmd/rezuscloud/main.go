@@ -17,7 +17,9 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/ui"
+	"github.com/rezuscloud/rezuscloud/events"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
+	"github.com/rezuscloud/rezuscloud/notify"
 	"github.com/rezuscloud/rezuscloud/replica"
 	"github.com/rezuscloud/rezuscloud/sources"
 	etcdstore "github.com/rezuscloud/rezuscloud/store/etcd"
@@ -57,8 +59,17 @@ type Main struct {
 	// metrics are a replica's, labelled with its name, which it serves
 	// from the start; nil on a server alone (see reconcilerPart.metrics).
 	metrics *metrics.Metrics
+	// hooks serves the push webhooks on a replica: the leader's, until
+	// this replica leads (see backend.LeaderHandler); nil on a server
+	// alone, which mounts its webhooks with its reconciler.
+	hooks *backend.LeaderHandler
 	// pprof serves runtime profiles; nil without --pprof-listen.
 	pprof *pprofListener
+	// notifier sends notifications, and events derives them from the
+	// store's changes; nil without --notifications (events also without
+	// a source). See notifications.go.
+	notifier *notify.Notifier
+	events   *events.Deriver
 
 	closeOnce sync.Once
 	closers   []func()
@@ -83,7 +94,7 @@ func (m *Main) onClose(fn func()) { m.closers = append(m.closers, fn) }
 // --dir, the source and the reconciler, which clears what an earlier
 // process left (Recover). Nothing serves or runs yet.
 func (m *Main) Open() error {
-	for _, open := range []func() error{m.openServer, m.openReplica, m.openPprof, m.openReconciler} {
+	for _, open := range []func() error{m.openServer, m.openReplica, m.openPprof, m.openReconciler, m.openNotifications} {
 		if err := open(); err != nil {
 			m.Close()
 			return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,6 +165,7 @@ func (p *reconcilerPart) openPlane() (err error) {
 	p.plane, err = talos.New(talos.Options{
 		Store: p.m.Server.Store(), Pool: pool, Prober: prober, Installer: tf.installer,
 		Timeout: tf.timeout, Wait: tf.wait, Logger: p.log.With("component", "talos"), Now: p.now,
+		Gate: p.m.replicaGate(),
 	})
 	return err
 }
@@ -283,7 +285,11 @@ func (p *reconcilerPart) mount() (err error) {
 	if p.previews, err = newPreviews(p.f, p.dataDir, p.auth, p.log); err != nil {
 		return err
 	}
-	if err := mountWebhooks(srv, src, p.previews, p.m.origin, p.f, m, p.log); err != nil {
+	hooks := func(h http.Handler) { srv.HandleUnauthenticated(webhook.Prefix, h) }
+	if p.m.hooks != nil { // a replica that leads serves its own from now on
+		hooks = p.m.hooks.Set
+	}
+	if err := mountWebhooks(hooks, src, p.previews, p.m.origin, p.f, m, p.log); err != nil {
 		return err
 	}
 	o := p.m.origin
@@ -329,6 +335,7 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 			SampleInterval: p.f.history.sampleInterval})
 	})
 	goRun(func() { p.runHistory(ctx) })
+	p.m.runNotifications(ctx, goRun)
 	if mapped, ok := p.m.Server.Store().(*bolt.Store); ok {
 		goRun(func() { releaseMemory(ctx, mapped, p.startup.done, mappedRelease, p.log) })
 	}
@@ -469,9 +476,10 @@ func newPreviews(f *serveFlags, dataDir string, auth sources.Auth, log *slog.Log
 	})
 }
 
-// mountWebhooks serves the push webhooks, which trigger an immediate poll
-// of a git source when they name the followed repository and ref.
-func mountWebhooks(srv *backend.Server, src sources.Source, previews *sources.Previews, origin backend.Origin, f *serveFlags, m *metrics.Metrics, log *slog.Logger) error {
+// mountWebhooks serves the push webhooks with mount: they trigger an
+// immediate poll of a git source when they name the followed repository
+// and ref.
+func mountWebhooks(mount func(http.Handler), src sources.Source, previews *sources.Previews, origin backend.Origin, f *serveFlags, m *metrics.Metrics, log *slog.Logger) error {
 	secret, err := webhook.SecretFrom(f.webhookSecretFile, f.getenv)
 	if err != nil && !errors.Is(err, webhook.ErrNoSecret) {
 		return err
@@ -495,7 +503,7 @@ func mountWebhooks(srv *backend.Server, src sources.Source, previews *sources.Pr
 	if err != nil {
 		return err
 	}
-	srv.HandleUnauthenticated(webhook.Prefix, h)
+	mount(h)
 	return nil
 }
 

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/backend/webhook"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/replica"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -21,7 +25,8 @@ import (
 )
 
 // A server on an etcd store is one replica among those on the same store.
-// Every replica serves the whole API; the one elected leader runs the
+// Every replica serves the whole API, and sends the push webhooks to the
+// leader until it leads; the one elected leader runs the
 // reconciler's part (the source, tofu, the Talos plane, drift checks and
 // backups) for every tenant. A leader that loses its lease stops that
 // part before the lease can expire, and exits, so that its supervisor
@@ -97,6 +102,11 @@ func (m *Main) openReplica() error {
 	r.OnFence(st.SetFence)
 	m.Server.SetReplicas(replicaStatus{r: r, st: st})
 	m.Server.SetForward(func() (*url.URL, bool) { return leaderURL(r) })
+	if tokens := m.Server.Tokens(); tokens != nil {
+		tokens.Share(sharedTokens{r: r, log: m.log})
+	}
+	m.hooks = m.Server.LeaderHandler()
+	m.Server.HandleUnauthenticated(webhook.Prefix, m.hooks)
 	m.Server.AddReadyCheck("replica", func(context.Context) error {
 		if !r.Ready() {
 			return errors.New("this replica holds no live lease in etcd")
@@ -133,6 +143,24 @@ func (s replicaStatus) ReplicasStatus() *api.ReplicasStatus {
 		out.Members = append(out.Members, r)
 	}
 	return out
+}
+
+// replicaGate is the Talos plane's gate (talos.Options.Gate) on a
+// replica: no call disrupts a machine unless the replica's lease was
+// renewed within 2/3 of its TTL, so that a replica paused past its lease
+// makes none when it runs again, before it notices that it was fenced.
+// nil on a server alone.
+func (m *Main) replicaGate() func() error {
+	if m.replica == nil {
+		return nil
+	}
+	r := m.replica
+	return func() error {
+		if !r.Ready() {
+			return errors.New("this replica's lease may have ended: it was not renewed in time")
+		}
+		return nil
+	}
 }
 
 // leaderURL is the API address of the leader, when another replica
@@ -194,6 +222,7 @@ func (m *Main) runReplica(ctx context.Context, lost chan<- error) (wait func()) 
 			tell(lost, fmt.Errorf("the replica's membership in etcd ended: %w", err))
 		}
 	})
+	wg.Go(func() { m.watchReplicas(ctx) })
 	if m.src != nil {
 		wg.Go(func() {
 			if err := m.lead(ctx); err != nil {
@@ -231,4 +260,43 @@ func (f *serveFlags) stateURL(own string) string {
 		return f.replica.stateURL
 	}
 	return own
+}
+
+// sharedTokens keeps the digests of the credentials a replica hands to
+// its tofu runs in etcd, bound to the replica's lease, so that tofu's
+// state requests are accepted by whichever replica --state-url reaches,
+// also after the replica that ran it died.
+type sharedTokens struct {
+	r   *replica.Replica
+	log *slog.Logger
+}
+
+// sharedIdentity is how a shared credential's identity is stored.
+type sharedIdentity struct {
+	Name string       `json:"name"`
+	Role backend.Role `json:"role"`
+}
+
+func (s sharedTokens) Share(digest [sha256.Size]byte, id backend.Identity) (func(), error) {
+	b, err := json.Marshal(sharedIdentity(id))
+	if err != nil {
+		return nil, err
+	}
+	remove, err := s.r.ShareToken(context.Background(), digest[:], b)
+	if err != nil {
+		s.log.Warn("the credential of a tofu run is not shared with the other replicas: its state requests must reach this one", "token", id.Name, "err", err)
+	}
+	return remove, err
+}
+
+func (s sharedTokens) Find(digest [sha256.Size]byte) (backend.Identity, bool) {
+	b, ok, err := s.r.SharedToken(context.Background(), digest[:])
+	if err != nil {
+		s.log.Warn("look up a credential shared by another replica", "err", err)
+	}
+	var id sharedIdentity
+	if !ok || json.Unmarshal(b, &id) != nil {
+		return backend.Identity{}, false
+	}
+	return backend.Identity(id), true
 }

@@ -93,6 +93,9 @@ type serveFlags struct {
 	externalURL string
 	publicURL   string
 
+	// notifications is the notifications config file (--notifications).
+	notifications string
+
 	// getenv reads the environment: the REZUSCLOUD_* settings and the
 	// variables the parts read themselves (credentials, tofu's PATH).
 	getenv func(string) string
@@ -220,6 +223,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.reports.gitlabAPI, "gitlab-api-url", "", "GitLab API base `URL`, https://HOST/api/v4; default gitlab.com")
 	fs.StringVar(&f.reports.gitlabTokenFile, "gitlab-token-file", "", "`FILE` holding the token for GitLab commit statuses; or set REZUSCLOUD_GITLAB_TOKEN")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "`FILE` holding the secret that push webhooks (/hooks/github, /hooks/gitlab, /hooks/generic) are signed with; or set REZUSCLOUD_WEBHOOK_SECRET")
+	fs.StringVar(&f.notifications, "notifications", "", "YAML `FILE` of the notifications: the providers (Slack, Microsoft Teams, Discord, Google Chat, Matrix, PagerDuty, Opsgenie, Alertmanager, webhooks) that events such as a failed apply, drift or a refused commit go to, and the alerts that select them; their secrets are in files it names (see docs/notifications.md). Default: none")
 	addBackupFlags(fs, &f.backups)
 	fs.StringVar(&f.talos.installer, "talos-installer", "ghcr.io/siderolabs/installer", "installer `IMAGE` (registry and repository, no tag) whose tag vX.Y.Z a Talos upgrade installs")
 	fs.DurationVar(&f.talos.timeout, "talos-timeout", 10*time.Minute, "how long a machine may take to be back and ready after a config apply, upgrade or reboot; an upgraded machine that is not is rolled back and the rollout stops")

@@ -97,6 +97,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newLogsCmd())
 	root.AddCommand(newReconcileCmd())
 	root.AddCommand(newBackupCmd())
+	root.AddCommand(newNotifyCmd())
 
 	return root
 }

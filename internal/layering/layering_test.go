@@ -46,11 +46,13 @@ var (
 )
 
 // serverPackages are the packages of the server above the leaf utilities.
-var serverPackages = []string{"backend", "history", "reconciler", "render", "sources", "store", "cmd"}
+var serverPackages = []string{"backend", "events", "history", "reconciler", "render", "sources", "store", "cmd"}
 
 var rules = []rule{
 	{pkgs: []string{"store"}, never: []string{"backend", "history", "reconciler", "render", "cmd", "sources"}, tests: true},
 	{pkgs: []string{"history"}, never: []string{"backend", "reconciler", "render", "cmd", "sources"}, tests: true},
+	{pkgs: []string{"notify"}, never: slices.Concat(serverPackages, []string{"replica", "schema"}), tests: true},
+	{pkgs: []string{"events"}, never: []string{"backend", "reconciler", "render", "cmd", "sources"}},
 	{pkgs: []string{"reconciler"}, never: []string{"backend"}, allowed: []string{"backend/api"}},
 	{name: "the leaf utilities of internal/", pkgs: leafUtilities, never: slices.Concat(simulators, apiClient, testKits, serverPackages)},
 	{name: "the simulators", pkgs: simulators, never: slices.Concat(apiClient, testKits, []string{"backend", "reconciler", "sources", "store", "cmd"})},

@@ -123,6 +123,16 @@ func newMetrics(reg *prometheus.Registry, r prometheus.Registerer) *Metrics {
 	return m
 }
 
+// Registerer is where the collectors of other packages register, so that
+// /metrics serves them with the server's own (on a replica with its
+// label). A nil *Metrics has none.
+func (m *Metrics) Registerer() prometheus.Registerer {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
 // GaugeFunc registers a gauge read from fn at every scrape.
 func (m *Metrics) GaugeFunc(name, help string, fn func() float64) {
 	if m == nil {

@@ -119,7 +119,7 @@ func (pl *Plane) bootstrapOnce(ctx context.Context, tenant string, bundle []byte
 			return false, nil, err
 		}
 	}
-	err = pl.withClient(ctx, tenant, bundle, target, func(ctx context.Context, c *client.Client) error {
+	err = pl.disrupt(ctx, tenant, bundle, target, func(ctx context.Context, c *client.Client) error {
 		return c.Bootstrap(ctx, &machine.BootstrapRequest{})
 	})
 	if err != nil && status.Code(err) != codes.AlreadyExists {

@@ -45,7 +45,7 @@ func (pl *Plane) start(ctx context.Context, d Desired, rec *RolloutRecord, w wor
 func (pl *Plane) issue(ctx context.Context, d Desired, rec *RolloutRecord) error {
 	op := rec.Current
 	m := Machine{ID: op.Machine, Name: op.Name, Address: op.Address, NodeGroup: op.NodeGroup, ControlPlane: op.ControlPlane}
-	err := pl.withClient(ctx, d.Tenant, d.Bundle, m, func(ctx context.Context, c *client.Client) error {
+	err := pl.disrupt(ctx, d.Tenant, d.Bundle, m, func(ctx context.Context, c *client.Client) error {
 		switch op.Op {
 		case OpApply:
 			cfg := d.configFor(m)
@@ -266,7 +266,7 @@ func (pl *Plane) fail(ctx context.Context, d Desired, rec *RolloutRecord, m Mach
 func (pl *Plane) rollback(ctx context.Context, d Desired, m Machine) error {
 	deadline := pl.opts.Now().Add(pl.opts.Wait)
 	for {
-		err := pl.withClient(ctx, d.Tenant, d.Bundle, m, func(ctx context.Context, c *client.Client) error { return c.Rollback(ctx) })
+		err := pl.disrupt(ctx, d.Tenant, d.Bundle, m, func(ctx context.Context, c *client.Client) error { return c.Rollback(ctx) })
 		if err == nil || !unreachable(err) || !pl.opts.Now().Before(deadline) {
 			return err
 		}
@@ -276,4 +276,18 @@ func (pl *Plane) rollback(ctx context.Context, d Desired, m Machine) error {
 		case <-time.After(pl.opts.Poll):
 		}
 	}
+}
+
+// disrupt makes call, which disrupts m or its cluster, with a client of
+// m, once the gate (Options.Gate) allows it: it is asked after the
+// connection is up, right before the call.
+func (pl *Plane) disrupt(ctx context.Context, tenant string, bundle []byte, m Machine, call func(context.Context, *client.Client) error) error {
+	return pl.withClient(ctx, tenant, bundle, m, func(ctx context.Context, c *client.Client) error {
+		if pl.opts.Gate != nil {
+			if err := pl.opts.Gate(); err != nil {
+				return fmt.Errorf("not called: %w", err)
+			}
+		}
+		return call(ctx, c)
+	})
 }

@@ -58,6 +58,12 @@ type Options struct {
 	// SnapshotIdle is how long an etcd snapshot stream may go without a
 	// byte before it is cut off (Plane.Snapshot). Default 30 s.
 	SnapshotIdle time.Duration
+	// Gate, when set, is asked right before every call that disrupts a
+	// machine or its cluster (a config apply, an upgrade, a reboot, an
+	// etcd bootstrap, a reset): an error stops the call. A replica's gate
+	// fails once its lease may have ended, so that a replica that was
+	// paused past its lease makes no such call when it runs again.
+	Gate func() error
 	// OnProgress, when set, is called with every change of a rollout's
 	// progress. It must not block for long.
 	OnProgress func(status.Rollout)

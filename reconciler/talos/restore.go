@@ -328,7 +328,7 @@ func etcdServiceState(o Observation) string {
 // that lost its quorum. A call whose answer was lost counts as made.
 func (r *restoreRun) reset(ctx context.Context, m Machine) error {
 	r.pl.log.Info("restore: reset", "tenant", r.tenant, "machine", m.ID)
-	err := r.pl.withClient(ctx, r.tenant, r.bundle, m, func(ctx context.Context, c *client.Client) error {
+	err := r.pl.disrupt(ctx, r.tenant, r.bundle, m, func(ctx context.Context, c *client.Client) error {
 		return c.ResetGeneric(ctx, &machine.ResetRequest{
 			Graceful: false, Reboot: true,
 			SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: constants.EphemeralPartitionLabel, Wipe: true}},
@@ -441,7 +441,7 @@ func (r *restoreRun) bootstrap(ctx context.Context) (string, error) {
 		if why := r.readyToBootstrap(ctx, m); why != "" {
 			return why, nil
 		}
-		err := r.pl.withClient(ctx, r.tenant, r.bundle, m, func(ctx context.Context, c *client.Client) error {
+		err := r.pl.disrupt(ctx, r.tenant, r.bundle, m, func(ctx context.Context, c *client.Client) error {
 			return c.Bootstrap(ctx, &machine.BootstrapRequest{RecoverEtcd: true})
 		})
 		switch {
@@ -505,7 +505,7 @@ func (r *restoreRun) kubelets(ctx context.Context) error {
 			if restarted[m.ID] {
 				return
 			}
-			errs[i] = r.pl.withClient(ctx, r.tenant, r.bundle, m, func(ctx context.Context, c *client.Client) error {
+			errs[i] = r.pl.disrupt(ctx, r.tenant, r.bundle, m, func(ctx context.Context, c *client.Client) error {
 				_, err := c.ServiceRestart(ctx, "kubelet")
 				return err
 			})

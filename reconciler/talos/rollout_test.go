@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -427,5 +428,38 @@ func TestWanted(t *testing.T) {
 		if got, err := pl.Wanted("acme", c.restarts, c.k8s); got != c.want || err != nil {
 			t.Errorf("%s: wanted %v (%v), want %v", c.name, got, err, c.want)
 		}
+	}
+}
+
+// TestRollCallsNothingTheGateRefuses: while the gate refuses (a replica
+// whose lease may have ended), a rollout makes no call that disrupts a
+// machine, and says why; once it allows, the rollout goes on.
+func TestRollCallsNothingTheGateRefuses(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	var shut atomic.Bool
+	shut.Store(true)
+	opts := r.opts
+	opts.Gate = func() error {
+		if shut.Load() {
+			return errors.New("this replica's lease may have ended")
+		}
+		return nil
+	}
+	r.plane = r.newPlane(opts)
+	ctx := ctxT(t)
+	_, err := r.plane.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.7"))
+	if err == nil || !strings.Contains(err.Error(), "lease may have ended") {
+		t.Fatalf("Roll while the gate refuses: %v, want the gate's reason", err)
+	}
+	if ups := tr.ops("Upgrade"); len(ups) != 0 {
+		t.Fatalf("the machines got %d upgrades while the gate refused", len(ups))
+	}
+	shut.Store(false)
+	if _, err := r.plane.Roll(ctx, tr.desired(tr.cpCfg, tr.wCfg, "1.12.7")); err != nil {
+		t.Fatal(err)
+	}
+	if ups := tr.ops("Upgrade"); len(ups) != 2 {
+		t.Fatalf("the machines got %d upgrades once the gate allowed, want 2", len(ups))
 	}
 }
