@@ -38,6 +38,16 @@ func TestChartDefaults(t *testing.T) {
 		t.Errorf("data mounted at %s, want the image's volume /var/lib/rezuscloud", m.MountPath)
 	}
 	checkSecretFile(t, pod, c, "tokens", "rezuscloud-tokens", "/etc/rezuscloud/tokens")
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--sops-age-key-file") {
+			t.Errorf("%s without secrets.sopsAge", a)
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Name == "sops" {
+			t.Errorf("a sops volume without secrets.sopsAge: %+v", v.VolumeSource)
+		}
+	}
 	if r.ingress != nil {
 		t.Error("an Ingress without ingress.enabled")
 	}
@@ -77,12 +87,17 @@ func TestChartCustom(t *testing.T) {
 	checkSecretFile(t, pod, c, "webhook", "rezus-webhook", "/etc/rezuscloud/webhook")
 	checkSecretFile(t, pod, c, "git", "rezus-git", "/etc/rezuscloud/git")
 	checkSecretFile(t, pod, c, "github", "rezus-github", "/etc/rezuscloud/github")
+	checkSecretFile(t, pod, c, "sops", "rezus-sops-age", "/etc/rezuscloud/sops")
+	if items := volume(t, pod, "sops").Secret.Items; len(items) != 1 || items[0].Key != "age.agekey" || items[0].Path != "age.agekey" {
+		t.Errorf("sops volume items %+v, want the key age.agekey as the file age.agekey", items)
+	}
 	for _, want := range []string{
 		"--repo=https://git.example.com/fleet.git", "--branch=prod", "--workers=4",
 		"--webhook-secret-file=/etc/rezuscloud/webhook/secret",
 		"--openstack-clouds=/etc/rezuscloud/private/openstack/clouds.yaml",
 		"--oci-config=/etc/rezuscloud/private/oci/config",
 		"--github-token-file=/etc/rezuscloud/github/token",
+		"--sops-age-key-file=/etc/rezuscloud/sops/age.agekey",
 	} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)

@@ -32,6 +32,7 @@ var custom = map[string]any{
 		"openstack":   "rezus-openstack",
 		"oci":         "rezus-oci",
 		"githubToken": "rezus-github",
+		"sopsAge":     "rezus-sops-age",
 	},
 	"persistence": map[string]any{"size": "50Gi", "storageClass": "fast"},
 }

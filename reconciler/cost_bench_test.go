@@ -110,7 +110,7 @@ func seedInto(b *testing.B, st store.Store, dataDir string, debounce time.Durati
 	if err != nil {
 		b.Fatalf("the fleet is invalid: %v", err)
 	}
-	hashes := s.rec.inputs.of(desired)
+	hashes := s.rec.inputs.of(desired, nil)
 	for _, td := range desired.Tenants {
 		rec := &appliedRecord{Tenant: td.Tenant.Metadata.Name, Revision: snap.Revision, Generation: 1,
 			InputHash: hashes[td.Tenant.Metadata.Name], Annotations: td.Tenant.Metadata.Annotations,

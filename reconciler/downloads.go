@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/render/talos"
@@ -97,7 +99,10 @@ func (r *Reconciler) Talosconfig(ctx context.Context, tenant string) ([]byte, er
 }
 
 // MachineConfig implements backend.TenantSecrets: the config of the
-// machine's node group, rendered from the manifests last applied.
+// machine's node group, rendered from the manifests last applied as the
+// store keeps them. SOPS-encrypted values never leave the server, so the
+// patches that held some are left out, and a comment at the top names
+// them.
 func (r *Reconciler) MachineConfig(ctx context.Context, tenant, machine string) ([]byte, error) {
 	var m *schema.Machine
 	err := r.store.View(func(tx store.Tx) error {
@@ -117,7 +122,21 @@ func (r *Reconciler) MachineConfig(ctx context.Context, tenant, machine string) 
 	}
 	for _, ng := range td.NodeGroups {
 		if ng.Metadata.Name == m.Metadata.Labels[schema.LabelNodeGroup] {
-			return talos.MachineConfig(talos.InputFor(td, ng, bundle))
+			in := talos.InputFor(td, ng, bundle)
+			var left []string
+			in.Patches = slices.DeleteFunc(in.Patches, func(p talos.Patch) bool {
+				if strings.Contains(p.Patch, schema.EncryptedValue) {
+					left = append(left, p.Name)
+					return true
+				}
+				return false
+			})
+			cfg, err := talos.MachineConfig(in)
+			if err != nil || len(left) == 0 {
+				return cfg, err
+			}
+			note := "# Left out: the patches " + strings.Join(left, ", ") + ", which hold SOPS-encrypted values.\n"
+			return append([]byte(note), cfg...), nil
 		}
 	}
 	return nil, fmt.Errorf("node group %s of machine %s: %w", m.Metadata.Labels[schema.LabelNodeGroup], machine, store.ErrNotFound)

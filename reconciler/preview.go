@@ -87,7 +87,7 @@ func (r *Reconciler) preview(ctx context.Context, snap sources.Snapshot, key str
 		if prev != nil {
 			before = prev.Model
 		}
-		t := preview.Tenant{Tenant: name, Changes: modeldiff.Diff(before, modeldiff.DesiredModel(td))}
+		t := preview.Tenant{Tenant: name, Changes: modeldiff.Diff(before, modeldiff.DesiredModel(td.Redacted()))}
 		if len(t.Changes) == 0 && prev != nil && prev.InputHash == hashes[name] {
 			res.Tenants = append(res.Tenants, t)
 			continue
@@ -130,8 +130,9 @@ func (r *Reconciler) appliedWorkspace(tenant string) ([]byte, error) {
 }
 
 // previewTenant renders a tenant as declared and, when asked, plans it in a
-// throwaway directory.
+// throwaway directory. Its errors never quote a decrypted value.
 func (r *Reconciler) previewTenant(ctx context.Context, t *preview.Tenant, td *schema.TenantDesired, prev *appliedRecord, key string, plan, rendered bool) {
+	defer func(scrub func(string) string) { t.Error = scrub(t.Error) }(scrubber(td))
 	name := td.Tenant.Metadata.Name
 	work, err := r.workDir(name)
 	if err != nil {

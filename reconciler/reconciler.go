@@ -139,6 +139,14 @@ type Options struct {
 	// Drifted condition: commit status reporters hang here. It must not
 	// block.
 	OnDrift func(DriftReport)
+	// Decrypt, when set, opens the SOPS-encrypted manifest files of every
+	// load: revisions, previews of other refs and uploaded trees. Without
+	// it a tree with such a file is refused. See encrypted.go for where
+	// decrypted values may go.
+	Decrypt schema.Decrypter
+	// HashKey keys the input hash of tenants with encrypted values (see
+	// inputHash); cmd/rezuscloud derives it from the age key file.
+	HashKey []byte
 }
 
 // Reconciler turns snapshots of the repository into applied state.
@@ -325,7 +333,7 @@ func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedReco
 	if root == "" {
 		root = "."
 	}
-	desired, err := schema.Load(snap.FS, root, &schema.Options{Cache: r.manifests})
+	desired, err := schema.Load(snap.FS, root, &schema.Options{Cache: r.manifests, Decrypt: r.opts.Decrypt})
 	var list *schema.ProblemList
 	if errors.As(err, &list) {
 		return nil, nil, list.Problems
@@ -333,10 +341,13 @@ func (r *Reconciler) load(snap sources.Snapshot, applied map[string]*appliedReco
 	if err != nil {
 		return nil, nil, []schema.Problem{{File: root, Message: err.Error()}}
 	}
+	if probs := checkEncrypted(desired, root); len(probs) > 0 {
+		return nil, nil, probs
+	}
 	if probs := r.checked.validate(r.modules, desired); len(probs) > 0 {
 		return nil, nil, probs
 	}
-	hashes := r.inputs.of(desired)
+	hashes := r.inputs.of(desired, r.opts.HashKey)
 	var changed []*schema.TenantDesired
 	for _, td := range desired.Tenants {
 		if prev := applied[td.Tenant.Metadata.Name]; prev == nil || prev.InputHash != hashes[td.Tenant.Metadata.Name] {
@@ -360,7 +371,7 @@ func validateTalos(tenants []*schema.TenantDesired) []schema.Problem {
 	for range min(runtime.GOMAXPROCS(0), len(tenants)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(tenants); i = int(next.Add(1) - 1) {
-				found[i] = render.ValidateTalos(tenants[i])
+				found[i] = scrubProblems(tenants[i], render.ValidateTalos(tenants[i]))
 			}
 		})
 	}

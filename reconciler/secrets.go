@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -260,9 +261,15 @@ func bundleIn(attr func(address, attribute string) any) []byte {
 // inputHash is a digest of everything a tenant's workspace is rendered
 // from besides its secrets: the manifests as loaded and this build's
 // version. An equal hash means an equal render, so a tenant whose hash
-// matches what was applied needs neither rendering nor tofu.
-func inputHash(td *schema.TenantDesired) string {
+// matches what was applied needs neither rendering nor tofu. The hash of
+// a tenant with SOPS-encrypted values is keyed with key (Options.HashKey),
+// so that the hash the store keeps cannot be checked against guesses of
+// those values.
+func inputHash(td *schema.TenantDesired, key []byte) string {
 	h := sha256.New()
+	if len(key) > 0 && td.Encrypted() {
+		h = hmac.New(sha256.New, key)
+	}
 	fmt.Fprintf(h, "rezuscloud %s\x00", version.Version)
 	enc := json.NewEncoder(h)
 	_ = enc.Encode(td.Tenant)

@@ -119,9 +119,9 @@ func (t *tenantRun) prepare(context.Context) (stepResult, error) {
 	}
 	t.inHash = t.job.inHash
 	if t.inHash == "" {
-		t.inHash = inputHash(t.desired)
+		t.inHash = inputHash(t.desired, r.opts.HashKey)
 	}
-	t.model = modeldiff.DesiredModel(t.desired)
+	t.model = modeldiff.DesiredModel(t.desired.Redacted())
 	t.generation = 1
 	if prev != nil {
 		t.generation = prev.Generation
@@ -303,7 +303,7 @@ func (t *tenantRun) project(context.Context) (stepResult, error) {
 // patches and machines, and the applied record; the tenant stays
 // Reconciling when the Talos plane has machines to work on next.
 func (t *tenantRun) finish(context.Context) (stepResult, error) {
-	td := t.desired
+	td := t.desired.Redacted()
 	rec := &appliedRecord{
 		Tenant: t.name, Revision: t.job.run.snap.Revision, Generation: t.generation,
 		InputHash: t.inHash, RenderedHash: t.ws.Hash, InitInputs: t.ws.InitInputs,
@@ -311,7 +311,7 @@ func (t *tenantRun) finish(context.Context) (stepResult, error) {
 		Model:       modeldiff.AppliedModel(td.Tenant, td.NodeGroups, td.Patches, t.machines),
 	}
 	t.inPlane = t.planeWorks()
-	return stepNext, retry(schema.ReasonStoreError, t.r.finishTenant(td, rec, t.machines, t.inPlane))
+	return stepNext, retry(schema.ReasonStoreError, t.r.finishTenant(t.desired, rec, t.machines, t.inPlane))
 }
 
 // markDeleting gives a tenant that left git its deletionTimestamp and
@@ -392,7 +392,7 @@ func (t *tenantRun) conclude(err error) {
 func (t *tenantRun) failed(err error) {
 	r, res := t.r, t.res
 	stalled, reason := classify(err)
-	res.Phase, res.Error, res.Reason, res.Stalled = schema.CommitFailed, redact.Text(err.Error()), reason, stalled
+	res.Phase, res.Error, res.Reason, res.Stalled = schema.CommitFailed, scrubber(t.desired)(err.Error()), reason, stalled
 	msg := res.Error
 	if t.desired == nil {
 		msg = "destroy failed: " + msg
@@ -421,6 +421,6 @@ func (t *tenantRun) failed(err error) {
 		res.NextAttemptAt = next.NextAttemptAt
 		r.opts.Metrics.Retried(t.name, reason)
 		r.log.Info("tenant run failed; retrying", "tenant", t.name, "reason", reason, "attempt", next.Attempts,
-			"next_attempt_at", next.NextAttemptAt, "err", err)
+			"next_attempt_at", next.NextAttemptAt, "err", res.Error)
 	}
 }

@@ -132,9 +132,10 @@ type hashedInputs struct {
 	hash    string
 }
 
-// of returns the input hash of every tenant of desired, keyed by name. It
-// forgets the tenants desired does not have once they are many.
-func (ih *inputHashes) of(desired *schema.Desired) map[string]string {
+// of returns the input hash of every tenant of desired (see inputHash
+// for key), by name. It forgets the tenants desired does not have once
+// they are many.
+func (ih *inputHashes) of(desired *schema.Desired, key []byte) map[string]string {
 	ih.mu.Lock()
 	defer ih.mu.Unlock()
 	if ih.byTenant == nil || len(ih.byTenant) > 2*len(desired.Tenants)+64 {
@@ -145,7 +146,7 @@ func (ih *inputHashes) of(desired *schema.Desired) map[string]string {
 		name := td.Tenant.Metadata.Name
 		prev, ok := ih.byTenant[name]
 		if !ok || prev.tenant != td.Tenant || !slices.Equal(prev.groups, td.NodeGroups) || !slices.Equal(prev.patches, td.Patches) {
-			prev = hashedInputs{tenant: td.Tenant, groups: td.NodeGroups, patches: td.Patches, hash: inputHash(td)}
+			prev = hashedInputs{tenant: td.Tenant, groups: td.NodeGroups, patches: td.Patches, hash: inputHash(td, key)}
 			ih.byTenant[name] = prev
 		}
 		out[name] = prev.hash

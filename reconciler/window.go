@@ -76,7 +76,7 @@ func (t *tenantRun) maintenanceWindow(context.Context) (stepResult, error) {
 		return stepNext, retry(schema.ReasonStoreError, err)
 	}
 	t.win.full, t.win.waits = t.desired, waits
-	t.desired, t.inHash, t.model = held, inputHash(held), modeldiff.DesiredModel(held)
+	t.desired, t.inHash, t.model = held, inputHash(held, t.r.opts.HashKey), modeldiff.DesiredModel(held.Redacted())
 	t.generation = t.prev.Generation
 	if t.prev.InputHash != t.inHash {
 		t.generation++

@@ -45,6 +45,8 @@ type reconcilerPart struct {
 	tofuBin         string
 	encrypt         bool
 	passphrase      string
+	decrypt         schema.Decrypter // the age identities of --sops-age-key-file; nil without
+	hashKey         []byte
 	audit           *slog.Logger
 	metrics         *metrics.Metrics
 	runner          *tofu.Runner
@@ -72,7 +74,7 @@ func (m *Main) openReconciler() error {
 // buildReconciler builds the reconciler's part.
 func (m *Main) buildReconciler() error {
 	p := &reconcilerPart{m: m, f: m.flags, log: m.log}
-	for _, open := range []func() error{p.openDirs, p.openSimCloud, p.openPlane, p.openTofu, p.openReports, p.openReconciler, p.mount} {
+	for _, open := range []func() error{p.openDirs, p.openSimCloud, p.openPlane, p.openTofu, p.openSOPS, p.openReports, p.openReconciler, p.mount} {
 		if err := open(); err != nil {
 			return err
 		}
@@ -226,6 +228,8 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		Talos:           p.plane,
 		DisabledClasses: p.disabledClasses(),
 		Now:             p.now,
+		Decrypt:         p.decrypt,
+		HashKey:         p.hashKey,
 	})
 	if err != nil {
 		return err

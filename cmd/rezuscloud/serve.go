@@ -70,6 +70,7 @@ type serveFlags struct {
 
 	webhookSecretFile string
 	stateEncryption   string
+	sopsAgeKeyFile    string
 	kubeconfigValid   time.Duration
 
 	retryBase time.Duration
@@ -204,6 +205,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.DurationVar(&f.retryBase, "retry-base", reconciler.DefaultRetryBase, "after a tenant's run fails for a passing reason (a held state lock, a cloud API error), how long until it runs again by itself; each further failure in a row waits twice as long, with jitter")
 	fs.DurationVar(&f.retryMax, "retry-max", reconciler.DefaultRetryMax, "the longest wait between the retries of a failing tenant")
 	fs.StringVar(&f.stateEncryption, "state-encryption", "auto", "state encryption: auto (on when REZUSCLOUD_STATE_PASSPHRASE is set), migrate (also read state written before encryption, and encrypt it), or off")
+	addSOPSFlag(fs, f)
 	fs.DurationVar(&f.kubeconfigValid, "kubeconfig-validity", reconciler.DefaultKubeconfigValidity, "how long the client certificate of a downloaded kubeconfig is valid")
 	fs.StringVar(&f.previewRefs, "preview-refs", "", "`PATTERNS` of refs of --repo to plan (never apply) as previews, comma-separated, e.g. refs/heads/* or refs/pull/*/head; the main ref is always excluded")
 	fs.BoolVar(&f.verifySignatures, "verify-signatures", false, "apply only commits of the main ref signed by a trusted key (--allowed-signers, --gpg-keyring); any other commit is refused, and the last good one stays applied; previews still plan and say they are unsigned")
@@ -265,6 +267,9 @@ func serverConfig(f *serveFlags, log *slog.Logger) (backend.Config, error) {
 		return backend.Config{}, fmt.Errorf("--body-memory %d: want a positive size, or 0 for the default", f.bodyMemory)
 	}
 	if _, err := f.history.options(); err != nil {
+		return backend.Config{}, err
+	}
+	if _, _, err := sopsKeys(f.sopsAgeKeyFile); err != nil {
 		return backend.Config{}, err
 	}
 	return backend.Config{

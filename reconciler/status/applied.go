@@ -24,10 +24,12 @@ type Apply struct {
 }
 
 // Applied records everything a successful apply changes: the tenant, its
-// node groups and patches as applied, its machines (keeping their
-// observed status; those gone are deleted), with the statuses computed
-// from them, and the outcome Applied (or InPlane).
+// node groups and patches as applied (Redacted: their encrypted values
+// never reach the store), its machines (keeping their observed status;
+// those gone are deleted), with the statuses computed from them, and the
+// outcome Applied (or InPlane).
 func (r Recorder) Applied(a Apply) error {
+	a.Desired = a.Desired.Redacted()
 	name := a.Desired.Tenant.Metadata.Name
 	if err := r.putMachines(name, a.Machines); err != nil {
 		return err

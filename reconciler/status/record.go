@@ -60,9 +60,10 @@ func (r Recorder) put(kind, key string, obj schema.Object) error {
 }
 
 // tenant reads the stored tenant name. One not stored yet is made from
-// its manifest declared, with created set, so that the API shows it; nil
-// when declared is nil too.
+// its manifest declared (Redacted), with created set, so that the API
+// shows it; nil when declared is nil too.
 func (r Recorder) tenant(name string, declared *schema.Tenant) (t *schema.Tenant, created bool, err error) {
+	declared = declared.Redacted()
 	t = new(schema.Tenant)
 	err = r.tx.GetObject(schema.KindTenant, name, t)
 	switch {

@@ -89,6 +89,9 @@ spec:
         {{- if $s.gitlabToken }}
         - --gitlab-token-file=/etc/rezuscloud/gitlab/token
         {{- end }}
+        {{- if $s.sopsAge }}
+        - --sops-age-key-file=/etc/rezuscloud/sops/age.agekey
+        {{- end }}
         {{- if $replicas }}
         {{- include "rezuscloud.replicaArgs" . | nindent 8 }}
         {{- end }}
@@ -153,6 +156,9 @@ spec:
         {{- if $s.gitlabToken }}
         - {name: gitlab, mountPath: /etc/rezuscloud/gitlab, readOnly: true}
         {{- end }}
+        {{- if $s.sopsAge }}
+        - {name: sops, mountPath: /etc/rezuscloud/sops, readOnly: true}
+        {{- end }}
         {{- if $private }}
         - {name: private, mountPath: /etc/rezuscloud/private, readOnly: true}
         {{- end }}
@@ -195,6 +201,13 @@ spec:
         secretName: {{ . | quote }}
         defaultMode: 0440
         items: [{key: token, path: token}]
+    {{- end }}
+    {{- with $s.sopsAge }}
+    - name: sops
+      secret:
+        secretName: {{ . | quote }}
+        defaultMode: 0440
+        items: [{key: age.agekey, path: age.agekey}]
     {{- end }}
     {{- with $s.openstack }}
     - name: openstack
