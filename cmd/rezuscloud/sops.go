@@ -39,14 +39,15 @@ func sopsKeys(path string) (schema.Decrypter, []byte, error) {
 
 // openSOPS gives the reconciler the identities of --sops-age-key-file. A
 // decrypted value reaches the machines' configs, which the tenants' TF
-// state holds: only encrypted state keeps it from resting in clear.
+// state holds: only encrypted state keeps it from resting in clear, so the
+// key file needs state encryption.
 func (p *reconcilerPart) openSOPS() (err error) {
 	if p.decrypt, p.hashKey, err = sopsKeys(p.f.sopsAgeKeyFile); err != nil || p.decrypt == nil {
 		return err
 	}
-	p.log.Info("SOPS-encrypted manifests are decrypted with the age identities of a key file", "file", p.f.sopsAgeKeyFile)
 	if !p.encrypt {
-		p.log.Warn("state encryption is off: values decrypted from SOPS files reach the machine configs that the tenants' TF state holds in clear; set " + envStatePassphrase)
+		return fmt.Errorf("--sops-age-key-file needs state encryption: values decrypted from SOPS files reach the machine configs that the tenants' TF state holds, and without encryption they would rest there in clear; set %s", envStatePassphrase)
 	}
+	p.log.Info("SOPS-encrypted manifests are decrypted with the age identities of a key file", "file", p.f.sopsAgeKeyFile)
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,19 @@ func TestSOPSHashKey(t *testing.T) {
 	}
 	if d, k, err := sopsKeys(""); d != nil || k != nil || err != nil {
 		t.Errorf("no file: %v %x %v", d, k, err)
+	}
+}
+
+// A server with a SOPS key file and no state encryption does not start:
+// decrypted values would rest in clear in the tenants' TF state.
+func TestSOPSNeedsStateEncryption(t *testing.T) {
+	key := writeAgeKey(t, t.TempDir(), "keys.txt")
+	p := &reconcilerPart{f: &serveFlags{sopsAgeKeyFile: key}, log: slog.New(slog.DiscardHandler)}
+	if err := p.openSOPS(); err == nil || !strings.Contains(err.Error(), envStatePassphrase) || p.decrypt == nil {
+		t.Errorf("a key file without state encryption: %v, want an error that names %s", err, envStatePassphrase)
+	}
+	p = &reconcilerPart{f: &serveFlags{sopsAgeKeyFile: key}, log: slog.New(slog.DiscardHandler), encrypt: true}
+	if err := p.openSOPS(); err != nil || p.decrypt == nil {
+		t.Errorf("a key file with state encryption: %v", err)
 	}
 }
