@@ -42,10 +42,18 @@ func TestChartDefaults(t *testing.T) {
 		if strings.HasPrefix(a, "--sops-age-key-file") {
 			t.Errorf("%s without secrets.sopsAge", a)
 		}
+		if strings.HasPrefix(a, "--notifications") {
+			t.Errorf("%s without secrets.notifications", a)
+		}
 	}
 	for _, v := range pod.Volumes {
-		if v.Name == "sops" {
-			t.Errorf("a sops volume without secrets.sopsAge: %+v", v.VolumeSource)
+		if v.Name == "sops" || v.Name == "notifications" {
+			t.Errorf("a %s volume without its secret: %+v", v.Name, v.VolumeSource)
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if m.Name == "sops" || m.Name == "notifications" {
+			t.Errorf("the server mounts %s at %s without its secret", m.Name, m.MountPath)
 		}
 	}
 	if r.ingress != nil {
@@ -91,6 +99,12 @@ func TestChartCustom(t *testing.T) {
 	if items := volume(t, pod, "sops").Secret.Items; len(items) != 1 || items[0].Key != "age.agekey" || items[0].Path != "age.agekey" {
 		t.Errorf("sops volume items %+v, want the key age.agekey as the file age.agekey", items)
 	}
+	// The config and the secret files it names, relative to its directory:
+	// every key of the Secret is a file beside notifications.yaml.
+	checkSecretFile(t, pod, c, "notifications", "rezus-notifications", "/etc/rezuscloud/notifications")
+	if items := volume(t, pod, "notifications").Secret.Items; len(items) != 0 {
+		t.Errorf("notifications volume items %+v, want every key of the Secret as a file", items)
+	}
 	for _, want := range []string{
 		"--repo=https://git.example.com/fleet.git", "--branch=prod", "--workers=4",
 		"--webhook-secret-file=/etc/rezuscloud/webhook/secret",
@@ -98,6 +112,7 @@ func TestChartCustom(t *testing.T) {
 		"--oci-config=/etc/rezuscloud/private/oci/config",
 		"--github-token-file=/etc/rezuscloud/github/token",
 		"--sops-age-key-file=/etc/rezuscloud/sops/age.agekey",
+		"--notifications=/etc/rezuscloud/notifications/notifications.yaml",
 	} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)

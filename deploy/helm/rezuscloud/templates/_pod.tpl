@@ -92,6 +92,9 @@ spec:
         {{- if $s.sopsAge }}
         - --sops-age-key-file=/etc/rezuscloud/sops/age.agekey
         {{- end }}
+        {{- if $s.notifications }}
+        - --notifications=/etc/rezuscloud/notifications/notifications.yaml
+        {{- end }}
         {{- if $replicas }}
         {{- include "rezuscloud.replicaArgs" . | nindent 8 }}
         {{- end }}
@@ -159,6 +162,9 @@ spec:
         {{- if $s.sopsAge }}
         - {name: sops, mountPath: /etc/rezuscloud/sops, readOnly: true}
         {{- end }}
+        {{- if $s.notifications }}
+        - {name: notifications, mountPath: /etc/rezuscloud/notifications, readOnly: true}
+        {{- end }}
         {{- if $private }}
         - {name: private, mountPath: /etc/rezuscloud/private, readOnly: true}
         {{- end }}
@@ -208,6 +214,13 @@ spec:
         secretName: {{ . | quote }}
         defaultMode: 0440
         items: [{key: age.agekey, path: age.agekey}]
+    {{- end }}
+    {{- with $s.notifications }}
+    # Every key a file: the config and the secret files it names.
+    - name: notifications
+      secret:
+        secretName: {{ . | quote }}
+        defaultMode: 0440
     {{- end }}
     {{- with $s.openstack }}
     - name: openstack
