@@ -47,6 +47,9 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 		d.WaitFor = ro.WaitFor
 	}
 	d.Snapshot, d.SnapshotRequired = t.r.snapshotGate(t.name), td.Tenant.Spec.Backup != nil
+	if td.Encrypted() { // what the machines answer may quote the decrypted values
+		d.Scrub = scrubber(td)
+	}
 	d.KubernetesStage = func(from string, next int) (map[string][]byte, map[string][]byte, error) {
 		groups, err := t.r.modules.MachineConfigsHolding(td, t.bundle, from, next)
 		if err != nil {

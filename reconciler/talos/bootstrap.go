@@ -171,7 +171,7 @@ func (pl *Plane) withClientFor(ctx context.Context, timeout time.Duration, tenan
 	defer release()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return fn(ctx, c)
+	return pl.scrubbed(tenant, fn(ctx, c))
 }
 
 // each calls fn for every machine in parallel and waits.

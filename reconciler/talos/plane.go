@@ -82,6 +82,8 @@ type Plane struct {
 	prober *Prober
 	log    *slog.Logger
 
+	scrubs sync.Map // tenant → its Desired.Scrub, as the last Roll gave it
+
 	progressMu   sync.Mutex
 	lastProgress map[string]status.Rollout // by tenant, as last reported
 	kick         chan struct{}             // a progress changed: observe now

@@ -63,6 +63,10 @@ type Desired struct {
 	// holds the upgrade back while the snapshot fails.
 	Snapshot         SnapshotGate
 	SnapshotRequired bool
+	// Scrub, when set, takes the tenant's secrets (values decrypted from
+	// SOPS files, which its configs carry) out of what its machines
+	// answer, before any of it reaches a record, a log line or an error.
+	Scrub func(string) string
 
 	// kubeUpgrade is the upgrade of Kubernetes whose step this is.
 	kubeUpgrade *KubeUpgrade
@@ -422,6 +426,7 @@ func (pl *Plane) plan(rec *RolloutRecord, d Desired, obs map[string]Observation)
 // A change of KubernetesVersion is rolled one component at a time
 // (kubeupgrade.go) when d can render the steps.
 func (pl *Plane) Roll(ctx context.Context, d Desired) (Rolled, error) {
+	pl.setScrub(d.Tenant, d.Scrub)
 	u, err := pl.kubeUpgrade(d)
 	switch {
 	case err != nil:
