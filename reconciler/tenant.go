@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
-	"github.com/rezuscloud/rezuscloud/internal/redact"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
@@ -280,11 +279,12 @@ func (t *tenantRun) apply(ctx context.Context) (stepResult, error) {
 }
 
 // output keeps the plan and the output tail of a tofu run in the result,
-// redacted (the runner redacts its output; this holds for the notes too).
+// redacted (the runner redacts its output; this holds for the notes too),
+// and without the tenant's decrypted values.
 func (t *tenantRun) output(out *tofu.Result) {
 	if out != nil {
 		t.res.Plan = t.r.withMachines(out.Plan, out.Changes)
-		t.res.OutputTail = redact.Text(t.notes + out.Output)
+		t.res.OutputTail = scrubber(t.desired)(t.notes + out.Output)
 	}
 	t.out = out
 }
