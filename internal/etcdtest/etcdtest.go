@@ -8,11 +8,13 @@ package etcdtest
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,37 +38,49 @@ type member struct {
 	e   *embed.Etcd // nil while killed
 }
 
+// portAttempts bounds how often Start picks new ports: another process
+// may bind a port between its choice and etcd's own bind.
+const portAttempts = 5
+
 // Start starts a cluster of n members on a random loopback address and
 // waits until it serves. It is stopped when the test ends.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
-	addr := loopback()
-	cfgs := make([]*embed.Config, n)
+	for attempt := 1; ; attempt++ {
+		c, err := tryStart(t, n)
+		if err == nil {
+			return c
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == portAttempts {
+			t.Fatal(err)
+		}
+		t.Logf("etcd: %v; choosing other ports", err)
+	}
+}
+
+// tryStart starts a new cluster of n members on ports chosen now; on an
+// error, every member it started is stopped.
+func tryStart(t testing.TB, n int) (*Cluster, error) {
+	urls := freeURLs(t, loopback(), 2*n)
 	var initial []string
-	for i := range cfgs {
+	c := &Cluster{t: t}
+	for i := range n {
 		cfg := embed.NewConfig()
 		cfg.Name = fmt.Sprintf("m%d", i)
 		cfg.Dir = t.TempDir()
 		cfg.LogLevel = "error"
-		cfg.ListenClientUrls = []url.URL{freeURL(t, addr)}
+		cfg.ListenClientUrls = []url.URL{urls[2*i]}
 		cfg.AdvertiseClientUrls = cfg.ListenClientUrls
-		cfg.ListenPeerUrls = []url.URL{freeURL(t, addr)}
+		cfg.ListenPeerUrls = []url.URL{urls[2*i+1]}
 		cfg.AdvertisePeerUrls = cfg.ListenPeerUrls
 		cfg.ListenMetricsUrls = nil
 		cfg.InitialClusterToken = "etcdtest"
 		initial = append(initial, cfg.Name+"="+cfg.ListenPeerUrls[0].String())
-		cfgs[i] = cfg
-	}
-	c := &Cluster{t: t}
-	for _, cfg := range cfgs {
-		cfg.InitialCluster = strings.Join(initial, ",")
 		c.members = append(c.members, &member{cfg: cfg})
 	}
-	t.Cleanup(func() {
-		for i := range c.members {
-			c.Kill(i)
-		}
-	})
+	for _, m := range c.members {
+		m.cfg.InitialCluster = strings.Join(initial, ",")
+	}
 	// Members of a new cluster wait for each other, so they start at once.
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -74,12 +88,19 @@ func Start(t testing.TB, n int) *Cluster {
 		wg.Go(func() { errs[i] = c.members[i].start() })
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := errors.Join(errs...); err != nil {
+		c.killAll()
+		return nil, err
 	}
-	return c
+	t.Cleanup(c.killAll)
+	return c, nil
+}
+
+// killAll stops every member.
+func (c *Cluster) killAll() {
+	for i := range c.members {
+		c.Kill(i)
+	}
 }
 
 // start starts the member and waits until it serves.
@@ -165,13 +186,20 @@ func loopback() string {
 	return fmt.Sprintf("127.240.%d.%d", r[0], r[1]%250+1)
 }
 
-// freeURL returns an http URL on addr with a port free now.
-func freeURL(t testing.TB, addr string) url.URL {
+// freeURLs returns n http URLs on addr, each with a port free now and
+// no two alike: every port stays bound until all are chosen, since a port
+// released at once may be handed out again by the next bind (a member's
+// client and peer URLs on one port fail with "address already in use").
+func freeURLs(t testing.TB, addr string, n int) []url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", addr+":0")
-	if err != nil {
-		t.Fatal(err)
+	urls := make([]url.URL, n)
+	for i := range urls {
+		l, err := net.Listen("tcp", addr+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		urls[i] = url.URL{Scheme: "http", Host: l.Addr().String()}
 	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
+	return urls
 }
