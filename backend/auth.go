@@ -100,8 +100,16 @@ func identify(tokens *Tokens, r *http.Request) (Identity, error) {
 	return tokens.check("", strings.TrimSpace(secret))
 }
 
-// open reports whether t authenticates without a tokens file.
-func (t *Tokens) open() bool { return t == nil || t.path == "" }
+// open reports whether t authenticates without a tokens file or any
+// other way in (Require).
+func (t *Tokens) open() bool {
+	if t == nil {
+		return true
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.path == "" && !t.closed
+}
 
 // Open reports whether the server runs without a tokens file, so that every
 // request is allowed as an admin. The server refuses to listen beyond

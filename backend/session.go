@@ -56,11 +56,20 @@ type Sessions struct {
 }
 
 type liveSession struct {
-	name    string
-	digest  [sha256.Size]byte
+	// key names the principal in byName: its source and name, so that
+	// a token and a user of one name do not share a bound.
+	key     string
+	id      Identity
+	recheck Recheck
 	expires time.Time
 	csrf    string
 }
+
+// Recheck returns what a session's principal may do now, or an error
+// when it may no longer do anything (its token left the file, its user
+// was removed, its provider refused a refresh). Sessions.Check calls it
+// on every use of the session; it must be cheap.
+type Recheck func(now time.Time) (Identity, error)
 
 // Session is one live login.
 type Session struct {
@@ -100,22 +109,52 @@ func (s *Sessions) Login(addr, secret string) (string, Session, error) {
 	if err := s.limits.admitToken(id.Name, now); err != nil {
 		return "", Session{}, err
 	}
-	var sid [16]byte
-	rand.Read(sid[:])
-	ls := &liveSession{name: id.Name, digest: sha256.Sum256([]byte(secret)), expires: now.Add(s.ttl), csrf: newSecret()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.makeRoomLocked(id.Name, now)
-	s.live[sid] = ls
-	s.byName[id.Name] = append(s.byName[id.Name], sid)
-	return s.sign(sid, ls.expires), Session{Identity: id, Expires: ls.expires, CSRF: ls.csrf}, nil
+	digest := sha256.Sum256([]byte(secret))
+	name := id.Name
+	value, sess := s.Start(id, func(time.Time) (Identity, error) {
+		role, ok := s.tokens.current(name, digest)
+		if !ok {
+			return Identity{}, errBadCredentials
+		}
+		now := id
+		now.Role = role
+		return now, nil
+	})
+	return value, sess, nil
 }
 
-// makeRoomLocked ends sessions so that the token named name may open one
+// Start starts a session for id, whom a login already checked, and
+// returns the cookie value that names it. recheck, when not nil, says on
+// every use what id may do now; without it, id stays as it is until the
+// session ends. The session ends at id.Expires when that comes before
+// the sessions' TTL.
+func (s *Sessions) Start(id Identity, recheck Recheck) (string, Session) {
+	now := s.now()
+	expires := now.Add(s.ttl)
+	if !id.Expires.IsZero() && id.Expires.Before(expires) {
+		expires = id.Expires
+	}
+	src := id.Source
+	if src == "" {
+		src = SourceToken
+	}
+	var sid [16]byte
+	rand.Read(sid[:])
+	ls := &liveSession{key: string(src) + ":" + id.Name, id: id, recheck: recheck, expires: expires, csrf: newSecret()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.makeRoomLocked(ls.key, now)
+	s.live[sid] = ls
+	s.byName[ls.key] = append(s.byName[ls.key], sid)
+	return s.sign(sid, ls.expires), Session{Identity: id, Expires: ls.expires, CSRF: ls.csrf}
+}
+
+// makeRoomLocked ends sessions so that the principal of key may open one
 // more: its own oldest when it has sessionsPerToken, and at maxSessions
-// the expired ones, or if none, the oldest of the token with the most.
-func (s *Sessions) makeRoomLocked(name string, now time.Time) {
-	if own := s.byName[name]; len(own) >= sessionsPerToken {
+// the expired ones, or if none, the oldest of the principal with the
+// most.
+func (s *Sessions) makeRoomLocked(key string, now time.Time) {
+	if own := s.byName[key]; len(own) >= sessionsPerToken {
 		s.dropLocked(own[0])
 	}
 	if len(s.live) < maxSessions {
@@ -150,14 +189,14 @@ func (s *Sessions) dropLocked(sid [16]byte) {
 		return
 	}
 	delete(s.live, sid)
-	ids := s.byName[ls.name]
+	ids := s.byName[ls.key]
 	if i := slices.Index(ids, sid); i >= 0 {
 		ids = slices.Delete(ids, i, i+1)
 	}
 	if len(ids) == 0 {
-		delete(s.byName, ls.name)
+		delete(s.byName, ls.key)
 	} else {
-		s.byName[ls.name] = ids
+		s.byName[ls.key] = ids
 	}
 }
 
@@ -211,11 +250,14 @@ func (s *Sessions) Check(value string) (Session, bool) {
 	if ls == nil {
 		return Session{}, false
 	}
-	role, ok := s.tokens.current(ls.name, ls.digest)
-	if !ok {
-		return Session{}, false
+	id := ls.id
+	if ls.recheck != nil {
+		var err error
+		if id, err = ls.recheck(s.now()); err != nil {
+			return Session{}, false
+		}
 	}
-	return Session{Identity: Identity{Name: ls.name, Role: role}, Expires: ls.expires, CSRF: ls.csrf}, true
+	return Session{Identity: id, Expires: ls.expires, CSRF: ls.csrf}, true
 }
 
 // FromRequest returns the live session of the request's session cookie.

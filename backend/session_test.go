@@ -28,7 +28,7 @@ func TestSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sess.Identity != (Identity{Name: "editor", Role: RoleEdit}) || !sess.Expires.Equal(now.Add(time.Hour)) || sess.CSRF == "" {
+	if sess.Identity != (Identity{Name: "editor", Role: RoleEdit, Source: SourceToken}) || !sess.Expires.Equal(now.Add(time.Hour)) || sess.CSRF == "" {
 		t.Fatalf("session %+v", sess)
 	}
 	if strings.Contains(value, toks["editor"]) || strings.Contains(value, "editor") {
@@ -115,11 +115,11 @@ func TestSessionsPerToken(t *testing.T) {
 	if _, ok := s.Check(admin); !ok {
 		t.Error("another token's session ended")
 	}
-	if n := len(s.byName["viewer"]); n != sessionsPerToken || len(s.live) != sessionsPerToken+1 {
+	if n := len(s.byName["token:viewer"]); n != sessionsPerToken || len(s.live) != sessionsPerToken+1 {
 		t.Errorf("%d sessions of the viewer, %d in all; want %d and %d", n, len(s.live), sessionsPerToken, sessionsPerToken+1)
 	}
 	s.Logout(views[1])
-	if n := len(s.byName["viewer"]); n != sessionsPerToken-1 {
+	if n := len(s.byName["token:viewer"]); n != sessionsPerToken-1 {
 		t.Errorf("after a logout the viewer has %d sessions, want %d", n, sessionsPerToken-1)
 	}
 }
@@ -240,7 +240,7 @@ func TestSessionsConcurrent(t *testing.T) {
 	wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n := len(s.byName["viewer"]); n > sessionsPerToken || n != len(s.live) {
+	if n := len(s.byName["token:viewer"]); n > sessionsPerToken || n != len(s.live) {
 		t.Errorf("%d sessions of the viewer, %d in all", n, len(s.live))
 	}
 }

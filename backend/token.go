@@ -52,17 +52,6 @@ func ParseRole(s string) (Role, error) {
 	return 0, fmt.Errorf("unknown role %q: want view, edit or admin", s)
 }
 
-// Identity is who made a request: the token's name and role. Names are not
-// secret and appear in logs and lock records.
-type Identity struct {
-	Name string
-	Role Role
-}
-
-// Anonymous is the identity of every request to a server that runs
-// without a tokens file (which it only does on loopback).
-var Anonymous = Identity{Name: "anonymous", Role: RoleAdmin}
-
 // Tokens checks credentials. It holds the tokens of a tokens file, which
 // stores only SHA-256 digests, and ephemeral tokens that exist only in
 // memory. A nil *Tokens (no tokens file) authenticates every request as
@@ -73,6 +62,11 @@ type Tokens struct {
 	file      []tokenEntry
 	ephemeral map[*tokenEntry]struct{}
 	shared    SharedTokens
+	// checks are the other ways in (AddCheck), tried in order after
+	// the tokens; closed says one of them is configured, so that
+	// requests without credentials are refused (Require).
+	checks []CredentialCheck
+	closed bool
 }
 
 // SharedTokens keeps the digests of ephemeral tokens where the other
@@ -286,7 +280,8 @@ func (t *Tokens) check(name, secret string) (Identity, error) {
 		}
 	}
 	if match == 0 {
-		return Identity{}, errBadCredentials
+		return t.checkOthers(name, secret)
 	}
+	found.Source = SourceToken
 	return found, nil
 }

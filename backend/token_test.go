@@ -50,7 +50,7 @@ func TestTokensCheck(t *testing.T) {
 	if toks.Open() {
 		t.Fatal("tokens from a file report open mode")
 	}
-	if id, err := toks.check("ci", tok); err != nil || id != (Identity{"ci", RoleEdit}) {
+	if id, err := toks.check("ci", tok); err != nil || id != (Identity{Name: "ci", Role: RoleEdit, Source: SourceToken}) {
 		t.Fatalf("check(ci) = %+v, %v", id, err)
 	}
 	if id, err := toks.check("", tok); err != nil || id.Name != "ci" {
@@ -63,7 +63,7 @@ func TestTokensCheck(t *testing.T) {
 	}
 
 	secret, revoke := toks.Ephemeral("run-1", RoleAdmin)
-	if id, err := toks.check("run-1", secret); err != nil || id != (Identity{"run-1", RoleAdmin}) {
+	if id, err := toks.check("run-1", secret); err != nil || id != (Identity{Name: "run-1", Role: RoleAdmin, Source: SourceToken}) {
 		t.Fatalf("check of an ephemeral token = %+v, %v", id, err)
 	}
 	data, _ := os.ReadFile(path)

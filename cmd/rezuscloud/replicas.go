@@ -278,7 +278,7 @@ type sharedIdentity struct {
 }
 
 func (s sharedTokens) Share(digest [sha256.Size]byte, id backend.Identity) (func(), error) {
-	b, err := json.Marshal(sharedIdentity(id))
+	b, err := json.Marshal(sharedIdentity{Name: id.Name, Role: id.Role})
 	if err != nil {
 		return nil, err
 	}
@@ -298,5 +298,5 @@ func (s sharedTokens) Find(digest [sha256.Size]byte) (backend.Identity, bool) {
 	if !ok || json.Unmarshal(b, &id) != nil {
 		return backend.Identity{}, false
 	}
-	return backend.Identity(id), true
+	return backend.Identity{Name: id.Name, Role: id.Role, Source: backend.SourceToken}, true
 }
