@@ -24,6 +24,12 @@ type loginPage struct {
 	Next    string
 	CSRF    string
 	Message string
+	// SSO is the path that starts a single sign-on with the
+	// organisation's OpenID Connect provider; empty without one.
+	SSO string
+	// Users says that the server has local users, who log in with a
+	// user name and a password.
+	Users bool
 }
 
 // needLogin answers a request that has no session: fragments get 401 (the
