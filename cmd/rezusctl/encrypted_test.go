@@ -126,6 +126,17 @@ func TestValidateEncrypted(t *testing.T) {
 	}
 	noSecret(t, "validate", out+errOut)
 
+	// A valid value encrypted where the server shows it: refused at its
+	// line, as the server refuses it.
+	shown, enc := encryptedTree(t, encPatch, recipient, "^(patch|targetRole)$")
+	code, out, errOut = runCLI(t, "validate", shown)
+	line = 1 + strings.Count(string(enc[:strings.Index(string(enc), "targetRole: ENC[")]), "\n")
+	want = filepath.Join(shown, "patch.yaml") + ":" + strconv.Itoa(line) + ":1: /spec/targetRole: this value is encrypted, but the server shows it"
+	if code != 1 || !strings.HasPrefix(out, want) || errOut != "invalid: 1 problems\n" {
+		t.Errorf("an encrypted targetRole: code %d stdout %q stderr %q, want %q…", code, out, errOut, want)
+	}
+	noSecret(t, "validate", out+errOut)
+
 	// The same file without the key: valid, but for the unchecked value.
 	t.Setenv(sopsfile.EnvKeyFile, "")
 	if code, _, errOut := runCLI(t, "validate", dir); code != 0 || !strings.HasPrefix(errOut, "1 encrypted file was checked without") {

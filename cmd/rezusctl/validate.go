@@ -169,7 +169,8 @@ func readTree(dir, rev, repo string, opts render.Options) (*tree, error) {
 }
 
 // check loads the tree and runs the checks the server runs before anything
-// else: the schema, then the provider modules. It returns the desired state
+// else: the schema, where encrypted values may be, then the provider
+// modules. It returns the desired state
 // when the schema accepts the tree (even if a provider module does not),
 // and an error only when the tree cannot be read at all.
 func (t *tree) check() (*schema.Desired, []schema.Problem, error) {
@@ -189,7 +190,13 @@ func (t *tree) check() (*schema.Desired, []schema.Problem, error) {
 		return nil, nil, err
 	}
 	t.undecrypted, t.values = desired.Undecrypted, encryptedValuesOf(desired)
-	return desired, t.values.told(t.modules.Validate(desired), t.decrypt != nil), nil
+	var probs []schema.Problem
+	if desired.Undecrypted == 0 {
+		// The server's check of where encrypted values may be.
+		probs = schema.CheckEncrypted(desired)
+	}
+	probs = append(probs, t.modules.Validate(desired)...)
+	return desired, t.values.told(probs, t.decrypt != nil), nil
 }
 
 // sopsFile matches the metadata key that sops writes into every document
