@@ -42,7 +42,7 @@ var (
 	// apiClient is the HTTP client of the API, for rezusctl and tests.
 	apiClient = []string{"internal/client"}
 	// testKits are for tests and benchmarks only.
-	testKits = []string{"internal/etcdtest", "internal/gittest", "internal/kubetest", "internal/layering", "internal/manifestfleet", "internal/servertest", "internal/testenv"}
+	testKits = []string{"internal/etcdtest", "internal/gittest", "internal/kubetest", "internal/layering", "internal/manifestfleet", "internal/oidctest", "internal/servertest", "internal/testenv"}
 )
 
 // serverPackages are the packages of the server above the leaf utilities.
