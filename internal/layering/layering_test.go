@@ -54,6 +54,7 @@ var rules = []rule{
 	{pkgs: []string{"notify"}, never: slices.Concat(serverPackages, []string{"replica", "schema"}), tests: true},
 	{pkgs: []string{"events"}, never: []string{"backend", "reconciler", "render", "cmd", "sources"}},
 	{pkgs: []string{"reconciler"}, never: []string{"backend"}, allowed: []string{"backend/api"}},
+	{pkgs: []string{"backend/sso"}, never: slices.Concat(serverPackages, simulators, apiClient), allowed: []string{"backend/sso"}},
 	{name: "the leaf utilities of internal/", pkgs: leafUtilities, never: slices.Concat(simulators, apiClient, testKits, serverPackages)},
 	{name: "the simulators", pkgs: simulators, never: slices.Concat(apiClient, testKits, []string{"backend", "reconciler", "sources", "store", "cmd"})},
 	{name: "the API client", pkgs: apiClient, never: slices.Concat(simulators, testKits, serverPackages), allowed: []string{"backend/api"}},
