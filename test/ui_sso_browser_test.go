@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,4 +102,5 @@ func TestUIBrowserSSO(t *testing.T) {
 	}
 }
 
-func jsString(s string) string { return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"` }
+// jsString quotes s as a JavaScript string.
+func jsString(s string) string { return strconv.Quote(s) }
