@@ -63,6 +63,9 @@ type liveSession struct {
 	recheck Recheck
 	expires time.Time
 	csrf    string
+	// role is the role the session's last check gave; a recheck that
+	// gives another is audited once.
+	role Role
 }
 
 // Recheck returns what a session's principal may do now, or an error
@@ -140,7 +143,7 @@ func (s *Sessions) Start(id Identity, recheck Recheck) (string, Session) {
 	}
 	var sid [16]byte
 	rand.Read(sid[:])
-	ls := &liveSession{key: string(src) + ":" + id.Name, id: id, recheck: recheck, expires: expires, csrf: newSecret()}
+	ls := &liveSession{key: string(src) + ":" + id.Name, id: id, recheck: recheck, expires: expires, csrf: newSecret(), role: id.Role}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.makeRoomLocked(ls.key, now)
@@ -256,8 +259,21 @@ func (s *Sessions) Check(value string) (Session, bool) {
 		if id, err = ls.recheck(s.now()); err != nil {
 			return Session{}, false
 		}
+		s.noteRole(ls, id)
 	}
 	return Session{Identity: id, Expires: ls.expires, CSRF: ls.csrf}, true
+}
+
+// noteRole audits, once, a recheck of session ls that gave id another
+// role than the check before.
+func (s *Sessions) noteRole(ls *liveSession, id Identity) {
+	s.mu.Lock()
+	before := ls.role
+	ls.role = id.Role
+	s.mu.Unlock()
+	if before != id.Role {
+		s.tokens.auditLog().Warn("role changed", append(id.Who(), "from", before.String(), "to", id.Role.String(), "reason", "session rechecked")...)
+	}
 }
 
 // FromRequest returns the live session of the request's session cookie.
