@@ -182,7 +182,9 @@ func TestLastUsedResolution(t *testing.T) {
 
 	// Another replica wrote a later use: an earlier one does not replace it.
 	later := t0.Add(10 * time.Minute)
-	st.Update(func(tx store.Tx) error { return tx.PutSeries(lastUsedPrefix+"ci", []byte(later.Format(time.RFC3339Nano))) })
+	st.Update(func(tx store.Tx) error {
+		return tx.PutSeries(lastUsedPrefix+"ci", []byte(later.Format(time.RFC3339Nano)))
+	})
 	clock.Add(time.Minute)
 	ts.do(t, req{method: "GET", path: "/api/v1/tenants", token: "ci"})
 	if err := writeLastUsed(st, ts.Tokens()); err != nil {
