@@ -171,7 +171,7 @@ func (s *Server) requestBackup(w http.ResponseWriter, r *http.Request) {
 		s.backupError(w, err, "requesting a backup", c.tenant)
 		return
 	}
-	s.auditLog().Info("backup requested", append(c.who.Who(), "role", c.who.Role.String(), "what", "backup request", "tenant", c.tenant, "remote", r.RemoteAddr)...)
+	s.auditLog().Info("backup requested", append(c.who.Who(), "role", c.who.Role.String(), "what", "backup request", "tenant", c.tenant, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr)...)
 	api.WriteJSON(w, http.StatusAccepted, api.BackupResponse{Accepted: true,
 		Message: fmt.Sprintf("a backup of tenant %s is queued; its status.backup and the list of its backups show it when it is written", c.tenant)})
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/store"
@@ -44,7 +45,7 @@ func (s *Server) ServeReconcile(rc Reconcile) {
 			}
 		}
 		res := rc.RequestReconcile(req.Tenant)
-		s.Audit().Info("reconcile requested", append(id.Who(), "role", id.Role.String(), "what", "reconcile", "tenant", req.Tenant, "tenants", len(res.Tenants), "remote", r.RemoteAddr)...)
+		s.Audit().Info("reconcile requested", append(id.Who(), "role", id.Role.String(), "what", "reconcile", "tenant", req.Tenant, "tenants", len(res.Tenants), "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr)...)
 		api.WriteJSON(w, http.StatusAccepted, res)
 	}))
 }

@@ -272,7 +272,7 @@ func (s *Sessions) noteRole(ls *liveSession, id Identity) {
 	ls.role = id.Role
 	s.mu.Unlock()
 	if before != id.Role {
-		s.tokens.auditLog().Warn("role changed", append(id.Who(), "from", before.String(), "to", id.Role.String(), "reason", "session rechecked")...)
+		s.tokens.auditLog().Warn("role changed", append(id.Who(), "from", before.String(), "to", id.Role.String(), "reason", "session rechecked", "at", time.Now().UTC().Format(time.RFC3339Nano))...)
 	}
 }
 

@@ -161,9 +161,9 @@ func (t *Tokens) auditRoleChanges(before, after []tokenEntry) {
 		id := Identity{Name: e.name, Role: e.role, Source: SourceToken}
 		switch role, ok := now[e.name]; {
 		case !ok:
-			t.auditLog().Warn("role changed", append(id.Who(), "from", e.role.String(), "to", "none", "reason", "token removed from the tokens file")...)
+			t.auditLog().Warn("role changed", append(id.Who(), "from", e.role.String(), "to", "none", "reason", "token removed from the tokens file", "at", time.Now().UTC().Format(time.RFC3339Nano))...)
 		case role != e.role:
-			t.auditLog().Warn("role changed", append(id.Who(), "from", e.role.String(), "to", role.String(), "reason", "tokens file reloaded")...)
+			t.auditLog().Warn("role changed", append(id.Who(), "from", e.role.String(), "to", role.String(), "reason", "tokens file reloaded", "at", time.Now().UTC().Format(time.RFC3339Nano))...)
 		}
 	}
 }
@@ -436,7 +436,7 @@ func (t *Tokens) check(name, secret string) (Identity, error) {
 	id := Identity{Name: found.name, Role: found.role, Source: SourceToken, Expires: found.expires}
 	now := t.clock()
 	if !found.expires.IsZero() && !now.Before(found.expires) {
-		t.auditLog().Warn("token used after expiry", append(id.Who(), "role", id.Role.String(), "expired", found.expires.Format(time.RFC3339))...)
+		t.auditLog().Warn("token used after expiry", append(id.Who(), "role", id.Role.String(), "expired", found.expires.Format(time.RFC3339), "at", time.Now().UTC().Format(time.RFC3339Nano))...)
 		return Identity{}, &ExpiredError{What: "token", Name: found.name, At: found.expires}
 	}
 	switch {
