@@ -162,3 +162,8 @@ func (f *lastUsedFlusher) Close() {
 	f.once.Do(func() { close(f.stop) })
 	<-f.done
 }
+
+// FlushLastUsed writes the queued last uses of tokens to the store now.
+// Close does too; a replica of an etcd store calls it before it gives up
+// its lease, after which the store refuses its writes.
+func (s *Server) FlushLastUsed() error { return writeLastUsed(s.store, s.tokens) }
