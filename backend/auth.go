@@ -83,7 +83,11 @@ func authenticate(tokens *Tokens, sessions *Sessions, log *slog.Logger, next htt
 func unauthorized(err error) error {
 	var expired *ExpiredError
 	if errors.As(err, &expired) {
-		return api.Errorf(http.StatusUnauthorized, "%v: it is no longer accepted; ask an admin for a new one", err)
+		hint := "log in again"
+		if expired.What == "token" {
+			hint = "ask an admin for a new one"
+		}
+		return api.Errorf(http.StatusUnauthorized, "%v: it is no longer accepted; %s", err, hint)
 	}
 	return api.Errorf(http.StatusUnauthorized, "%v: send a token with HTTP basic auth (user = token name) or as `Authorization: Bearer TOKEN`", err)
 }

@@ -188,7 +188,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.SessionClock != nil {
 		s.sessions.now = cfg.SessionClock
-		tokens.SetClock(cfg.SessionClock)
+		tokens.setClock(cfg.SessionClock)
 	}
 	tokens.setAudit(s.Audit)
 	s.routes()

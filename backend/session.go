@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -63,9 +64,9 @@ type liveSession struct {
 	recheck Recheck
 	expires time.Time
 	csrf    string
-	// role is the role the session's last check gave; a recheck that
+	// role is the Role the session's last check gave; a recheck that
 	// gives another is audited once.
-	role Role
+	role atomic.Int32
 }
 
 // Recheck returns what a session's principal may do now, or an error
@@ -143,7 +144,8 @@ func (s *Sessions) Start(id Identity, recheck Recheck) (string, Session) {
 	}
 	var sid [16]byte
 	rand.Read(sid[:])
-	ls := &liveSession{key: string(src) + ":" + id.Name, id: id, recheck: recheck, expires: expires, csrf: newSecret(), role: id.Role}
+	ls := &liveSession{key: string(src) + ":" + id.Name, id: id, recheck: recheck, expires: expires, csrf: newSecret()}
+	ls.role.Store(int32(id.Role))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.makeRoomLocked(ls.key, now)
@@ -267,11 +269,7 @@ func (s *Sessions) Check(value string) (Session, bool) {
 // noteRole audits, once, a recheck of session ls that gave id another
 // role than the check before.
 func (s *Sessions) noteRole(ls *liveSession, id Identity) {
-	s.mu.Lock()
-	before := ls.role
-	ls.role = id.Role
-	s.mu.Unlock()
-	if before != id.Role {
+	if before := Role(ls.role.Swap(int32(id.Role))); before != id.Role {
 		s.tokens.auditLog().Warn("role changed", append(id.Who(), "from", before.String(), "to", id.Role.String(), "reason", "session rechecked", "at", time.Now().UTC().Format(time.RFC3339Nano))...)
 	}
 }

@@ -182,9 +182,9 @@ func (t *Tokens) auditLog() *slog.Logger {
 	return audit()
 }
 
-// SetClock sets the clock that token expiries are compared with; nil
+// setClock sets the clock that token expiries are compared with; nil
 // means time.Now.
-func (t *Tokens) SetClock(now func() time.Time) {
+func (t *Tokens) setClock(now func() time.Time) {
 	t.mu.Lock()
 	t.now = now
 	t.mu.Unlock()
