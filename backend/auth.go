@@ -65,7 +65,7 @@ func authenticate(tokens *Tokens, sessions *Sessions, log *slog.Logger, next htt
 					w.Header().Add("WWW-Authenticate", `Basic realm="rezuscloud", charset="UTF-8"`)
 				}
 				w.Header().Add("WWW-Authenticate", `Bearer realm="rezuscloud"`)
-				api.WriteError(w, api.Errorf(http.StatusUnauthorized, "%v: send a token with HTTP basic auth (user = token name) or as `Authorization: Bearer TOKEN`", err))
+				api.WriteError(w, unauthorized(err))
 				return
 			}
 		} else if tokens.open() {
@@ -76,6 +76,20 @@ func authenticate(tokens *Tokens, sessions *Sessions, log *slog.Logger, next htt
 		}
 		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
 	})
+}
+
+// unauthorized is the 401 of a request whose credentials failed with err.
+// An expired credential is named with its expiry.
+func unauthorized(err error) error {
+	var expired *ExpiredError
+	if errors.As(err, &expired) {
+		hint := "log in again"
+		if expired.What == "token" {
+			hint = "ask an admin for a new one"
+		}
+		return api.Errorf(http.StatusUnauthorized, "%v: it is no longer accepted; %s", err, hint)
+	}
+	return api.Errorf(http.StatusUnauthorized, "%v: send a token with HTTP basic auth (user = token name) or as `Authorization: Bearer TOKEN`", err)
 }
 
 // identify reads the request's credentials and checks them.

@@ -171,7 +171,7 @@ func (s *Server) requestBackup(w http.ResponseWriter, r *http.Request) {
 		s.backupError(w, err, "requesting a backup", c.tenant)
 		return
 	}
-	s.log.Info("backup requested", "tenant", c.tenant, "by", c.who.Name)
+	s.auditLog().Info("backup requested", append(c.who.Who(), "role", c.who.Role.String(), "what", "backup request", "tenant", c.tenant, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr)...)
 	api.WriteJSON(w, http.StatusAccepted, api.BackupResponse{Accepted: true,
 		Message: fmt.Sprintf("a backup of tenant %s is queued; its status.backup and the list of its backups show it when it is written", c.tenant)})
 }
@@ -197,8 +197,8 @@ func (s *Server) downloadBackup(w http.ResponseWriter, r *http.Request) {
 	tenant, backup := r.PathValue("name"), r.PathValue("id")
 	who, _ := IdentityFrom(r.Context())
 	audit := s.auditLog()
-	attrs := []any{"who", who.Name, "role", who.Role.String(), "what", "backup", "tenant", tenant, "backup", backup,
-		"at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr}
+	attrs := append(who.Who(), "role", who.Role.String(), "what", "backup", "tenant", tenant, "backup", backup,
+		"at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr)
 	rec := &statusWriter{ResponseWriter: w}
 	c, ok := s.backupTenant(rec, r, RoleAdmin, "downloading a backup")
 	if !ok {

@@ -269,11 +269,11 @@ func TestBackupsDownload(t *testing.T) {
 	}
 	log := audit.String()
 	for _, want := range []string{
-		`msg=download who=admin role=admin what=backup tenant=alpha backup=` + id,
-		`msg="download refused" who=editor role=edit what=backup tenant=alpha backup=` + id,
-		`msg="download refused" who=viewer role=view`,
+		`msg=download who=admin source=token role=admin what=backup tenant=alpha backup=` + id,
+		`msg="download refused" who=editor source=token role=edit what=backup tenant=alpha backup=` + id,
+		`msg="download refused" who=viewer source=token role=view`,
 		`msg="download refused" who=(unauthenticated) what=backup tenant=alpha backup=` + id,
-		`msg="download failed" who=admin role=admin what=backup tenant=alpha backup=20261205T090000Z-00000000`,
+		`msg="download failed" who=admin source=token role=admin what=backup tenant=alpha backup=20261205T090000Z-00000000`,
 		`reason="backup ID"`,
 	} {
 		if !strings.Contains(log, want) {

@@ -35,12 +35,17 @@
 //
 // # Authentication
 //
-// Tokens come from a tokens file of `NAME ROLE SHA256-HEX` lines (see
-// NewToken) or are minted in memory by Tokens.Ephemeral. Requests carry
-// them as HTTP basic auth (user = token name) or as a bearer token; roles
-// are view < edit < admin. Without a tokens file every request is allowed
-// as an admin, and Server refuses to listen on anything but loopback.
-// Secrets are compared in constant time and never logged.
+// Tokens come from a tokens file of `NAME ROLE SHA256-HEX [expires=RFC3339]
+// [owner=NAME]` lines (see NewTokenFor) or are minted in memory by
+// Tokens.Ephemeral. Requests carry them as HTTP basic auth (user = token
+// name) or as a bearer token; roles are view < edit < admin. Without a
+// tokens file every request is allowed as an admin, and Server refuses to
+// listen on anything but loopback. Secrets are compared in constant time
+// and never logged. A token past its expiry is refused (ExpiredError) and
+// audited. The last use of each file token is kept in memory and written
+// to the store's series area at most once a minute per token, off the
+// request path (lastused.go); GET /api/v1/tokens lists the tokens for
+// admins, never a secret or digest.
 //
 // Sessions are the dashboard's logins: a token checked once starts a
 // server-side session named by a signed, expiring cookie (SessionCookie),

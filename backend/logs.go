@@ -162,8 +162,8 @@ func (ls *logServer) serve(w http.ResponseWriter, r *http.Request, dmesg bool) {
 		what = "dmesg"
 	}
 	id, _ := IdentityFrom(r.Context())
-	attrs := []any{"who", id.Name, "role", id.Role.String(), "what", what, "tenant", tenant, "machine", machine,
-		"at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr}
+	attrs := append(id.Who(), "role", id.Role.String(), "what", what, "tenant", tenant, "machine", machine,
+		"at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr)
 	if _, ok := requireRole(w, r, RoleEdit, "reading a machine's "+what); !ok {
 		ls.audit.Warn("machine logs refused", append(attrs, "reason", "role")...)
 		return

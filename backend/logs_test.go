@@ -260,10 +260,10 @@ func TestLogsRolesAndAudit(t *testing.T) {
 	}
 	a := audit.String()
 	for _, want := range []string{
-		`msg="machine logs refused" who=viewer role=view what=dmesg tenant=alpha machine=m-1`,
+		`msg="machine logs refused" who=viewer source=token role=view what=dmesg tenant=alpha machine=m-1`,
 		`msg="machine logs refused" who=(unauthenticated) what=dmesg tenant=alpha machine=m-1`,
-		`msg="machine logs" who=editor role=edit what=dmesg tenant=alpha machine=m-1`,
-		`msg="machine logs" who=admin role=admin what=dmesg tenant=alpha machine=m-1`,
+		`msg="machine logs" who=editor source=token role=edit what=dmesg tenant=alpha machine=m-1`,
+		`msg="machine logs" who=admin source=token role=admin what=dmesg tenant=alpha machine=m-1`,
 	} {
 		if !strings.Contains(a, want) {
 			t.Errorf("audit log lacks %q:\n%s", want, a)
@@ -302,9 +302,9 @@ func TestLogsSession(t *testing.T) {
 	}
 	a := audit.String()
 	for _, want := range []string{
-		`msg="machine logs refused" who=viewer role=view what=logs tenant=alpha machine=m-1`,
-		`msg="machine logs" who=editor role=edit what=logs tenant=alpha machine=m-1`,
-		`msg="machine logs" who=admin role=admin what=dmesg tenant=alpha machine=m-1`,
+		`msg="machine logs refused" who=viewer source=token role=view what=logs tenant=alpha machine=m-1`,
+		`msg="machine logs" who=editor source=token role=edit what=logs tenant=alpha machine=m-1`,
+		`msg="machine logs" who=admin source=token role=admin what=dmesg tenant=alpha machine=m-1`,
 		`msg="machine logs refused" who=(unauthenticated) what=dmesg tenant=alpha machine=m-1`,
 	} {
 		if !strings.Contains(a, want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 )
@@ -73,10 +74,10 @@ func (s *Server) testNotification(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := ns.n.Test(r.Context(), provider); err != nil {
-		s.log.Warn("test notification not delivered", "provider", provider, "by", id.Name, "err", err)
+		s.Audit().Warn("test notification not delivered", append(id.Who(), "role", id.Role.String(), "what", "test notification", "provider", provider, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr, "err", err.Error())...)
 		api.WriteError(w, api.Errorf(http.StatusBadGateway, "the test message was not delivered: %v", err))
 		return
 	}
-	s.log.Info("test notification delivered", "provider", provider, "by", id.Name)
+	s.Audit().Info("test notification delivered", append(id.Who(), "role", id.Role.String(), "what", "test notification", "provider", provider, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr)...)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/store"
@@ -28,7 +29,8 @@ type Reconcile interface {
 // answer is 202 with an api.ReconcileResponse. Call it before Run.
 func (s *Server) ServeReconcile(rc Reconcile) {
 	s.Handle("POST /api/v1/reconcile", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := requireRole(w, r, RoleEdit, "requesting a reconcile"); !ok {
+		id, ok := requireRole(w, r, RoleEdit, "requesting a reconcile")
+		if !ok {
 			return
 		}
 		req, err := parseReconcileRequest(w, r)
@@ -43,7 +45,7 @@ func (s *Server) ServeReconcile(rc Reconcile) {
 			}
 		}
 		res := rc.RequestReconcile(req.Tenant)
-		s.log.Info("reconcile requested", "tenant", req.Tenant, "tenants", len(res.Tenants))
+		s.Audit().Info("reconcile requested", append(id.Who(), "role", id.Role.String(), "what", "reconcile", "tenant", req.Tenant, "tenants", len(res.Tenants), "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr)...)
 		api.WriteJSON(w, http.StatusAccepted, res)
 	}))
 }

@@ -90,9 +90,13 @@ type Config struct {
 	// SessionTTL is how long a dashboard session lasts. Default
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
-	// SessionClock is the clock of dashboard sessions and of the limits
-	// on logins. Default time.Now; tests move it.
+	// SessionClock is the clock of dashboard sessions, of the limits
+	// on logins and of token expiries and last uses. Default time.Now;
+	// tests move it.
 	SessionClock func() time.Time
+	// LastUsedFlush is how often the last uses of tokens are written to
+	// the store. Default DefaultLastUsedFlush.
+	LastUsedFlush time.Duration
 }
 
 // Server is the rezuscloud HTTP server: the state backend, health and
@@ -116,6 +120,8 @@ type Server struct {
 	// notifications (see ServeNotifications).
 	notifications atomic.Pointer[notificationService]
 	http          *http.Server
+	// lastUsed writes the last uses of tokens to the store.
+	lastUsed *lastUsedFlusher
 
 	ln       net.Listener
 	stopping atomic.Bool
@@ -182,8 +188,11 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.SessionClock != nil {
 		s.sessions.now = cfg.SessionClock
+		tokens.setClock(cfg.SessionClock)
 	}
+	tokens.setAudit(s.Audit)
 	s.routes()
+	s.lastUsed = startLastUsedFlusher(st, tokens, cfg.LastUsedFlush, log)
 	// No ReadTimeout or WriteTimeout: they would end watches, which last
 	// for hours. Bodies have their own deadline (bodyLimits).
 	s.http = &http.Server{
@@ -227,6 +236,9 @@ func (cfg *Config) withDefaults() error {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
+	if cfg.LastUsedFlush <= 0 {
+		cfg.LastUsedFlush = DefaultLastUsedFlush
+	}
 	maxState := cfg.MaxStateBytes
 	if maxState <= 0 {
 		maxState = DefaultMaxStateBytes
@@ -253,6 +265,7 @@ func (s *Server) routes() {
 	s.Handle(APIPrefix, s.api)
 	s.serveBackups()
 	s.serveNotifications()
+	s.serveTokens()
 	if b, ok := s.store.(store.Backuper); ok {
 		s.serveStoreBackup("GET "+StoreBackupPath, b)
 	} else {
@@ -469,6 +482,7 @@ func (s *Server) Run(ctx context.Context) error {
 // never ran.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.lastUsed.Close()
 		s.hub.Close()
 		s.closeErr = s.store.Close()
 	})

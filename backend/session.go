@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -63,6 +64,9 @@ type liveSession struct {
 	recheck Recheck
 	expires time.Time
 	csrf    string
+	// role is the Role the session's last check gave; a recheck that
+	// gives another is audited once.
+	role atomic.Int32
 }
 
 // Recheck returns what a session's principal may do now, or an error
@@ -141,6 +145,7 @@ func (s *Sessions) Start(id Identity, recheck Recheck) (string, Session) {
 	var sid [16]byte
 	rand.Read(sid[:])
 	ls := &liveSession{key: string(src) + ":" + id.Name, id: id, recheck: recheck, expires: expires, csrf: newSecret()}
+	ls.role.Store(int32(id.Role))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.makeRoomLocked(ls.key, now)
@@ -256,8 +261,17 @@ func (s *Sessions) Check(value string) (Session, bool) {
 		if id, err = ls.recheck(s.now()); err != nil {
 			return Session{}, false
 		}
+		s.noteRole(ls, id)
 	}
 	return Session{Identity: id, Expires: ls.expires, CSRF: ls.csrf}, true
+}
+
+// noteRole audits, once, a recheck of session ls that gave id another
+// role than the check before.
+func (s *Sessions) noteRole(ls *liveSession, id Identity) {
+	if before := Role(ls.role.Swap(int32(id.Role))); before != id.Role {
+		s.tokens.auditLog().Warn("role changed", append(id.Who(), "from", before.String(), "to", id.Role.String(), "reason", "session rechecked", "at", time.Now().UTC().Format(time.RFC3339Nano))...)
+	}
 }
 
 // FromRequest returns the live session of the request's session cookie.

@@ -28,7 +28,7 @@ func (s *Server) serveStoreBackup(pattern string, b store.Backuper) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := IdentityFrom(r.Context())
 		audit := s.audit()
-		attrs := []any{"who", id.Name, "role", id.Role.String(), "what", what, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr}
+		attrs := append(id.Who(), "role", id.Role.String(), "what", what, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr)
 		if _, ok := requireRole(w, r, RoleAdmin, "downloading a copy of the store"); !ok {
 			audit.Warn("download refused", append(attrs, "reason", "role")...)
 			return

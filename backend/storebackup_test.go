@@ -66,10 +66,10 @@ func TestStoreBackupDownload(t *testing.T) {
 
 	a := audit.String()
 	for _, want := range []string{
-		`"msg":"download","who":"admin","role":"admin","what":"store backup"`,
+		`"msg":"download","who":"admin","source":"token","role":"admin","what":"store backup"`,
 		`"msg":"download ended","who":"admin"`,
-		`"msg":"download refused","who":"viewer","role":"view","what":"store backup"`,
-		`"msg":"download refused","who":"editor","role":"edit","what":"store backup"`,
+		`"msg":"download refused","who":"viewer","source":"token","role":"view","what":"store backup"`,
+		`"msg":"download refused","who":"editor","source":"token","role":"edit","what":"store backup"`,
 		`"msg":"download refused","who":"(unauthenticated)","what":"store backup"`,
 	} {
 		if !strings.Contains(a, want) {

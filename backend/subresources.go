@@ -41,7 +41,7 @@ func (s *Server) ServeTenantSecrets(p TenantSecrets, audit *slog.Logger) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tenant, machine := r.PathValue("name"), r.PathValue("id")
 			id, _ := IdentityFrom(r.Context())
-			attrs := []any{"who", id.Name, "role", id.Role.String(), "what", what, "tenant", tenant, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr}
+			attrs := append(id.Who(), "role", id.Role.String(), "what", what, "tenant", tenant, "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr)
 			if machine != "" {
 				attrs = append(attrs, "machine", machine)
 			}

@@ -332,9 +332,9 @@ func (h *StateHandler) unlock(w http.ResponseWriter, r *http.Request, name strin
 		h.log.Warn("state force-unlocked", "state", name, "lock", released.ID, "holder", released.Token,
 			"locked_at", released.Created, "by", id.Name, "by_role", id.Role.String(), "lock_id_given", info.ID != "", "remote", r.RemoteAddr)
 		if h.opts.Audit != nil {
-			h.opts.Audit.Warn("state force-unlocked", "who", id.Name, "role", id.Role.String(), "what", "force-unlock",
+			h.opts.Audit.Warn("state force-unlocked", append(id.Who(), "role", id.Role.String(), "what", "force-unlock",
 				"tenant", name, "at", h.now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr,
-				"lock", released.ID, "holder", released.Token, "locked_at", released.Created, "lock_id_given", info.ID != "")
+				"lock", released.ID, "holder", released.Token, "locked_at", released.Created, "lock_id_given", info.ID != "")...)
 		}
 	} else {
 		h.log.Info("state unlocked", "state", name, "lock", released.ID, "token", id.Name)

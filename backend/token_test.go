@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadTokensErrors(t *testing.T) {
@@ -14,7 +15,7 @@ func TestLoadTokensErrors(t *testing.T) {
 	for _, c := range []struct {
 		text, want string
 	}{
-		{"a view\n", ":1: want `NAME ROLE SHA256-HEX`"},
+		{"a view\n", ":1: want `NAME ROLE SHA256-HEX [expires=RFC3339] [owner=NAME]`"},
 		{"# c\n\na root " + digest + "\n", ":3: unknown role \"root\""},
 		{"a view " + digest + "\na edit " + digest + "\n", ":2: token name \"a\" already used on line 1"},
 		{"a view rzc_secret\n", ":1: third field must be the 64 hex digits"},
@@ -98,5 +99,55 @@ func TestTokensCheck(t *testing.T) {
 	}
 	if _, _, err := NewToken("bad name", RoleView); err == nil {
 		t.Error("NewToken accepted a name with a space")
+	}
+}
+
+func TestLoadTokensOptions(t *testing.T) {
+	digest := hex.EncodeToString(make([]byte, 32))
+	path := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(path, []byte("ci edit "+digest+" expires=2027-01-01T02:00:00+02:00 owner=platform # CI\nops admin "+digest+" owner=alice\n"), 0o600)
+	toks, err := LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []tokenEntry{
+		{name: "ci", role: RoleEdit, expires: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), owner: "platform"},
+		{name: "ops", role: RoleAdmin, owner: "alice"},
+	}
+	if len(toks.file) != 2 {
+		t.Fatalf("%d tokens loaded", len(toks.file))
+	}
+	for i, w := range want {
+		got := toks.file[i]
+		got.digest = [32]byte{}
+		if got != w {
+			t.Errorf("token %d = %+v, want %+v", i, got, w)
+		}
+	}
+	for _, c := range []struct{ text, want string }{
+		{"a view " + digest + " expires=2027-01-01\n", ":1: expires=\"2027-01-01\": want an RFC 3339 time"},
+		{"a view " + digest + " owner=x owner=y\n", ":1: owner= given twice"},
+		{"\na view " + digest + " color=red\n", ":2: unknown field \"color=red\" after the digest"},
+		{"a view " + digest + " owner=a:b\n", ":1: owner: token name \"a:b\""},
+	} {
+		os.WriteFile(path, []byte(c.text), 0o600)
+		if _, err := LoadTokens(path); err == nil || !strings.Contains(err.Error(), path+c.want) {
+			t.Errorf("LoadTokens(%q) = %v, want %q", c.text, err, path+c.want)
+		}
+	}
+}
+
+func TestNewTokenForLine(t *testing.T) {
+	at := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	tok, line, err := NewTokenFor("ci", RoleEdit, TokenOptions{Expires: at, Owner: "platform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(tok))
+	if want := "ci edit " + hex.EncodeToString(sum[:]) + " expires=2027-01-01T00:00:00Z owner=platform"; line != want {
+		t.Fatalf("line = %q, want %q", line, want)
+	}
+	if _, _, err := NewTokenFor("ci", RoleEdit, TokenOptions{Owner: "two words"}); err == nil {
+		t.Error("an owner with a space was accepted")
 	}
 }

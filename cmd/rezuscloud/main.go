@@ -171,6 +171,9 @@ func (m *Main) Run(ctx context.Context) error {
 		<-served
 	case <-ctx.Done():
 		m.stopping()
+		if m.replica != nil {
+			m.flushLastUsed()
+		}
 		stopRec()
 		wait()
 		stopServer()
@@ -184,6 +187,14 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.Close()
 	return err
+}
+
+// flushLastUsed writes the last uses of tokens to the store; on a
+// replica, before its lease ends and the store refuses its writes.
+func (m *Main) flushLastUsed() {
+	if err := m.Server.FlushLastUsed(); err != nil {
+		m.log.Warn("record the last use of tokens", "err", err)
+	}
 }
 
 // stopping says what a stop waits for: the tenant runs in progress, which

@@ -94,6 +94,9 @@ func (m *Main) openReplica() error {
 	}
 	m.Server.Handle("GET /metrics", backend.RequireRole(backend.RoleView, "reading metrics", m.metrics.Handler()))
 	m.onClose(func() { r.Close() })
+	// The last uses of tokens are written while the lease still fences
+	// this replica's writes in (Close runs this before r.Close).
+	m.onClose(func() { m.flushLastUsed() })
 	st := m.etcdStore
 	// State locks are not tied to a lease: tofu's lock requests reach
 	// any replica through --state-url, and whichever served one is not

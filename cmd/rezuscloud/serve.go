@@ -143,8 +143,9 @@ given by --config (keys are flag names). A flag beats the environment, which
 beats the file, which beats the default.
 
 Clients authenticate with tokens from the tokens file (see
-'rezuscloud token create'), sent as HTTP basic auth (user = token name,
-password = token) or as 'Authorization: Bearer TOKEN'. Without a tokens file
+'rezuscloud token create'; a line may end in expires=RFC3339 and owner=NAME,
+docs/tokens.md), sent as HTTP basic auth (user = token name, password =
+token) or as 'Authorization: Bearer TOKEN'. Without a tokens file
 every request is allowed as an admin; the server then listens on loopback
 only and refuses any other address.
 

@@ -102,7 +102,7 @@ func TestStoreBackupThroughServer(t *testing.T) {
 		t.Errorf("the copy: %+v, %v", info, err)
 	}
 	audit, _ := os.ReadFile(filepath.Join(m.flags.data, "audit.log"))
-	if !strings.Contains(string(audit), `"msg":"download ended","who":"ops","role":"admin","what":"store backup"`) {
+	if !strings.Contains(string(audit), `"msg":"download ended","who":"ops","source":"token","role":"admin","what":"store backup"`) {
 		t.Errorf("the audit log does not record the download:\n%s", audit)
 	}
 

@@ -18,12 +18,12 @@ const completionTimeout = 3 * time.Second
 // completeTypeAndNames completes get's arguments: a resource type, then
 // the names of that type.
 func completeTypeAndNames(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	if len(args) > 0 && slices.Contains(backupWords, args[0]) {
+	if len(args) > 0 && (slices.Contains(backupWords, args[0]) || slices.Contains(tokenWords, args[0])) {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	types, dir := completeFor(cmd, args, toComplete, nil)
 	if len(args) == 0 {
-		types = append(types, backupWords[0])
+		types = append(types, backupWords[0], tokenWords[0])
 	}
 	return types, dir
 }

@@ -39,6 +39,8 @@ Types and their aliases:
   history                                 get history TENANT [MACHINE]: a tenant's events (its machines'
                                           transitions, availability, rollouts, reboots, restores) or one
                                           machine's transitions and gauges, over --since/--until (24h)
+  tokens      (token)                     the server's API tokens (admin): owner, role, source, expiry
+                                          and last use, never a secret
 
 Node groups and config patches live in a tenant: --tenant/-t T scopes them,
 and NAME may be written TENANT/NAME. Without --tenant, get lists them in
@@ -58,7 +60,7 @@ func newGetCmd() *cobra.Command {
 	var h historyOptions
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME...]",
-		Short: "Print tenants, node groups, machines, patches, providers, commits, or a tenant's backups or history",
+		Short: "Print tenants, node groups, machines, patches, providers, commits, API tokens, or a tenant's backups or history",
 		Long:  getLong,
 		Example: `  rezusctl get tenants
   rezusctl get ng -t production
@@ -68,6 +70,7 @@ func newGetCmd() *cobra.Command {
   rezusctl get backups -t production
   rezusctl get history production --since 6h
   rezusctl get history production sim-25b33181a5738e00 -o wide
+  rezusctl get tokens
   rezusctl get machines -w`,
 		ValidArgsFunction: completeTypeAndNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -93,6 +96,13 @@ func newGetCmd() *cobra.Command {
 					return err
 				}
 				return runGetBackups(cmd.Context(), c, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[1:], &o)
+			}
+			if slices.Contains(tokenWords, strings.ToLower(args[0])) {
+				c, err := newClient(cmd)
+				if err != nil {
+					return err
+				}
+				return runGetTokens(cmd.Context(), c, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[1:], &o, time.Now())
 			}
 			if err := checkSelector(o.selector); err != nil {
 				return err

@@ -117,6 +117,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if and (include "rezuscloud.etcdStore" .) $v.persistence.existingClaim }}
 {{- fail "persistence.existingClaim is one volume, for one server on bbolt: on etcd every replica gets a claim of its own (persistence.size, persistence.storageClass)" }}
 {{- end }}
+{{- if and $v.oidc.issuer (not $v.oidc.clientID) }}
+{{- fail "oidc.issuer needs oidc.clientID, the dashboard's client ID at the provider" }}
+{{- end }}
+{{- if and (not $v.oidc.issuer) (or $v.oidc.clientID $v.oidc.cliClientID $v.oidc.roleMap $v.oidc.scopes $v.secrets.oidcClientSecret) }}
+{{- fail "oidc.clientID, oidc.cliClientID, oidc.roleMap, oidc.scopes and secrets.oidcClientSecret need oidc.issuer, the OpenID Connect provider's issuer URL" }}
+{{- end }}
 {{- if $v.etcd.enabled }}
 {{- if not (has (int $v.etcd.members) (list 3 5)) }}
 {{- fail (printf "etcd.members: %v: want 3 or 5 (an etcd of n members goes on while a majority lives)" $v.etcd.members) }}

@@ -4,6 +4,7 @@
 {{- include "rezuscloud.checks" . -}}
 {{- $s := .Values.secrets -}}
 {{- $etcd := .Values.etcd -}}
+{{- $oidc := .Values.oidc -}}
 {{- $replicas := include "rezuscloud.etcdStore" . -}}
 {{- $private := include "rezuscloud.privateCredentials" . -}}
 metadata:
@@ -95,6 +96,25 @@ spec:
         {{- if $s.notifications }}
         - --notifications=/etc/rezuscloud/notifications/notifications.yaml
         {{- end }}
+        {{- if $s.users }}
+        - --users-file=/etc/rezuscloud/users/users
+        {{- end }}
+        {{- with $oidc.issuer }}
+        - --oidc-issuer={{ . }}
+        - --oidc-client-id={{ $oidc.clientID }}
+        {{- end }}
+        {{- if $s.oidcClientSecret }}
+        - --oidc-client-secret-file=/etc/rezuscloud/oidc/client-secret
+        {{- end }}
+        {{- with $oidc.cliClientID }}
+        - --oidc-cli-client-id={{ . }}
+        {{- end }}
+        {{- with $oidc.roleMap }}
+        - --oidc-role-map={{ . }}
+        {{- end }}
+        {{- with $oidc.scopes }}
+        - --oidc-scopes={{ join "," . }}
+        {{- end }}
         {{- if $replicas }}
         {{- include "rezuscloud.replicaArgs" . | nindent 8 }}
         {{- end }}
@@ -165,6 +185,12 @@ spec:
         {{- if $s.notifications }}
         - {name: notifications, mountPath: /etc/rezuscloud/notifications, readOnly: true}
         {{- end }}
+        {{- if $s.users }}
+        - {name: users, mountPath: /etc/rezuscloud/users, readOnly: true}
+        {{- end }}
+        {{- if $s.oidcClientSecret }}
+        - {name: oidc, mountPath: /etc/rezuscloud/oidc, readOnly: true}
+        {{- end }}
         {{- if $private }}
         - {name: private, mountPath: /etc/rezuscloud/private, readOnly: true}
         {{- end }}
@@ -221,6 +247,20 @@ spec:
       secret:
         secretName: {{ . | quote }}
         defaultMode: 0440
+    {{- end }}
+    {{- with $s.users }}
+    - name: users
+      secret:
+        secretName: {{ . | quote }}
+        defaultMode: 0440
+        items: [{key: users, path: users}]
+    {{- end }}
+    {{- with $s.oidcClientSecret }}
+    - name: oidc
+      secret:
+        secretName: {{ . | quote }}
+        defaultMode: 0440
+        items: [{key: client-secret, path: client-secret}]
     {{- end }}
     {{- with $s.openstack }}
     - name: openstack
