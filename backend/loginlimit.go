@@ -188,7 +188,7 @@ func (l *loginLimits) failedUser(client, name string, now time.Time, err error) 
 		return &clientLimit{attempts: rate.NewLimiter(rate.Inf, 1)}
 	}).fail(now)
 	switch {
-	case byUser > byClient:
+	case byUser > 0 && byUser >= byClient:
 		return &LoginLimitError{Wait: byUser, Why: "too many failed logins as this user", Invalid: true}
 	case byClient > 0:
 		return &LoginLimitError{Wait: byClient, Why: "too many failed logins from your address", Invalid: true}
