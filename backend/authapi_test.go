@@ -3,9 +3,9 @@ package backend
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -111,7 +111,7 @@ func (r *authRig) whoami(t *testing.T, h map[string]string) (int, map[string]any
 }
 
 func bearer(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
-func cookie(v string) map[string]string  { return map[string]string{"Cookie": SessionCookie + "=" + v} }
+func cookie(v string) map[string]string   { return map[string]string{"Cookie": SessionCookie + "=" + v} }
 
 func TestLocalLoginBearer(t *testing.T) {
 	r := newAuthRig(t)

@@ -165,7 +165,7 @@ func parseUsers(path string, data []byte) (map[string]userEntry, passwordHash, e
 			return nil, first, fmt.Errorf("%s:%d: want `NAME ROLE HASH`, got %d fields", path, n, len(fields))
 		}
 		name, roleText, hash := fields[0], fields[1], fields[2]
-		if err := checkUserName(name); err != nil {
+		if err := CheckUserName(name); err != nil {
 			return nil, first, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
 		if prev, dup := lines[name]; dup {
@@ -194,9 +194,9 @@ func parseUsers(path string, data []byte) (map[string]userEntry, passwordHash, e
 	return entries, first, nil
 }
 
-// checkUserName accepts what checkTokenName does: a user name is a basic
+// CheckUserName accepts what a token name may be: a user name is a basic
 // auth user name and a word in logs.
-func checkUserName(name string) error {
+func CheckUserName(name string) error {
 	if err := checkTokenName(name); err != nil {
 		return errors.New(strings.Replace(err.Error(), "token name", "user name", 1))
 	}
@@ -357,7 +357,7 @@ func checkPassword(password string) error {
 
 // UserLine returns the users-file line of a user.
 func UserLine(name string, role Role, hash string) (string, error) {
-	if err := checkUserName(name); err != nil {
+	if err := CheckUserName(name); err != nil {
 		return "", err
 	}
 	if role < RoleView || role > RoleAdmin {
