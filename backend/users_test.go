@@ -233,3 +233,28 @@ func TestMissingUserCostsTheSame(t *testing.T) {
 		t.Errorf("argon2id dummy %+v", d)
 	}
 }
+
+// FuzzParseUsers: any users file either parses into users whose hashes
+// parse, or fails with an error that names the file.
+func FuzzParseUsers(f *testing.F) {
+	f.Add([]byte("ana edit " + refArgon2id + "\nbo view " + refBcrypt2b + " # x\n"))
+	f.Add([]byte("ana edit $argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHQ$a2V5a2V5a2V5a2V5a2V5\n"))
+	f.Add([]byte("# only\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, _, err := parseUsers("users", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "users:") {
+				t.Fatalf("error without the file: %v", err)
+			}
+			return
+		}
+		for name, e := range entries {
+			if CheckUserName(name) != nil || e.role < RoleView || e.role > RoleAdmin {
+				t.Fatalf("accepted %q %v", name, e.role)
+			}
+			if _, err := parseHash(e.hash); err != nil {
+				t.Fatalf("accepted hash %q: %v", e.hash, err)
+			}
+		}
+	})
+}
