@@ -259,7 +259,7 @@ type loginRequest struct {
 	Session bool `json:"session"`
 }
 
-// loginAnswer is the answer to a login, and WhoAmI the answer of whoami.
+// loginAnswer is the answer to a login.
 type loginAnswer struct {
 	Token     string    `json:"token,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt"`
@@ -303,12 +303,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(http.StatusBadRequest, "login body: username and password are required"))
 		return
 	}
-	via := "api"
-	if req.Session {
-		via = "api session"
-	}
 	if !req.Session {
-		e, err := s.loginUser(r.RemoteAddr, req.Username, req.Password, via)
+		e, err := s.loginUser(r.RemoteAddr, req.Username, req.Password, "api")
 		if err != nil {
 			writeLoginError(w, err)
 			return
@@ -318,7 +314,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		api.WriteJSON(w, http.StatusOK, loginAnswer{Token: token, ExpiresAt: expires.UTC(), User: e.name, Role: e.role.String(), Source: SourceLocal})
 		return
 	}
-	value, sess, err := s.UserSession(r.RemoteAddr, req.Username, req.Password, via)
+	value, sess, err := s.UserSession(r.RemoteAddr, req.Username, req.Password, "api session")
 	if err != nil {
 		writeLoginError(w, err)
 		return
