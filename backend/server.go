@@ -122,6 +122,8 @@ type Server struct {
 	http          *http.Server
 	// lastUsed writes the last uses of tokens to the store.
 	lastUsed *lastUsedFlusher
+	// local holds the local users and their logins' tokens (authapi.go).
+	local localLogins
 
 	ln       net.Listener
 	stopping atomic.Bool
@@ -266,6 +268,7 @@ func (s *Server) routes() {
 	s.serveBackups()
 	s.serveNotifications()
 	s.serveTokens()
+	s.authRoutes()
 	if b, ok := s.store.(store.Backuper); ok {
 		s.serveStoreBackup("GET "+StoreBackupPath, b)
 	} else {

@@ -15,24 +15,6 @@ import (
 	"github.com/rezuscloud/rezuscloud/store"
 )
 
-// testClock is a clock that tests move.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // lifecycleServer starts a server whose tokens file holds an admin, a CI
 // token that expires an hour after clock's time with an owner, and a
 // viewer; its audit log is returned.

@@ -69,7 +69,8 @@ func (h *handler) showLogin(w http.ResponseWriter, r *http.Request, code int, ms
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: token, Path: "/login", HttpOnly: true,
 		Secure: h.secureFor(r), SameSite: http.SameSiteStrictMode, MaxAge: 3600})
 	v := &view{Title: "Log in", Assets: assets.urls, Now: h.opts.Now().UTC(),
-		Body: loginPage{Next: safeNext(r.FormValue("next")), CSRF: token, Message: msg, SSO: h.ssoLink(safeNext(r.FormValue("next")))}}
+		Body: loginPage{Next: safeNext(r.FormValue("next")), CSRF: token, Message: msg,
+			SSO: h.ssoLink(safeNext(r.FormValue("next"))), Users: h.srv.Users() != nil}}
 	h.render(w, r, code, "login", v, nil)
 }
 
@@ -92,10 +93,17 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.showLogin(w, r, http.StatusForbidden, "The form expired; try again.")
 		return
 	}
-	value, sess, err := h.srv.Sessions().Login(r.RemoteAddr, strings.TrimSpace(r.PostForm.Get("token")))
+	user := r.PostForm.Has("username")
+	var value string
+	var sess backend.Session
+	if user {
+		value, sess, err = h.srv.UserSession(r.RemoteAddr, r.PostForm.Get("username"), r.PostForm.Get("password"), "dashboard")
+	} else {
+		value, sess, err = h.srv.Sessions().Login(r.RemoteAddr, strings.TrimSpace(r.PostForm.Get("token")))
+	}
 	if err != nil {
 		h.log.Warn("dashboard login failed", "remote", r.RemoteAddr, "reason", err.Error())
-		code, msg := loginRefusal(err)
+		code, msg := loginRefusal(err, user)
 		var limit *backend.LoginLimitError
 		if errors.As(err, &limit) {
 			w.Header().Set("Retry-After", strconv.Itoa(limit.RetryAfter()))
@@ -138,6 +146,9 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		h.log.Info("dashboard logout", "token", sess.Identity.Name, "remote", r.RemoteAddr)
 	}
+	if ok && sess.Identity.Source == backend.SourceLocal {
+		h.srv.Audit().Info("logout", append(sess.Identity.Who(), "remote", r.RemoteAddr, "via", "dashboard")...)
+	}
 	http.SetCookie(w, &http.Cookie{Name: backend.SessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: h.secureFor(r), SameSite: http.SameSiteStrictMode})
 	if h.ssoLogout(w, r, c.Value, sess, ok) {
@@ -147,16 +158,21 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 // loginRefusal returns the status and the login page's message for a
-// login that Sessions.Login refused with err.
-func loginRefusal(err error) (int, string) {
+// login that Sessions.Login (or for a user, Server.UserSession) refused
+// with err.
+func loginRefusal(err error, user bool) (int, string) {
+	what := "That token is not valid"
+	if user {
+		what = "That user name or password is not valid"
+	}
 	var limit *backend.LoginLimitError
 	switch {
 	case errors.As(err, &limit) && limit.Invalid:
-		return http.StatusUnauthorized, "That token is not valid, and there were " + limit.Error() + "."
+		return http.StatusUnauthorized, what + ", and there were " + limit.Error() + "."
 	case errors.As(err, &limit):
 		return http.StatusTooManyRequests, "There were " + limit.Error() + "."
 	}
-	return http.StatusUnauthorized, "That token is not valid."
+	return http.StatusUnauthorized, what + "."
 }
 
 // secureFor reports whether cookies set for r must be Secure: under TLS,

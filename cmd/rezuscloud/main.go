@@ -132,6 +132,9 @@ func (m *Main) openServer() error {
 		return err
 	}
 	m.Server.SetAudit(m.audit)
+	if err := m.openUsers(); err != nil {
+		return err
+	}
 	dash := ui.Options{ExternalURL: m.flags.dashboardURL(""), Origin: m.origin, Logger: m.log.With("component", "dashboard")}
 	if dash.SSO, err = m.openOIDC(); err != nil {
 		return err

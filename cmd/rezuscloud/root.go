@@ -17,7 +17,7 @@ func newRootCmd(getenv func(string) string) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(getenv, runServe), newTokenCmd(), newStoreCmd(getenv), newDemoCmd(getenv), newSimCmd(getenv), &cobra.Command{
+	root.AddCommand(newServeCmd(getenv, runServe), newTokenCmd(), newUserCmd(), newStoreCmd(getenv), newDemoCmd(getenv), newSimCmd(getenv), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  cobra.NoArgs,

@@ -28,6 +28,7 @@ type serveFlags struct {
 	data            string
 	listen          string
 	tokensFile      string
+	usersFile       string
 	stateMaxBytes   int64
 	stateHistory    int
 	staleLockAge    time.Duration
@@ -153,7 +154,7 @@ SIGTERM or SIGINT shuts the server down gracefully, and logs what it waits
 for: tenant runs in progress finish (tofu gets --shutdown-grace, then an
 interrupt, and saves its state), requests in flight finish, and the store is
 closed. The next start on the same data dir goes on where this one stopped.
-SIGHUP reloads the tokens file.`,
+SIGHUP reloads the tokens file and the users file.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyConfig(cmd.Flags(), getenv)
@@ -179,6 +180,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	addReplicaFlags(fs, &f.replica)
 	fs.StringVar(&f.listen, "listen", backend.DefaultListen, "TCP `ADDR` to serve on")
 	fs.StringVar(&f.tokensFile, "tokens-file", "", "tokens `FILE`, one 'NAME ROLE SHA256-HEX' line per token; without it only loopback is served and everyone is admin")
+	addUsersFlags(fs, f)
 	fs.Int64Var(&f.stateMaxBytes, "state-max-bytes", backend.DefaultMaxStateBytes, "largest TF state a POST may send, in bytes")
 	fs.IntVar(&f.stateHistory, "state-history", backend.DefaultStateHistory, "earlier versions kept per TF state; 0 keeps none")
 	fs.DurationVar(&f.staleLockAge, "stale-lock-age", backend.DefaultStaleLockAge, "age after which a state lock is reported as stale (never broken); 0 never")
@@ -334,6 +336,7 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer) error {
 				} else {
 					log.Info("tokens file reloaded", "tokens", m.Server.Tokens().Len())
 				}
+				m.reloadUsers()
 			}
 		}
 	}()
