@@ -98,6 +98,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newReconcileCmd())
 	root.AddCommand(newBackupCmd())
 	root.AddCommand(newNotifyCmd())
+	root.AddCommand(newLoginCmd(), newLogoutCmd(), newWhoamiCmd())
 
 	return root
 }
@@ -110,7 +111,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	return exitCode(root.ExecuteContext(ctx), stderr)
+}
+
+// exitCode prints the error of a command on stderr and returns the exit
+// code it deserves.
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}

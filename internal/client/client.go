@@ -49,6 +49,9 @@ type Options struct {
 	// Token is sent as "Authorization: Bearer TOKEN". Empty sends none,
 	// which a server without a tokens file accepts.
 	Token string
+	// Credential, when set, gives the bearer of each request instead of
+	// Token: a stored login that renews itself (Refreshing), say.
+	Credential Credential
 	// HTTPClient sends the requests. Default: a client whose dials and
 	// response headers time out after 30s and whose bodies never do, so
 	// that watches can stay open.
@@ -67,7 +70,7 @@ type Options struct {
 // Client talks to one server. It is safe for concurrent use.
 type Client struct {
 	base    *url.URL
-	token   string
+	cred    Credential
 	http    *http.Client
 	timeout time.Duration
 	agent   string
@@ -114,7 +117,11 @@ func New(opts Options) (*Client, error) {
 	if agent == "" {
 		agent = "rezuscloud-client"
 	}
-	return &Client{base: u, token: opts.Token, http: hc, timeout: opts.Timeout, agent: agent, trace: opts.Trace, page: MaxPage}, nil
+	cred := opts.Credential
+	if cred == nil && opts.Token != "" {
+		cred = StaticToken(opts.Token)
+	}
+	return &Client{base: u, cred: cred, http: hc, timeout: opts.Timeout, agent: agent, trace: opts.Trace, page: MaxPage}, nil
 }
 
 // Server returns the server's base URL.
@@ -158,8 +165,8 @@ func (c *Client) do(ctx context.Context, path string, q url.Values, accept strin
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if err := c.authorize(ctx, req); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	resp, err := c.http.Do(req)
@@ -176,6 +183,21 @@ func (c *Client) do(ctx context.Context, path string, q url.Values, accept strin
 	}
 	defer resp.Body.Close()
 	return nil, statusError(resp, path)
+}
+
+// authorize gives req the client's bearer, if it has one.
+func (c *Client) authorize(ctx context.Context, req *http.Request) error {
+	if c.cred == nil {
+		return nil
+	}
+	secret, err := c.cred.Bearer(ctx)
+	if err != nil {
+		return err
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	return nil
 }
 
 func (c *Client) traced(target string, status int, start time.Time) {
