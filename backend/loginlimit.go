@@ -92,6 +92,9 @@ type loginLimits struct {
 	mu      sync.Mutex
 	clients limitTable[*clientLimit]
 	tokens  limitTable[*rate.Limiter]
+	// users holds the failed logins of each local user name, from any
+	// address; only its backoff is used.
+	users limitTable[*clientLimit]
 }
 
 // clientLimit is what the limits remember of one client address.
@@ -103,11 +106,13 @@ type clientLimit struct {
 }
 
 func newLoginLimits() *loginLimits {
+	rest := func(c *clientLimit, now time.Time) bool {
+		return !now.Before(c.until) && (c.fails == 0 || now.Sub(c.lastFail) >= failMemory) && atRest(c.attempts, now)
+	}
 	return &loginLimits{
-		clients: newLimitTable(maxLimitEntries, func(c *clientLimit, now time.Time) bool {
-			return !now.Before(c.until) && (c.fails == 0 || now.Sub(c.lastFail) >= failMemory) && atRest(c.attempts, now)
-		}),
-		tokens: newLimitTable(maxLimitEntries, atRest),
+		clients: newLimitTable(maxLimitEntries, rest),
+		tokens:  newLimitTable(maxLimitEntries, atRest),
+		users:   newLimitTable(maxLimitEntries, rest),
 	}
 }
 
@@ -138,18 +143,65 @@ func (l *loginLimits) admit(client string, now time.Time) error {
 func (l *loginLimits) failed(client string, now time.Time, err error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := l.client(client, now)
+	if wait := l.client(client, now).fail(now); wait > 0 {
+		return &LoginLimitError{Wait: wait, Why: "too many failed logins from your address", Invalid: true}
+	}
+	return err
+}
+
+// fail counts a failed login and returns how long its client or user must
+// wait now: nothing for the first freeFailures in a row, then failPolicy.
+func (c *clientLimit) fail(now time.Time) time.Duration {
 	if now.Sub(c.lastFail) >= failMemory {
 		c.fails = 0
 	}
 	c.fails++
 	c.lastFail = now
 	if c.fails <= freeFailures {
-		return err
+		return 0
 	}
 	wait := failPolicy.Delay(c.fails - freeFailures)
 	c.until = now.Add(wait)
-	return &LoginLimitError{Wait: wait, Why: "too many failed logins from your address", Invalid: true}
+	return wait
+}
+
+// admitUser says how long logins as the local user name must wait after
+// failed ones, from any address.
+func (l *loginLimits) admitUser(name string, now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if u, ok := l.users.m[name]; ok && now.Before(u.until) {
+		return &LoginLimitError{Wait: u.until.Sub(now), Why: "too many failed logins as this user"}
+	}
+	return nil
+}
+
+// failedUser counts a failed login as the local user name, from client,
+// and returns the error to answer it with: err, or a LoginLimitError once
+// the address's or the user's free failures are used up, with the longer
+// of the two waits.
+func (l *loginLimits) failedUser(client, name string, now time.Time, err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	byClient := l.client(client, now).fail(now)
+	byUser := l.users.get(name, now, func() *clientLimit {
+		return &clientLimit{attempts: rate.NewLimiter(rate.Inf, 1)}
+	}).fail(now)
+	switch {
+	case byUser > byClient:
+		return &LoginLimitError{Wait: byUser, Why: "too many failed logins as this user", Invalid: true}
+	case byClient > 0:
+		return &LoginLimitError{Wait: byClient, Why: "too many failed logins from your address", Invalid: true}
+	}
+	return err
+}
+
+// succeededUser forgets the failed logins of the local user name, whose
+// password was just given.
+func (l *loginLimits) succeededUser(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.users.m, name)
 }
 
 // admitToken takes one login of the named token's budget, or says how

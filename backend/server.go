@@ -115,7 +115,9 @@ type Server struct {
 	// notifications answer the notification endpoint; nil without
 	// notifications (see ServeNotifications).
 	notifications atomic.Pointer[notificationService]
-	http          *http.Server
+	// local holds the local users and their logins' tokens (authapi.go).
+	local localLogins
+	http  *http.Server
 
 	ln       net.Listener
 	stopping atomic.Bool
@@ -253,6 +255,7 @@ func (s *Server) routes() {
 	s.Handle(APIPrefix, s.api)
 	s.serveBackups()
 	s.serveNotifications()
+	s.authRoutes()
 	if b, ok := s.store.(store.Backuper); ok {
 		s.serveStoreBackup("GET "+StoreBackupPath, b)
 	} else {
