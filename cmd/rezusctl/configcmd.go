@@ -49,6 +49,7 @@ never prints the token.`,
 			if err != nil {
 				return usageError(err)
 			}
+			warnTightened(cmd, path, cfg)
 			conn, err := resolveConnection(cmd)
 			if err != nil {
 				return usageError(err)
@@ -61,7 +62,7 @@ never prints the token.`,
 			fmt.Fprintf(w, "# %s\n%s", path, b)
 			fmt.Fprintf(w, "# in effect:\n# server: %s (from %s)\n", conn.Server, conn.ServerFrom)
 			token := "none"
-			if conn.Token != "" {
+			if conn.Token != "" || conn.Login != nil {
 				token = "from " + conn.TokenFrom
 			}
 			_, err = fmt.Fprintf(w, "# token: %s\n", token)
