@@ -21,7 +21,8 @@
 //     loopback), testenv (the real tofu, provider mirror and Kubernetes binaries), servertest
 //     (the real server, started for a test), kubetest (a tenant's real
 //     Kubernetes control plane, started for a test), etcdtest (a real etcd
-//     cluster in the test's process), manifestfleet (fleets
-//     of manifests) and layering (these rules). Only tests, benchmarks and
+//     cluster in the test's process), oidctest (a real OpenID Connect
+//     provider in the test's process), manifestfleet (fleets of
+//     manifests) and layering (these rules). Only tests, benchmarks and
 //     the kits themselves import them.
 package internal

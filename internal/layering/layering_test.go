@@ -42,7 +42,7 @@ var (
 	// apiClient is the HTTP client of the API, for rezusctl and tests.
 	apiClient = []string{"internal/client"}
 	// testKits are for tests and benchmarks only.
-	testKits = []string{"internal/etcdtest", "internal/gittest", "internal/kubetest", "internal/layering", "internal/manifestfleet", "internal/servertest", "internal/testenv"}
+	testKits = []string{"internal/etcdtest", "internal/gittest", "internal/kubetest", "internal/layering", "internal/manifestfleet", "internal/oidctest", "internal/servertest", "internal/testenv"}
 )
 
 // serverPackages are the packages of the server above the leaf utilities.
@@ -54,6 +54,7 @@ var rules = []rule{
 	{pkgs: []string{"notify"}, never: slices.Concat(serverPackages, []string{"replica", "schema"}), tests: true},
 	{pkgs: []string{"events"}, never: []string{"backend", "reconciler", "render", "cmd", "sources"}},
 	{pkgs: []string{"reconciler"}, never: []string{"backend"}, allowed: []string{"backend/api"}},
+	{pkgs: []string{"backend/sso"}, never: slices.Concat(serverPackages, simulators, apiClient), allowed: []string{"backend/sso"}},
 	{name: "the leaf utilities of internal/", pkgs: leafUtilities, never: slices.Concat(simulators, apiClient, testKits, serverPackages)},
 	{name: "the simulators", pkgs: simulators, never: slices.Concat(apiClient, testKits, []string{"backend", "reconciler", "sources", "store", "cmd"})},
 	{name: "the API client", pkgs: apiClient, never: slices.Concat(simulators, testKits, serverPackages), allowed: []string{"backend/api"}},
