@@ -243,3 +243,18 @@ func TestLoginConfigFileTightened(t *testing.T) {
 		t.Errorf("second read: code %d stderr %q", code, errOut)
 	}
 }
+
+// readLoginsIfAny is readLogins for a config file that may not exist.
+func readLoginsIfAny(t *testing.T, path string) []savedLogin {
+	t.Helper()
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return nil
+	}
+	return readLogins(t, path)
+}
+
+// withoutSecrets is l to print in a test's failure.
+func (l savedLogin) withoutSecrets() savedLogin {
+	l.Token, l.RefreshToken = "(hidden)", "(hidden)"
+	return l
+}
