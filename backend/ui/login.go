@@ -69,7 +69,7 @@ func (h *handler) showLogin(w http.ResponseWriter, r *http.Request, code int, ms
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: token, Path: "/login", HttpOnly: true,
 		Secure: h.secureFor(r), SameSite: http.SameSiteStrictMode, MaxAge: 3600})
 	v := &view{Title: "Log in", Assets: assets.urls, Now: h.opts.Now().UTC(),
-		Body: loginPage{Next: safeNext(r.FormValue("next")), CSRF: token, Message: msg}}
+		Body: loginPage{Next: safeNext(r.FormValue("next")), CSRF: token, Message: msg, SSO: h.ssoLink(safeNext(r.FormValue("next")))}}
 	h.render(w, r, code, "login", v, nil)
 }
 
@@ -140,6 +140,9 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: backend.SessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: h.secureFor(r), SameSite: http.SameSiteStrictMode})
+	if h.ssoLogout(w, r, c.Value, sess, ok) {
+		return
+	}
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 

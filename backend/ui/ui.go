@@ -12,6 +12,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/backend/sso"
 )
 
 // Options configure the dashboard. Zero values select the defaults.
@@ -28,6 +29,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of relative ages. Default time.Now.
 	Now func() time.Time
+	// SSO signs people in with the organisation's OpenID Connect
+	// provider (see sso.go); nil without single sign-on.
+	SSO *sso.Client
 }
 
 // Serve mounts the dashboard on srv at "/": every path no other handler
@@ -52,6 +56,7 @@ type handler struct {
 	cache  summaryCache
 	// backupLists keeps the tenants' listings of backups.
 	backupLists backupLists
+	sso         ssoSessions
 }
 
 // New returns the dashboard's handler for srv, to be mounted with
@@ -81,6 +86,7 @@ func New(srv *backend.Server, opts Options) (http.Handler, error) {
 	m.HandleFunc("GET /login", h.loginPage)
 	m.HandleFunc("POST /login", h.login)
 	m.HandleFunc("POST /logout", h.logout)
+	h.routeSSO(m)
 	m.HandleFunc("GET /assets/{name}", serveAsset)
 	m.HandleFunc("/", h.notFound)
 	h.mux = m

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -174,9 +175,16 @@ func (c *client) RedirectURIs() []string {
 func (c *client) RedirectURIGlobs() []string { return nil }
 
 // PostLogoutRedirectURIGlobs lets the end-session endpoint return to any
-// loopback address.
+// loopback address and to any page of the web client's redirect URIs'
+// origins.
 func (c *client) PostLogoutRedirectURIGlobs() []string {
-	return []string{"http://127.0.0.1:*/**", "http://localhost:*/**"}
+	globs := []string{"http://127.0.0.1:*/**", "http://localhost:*/**"}
+	for _, r := range c.RedirectURIs() {
+		if u, err := url.Parse(r); err == nil {
+			globs = append(globs, u.Scheme+"://"+u.Host+"/**")
+		}
+	}
+	return globs
 }
 
 func (c *client) GrantTypes() []oidc.GrantType { return c.grants }
