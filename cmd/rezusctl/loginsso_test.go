@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -255,5 +258,84 @@ func TestLoginDeviceWrongPassword(t *testing.T) {
 	}
 	if got := readLoginsIfAny(t, filepath.Join(home, "rezuscloud", "config.yaml")); len(got) != 0 {
 		t.Errorf("logins: %+v", got)
+	}
+}
+
+// rezusctl login --browser signs in with the code flow and PKCE: $BROWSER
+// opens the provider's page (here a script that notes the address, and
+// the test signs in there as the person would), the provider sends the
+// browser back to the login's port on 127.0.0.1, and the login is stored.
+// An answer with another state is refused while the login goes on
+// waiting.
+func TestLoginBrowser(t *testing.T) {
+	home := isolate(t)
+	p, srv := ssoRig(t)
+	dir := t.TempDir()
+	noted := filepath.Join(dir, "url")
+	script := filepath.Join(dir, "browser")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nprintf '%s' \"$1\" > "+noted+".tmp && mv "+noted+".tmp "+noted+"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROWSER", script)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		root := newRoot(&out, &errb)
+		root.SetArgs([]string{"login", "--browser", "--server", srv.URL()})
+		done <- exitCode(root.ExecuteContext(ctx), &errb)
+	}()
+	var authURL string
+	for authURL == "" {
+		select {
+		case c := <-done:
+			t.Fatalf("login ended with %d before the browser opened: %s", c, errb.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		b, _ := os.ReadFile(noted)
+		authURL = string(b)
+	}
+	au, err := url.Parse(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := au.Query()
+	if !strings.HasPrefix(authURL, p.Issuer+"/") || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" ||
+		q.Get("state") == "" || q.Get("nonce") == "" || q.Get("client_id") != p.CLIClientID || !strings.HasPrefix(q.Get("redirect_uri"), "http://127.0.0.1:") {
+		t.Fatalf("the browser opened %s, want the provider's authorization with PKCE, state and nonce", authURL)
+	}
+
+	back, err := p.Login(ctx, authURL, "carol", carolPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := *back
+	fq := forged.Query()
+	fq.Set("state", "another")
+	forged.RawQuery = fq.Encode()
+	if resp, err := http.Get(forged.String()); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("an answer with another state: %v %v, want 400", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := http.Get(back.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "Signed in.") {
+		t.Errorf("the browser's page: %s %s", resp.Status, page)
+	}
+	if c := <-done; c != 0 || !strings.HasPrefix(out.String(), "Logged in to "+srv.URL()+" as carol@example.com (oidc)") {
+		t.Fatalf("login: code %d stdout %q stderr %q", c, out.String(), errb.String())
+	}
+	l := readLogins(t, filepath.Join(home, "rezuscloud", "config.yaml"))[0]
+	if l.RefreshToken == "" || l.Source != client.LoginOIDC || l.ClientID != p.CLIClientID {
+		t.Errorf("stored login %+v", l.withoutSecrets())
+	}
+	if code, out, errOut := runCLI(t, "whoami", "--server", srv.URL()); code != 0 || !strings.Contains(out, "Role:      edit\n") {
+		t.Errorf("whoami: code %d stdout %q stderr %q", code, out, errOut)
 	}
 }

@@ -174,7 +174,7 @@ type client struct {
 
 func (c *client) RedirectURIs() []string {
 	if !c.redirect {
-		return nil
+		return []string{CLIRedirectURI}
 	}
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
