@@ -133,6 +133,9 @@ func (m *Main) openServer() error {
 	}
 	m.Server.SetAudit(m.audit)
 	dash := ui.Options{ExternalURL: m.flags.dashboardURL(""), Origin: m.origin, Logger: m.log.With("component", "dashboard")}
+	if dash.SSO, err = m.openOIDC(); err != nil {
+		return err
+	}
 	if err := ui.Serve(m.Server, dash); err != nil {
 		return err
 	}

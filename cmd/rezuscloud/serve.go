@@ -103,6 +103,7 @@ type serveFlags struct {
 	talos   talosFlags
 	backups backupFlags
 	history historyFlags
+	oidc    oidcFlags
 }
 
 // talosFlags configure the Talos plane and the simulated nodes.
@@ -232,6 +233,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.IntVar(&f.talos.probeConcurrency, "probe-concurrency", 32, "machines probed at the same time")
 	fs.DurationVar(&f.talos.probeTimeout, "probe-timeout", 3*time.Second, "how long a probe waits for a machine; one that does not answer is shown as not connected")
 	addHistoryFlags(fs, &f.history)
+	addOIDCFlags(fs, &f.oidc)
 	fs.StringVar(&f.talos.simTimings, "sim-timings", "", "stage durations of the simulated nodes (--sim-cloud), e.g. boot=200ms,reboot=400ms,upgrade=300ms,fallback=2s (also install, reset, log); default: the nodes' own")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
