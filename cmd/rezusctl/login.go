@@ -114,19 +114,45 @@ func loginLocal(cmd *cobra.Command, c *client.Client, user string) (client.Login
 func readPassword(cmd *cobra.Command, user string) (string, error) {
 	in := cmd.InOrStdin()
 	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "Password of %s: ", user)
-		b, err := term.ReadPassword(int(f.Fd()))
-		fmt.Fprintln(cmd.ErrOrStderr())
-		if err != nil {
-			return "", &exitError{code: exitUsage, msg: fmt.Sprintf("read the password: %v", err)}
-		}
-		return nonEmptyPassword(string(b))
+		return readTerminalPassword(cmd, int(f.Fd()), user)
 	}
 	line, err := bufio.NewReader(in).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return "", &exitError{code: exitUsage, msg: fmt.Sprintf("read the password from standard input: %v", err)}
 	}
 	return nonEmptyPassword(strings.TrimRight(line, "\r\n"))
+}
+
+// readTerminalPassword reads a password from the terminal fd without
+// echo. An interrupt (Ctrl-C) ends the wait and turns echo back on.
+func readTerminalPassword(cmd *cobra.Command, fd int, user string) (string, error) {
+	stderr := cmd.ErrOrStderr()
+	state, err := term.GetState(fd)
+	if err != nil {
+		return "", &exitError{code: exitUsage, msg: fmt.Sprintf("read the password: %v", err)}
+	}
+	fmt.Fprintf(stderr, "Password of %s: ", user)
+	type read struct {
+		b   []byte
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		b, err := term.ReadPassword(fd)
+		got <- read{b, err}
+	}()
+	select {
+	case <-cmd.Context().Done():
+		term.Restore(fd, state)
+		fmt.Fprintln(stderr)
+		return "", &exitError{code: exitUsage, msg: "interrupted"}
+	case r := <-got:
+		fmt.Fprintln(stderr)
+		if r.err != nil {
+			return "", &exitError{code: exitUsage, msg: fmt.Sprintf("read the password: %v", r.err)}
+		}
+		return nonEmptyPassword(string(r.b))
+	}
 }
 
 func nonEmptyPassword(p string) (string, error) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rezuscloud/rezuscloud/backend"
@@ -257,4 +259,65 @@ func readLoginsIfAny(t *testing.T, path string) []savedLogin {
 func (l savedLogin) withoutSecrets() savedLogin {
 	l.Token, l.RefreshToken = "(hidden)", "(hidden)"
 	return l
+}
+
+// On a terminal, login asks for the password and the terminal does not
+// echo it.
+func TestLoginPasswordNotEchoed(t *testing.T) {
+	home := isolate(t)
+	srv := usersServer(t, nil)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	var seen bytes.Buffer
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		buf := make([]byte, 256)
+		for {
+			n, err := ptmx.Read(buf)
+			seen.Write(buf[:n])
+			if err != nil || strings.Contains(seen.String(), "Password of alice: ") {
+				return
+			}
+		}
+	}()
+	var out, errb bytes.Buffer
+	root := newRoot(&out, tty)
+	root.SetIn(tty)
+	root.SetArgs([]string{"login", "--server", srv.URL(), "--username", "alice"})
+	done := make(chan int, 1)
+	go func() { done <- exitCode(root.ExecuteContext(context.Background()), &errb) }()
+	<-copied
+	// Type once the terminal stopped echoing, as a person would after
+	// the prompt.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		tio, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tio.Lflag&unix.ECHO == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminal still echoes 10s after the prompt")
+		}
+	}
+	if _, err := ptmx.Write([]byte("alice-password\r")); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 0 || !strings.HasPrefix(out.String(), "Logged in to "+srv.URL()+" as alice (local)") {
+		t.Fatalf("login: code %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+	tty.Close()
+	rest, _ := io.ReadAll(ptmx)
+	if all := seen.String() + string(rest); strings.Contains(all, "alice-password") || !strings.Contains(all, "Password of alice: ") {
+		t.Errorf("the terminal showed %q: want the prompt and not the password", all)
+	}
+	if l := readLogins(t, filepath.Join(home, "rezuscloud", "config.yaml")); len(l) != 1 || l[0].User != "alice" {
+		t.Errorf("logins %+v", l)
+	}
 }

@@ -5,12 +5,19 @@
 // that resume after a dropped connection, and the token files its users
 // keep.
 //
+// It also holds what a client proves itself with (Credential): a static
+// token, or a login that `rezusctl login` stored (Refreshing), whose
+// OpenID Connect ID token it renews at the provider's token endpoint with
+// the refresh token before it expires; and the calls of the auth
+// endpoints (login, logout, whoami, the single sign-on config) and of a
+// provider's discovery document and revocation.
+//
 // It speaks only the wire shapes of backend/api and the resource types of
 // schema (and of internal/preview for plan previews). It must not import
 // the server (backend) or the reconciler, and it never changes a resource:
-// the API is read-only, and a preview plans without applying. The token it
-// is given travels only in the Authorization header; it never appears in
-// an error, a trace line or a URL.
+// the API is read-only, and a preview plans without applying. The secret
+// it sends travels only in the Authorization header (and a refresh token
+// only to the provider); none appears in an error, a trace line or a URL.
 package client
 
 import (
