@@ -321,3 +321,40 @@ func TestLoginPasswordNotEchoed(t *testing.T) {
 		t.Errorf("logins %+v", l)
 	}
 }
+
+// A stored login is used for its server unless a token comes from a flag
+// or the environment; it comes before the context's token file, and
+// another server does not get it.
+func TestLoginPrecedence(t *testing.T) {
+	home := isolate(t)
+	cfg := writeConfig(t, home)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, "logins:\n  - server: https://prod.example.com\n    source: local\n    user: alice\n    token: rzl_x\n"...)
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flagFile := filepath.Join(home, "flag.token")
+	if err := os.WriteFile(flagFile, []byte("flag-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{want: "# token: from the local login of alice in " + cfg + "\n"},
+		{args: []string{"--server", "HTTPS://prod.example.com/"}, want: "# token: from the local login of alice in " + cfg + "\n"},
+		{args: []string{"--token-file", flagFile}, want: "# token: from --token-file " + flagFile + "\n"},
+		{env: "env-token", want: "# token: from " + envToken + "\n"},
+		{args: []string{"--server", "http://127.0.0.1:9999"}, want: "# token: from context prod (" + filepath.Join(home, "rezuscloud", "prod.token") + ")\n"},
+	} {
+		t.Setenv(envToken, tc.env)
+		code, out, errOut := runCLI(t, append([]string{"config", "view"}, tc.args...)...)
+		if code != 0 || !strings.HasSuffix(out, tc.want) {
+			t.Errorf("config view %v (env %q): code %d stderr %q, stdout ends\n%s\nwant %q", tc.args, tc.env, code, errOut, out[max(0, len(out)-120):], tc.want)
+		}
+	}
+}

@@ -4,11 +4,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
+
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/client"
+	"github.com/rezuscloud/rezuscloud/internal/oidctest"
 )
 
 // jwtOf is an unsigned JWT of the claims: ParseIDToken reads claims and
@@ -79,5 +83,87 @@ func TestCredentialBearer(t *testing.T) {
 	c, _ = client.New(client.Options{Server: s.URL(), Credential: client.NewRefreshing(oidcLogin, nil, nil)})
 	if _, err := c.Tenants(ctx(t), client.ListOptions{}); err == nil || err.Error() != "the login of a@example.com expired at 2026-12-05T10:00:00Z; log in again with rezusctl login" {
 		t.Errorf("an expired OIDC login without a refresh token: %v", err)
+	}
+}
+
+// deviceLogin signs user in at p with the CLI's client through the device
+// flow, the test approving the code, and returns the login it makes.
+func deviceLogin(t *testing.T, p *oidctest.Provider, user, password string) client.Login {
+	t.Helper()
+	c := ctx(t)
+	prov, err := client.Discover(c, nil, p.Issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := &oauth2.Config{ClientID: p.CLIClientID, Scopes: []string{"openid", "email", "offline_access"},
+		Endpoint: oauth2.Endpoint{TokenURL: prov.TokenEndpoint, DeviceAuthURL: prov.DeviceAuthorizationEndpoint, AuthStyle: oauth2.AuthStyleInParams}}
+	da, err := conf.DeviceAuth(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ApproveDevice(c, da.UserCode, user, password); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := conf.DeviceAccessToken(c, da)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := client.LoginFromToken(tok, client.Login{Issuer: p.Issuer, ClientID: p.CLIClientID, TokenURL: prov.TokenEndpoint, Scopes: conf.Scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Callers that find the login expired at once renew it once: the
+// provider rotates refresh tokens, so a second renewal with the same one
+// would be refused. Each gets the new ID token, and save gets it once.
+func TestRefreshingRenewsOnce(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Options{Users: []oidctest.User{{Username: "erin", Password: "erin-password", Email: "erin@example.com"}}})
+	l := deviceLogin(t, p, "erin", "erin-password")
+	if l.RefreshToken == "" || l.User != "erin@example.com" {
+		t.Fatalf("device login %s, refresh token %t", l.User, l.RefreshToken != "")
+	}
+	l.Expiry = time.Now().Add(30 * time.Second) // within RefreshMargin
+	var mu sync.Mutex
+	var saved []client.Login
+	r := client.NewRefreshing(l, func(n client.Login) error {
+		mu.Lock()
+		defer mu.Unlock()
+		saved = append(saved, n)
+		return nil
+	}, nil)
+	got := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			tok, err := r.Bearer(ctx(t))
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = tok
+		})
+	}
+	wg.Wait()
+	if len(saved) != 1 {
+		t.Fatalf("saved %d renewed logins, want 1", len(saved))
+	}
+	n := saved[0]
+	if n.Token == l.Token || n.RefreshToken == l.RefreshToken || n.User != "erin@example.com" || n.TokenURL != l.TokenURL || time.Until(n.Expiry) < 50*time.Minute {
+		t.Errorf("renewed login: user %s, new token %t, rotated refresh token %t, expiry %s", n.User, n.Token != l.Token, n.RefreshToken != l.RefreshToken, n.Expiry)
+	}
+	for i, tok := range got {
+		if tok != n.Token {
+			t.Errorf("caller %d got another token than the renewed one", i)
+		}
+	}
+	if r.Login().Token != n.Token {
+		t.Error("Login() is not the renewed login")
+	}
+	// The old refresh token was rotated away.
+	old := l
+	old.Expiry = time.Now().Add(-time.Second)
+	if _, err := client.NewRefreshing(old, nil, nil).Bearer(ctx(t)); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Errorf("renewal with the rotated refresh token: %v", err)
 	}
 }
