@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -88,9 +89,10 @@ func TestCredentialBearer(t *testing.T) {
 
 // deviceLogin signs user in at p with the CLI's client through the device
 // flow, the test approving the code, and returns the login it makes.
-func deviceLogin(t *testing.T, p *oidctest.Provider, user, password string) client.Login {
+func deviceLogin(t testing.TB, p *oidctest.Provider, user, password string) client.Login {
 	t.Helper()
-	c := ctx(t)
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	prov, err := client.Discover(c, nil, p.Issuer)
 	if err != nil {
 		t.Fatal(err)
@@ -165,5 +167,31 @@ func TestRefreshingRenewsOnce(t *testing.T) {
 	old.Expiry = time.Now().Add(-time.Second)
 	if _, err := client.NewRefreshing(old, nil, nil).Bearer(ctx(t)); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
 		t.Errorf("renewal with the rotated refresh token: %v", err)
+	}
+}
+
+// BenchmarkRefreshingRenew measures a renewal of an expiring login at the
+// real provider on loopback: the refresh grant and reading the new ID
+// token.
+func BenchmarkRefreshingRenew(b *testing.B) {
+	p := oidctest.Start(b, oidctest.Options{Users: []oidctest.User{{Username: "erin", Password: "erin-password"}}})
+	l := deviceLogin(b, p, "erin", "erin-password")
+	for b.Loop() {
+		l.Expiry = time.Now()
+		r := client.NewRefreshing(l, nil, nil)
+		if _, err := r.Bearer(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		l = r.Login()
+	}
+}
+
+// BenchmarkRefreshingFresh measures Bearer of a login with time left.
+func BenchmarkRefreshingFresh(b *testing.B) {
+	r := client.NewRefreshing(client.Login{Source: client.LoginOIDC, Token: "t", Expiry: time.Now().Add(time.Hour)}, nil, nil)
+	for b.Loop() {
+		if _, err := r.Bearer(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
