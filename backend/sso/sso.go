@@ -69,6 +69,7 @@ type Client struct {
 	bearer     *oidc.IDTokenVerifier
 	endSession string
 	aead       cipher.AEAD
+	bearers    bearerCache
 }
 
 // New discovers the provider and returns a client of it.

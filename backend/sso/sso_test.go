@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,5 +267,53 @@ func TestRoleMap(t *testing.T) {
 	writeFile(t, file, "# the platform team\nplatform-admins=admin\nplatform=edit\nbad\n")
 	if _, err := ParseRoleMap("@" + file); err == nil || !strings.Contains(err.Error(), file+":4") {
 		t.Errorf("a file's bad line: %v", err)
+	}
+}
+
+// BenchmarkVerifyBearer measures the check of an ID token sent as an API
+// bearer credential, with the keys cached.
+func BenchmarkVerifyBearer(b *testing.B) {
+	p := oidctest.Start(b, oidctest.Options{})
+	roles, _ := ParseRoleMap("platform=edit")
+	c, err := New(b.Context(), Config{Issuer: p.Issuer, ClientID: p.WebClientID, CLIClientID: p.CLIClientID, Roles: roles})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, _ := p.Sign(map[string]any{"iss": p.Issuer, "aud": p.CLIClientID, "sub": "alice", "groups": []string{"platform"},
+		"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()})
+	if _, err := c.VerifyBearer(b.Context(), raw); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := c.VerifyBearer(b.Context(), raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestBearerCacheEndsAtExpiry: a remembered ID token is refused once it
+// expires.
+func TestBearerCacheEndsAtExpiry(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Options{})
+	roles, _ := ParseRoleMap("platform=edit")
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c, err := New(t.Context(), Config{Issuer: p.Issuer, ClientID: p.WebClientID, Roles: roles, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := p.Sign(map[string]any{"iss": p.Issuer, "aud": p.WebClientID, "sub": "alice", "groups": []string{"platform"},
+		"exp": now.Add(time.Minute).Unix(), "iat": now.Unix()})
+	for range 2 {
+		if l, err := c.VerifyBearer(t.Context(), raw); err != nil || l.Role != "edit" {
+			t.Fatalf("%+v, %v", l, err)
+		}
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	if _, err := c.VerifyBearer(t.Context(), raw); Reason(err) != "expired" {
+		t.Fatalf("after expiry: %v", err)
 	}
 }

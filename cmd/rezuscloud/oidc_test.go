@@ -114,9 +114,9 @@ func TestOIDCBearer(t *testing.T) {
 	if code, body := oidcGet(t, base+"/api/v1/tenants", raw); code != http.StatusOK || !strings.Contains(body, `"items"`) {
 		t.Fatalf("alice's ID token: %d %s", code, body)
 	}
-	// Edit, not admin: the state versions need admin.
-	if code, _ := oidcGet(t, base+"/api/v1/tfstate/alpha/versions?version=1", raw); code != http.StatusForbidden && code != http.StatusNotFound {
-		t.Fatalf("an editor read a state version: %d", code)
+	// Edit, not admin: a copy of the store needs admin.
+	if code, body := oidcGet(t, base+"/api/v1/admin/store", raw); code != http.StatusForbidden || !strings.Contains(body, "edit") {
+		t.Fatalf("an editor's copy of the store: %d %s", code, body)
 	}
 	if code, body := oidcGet(t, base+"/api/v1/tenants", deviceToken(t, p, "bob", "pw-bob")); code != http.StatusUnauthorized || !strings.Contains(body, "none of your groups (sales)") {
 		t.Fatalf("bob's ID token: %d %s", code, body)
