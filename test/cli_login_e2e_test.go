@@ -26,6 +26,7 @@ import (
 func TestCLILoginE2E(t *testing.T) {
 	p := oidctest.Start(t, oidctest.Options{Users: []oidctest.User{
 		{Username: "dana", Password: "dana-password", Email: "dana@example.com", Groups: []string{"platform"}},
+		{Username: "gus", Password: "gus-password", Email: "gus@example.com", Groups: []string{"sales"}},
 	}})
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte(p.WebClientSecret+"\n"), 0o600); err != nil {
@@ -48,45 +49,25 @@ func TestCLILoginE2E(t *testing.T) {
 		t.Fatalf("get tenants without a login: %v %q, want a refusal", err, errOut)
 	}
 
+	// A person in no group with a role signs in at the provider, and the
+	// server refuses the login, which is not stored.
+	cfgFile := filepath.Join(home, "rezuscloud", "config.yaml")
+	out, printed, err := cliDeviceLogin(t, p, cli, env, "gus", "gus-password")
+	if err == nil || out != "" || !strings.Contains(printed, "error: gus@example.com signed in at the provider, but the server refuses the login: ") {
+		t.Errorf("login of a person without a role: %v, stdout %q, stderr %q", err, out, printed)
+	}
+	if _, err := os.Stat(cfgFile); !os.IsNotExist(err) {
+		t.Errorf("a refused login wrote the config file: %v", err)
+	}
+
 	// The first ID token lasts 3 seconds, to expire within the test.
 	p.SetIDTokenLifetime(3 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	login := exec.CommandContext(ctx, cli, "login")
-	login.Env = env
-	var out strings.Builder
-	login.Stdout = &out
-	stderr, err := login.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := login.Start(); err != nil {
-		t.Fatal(err)
-	}
-	codeLine := regexp.MustCompile(`^To sign in, open (\S+) and enter the code (\S+)$`)
-	lines := bufio.NewScanner(stderr)
-	var printed []string
-	for lines.Scan() {
-		printed = append(printed, lines.Text())
-		if m := codeLine.FindStringSubmatch(lines.Text()); m != nil {
-			if m[1] != p.Issuer+"/device" {
-				t.Errorf("verification URI %s, want %s/device", m[1], p.Issuer)
-			}
-			if err := p.ApproveDevice(ctx, m[2], "dana", "dana-password"); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	for lines.Scan() {
-		printed = append(printed, lines.Text())
-	}
-	if err := login.Wait(); err != nil || !strings.HasPrefix(out.String(), "Logged in to "+srv.URL()+" as dana@example.com (oidc), until ") {
-		t.Fatalf("login: %v, stdout %q, stderr %q", err, out.String(), printed)
+	out, printed, err = cliDeviceLogin(t, p, cli, env, "dana", "dana-password")
+	if err != nil || !strings.HasPrefix(out, "Logged in to "+srv.URL()+" as dana@example.com (oidc, role edit), until ") {
+		t.Fatalf("login: %v, stdout %q, stderr %q", err, out, printed)
 	}
 	p.SetIDTokenLifetime(time.Hour)
 
-	cfgFile := filepath.Join(home, "rezuscloud", "config.yaml")
 	first := storedLogin(t, cfgFile)
 	if first.Source != client.LoginOIDC || first.User != "dana@example.com" || first.RefreshToken == "" || first.ClientID != p.CLIClientID ||
 		first.Issuer != p.Issuer || time.Until(first.Expiry) > 4*time.Second {
@@ -117,6 +98,41 @@ func TestCLILoginE2E(t *testing.T) {
 	if _, errOut, err := rezusctl("whoami"); err == nil || !strings.Contains(errOut, "401") {
 		t.Errorf("whoami after logout: %v %q, want a refusal", err, errOut)
 	}
+}
+
+// cliDeviceLogin runs `rezusctl login` and approves the device code it
+// prints as user would at the provider's device page. It returns what
+// the login printed on stdout and stderr, and how it ended.
+func cliDeviceLogin(t *testing.T, p *oidctest.Provider, cli string, env []string, user, password string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	login := exec.CommandContext(ctx, cli, "login")
+	login.Env = env
+	var out strings.Builder
+	login.Stdout = &out
+	stderr, err := login.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := login.Start(); err != nil {
+		t.Fatal(err)
+	}
+	codeLine := regexp.MustCompile(`^To sign in, open (\S+) and enter the code (\S+)$`)
+	var printed strings.Builder
+	for lines := bufio.NewScanner(stderr); lines.Scan(); {
+		printed.WriteString(lines.Text() + "\n")
+		if m := codeLine.FindStringSubmatch(lines.Text()); m != nil {
+			if m[1] != p.Issuer+"/device" {
+				t.Errorf("verification URI %s, want %s/device", m[1], p.Issuer)
+			}
+			if err := p.ApproveDevice(ctx, m[2], user, password); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	err = login.Wait()
+	return out.String(), printed.String(), err
 }
 
 // storedLogin reads the one login of the config file, which must have

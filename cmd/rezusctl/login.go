@@ -68,10 +68,11 @@ func newLoginCmd() *cobra.Command {
 				return err
 			}
 			var l client.Login
+			var role string
 			if username != "" {
-				l, err = loginLocal(cmd, c, username)
-			} else {
-				l, err = loginSSO(cmd, c, browser)
+				l, role, err = loginLocal(cmd, c, username)
+			} else if l, err = loginSSO(cmd, c, browser); err == nil {
+				role, err = serverRole(cmd, conn, l)
 			}
 			if err != nil {
 				return apiError(err)
@@ -79,7 +80,11 @@ func newLoginCmd() *cobra.Command {
 			if err := saveLogin(path, c.Server(), l); err != nil {
 				return usageError(err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Logged in to %s as %s (%s), until %s.\n", c.Server(), orNone(l.User), l.Source, l.Expiry.UTC().Format(time.RFC3339))
+			as := l.Source
+			if role != "" {
+				as += ", role " + role
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Logged in to %s as %s (%s), until %s.\n", c.Server(), orNone(l.User), as, l.Expiry.UTC().Format(time.RFC3339))
 			return nil
 		},
 	}
@@ -88,25 +93,50 @@ func newLoginCmd() *cobra.Command {
 	return cmd
 }
 
-// loginLocal logs in as a local user with a password.
-func loginLocal(cmd *cobra.Command, c *client.Client, user string) (client.Login, error) {
+// loginLocal logs in as a local user with a password, and returns the
+// login and the user's role.
+func loginLocal(cmd *cobra.Command, c *client.Client, user string) (client.Login, string, error) {
 	password, err := readPassword(cmd, user)
 	if err != nil {
-		return client.Login{}, err
+		return client.Login{}, "", err
 	}
 	a, err := c.LocalLogin(cmd.Context(), user, password)
 	var se *client.StatusError
 	if errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusNotFound) {
-		return client.Login{}, &exitError{code: exitUsage, msg: "login refused: " + se.Message}
+		return client.Login{}, "", &exitError{code: exitUsage, msg: "login refused: " + se.Message}
 	}
 	if err != nil {
-		return client.Login{}, err
+		return client.Login{}, "", err
 	}
 	name := a.User
 	if name == "" {
 		name = user
 	}
-	return client.Login{Source: client.LoginLocal, User: name, Token: a.Token, Expiry: a.ExpiresAt}, nil
+	return client.Login{Source: client.LoginLocal, User: name, Token: a.Token, Expiry: a.ExpiresAt}, a.Role, nil
+}
+
+// serverRole asks the server whom it takes a new single sign-on login for
+// and returns the role. A login the server refuses, such as that of a
+// person in no group with a role, is an error, and is not stored; a
+// server without whoami gives no role.
+func serverRole(cmd *cobra.Command, conn *connection, l client.Login) (string, error) {
+	check := *conn
+	check.Token, check.Login = l.Token, nil
+	c, err := clientOf(cmd, &check)
+	if err != nil {
+		return "", err
+	}
+	who, err := c.Whoami(cmd.Context())
+	var se *client.StatusError
+	switch {
+	case err == nil:
+		return who.Role, nil
+	case client.IsNotFound(err):
+		return "", nil
+	case client.IsAuth(err) && errors.As(err, &se):
+		return "", &exitError{code: exitUsage, msg: fmt.Sprintf("%s signed in at the provider, but the server refuses the login: %s", orNone(l.User), se.Message)}
+	}
+	return "", err
 }
 
 // readPassword asks for the password on the terminal without echo, or

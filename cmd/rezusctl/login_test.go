@@ -100,7 +100,7 @@ func TestLoginLocalUser(t *testing.T) {
 
 	before := time.Now()
 	code, out, errOut := runCLIIn(t, strings.NewReader("alice-password\n"), "login", "--server", srv.URL()+"/", "--username", "alice")
-	if code != 0 || !strings.HasPrefix(out, "Logged in to "+srv.URL()+" as alice (local), until ") {
+	if code != 0 || !strings.HasPrefix(out, "Logged in to "+srv.URL()+" as alice (local, role edit), until ") {
 		t.Fatalf("login: code %d stdout %q stderr %q", code, out, errOut)
 	}
 	if strings.Contains(out+errOut, "alice-password") {
@@ -309,7 +309,7 @@ func TestLoginPasswordNotEchoed(t *testing.T) {
 	if _, err := ptmx.Write([]byte("alice-password\r")); err != nil {
 		t.Fatal(err)
 	}
-	if code := <-done; code != 0 || !strings.HasPrefix(out.String(), "Logged in to "+srv.URL()+" as alice (local)") {
+	if code := <-done; code != 0 || !strings.HasPrefix(out.String(), "Logged in to "+srv.URL()+" as alice (local, role edit), until ") {
 		t.Fatalf("login: code %d stdout %q stderr %q", code, out.String(), errb.String())
 	}
 	tty.Close()

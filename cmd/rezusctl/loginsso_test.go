@@ -37,7 +37,12 @@ func ssoRig(t *testing.T) (*oidctest.Provider, *backend.Server) {
 	return p, ssoServer(t, p)
 }
 
-// ssoServer runs a server whose single sign-on is p's.
+// ssoServer runs a server in the test's process whose single sign-on is
+// p's, wired as `rezuscloud serve --oidc-*` wires it (cmd/rezuscloud's
+// oidc.go, which a command's package cannot import): GET
+// /api/v1/auth/config, and the provider's ID tokens as bearer credentials
+// through backend/sso. test/cli_login_e2e_test.go runs the same login
+// against the real binaries.
 func ssoServer(t *testing.T, p *oidctest.Provider) *backend.Server {
 	t.Helper()
 	roles, err := sso.ParseRoleMap("platform=edit,platform-admins=admin")
@@ -146,7 +151,7 @@ func TestLoginDeviceFlow(t *testing.T) {
 
 	before := time.Now()
 	code, out, errOut, uri := deviceLoginAs(t, p, srv.URL(), "carol", carolPassword)
-	if code != 0 || !strings.HasPrefix(out, "Logged in to "+srv.URL()+" as carol@example.com (oidc), until ") {
+	if code != 0 || !strings.HasPrefix(out, "Logged in to "+srv.URL()+" as carol@example.com (oidc, role edit), until ") {
 		t.Fatalf("login: code %d stdout %q stderr %q", code, out, errOut)
 	}
 	if uri != p.Issuer+"/device" {
@@ -328,7 +333,7 @@ func TestLoginBrowser(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "Signed in.") {
 		t.Errorf("the browser's page: %s %s", resp.Status, page)
 	}
-	if c := <-done; c != 0 || !strings.HasPrefix(out.String(), "Logged in to "+srv.URL()+" as carol@example.com (oidc)") {
+	if c := <-done; c != 0 || !strings.HasPrefix(out.String(), "Logged in to "+srv.URL()+" as carol@example.com (oidc, role edit), until ") {
 		t.Fatalf("login: code %d stdout %q stderr %q", c, out.String(), errb.String())
 	}
 	l := readLogins(t, filepath.Join(home, "rezuscloud", "config.yaml"))[0]
@@ -337,5 +342,21 @@ func TestLoginBrowser(t *testing.T) {
 	}
 	if code, out, errOut := runCLI(t, "whoami", "--server", srv.URL()); code != 0 || !strings.Contains(out, "Role:      edit\n") {
 		t.Errorf("whoami: code %d stdout %q stderr %q", code, out, errOut)
+	}
+}
+
+// A person whose groups give no role signs in at the provider, but the
+// server refuses the login: login says so and stores nothing.
+func TestLoginNoRole(t *testing.T) {
+	home := isolate(t)
+	p, srv := ssoRig(t)
+	p.AddUser(oidctest.User{Username: "frank", Password: "frank-password", Email: "frank@example.com", Groups: []string{"sales"}})
+	code, out, errOut, _ := deviceLoginAs(t, p, srv.URL(), "frank", "frank-password")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "error: frank@example.com signed in at the provider, but the server refuses the login: ") ||
+		!strings.Contains(errOut, "sales") {
+		t.Errorf("login: code %d stdout %q stderr %q", code, out, errOut)
+	}
+	if got := readLoginsIfAny(t, filepath.Join(home, "rezuscloud", "config.yaml")); len(got) != 0 {
+		t.Errorf("logins: %+v", got)
 	}
 }
