@@ -27,9 +27,10 @@ the server for its OpenID Connect provider, and then signs in with the
 device authorization grant when the provider offers it (open the address
 it prints, on any device, and enter the code), or else in a browser on
 this machine, which comes back to a port on 127.0.0.1 ($BROWSER opens
-the address; without it, open the printed one). The ID token it gets is
-sent as the bearer, and renewed with the refresh token when it has less
-than a minute left.
+the address; without it, open the printed one). The server must accept
+the ID token (a person whose groups give no role is refused, and nothing
+is stored). It is sent as the bearer, and renewed with the refresh token
+when it has less than a minute left.
 
 With --username it logs in as a local user of the server. It asks for the
 password without echoing it, or reads its first line from standard input
