@@ -387,7 +387,13 @@ func clientOf(cmd *cobra.Command, conn *connection) (*client.Client, error) {
 	if conn.Login != nil {
 		opts.Credential = client.NewRefreshing(*conn.Login, func(l client.Login) error {
 			return saveLogin(conn.ConfigFile, conn.Server, l)
-		}, nil)
+		}, nil).WithLoad(func() (client.Login, bool) {
+			cfg, err := loadConfig(conn.ConfigFile, false, true)
+			if err != nil || cfg.login(conn.Server) == nil {
+				return client.Login{}, false
+			}
+			return *cfg.login(conn.Server), true
+		})
 	}
 	if v, _ := cmd.Root().PersistentFlags().GetBool("verbose"); v {
 		stderr := cmd.ErrOrStderr()

@@ -98,6 +98,7 @@ type Refreshing struct {
 	mu    sync.Mutex
 	login Login
 	save  func(Login) error
+	load  func() (Login, bool)
 	http  *http.Client
 	now   func() time.Time
 }
@@ -110,6 +111,16 @@ func NewRefreshing(login Login, save func(Login) error, hc *http.Client) *Refres
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
 	return &Refreshing{login: login, save: save, http: hc, now: time.Now}
+}
+
+// WithLoad gives r the stored login's reader: before a renewal, r takes
+// the stored login when another process has renewed it since, and its
+// refresh token when the provider rotated it. It returns r.
+func (r *Refreshing) WithLoad(load func() (Login, bool)) *Refreshing {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.load = load
+	return r
 }
 
 // Login returns the login as it is now, renewed or not.
@@ -125,11 +136,17 @@ func (r *Refreshing) Login() Login {
 func (r *Refreshing) Bearer(ctx context.Context) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := r.login
 	now := r.now()
-	if l.Expiry.IsZero() || now.Add(RefreshMargin).Before(l.Expiry) {
-		return l.Token, nil
+	if fresh(r.login, now) {
+		return r.login.Token, nil
 	}
+	if stored, ok := r.stored(); ok {
+		r.login = stored
+		if fresh(stored, now) {
+			return stored.Token, nil
+		}
+	}
+	l := r.login
 	if l.RefreshToken == "" || l.TokenURL == "" {
 		if now.Before(l.Expiry) {
 			return l.Token, nil
@@ -151,6 +168,25 @@ func (r *Refreshing) Bearer(ctx context.Context) (string, error) {
 		}
 	}
 	return renewed.Token, nil
+}
+
+// fresh reports whether l has more than RefreshMargin left at now.
+func fresh(l Login, now time.Time) bool {
+	return l.Expiry.IsZero() || now.Add(RefreshMargin).Before(l.Expiry)
+}
+
+// stored returns the stored login when it is the same person's at the
+// same provider and newer than r's.
+func (r *Refreshing) stored() (Login, bool) {
+	if r.load == nil {
+		return Login{}, false
+	}
+	s, ok := r.load()
+	l := r.login
+	if !ok || s.Source != l.Source || s.User != l.User || s.Issuer != l.Issuer || !s.Expiry.After(l.Expiry) {
+		return Login{}, false
+	}
+	return s, true
 }
 
 // refresh renews l at its provider's token endpoint.

@@ -195,3 +195,45 @@ func BenchmarkRefreshingFresh(b *testing.B) {
 		}
 	}
 }
+
+// Two processes hold the same login (a watch and a get, say). The first
+// renews it and stores the renewal; the provider rotated the refresh
+// token, so the second, which still holds the old one, takes the stored
+// login instead of renewing it again, and renews with the stored refresh
+// token once that login expires too.
+func TestRefreshingTakesStoredRenewal(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Options{Users: []oidctest.User{{Username: "erin", Password: "erin-password", Email: "erin@example.com"}}})
+	l := deviceLogin(t, p, "erin", "erin-password")
+	l.Expiry = time.Now().Add(10 * time.Second)
+	var mu sync.Mutex
+	disk := l
+	save := func(n client.Login) error { mu.Lock(); defer mu.Unlock(); disk = n; return nil }
+	load := func() (client.Login, bool) { mu.Lock(); defer mu.Unlock(); return disk, true }
+	first := client.NewRefreshing(l, save, nil).WithLoad(load)
+	second := client.NewRefreshing(l, save, nil).WithLoad(load)
+
+	tok1, err := first.Bearer(ctx(t))
+	if err != nil || tok1 == l.Token || load1(load).Token != tok1 {
+		t.Fatalf("first renewal: %v (renewed %t, stored %t)", err, tok1 != l.Token, load1(load).Token == tok1)
+	}
+	tok2, err := second.Bearer(ctx(t))
+	if err != nil || tok2 != tok1 {
+		t.Fatalf("second: %v, want the stored renewal's token (same %t)", err, tok2 == tok1)
+	}
+
+	// The stored login nears its end as well: the second renews it with
+	// the stored (rotated) refresh token.
+	mu.Lock()
+	disk.Expiry = time.Now().Add(10 * time.Second)
+	mu.Unlock()
+	third := client.NewRefreshing(l, save, nil).WithLoad(load)
+	tok3, err := third.Bearer(ctx(t))
+	if err != nil || tok3 == tok1 || load1(load).Token != tok3 {
+		t.Errorf("renewal with the stored refresh token: %v (new %t, stored %t)", err, tok3 != tok1, load1(load).Token == tok3)
+	}
+}
+
+func load1(load func() (client.Login, bool)) client.Login {
+	l, _ := load()
+	return l
+}
