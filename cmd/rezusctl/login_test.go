@@ -358,3 +358,26 @@ func TestLoginPrecedence(t *testing.T) {
 		}
 	}
 }
+
+// whoami names the token of the tokens file that a command sends, which
+// never expires; -o json prints the server's answer.
+func TestWhoamiToken(t *testing.T) {
+	home := isolate(t)
+	file, tokens := servertest.Tokens(t, map[string]string{"ci": "view"})
+	srv := servertest.StartBackend(t, backend.Config{TokensFile: file}, nil)
+	tf := filepath.Join(home, "ci.token")
+	if err := os.WriteFile(tf, []byte(tokens["ci"]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "whoami", "--server", srv.URL(), "--token-file", tf)
+	if want := "User:      ci\nRole:      view\nSource:    token\nExpires:   never\n"; code != 0 || out != want {
+		t.Errorf("whoami: code %d stdout %q stderr %q, want %q", code, out, errOut, want)
+	}
+	code, out, errOut = runCLI(t, "whoami", "-o", "json", "--server", srv.URL(), "--token-file", tf)
+	if want := "{\n  \"user\": \"ci\",\n  \"role\": \"view\",\n  \"source\": \"token\"\n}\n"; code != 0 || out != want {
+		t.Errorf("whoami -o json: code %d stdout %q stderr %q, want %q", code, out, errOut, want)
+	}
+	if code, _, errOut = runCLI(t, "whoami", "-o", "wide", "--server", srv.URL()); code != exitUsage || !strings.Contains(errOut, `unknown output format "wide"`) {
+		t.Errorf("whoami -o wide: code %d stderr %q", code, errOut)
+	}
+}
