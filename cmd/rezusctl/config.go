@@ -31,16 +31,81 @@ const (
 )
 
 // cliConfig is the config file: named contexts of a server URL and a token
-// file, and the one in use.
+// file, the one in use, and the logins of `rezusctl login`, one per
+// server.
 //
 //	current-context: prod
 //	contexts:
 //	  - name: prod
 //	    server: https://rezuscloud.example.com
 //	    token-file: ~/.config/rezuscloud/prod.token
+//	logins:
+//	  - server: https://rezuscloud.example.com
+//	    source: oidc
+//	    user: alice@example.com
+//	    token: eyJ...
+//	    refresh-token: ...
 type cliConfig struct {
 	CurrentContext string       `json:"current-context,omitempty"`
 	Contexts       []cliContext `json:"contexts,omitempty"`
+	Logins         []savedLogin `json:"logins,omitempty"`
+
+	// tightened is the mode the file had when loadConfig found it
+	// readable by others with logins in it, and made it 0600.
+	tightened fs.FileMode
+}
+
+// savedLogin is the login of one server.
+type savedLogin struct {
+	Server string `json:"server"`
+	client.Login
+}
+
+// serverKey is the form of a server URL that logins are found by: no
+// trailing slash, scheme and host in lower case.
+func serverKey(server string) string {
+	server = strings.TrimSuffix(server, "/")
+	if scheme, rest, ok := strings.Cut(server, "://"); ok {
+		host, path, _ := strings.Cut(rest, "/")
+		server = strings.ToLower(scheme) + "://" + strings.ToLower(host)
+		if path != "" {
+			server += "/" + path
+		}
+	}
+	return server
+}
+
+// login returns the login of server, or nil.
+func (c *cliConfig) login(server string) *client.Login {
+	key := serverKey(server)
+	for i := range c.Logins {
+		if serverKey(c.Logins[i].Server) == key {
+			return &c.Logins[i].Login
+		}
+	}
+	return nil
+}
+
+// setLogin stores l as the login of server, replacing any other.
+func (c *cliConfig) setLogin(server string, l client.Login) {
+	if have := c.login(server); have != nil {
+		*have = l
+		return
+	}
+	c.Logins = append(c.Logins, savedLogin{Server: serverKey(server), Login: l})
+}
+
+// forgetLogin removes the login of server and reports whether there was
+// one.
+func (c *cliConfig) forgetLogin(server string) bool {
+	key := serverKey(server)
+	for i := range c.Logins {
+		if serverKey(c.Logins[i].Server) == key {
+			c.Logins = append(c.Logins[:i], c.Logins[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // cliContext is one named server. TokenFile may start with "~/"; a
@@ -104,6 +169,14 @@ func loadConfig(path string, explicit, mayBeMissing bool) (*cliConfig, error) {
 	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
 		return nil, fmt.Errorf("config file %s: %v", path, err)
 	}
+	if err := cfg.tighten(path); err != nil {
+		return nil, err
+	}
+	for i, l := range cfg.Logins {
+		if l.Server == "" || l.Token == "" {
+			return nil, fmt.Errorf("config file %s: logins[%d] has no server or no token", path, i)
+		}
+	}
 	seen := map[string]bool{}
 	for i, c := range cfg.Contexts {
 		switch {
@@ -130,6 +203,33 @@ func saveConfig(path string, cfg *cliConfig) error {
 	return atomicfile.Write(path, b, 0o600)
 }
 
+// tighten makes a config file that holds logins readable by its owner
+// only, as saveConfig writes it, when it is not already.
+func (c *cliConfig) tighten(path string) error {
+	if len(c.Logins) == 0 {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return fmt.Errorf("config file %s holds logins and is readable by others (mode %04o), and chmod failed: %w", path, mode, err)
+		}
+		c.tightened = mode
+	}
+	return nil
+}
+
+// warnTightened tells the user when loadConfig had to tighten the
+// config file's mode.
+func warnTightened(cmd *cobra.Command, path string, cfg *cliConfig) {
+	if cfg.tightened != 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s holds logins and was readable by others (mode %04o); it is now 0600\n", path, cfg.tightened)
+	}
+}
+
 func expandHome(p string) string {
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -142,10 +242,12 @@ func expandHome(p string) string {
 // connection is where and as whom rezusctl connects, and where each
 // setting came from, for `config view` and error messages.
 type connection struct {
-	Server       string
-	ServerFrom   string
-	Token        string
-	TokenFrom    string
+	Server     string
+	ServerFrom string
+	Token      string
+	TokenFrom  string
+	// Login is the server's stored login, when the token comes from one.
+	Login        *client.Login
 	Context      string
 	ConfigFile   string
 	RequestLimit time.Duration
@@ -171,14 +273,9 @@ func lookupFlag(cmd *cobra.Command, name string) *pflag.Flag {
 	return cmd.Root().PersistentFlags().Lookup(name)
 }
 
-// resolveConnection layers the settings: flag > environment > config
-// context > default.
-func resolveConnection(cmd *cobra.Command) (*connection, error) {
-	path, explicit := configPath(cmd)
-	cfg, err := loadConfig(path, explicit, false)
-	if err != nil {
-		return nil, err
-	}
+// resolveServer finds the server the command talks to and the context
+// in use: flag > environment > config context > default.
+func resolveServer(cmd *cobra.Command, path string, cfg *cliConfig) (*connection, *cliContext, error) {
 	conn := &connection{ConfigFile: path}
 	ctxName, ctxFrom := flagString(cmd, "context"), "--context"
 	if ctxName == "" {
@@ -190,11 +287,10 @@ func resolveConnection(cmd *cobra.Command) (*connection, error) {
 	var cctx *cliContext
 	if ctxName != "" {
 		if cctx = cfg.context(ctxName); cctx == nil {
-			return nil, fmt.Errorf("context %q (from %s) is not in the config file %s", ctxName, ctxFrom, path)
+			return nil, nil, fmt.Errorf("context %q (from %s) is not in the config file %s", ctxName, ctxFrom, path)
 		}
 		conn.Context = ctxName
 	}
-
 	switch {
 	case flagString(cmd, "server") != "":
 		conn.Server, conn.ServerFrom = flagString(cmd, "server"), "--server"
@@ -204,6 +300,25 @@ func resolveConnection(cmd *cobra.Command) (*connection, error) {
 		conn.Server, conn.ServerFrom = cctx.Server, "context "+cctx.Name
 	default:
 		conn.Server, conn.ServerFrom = client.DefaultServer, "default"
+	}
+	if d, err := cmd.Root().PersistentFlags().GetDuration("request-timeout"); err == nil {
+		conn.RequestLimit = d
+	}
+	return conn, cctx, nil
+}
+
+// resolveConnection layers the settings: flag > environment > config
+// context > default.
+func resolveConnection(cmd *cobra.Command) (*connection, error) {
+	path, explicit := configPath(cmd)
+	cfg, err := loadConfig(path, explicit, false)
+	if err != nil {
+		return nil, err
+	}
+	warnTightened(cmd, path, cfg)
+	conn, cctx, err := resolveServer(cmd, path, cfg)
+	if err != nil {
+		return nil, err
 	}
 
 	if flagChanged(cmd, "token") && flagChanged(cmd, "token-file") {
@@ -227,15 +342,15 @@ func resolveConnection(cmd *cobra.Command) (*connection, error) {
 		if conn.Token, err = client.ReadTokenFile(expandHome(os.Getenv(envTokenFile))); err != nil {
 			return nil, fmt.Errorf("%s: %w", envTokenFile, err)
 		}
+	case cfg.login(conn.Server) != nil:
+		conn.Login = cfg.login(conn.Server)
+		conn.TokenFrom = "the " + conn.Login.Source + " login of " + orNone(conn.Login.User) + " in " + path
 	case cctx != nil && cctx.TokenFile != "":
 		tf := tokenFilePath(path, cctx.TokenFile)
 		conn.TokenFrom = "context " + cctx.Name + " (" + tf + ")"
 		if conn.Token, err = client.ReadTokenFile(tf); err != nil {
 			return nil, fmt.Errorf("token file of context %q: %w", cctx.Name, err)
 		}
-	}
-	if d, err := cmd.Root().PersistentFlags().GetDuration("request-timeout"); err == nil {
-		conn.RequestLimit = d
 	}
 	return conn, nil
 }
@@ -258,11 +373,27 @@ func newClient(cmd *cobra.Command) (*client.Client, error) {
 	if err != nil {
 		return nil, usageError(err)
 	}
+	return clientOf(cmd, conn)
+}
+
+// clientOf returns a client of conn's server with conn's credential.
+func clientOf(cmd *cobra.Command, conn *connection) (*client.Client, error) {
 	opts := client.Options{
 		Server:    conn.Server,
 		Token:     conn.Token,
 		Timeout:   conn.RequestLimit,
 		UserAgent: "rezusctl/" + version.Version,
+	}
+	if conn.Login != nil {
+		opts.Credential = client.NewRefreshing(*conn.Login, func(l client.Login) error {
+			return saveLogin(conn.ConfigFile, conn.Server, l)
+		}, nil).WithLoad(func() (client.Login, bool) {
+			cfg, err := loadConfig(conn.ConfigFile, false, true)
+			if err != nil || cfg.login(conn.Server) == nil {
+				return client.Login{}, false
+			}
+			return *cfg.login(conn.Server), true
+		})
 	}
 	if v, _ := cmd.Root().PersistentFlags().GetBool("verbose"); v {
 		stderr := cmd.ErrOrStderr()
@@ -279,6 +410,17 @@ func newClient(cmd *cobra.Command) (*client.Client, error) {
 		return nil, &exitError{code: exitUsage, msg: fmt.Sprintf("%v (from %s)", err, conn.ServerFrom)}
 	}
 	return c, nil
+}
+
+// saveLogin stores l as the login of server in the config file at path,
+// as it is on disk now.
+func saveLogin(path, server string, l client.Login) error {
+	cfg, err := loadConfig(path, false, true)
+	if err != nil {
+		return err
+	}
+	cfg.setLogin(server, l)
+	return saveConfig(path, cfg)
 }
 
 // usageError marks err as exit code 2 unless it already carries a code.

@@ -23,8 +23,13 @@ servers as contexts, each with the file that holds its token:
       server: https://rezuscloud.example.com
       token-file: ~/.config/rezuscloud/prod.token
 
-A relative token-file is relative to the config file's directory. The file
-is written with mode 0600; tokens themselves never go into it.`,
+A relative token-file is relative to the config file's directory.
+
+'rezusctl login' stores its login of each server under logins: the ID
+token and refresh token of single sign-on, or a local user's login token.
+So the file is written with mode 0600, and one that holds logins and is
+readable by others is made 0600 when it is read. A login is used for its
+server unless a token is given by flag or environment.`,
 	}
 	cmd.AddCommand(newConfigViewCmd(), newConfigUseContextCmd(), newConfigSetContextCmd(), newConfigGetContextsCmd(), newConfigCurrentContextCmd())
 	return cmd
@@ -44,11 +49,12 @@ never prints the token.`,
 			if err != nil {
 				return usageError(err)
 			}
+			warnTightened(cmd, path, cfg)
 			conn, err := resolveConnection(cmd)
 			if err != nil {
 				return usageError(err)
 			}
-			b, err := yaml.Marshal(cfg)
+			b, err := yaml.Marshal(hideSecrets(cfg))
 			if err != nil {
 				return usageError(err)
 			}
@@ -56,13 +62,27 @@ never prints the token.`,
 			fmt.Fprintf(w, "# %s\n%s", path, b)
 			fmt.Fprintf(w, "# in effect:\n# server: %s (from %s)\n", conn.Server, conn.ServerFrom)
 			token := "none"
-			if conn.Token != "" {
+			if conn.Token != "" || conn.Login != nil {
 				token = "from " + conn.TokenFrom
 			}
 			_, err = fmt.Fprintf(w, "# token: %s\n", token)
 			return usageError(err)
 		},
 	}
+}
+
+// hideSecrets returns cfg with its logins' tokens replaced by "(hidden)".
+func hideSecrets(cfg *cliConfig) *cliConfig {
+	out := *cfg
+	out.Logins = make([]savedLogin, len(cfg.Logins))
+	for i, l := range cfg.Logins {
+		l.Token = "(hidden)"
+		if l.RefreshToken != "" {
+			l.RefreshToken = "(hidden)"
+		}
+		out.Logins[i] = l
+	}
+	return &out
 }
 
 func newConfigUseContextCmd() *cobra.Command {

@@ -46,7 +46,10 @@ REZUSCLOUD_CONTEXT, REZUSCLOUD_CONFIG), then the current context of the
 config file ($XDG_CONFIG_HOME/rezuscloud/config.yaml, by default
 ~/.config/rezuscloud/config.yaml; see 'rezusctl config'), and default to
 http://127.0.0.1:8080 without a token. Prefer a token file to --token, which
-other users of the machine can see in the process list.
+other users of the machine can see in the process list. 'rezusctl login'
+signs in to a server with single sign-on or as a local user and stores the
+login for the commands that follow; 'rezusctl whoami' shows whom the server
+takes you for.
 
 Exit codes: 0 success; 1 the command found something (invalid manifests,
 differences, a resource that does not exist); 2 usage errors, unreadable
@@ -98,6 +101,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newReconcileCmd())
 	root.AddCommand(newBackupCmd())
 	root.AddCommand(newNotifyCmd())
+	root.AddCommand(newLoginCmd(), newLogoutCmd(), newWhoamiCmd())
 
 	return root
 }
@@ -110,7 +114,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	return exitCode(root.ExecuteContext(ctx), stderr)
+}
+
+// exitCode prints the error of a command on stderr and returns the exit
+// code it deserves.
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}

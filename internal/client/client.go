@@ -5,12 +5,19 @@
 // that resume after a dropped connection, and the token files its users
 // keep.
 //
+// It also holds what a client proves itself with (Credential): a static
+// token, or a login that `rezusctl login` stored (Refreshing), whose
+// OpenID Connect ID token it renews at the provider's token endpoint with
+// the refresh token before it expires; and the calls of the auth
+// endpoints (login, logout, whoami, the single sign-on config) and of a
+// provider's discovery document and revocation.
+//
 // It speaks only the wire shapes of backend/api and the resource types of
 // schema (and of internal/preview for plan previews). It must not import
 // the server (backend) or the reconciler, and it never changes a resource:
-// the API is read-only, and a preview plans without applying. The token it
-// is given travels only in the Authorization header; it never appears in
-// an error, a trace line or a URL.
+// the API is read-only, and a preview plans without applying. The secret
+// it sends travels only in the Authorization header (and a refresh token
+// only to the provider); none appears in an error, a trace line or a URL.
 package client
 
 import (
@@ -49,6 +56,9 @@ type Options struct {
 	// Token is sent as "Authorization: Bearer TOKEN". Empty sends none,
 	// which a server without a tokens file accepts.
 	Token string
+	// Credential, when set, gives the bearer of each request instead of
+	// Token: a stored login that renews itself (Refreshing), say.
+	Credential Credential
 	// HTTPClient sends the requests. Default: a client whose dials and
 	// response headers time out after 30s and whose bodies never do, so
 	// that watches can stay open.
@@ -67,7 +77,7 @@ type Options struct {
 // Client talks to one server. It is safe for concurrent use.
 type Client struct {
 	base    *url.URL
-	token   string
+	cred    Credential
 	http    *http.Client
 	timeout time.Duration
 	agent   string
@@ -114,7 +124,11 @@ func New(opts Options) (*Client, error) {
 	if agent == "" {
 		agent = "rezuscloud-client"
 	}
-	return &Client{base: u, token: opts.Token, http: hc, timeout: opts.Timeout, agent: agent, trace: opts.Trace, page: MaxPage}, nil
+	cred := opts.Credential
+	if cred == nil && opts.Token != "" {
+		cred = StaticToken(opts.Token)
+	}
+	return &Client{base: u, cred: cred, http: hc, timeout: opts.Timeout, agent: agent, trace: opts.Trace, page: MaxPage}, nil
 }
 
 // Server returns the server's base URL.
@@ -158,8 +172,8 @@ func (c *Client) do(ctx context.Context, path string, q url.Values, accept strin
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if err := c.authorize(ctx, req); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	resp, err := c.http.Do(req)
@@ -176,6 +190,21 @@ func (c *Client) do(ctx context.Context, path string, q url.Values, accept strin
 	}
 	defer resp.Body.Close()
 	return nil, statusError(resp, path)
+}
+
+// authorize gives req the client's bearer, if it has one.
+func (c *Client) authorize(ctx context.Context, req *http.Request) error {
+	if c.cred == nil {
+		return nil
+	}
+	secret, err := c.cred.Bearer(ctx)
+	if err != nil {
+		return err
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	return nil
 }
 
 func (c *Client) traced(target string, status int, start time.Time) {

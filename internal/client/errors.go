@@ -33,6 +33,8 @@ func (e *StatusError) Error() string {
 		return fmt.Sprintf("the server rejected the token (401): %s", e.Message)
 	case http.StatusForbidden:
 		return fmt.Sprintf("the token may not do this (403): %s", e.Message)
+	case http.StatusTooManyRequests:
+		return fmt.Sprintf("too many requests (429): %s", e.Message)
 	case http.StatusNotFound, http.StatusBadRequest, http.StatusGone:
 		return e.Message
 	}

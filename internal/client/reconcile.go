@@ -40,7 +40,7 @@ func (c *Client) Reconcile(ctx context.Context, tenant string) (*api.ReconcileRe
 }
 
 // post sends body (JSON, or nothing when nil) to path and returns the
-// answer when its status is want; any other status comes back as a
+// answer when its status is want (any 2xx when want is 0); any other status comes back as a
 // *StatusError, no answer at all as a *ConnError.
 func (c *Client) post(ctx context.Context, path string, body []byte, want int) ([]byte, error) {
 	target := c.url(path, nil)
@@ -53,8 +53,8 @@ func (c *Client) post(ctx context.Context, path string, body []byte, want int) (
 	}
 	hr.Header.Set("Accept", "application/json")
 	hr.Header.Set("User-Agent", c.agent)
-	if c.token != "" {
-		hr.Header.Set("Authorization", "Bearer "+c.token)
+	if err := c.authorize(ctx, hr); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	resp, err := c.http.Do(hr)
@@ -71,7 +71,7 @@ func (c *Client) post(ctx context.Context, path string, body []byte, want int) (
 	if c.trace != nil {
 		c.trace(http.MethodPost, target, resp.StatusCode, time.Since(start))
 	}
-	if resp.StatusCode != want {
+	if ok := resp.StatusCode/100 == 2; (want == 0 && !ok) || (want != 0 && resp.StatusCode != want) {
 		return nil, statusError(resp, path)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))

@@ -3,8 +3,9 @@
 // github.com/zitadel/oidc/v3 (a certified implementation), with the test's
 // users, who carry groups (the "groups" claim of the ID token and the
 // userinfo), a confidential web client for the dashboard (code flow with
-// PKCE and refresh tokens) and a public client for the CLI (device flow
-// and refresh tokens). Login drives the provider's login form as a browser
+// PKCE and refresh tokens) and a public client for the CLI (device flow,
+// code flow with PKCE back to CLIRedirectURI on any port, and refresh
+// tokens). Login drives the provider's login form as a browser
 // would, ApproveDevice approves a device code, and RotateKey rotates the
 // signing key. Only tests and benchmarks import it.
 package oidctest
@@ -33,6 +34,11 @@ const (
 	WebClientID = "rezuscloud"
 	CLIClientID = "rezusctl"
 )
+
+// CLIRedirectURI is the CLI client's redirect URI: a loopback address,
+// which the provider takes with any port (RFC 8252 7.3), for a sign-in in
+// a browser on the CLI's machine.
+const CLIRedirectURI = "http://127.0.0.1/callback"
 
 // GroupsScope is the scope that asks for the groups, and GroupsClaim the
 // claim that carries them.
@@ -117,7 +123,7 @@ func New(opts Options) (*Provider, error) {
 			p.WebClientID: &client{Client: web, p: p, redirect: true,
 				grants: []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}},
 			p.CLIClientID: &client{Client: cli, p: p,
-				grants: []oidc.GrantType{oidc.GrantTypeDeviceCode, oidc.GrantTypeRefreshToken}},
+				grants: []oidc.GrantType{oidc.GrantTypeDeviceCode, oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}},
 		},
 		keys: []*key{k},
 	}

@@ -28,6 +28,16 @@ type store struct {
 	keys []*key // the signing key first, then the older keys still published
 }
 
+// CreateAccessAndRefreshTokens tells the example storage which client a
+// device login is for: it knows the client of code flows and refreshes
+// only, and a refresh token without one is refused (invalid_grant).
+func (s *store) CreateAccessAndRefreshTokens(ctx context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
+	if d, ok := req.(*op.DeviceAuthorizationState); ok {
+		req = &storage.AuthRequest{ApplicationID: d.ClientID, UserID: d.Subject, Scopes: d.Scopes}
+	}
+	return s.Storage.CreateAccessAndRefreshTokens(ctx, req, current)
+}
+
 // users is the example's UserStore over the test's users; a user's ID is
 // its username, as the example's device login takes it.
 type users struct {
@@ -164,7 +174,7 @@ type client struct {
 
 func (c *client) RedirectURIs() []string {
 	if !c.redirect {
-		return nil
+		return []string{CLIRedirectURI}
 	}
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
