@@ -6,10 +6,6 @@ import (
 	"testing"
 )
 
-// identityFlags are the flags of local users and single sign-on that the
-// chart passes. The users and oidc parts of the server define them.
-var identityFlags = []string{"users-file", "oidc-issuer", "oidc-client-id", "oidc-client-secret-file", "oidc-cli-client-id", "oidc-role-map", "oidc-scopes"}
-
 // TestChartIdentity: the users file and the OIDC client secret are
 // Secrets mounted as files and passed by path; the OIDC settings that are
 // not secret are flags; none of them is in the environment.
@@ -53,7 +49,7 @@ func TestChartIdentity(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("identity args:\n%q\nwant\n%q", got, want)
 	}
-	checkIdentityFlags(t, c.Args)
+	checkServeFlags(t, "chart args", c.Args)
 	checkEnv(t, "chart env", envOf(c))
 	for _, e := range c.Env {
 		if strings.Contains(e.Value, "dex.example.com") || strings.Contains(strings.ToLower(e.Name), "oidc") || strings.Contains(strings.ToLower(e.Name), "users") {
@@ -81,24 +77,6 @@ func TestChartIdentity(t *testing.T) {
 	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--oidc-client-secret-file") }) {
 		t.Errorf("args %q pass a client secret without secrets.oidcClientSecret", c.Args)
 	}
-}
-
-// checkIdentityFlags is checkServeFlags for args, except that an identity
-// flag serve does not define yet (its part of the server is on another
-// branch) is logged rather than failed. Every other flag must exist.
-func checkIdentityFlags(t *testing.T, args []string) {
-	t.Helper()
-	known := serveFlags(t)
-	var rest []string
-	for _, a := range args {
-		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if slices.Contains(identityFlags, name) && !known[name] {
-			t.Logf("%s: not a flag of rezuscloud serve in this tree yet", a)
-			continue
-		}
-		rest = append(rest, a)
-	}
-	checkServeFlags(t, "chart args", rest)
 }
 
 func TestChartIdentityRefuses(t *testing.T) {
