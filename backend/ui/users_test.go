@@ -18,8 +18,8 @@ import (
 func TestUserLoginForm(t *testing.T) {
 	r := filled(t, rigOptions{tokens: map[string]backend.Role{"viewer": backend.RoleView}})
 	page := body(t, r.do("GET", "/login", nil, ""), 200)
-	if strings.Contains(page, `name="username"`) {
-		t.Fatal("a server without users shows the users' form")
+	if strings.Contains(page, `name="username"`) || !strings.Contains(page, "This server asks for a token.") {
+		t.Fatal("a server without users shows the users' form, or does not say it asks for a token")
 	}
 
 	hash, err := backend.HashPassword("ana's pass", backend.HashArgon2id)
@@ -39,7 +39,11 @@ func TestUserLoginForm(t *testing.T) {
 	c, field := r.loginForm(t)
 	page = body(t, r.do("GET", "/login", nil, ""), 200)
 	contains(t, "login page", page, `<input id="username" name="username" type="text" autocomplete="username"`,
-		`<input id="password" name="password" type="password" autocomplete="current-password" required>`, `name="token"`)
+		`<input id="password" name="password" type="password" autocomplete="current-password" required>`, `name="token"`,
+		"Sign in as yourself with your user name and password. A token works too")
+	if strings.Count(page, "autofocus") != 1 {
+		t.Errorf("the login page focuses %d fields, want the user name alone", strings.Count(page, "autofocus"))
+	}
 	h := http.Header{"Cookie": {c.String()}, "Origin": {"http://example.com"}}
 	post := func(user, password string) *http.Response {
 		form := url.Values{"csrf": {field}, "username": {user}, "password": {password}, "next": {"/tenants/production"}}
