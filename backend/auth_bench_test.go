@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/backend/sso"
+	"github.com/rezuscloud/rezuscloud/internal/oidctest"
 	"github.com/rezuscloud/rezuscloud/schema"
 	"github.com/rezuscloud/rezuscloud/store"
 	"github.com/rezuscloud/rezuscloud/store/storetest"
@@ -64,7 +67,9 @@ func BenchmarkLocalLogin(b *testing.B) {
 // real HTTP on loopback from 200 concurrent clients, with each kind of
 // credential: a token of the tokens file (bearer and basic auth, today's
 // check), a dashboard session of a token and of a local user (with the
-// user's recheck), and a local login's bearer token, mixed in one load.
+// user's recheck), a local login's bearer token, and an OIDC ID token of a
+// real provider as the bearer (its keys cached, as after the first
+// request), mixed in one load.
 // It reports the p50 and p99 latency of each kind's requests; b.N
 // requests of each kind.
 func BenchmarkAuthOverhead(b *testing.B) {
@@ -114,6 +119,7 @@ func BenchmarkAuthOverhead(b *testing.B) {
 	}
 	e, _ := users.verify("ana", "pw")
 	loginTok, _ := srv.mintLoginToken(e)
+	idToken := oidcBearer(b, srv)
 
 	kinds := []struct {
 		name string
@@ -124,6 +130,7 @@ func BenchmarkAuthOverhead(b *testing.B) {
 		{"session-token", func(r *http.Request) { r.Header.Set("Cookie", SessionCookie+"="+tokenSession) }},
 		{"session-local", func(r *http.Request) { r.Header.Set("Cookie", SessionCookie+"="+userSession) }},
 		{"login-bearer", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+loginTok) }},
+		{"oidc-bearer", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+idToken) }},
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}}
 	defer client.CloseIdleConnections()
@@ -144,7 +151,7 @@ func BenchmarkAuthOverhead(b *testing.B) {
 		}
 		return took
 	}
-	// The clients run all kinds mixed, request i with kind i mod 5, so
+	// The clients run all kinds mixed, request i with kind i mod 6, so
 	// that each kind meets the same load; a first round warms the
 	// connections and the heap.
 	run := func(n int) []time.Duration {
@@ -181,10 +188,44 @@ func BenchmarkAuthOverhead(b *testing.B) {
 	}
 }
 
+// oidcBearer makes srv accept the ID tokens of a real OpenID provider as
+// bearer credentials, as `rezuscloud serve --oidc-*` does, and returns one
+// of a person of group platform (view).
+func oidcBearer(b *testing.B, srv *Server) string {
+	p := oidctest.Start(b, oidctest.Options{})
+	roles, err := sso.ParseRoleMap("platform=view")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := sso.New(b.Context(), sso.Config{Issuer: p.Issuer, ClientID: p.WebClientID, ClientSecret: p.WebClientSecret, Roles: roles})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.Tokens().AddCheck(func(name, secret string) (Identity, error) {
+		l, err := c.VerifyBearer(context.Background(), secret)
+		if errors.Is(err, sso.ErrNotMine) {
+			return Identity{}, ErrNotMine
+		}
+		if err != nil {
+			return Identity{}, err
+		}
+		role, err := ParseRole(l.Role)
+		return Identity{Name: l.Subject, Role: role, Source: SourceOIDC, Subject: l.Subject, Expires: l.Expires}, err
+	})
+	now := time.Now()
+	raw, err := p.Sign(map[string]any{"iss": p.Issuer, "aud": p.WebClientID, "sub": "alice", "groups": []string{"platform"},
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
 // BenchmarkCredentialCheck measures the check of each kind of credential
 // alone, without HTTP: a token of the tokens file (four tokens), a
-// dashboard session of a token and of a local user, and a local login's
-// bearer token, which the tokens are tried for first.
+// dashboard session of a token and of a local user, a local login's
+// bearer token and an OIDC ID token (its verification cached), for which
+// the tokens are tried first.
 func BenchmarkCredentialCheck(b *testing.B) {
 	clock := &testClock{now: time.Now()}
 	var toks testTokens
@@ -206,6 +247,7 @@ func BenchmarkCredentialCheck(b *testing.B) {
 	userSession, _, _ := srv.UserSession("127.0.0.1:1", "ana", "pw", "bench")
 	e, _ := users.verify("ana", "pw")
 	loginTok, _ := srv.mintLoginToken(e)
+	idToken := oidcBearer(b, srv)
 	for _, c := range []struct {
 		name  string
 		check func() bool
@@ -214,6 +256,7 @@ func BenchmarkCredentialCheck(b *testing.B) {
 		{"session-token", func() bool { _, ok := srv.sessions.Check(tokenSession); return ok }},
 		{"session-local", func() bool { _, ok := srv.sessions.Check(userSession); return ok }},
 		{"login-bearer", func() bool { _, err := srv.tokens.check("", loginTok); return err == nil }},
+		{"oidc-bearer", func() bool { _, err := srv.tokens.check("", idToken); return err == nil }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
