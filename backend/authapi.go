@@ -41,7 +41,9 @@ const (
 // localLogins are the local users (ServeUsers) and the bearer tokens of
 // their logins. The tokens live in this process only: a restart ends
 // them, as it ends the dashboard's sessions. Only their SHA-256 digests
-// are kept.
+// are kept. On replicas the digests are also shared (SharedTokens),
+// bound to the replica's lease, so that every live replica accepts a
+// login's token and a logout anywhere ends it everywhere.
 type localLogins struct {
 	users atomic.Pointer[Users]
 
@@ -57,6 +59,8 @@ type loginToken struct {
 	// the token.
 	hash    string
 	expires time.Time
+	// unshare removes the token's shared record; nil without one.
+	unshare func()
 }
 
 // ServeUsers lets the local users of u log in (POST /api/v1/auth/login),
@@ -164,6 +168,14 @@ func (s *Server) mintLoginToken(e userEntry) (string, time.Time) {
 		}
 		l.dropLocked(most[0])
 	}
+	if shared := s.tokens.sharedStore(); shared != nil {
+		// Without the record the token still works on this replica.
+		id := e.identity()
+		id.Expires = t.expires
+		if remove, err := shared.Share(digest, id); err == nil {
+			t.unshare = remove
+		}
+	}
 	l.tokens[digest] = t
 	l.byUser[e.name] = append(l.byUser[e.name], digest)
 	return secret, t.expires
@@ -175,6 +187,9 @@ func (l *localLogins) dropLocked(d [sha256.Size]byte) {
 		return
 	}
 	delete(l.tokens, d)
+	if t.unshare != nil {
+		go t.unshare()
+	}
 	ds := l.byUser[t.user]
 	for i := range ds {
 		if ds[i] == d {
@@ -217,13 +232,21 @@ func (s *Server) checkLoginToken(name, secret string) (Identity, error) {
 		}
 	}
 	l.mu.Unlock()
+	shared := s.tokens.sharedStore()
 	switch {
+	case !ok && shared != nil:
+		return s.checkSharedLoginToken(shared, d, now)
 	case !ok:
-		return Identity{}, errors.New("unknown login token: it was revoked by a logout, or the server restarted since the login; log in again")
+		return Identity{}, errUnknownLogin
 	case !now.Before(tok.expires):
 		id := Identity{Name: tok.user, Source: SourceLocal, Expires: tok.expires}
 		s.Audit().Warn("expired credential", append(id.Who(), "expiredAt", tok.expires.UTC().Format(time.RFC3339))...)
 		return Identity{}, fmt.Errorf("login token of %s expired at %s; log in again", tok.user, tok.expires.UTC().Format(time.RFC3339))
+	case tok.unshare != nil && !sharedLive(shared, d):
+		// A logout through another replica, or this replica's lease
+		// ended.
+		s.revokeLocal(d)
+		return Identity{}, errUnknownLogin
 	}
 	role, ok := s.Users().current(tok.user, tok.hash)
 	if !ok {
@@ -235,10 +258,39 @@ func (s *Server) checkLoginToken(name, secret string) (Identity, error) {
 	return Identity{Name: tok.user, Role: role, Source: SourceLocal, Expires: tok.expires}, nil
 }
 
-// revokeLoginToken ends the login token secret and reports whether it
-// was live.
-func (s *Server) revokeLoginToken(secret string) (loginToken, bool) {
-	d := sha256.Sum256([]byte(secret))
+// errUnknownLogin refuses a login token that no live login has.
+var errUnknownLogin = errors.New("unknown login token: it was revoked by a logout, or the server (or the replica that made it) restarted since the login; log in again")
+
+// checkSharedLoginToken checks a login token that another replica made:
+// its shared record must be live and unexpired, and its user still in
+// the users file, with the role the file gives them now.
+func (s *Server) checkSharedLoginToken(shared SharedTokens, d [sha256.Size]byte, now time.Time) (Identity, error) {
+	id, ok := shared.Find(d)
+	switch {
+	case !ok || id.Source != SourceLocal:
+		return Identity{}, errUnknownLogin
+	case !now.Before(id.Expires):
+		s.Audit().Warn("expired credential", append(id.Who(), "expiredAt", id.Expires.UTC().Format(time.RFC3339))...)
+		return Identity{}, fmt.Errorf("login token of %s expired at %s; log in again", id.Name, id.Expires.UTC().Format(time.RFC3339))
+	}
+	role, ok := s.Users().role(id.Name)
+	if !ok {
+		return Identity{}, fmt.Errorf("login token of %s ended: the user left the users file; log in again", id.Name)
+	}
+	id.Role = role
+	return id, nil
+}
+
+// sharedLive reports whether the shared record of a login token this
+// replica made is still there: a logout through another replica removes
+// it.
+func sharedLive(shared SharedTokens, d [sha256.Size]byte) bool {
+	_, ok := shared.Find(d)
+	return ok
+}
+
+// revokeLocal forgets this replica's login token of digest d.
+func (s *Server) revokeLocal(d [sha256.Size]byte) (loginToken, bool) {
 	l := &s.local
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -246,8 +298,32 @@ func (s *Server) revokeLoginToken(secret string) (loginToken, bool) {
 	if !ok {
 		return loginToken{}, false
 	}
+	tok := *t
+	t.unshare = nil // the caller removes the record
 	l.dropLocked(d)
-	return *t, true
+	return tok, true
+}
+
+// revokeLoginToken ends the login token secret, on every replica, and
+// reports whether it was live.
+func (s *Server) revokeLoginToken(secret string) (loginToken, bool) {
+	d := sha256.Sum256([]byte(secret))
+	t, ok := s.revokeLocal(d)
+	shared := s.tokens.sharedStore()
+	if shared == nil {
+		return t, ok
+	}
+	if !ok {
+		id, found := shared.Find(d)
+		if !found || id.Source != SourceLocal {
+			return loginToken{}, false
+		}
+		t, ok = loginToken{user: id.Name, expires: id.Expires}, true
+	}
+	if err := shared.Revoke(d); err != nil {
+		s.log.Warn("a logout is not shared with the other replicas: they accept the login's token until it expires or this replica's lease ends", "user", t.user, "err", err)
+	}
+	return t, ok
 }
 
 // loginRequest is the body of POST /api/v1/auth/login.

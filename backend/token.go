@@ -81,15 +81,25 @@ type Tokens struct {
 	closed bool
 }
 
-// SharedTokens keeps the digests of ephemeral tokens where the other
-// replicas of one store find them, so that a credential one replica
-// handed to its tofu runs works on every replica (see Tokens.Share).
+// SharedTokens keeps the digests of credentials that one replica made
+// where the other replicas of one store find them, so that they work on
+// every replica: the ephemeral tokens a replica hands to its tofu runs
+// (see Tokens.Share) and the bearer tokens of local users' logins.
 type SharedTokens interface {
 	// Share records id under digest until remove is called, or until
 	// this replica's membership ends.
 	Share(digest [sha256.Size]byte, id Identity) (remove func(), err error)
 	// Find returns the identity that a live replica shared under digest.
 	Find(digest [sha256.Size]byte) (Identity, bool)
+	// Revoke removes what any replica shared under digest.
+	Revoke(digest [sha256.Size]byte) error
+}
+
+// sharedStore returns what Share gave t, or nil.
+func (t *Tokens) sharedStore() SharedTokens {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.shared
 }
 
 // Share makes t record every ephemeral token it mints from now on in s,
@@ -426,7 +436,8 @@ func (t *Tokens) check(name, secret string) (Identity, error) {
 	fromFile := match == 1 && lastUse == nil
 	t.mu.RUnlock()
 	if match == 0 && shared != nil {
-		if id, ok := shared.Find(sum); ok {
+		// Only ephemeral tokens; a login's token is its own check's.
+		if id, ok := shared.Find(sum); ok && (id.Source == "" || id.Source == SourceToken) {
 			try(&tokenEntry{name: id.Name, role: id.Role, digest: sum}, nil)
 		}
 	}

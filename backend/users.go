@@ -398,6 +398,17 @@ func (e userEntry) identity() Identity {
 	return Identity{Name: e.name, Role: e.role, Source: SourceLocal}
 }
 
+// role returns the role of the user named name, if there is one.
+func (u *Users) role(name string) (Role, bool) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	e, ok := u.byName[name]
+	if !ok {
+		return 0, false
+	}
+	return e.role, true
+}
+
 // current returns the role of the user named name as long as their hash
 // is still hash: a user who left the file, or whose password changed,
 // has none.

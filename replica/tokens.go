@@ -33,6 +33,17 @@ func (r *Replica) ShareToken(ctx context.Context, digest []byte, value []byte) (
 	}, nil
 }
 
+// RevokeToken removes what any replica recorded with ShareToken under
+// digest.
+func (r *Replica) RevokeToken(ctx context.Context, digest []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opTimeout())
+	defer cancel()
+	if _, err := r.cli.Delete(ctx, r.tokenKey(digest)); err != nil {
+		return fmt.Errorf("revoke a shared credential in etcd: %w", err)
+	}
+	return nil
+}
+
 // SharedToken returns the value that a live replica recorded with
 // ShareToken under digest; ok is false when there is none.
 func (r *Replica) SharedToken(ctx context.Context, digest []byte) (value []byte, ok bool, err error) {

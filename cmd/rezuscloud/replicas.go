@@ -268,7 +268,8 @@ func (f *serveFlags) stateURL(own string) string {
 // sharedTokens keeps the digests of the credentials a replica hands to
 // its tofu runs in etcd, bound to the replica's lease, so that tofu's
 // state requests are accepted by whichever replica --state-url reaches,
-// also after the replica that ran it died.
+// also after the replica that ran it died; and those of local users'
+// logins, so that every live replica accepts them.
 type sharedTokens struct {
 	r   *replica.Replica
 	log *slog.Logger
@@ -276,18 +277,20 @@ type sharedTokens struct {
 
 // sharedIdentity is how a shared credential's identity is stored.
 type sharedIdentity struct {
-	Name string       `json:"name"`
-	Role backend.Role `json:"role"`
+	Name    string         `json:"name"`
+	Role    backend.Role   `json:"role"`
+	Source  backend.Source `json:"source,omitempty"`
+	Expires time.Time      `json:"expires,omitzero"`
 }
 
 func (s sharedTokens) Share(digest [sha256.Size]byte, id backend.Identity) (func(), error) {
-	b, err := json.Marshal(sharedIdentity{Name: id.Name, Role: id.Role})
+	b, err := json.Marshal(sharedIdentity{Name: id.Name, Role: id.Role, Source: id.Source, Expires: id.Expires})
 	if err != nil {
 		return nil, err
 	}
 	remove, err := s.r.ShareToken(context.Background(), digest[:], b)
 	if err != nil {
-		s.log.Warn("the credential of a tofu run is not shared with the other replicas: its state requests must reach this one", "token", id.Name, "err", err)
+		s.log.Warn("a credential is not shared with the other replicas: only this one accepts it", "who", id.Name, "source", string(id.Source), "err", err)
 	}
 	return remove, err
 }
@@ -301,5 +304,13 @@ func (s sharedTokens) Find(digest [sha256.Size]byte) (backend.Identity, bool) {
 	if !ok || json.Unmarshal(b, &id) != nil {
 		return backend.Identity{}, false
 	}
-	return backend.Identity{Name: id.Name, Role: id.Role, Source: backend.SourceToken}, true
+	src := id.Source
+	if src == "" {
+		src = backend.SourceToken
+	}
+	return backend.Identity{Name: id.Name, Role: id.Role, Source: src, Expires: id.Expires}, true
+}
+
+func (s sharedTokens) Revoke(digest [sha256.Size]byte) error {
+	return s.r.RevokeToken(context.Background(), digest[:])
 }
