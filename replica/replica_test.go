@@ -158,6 +158,17 @@ func start(t *testing.T, chk *checker, name string, endpoints ...string) *member
 	return m
 }
 
+// renewed returns when the member's lease was last renewed, while it is
+// a member.
+func (m *member) renewed() (time.Time, bool) {
+	m.r.mu.Lock()
+	defer m.r.mu.Unlock()
+	if m.r.ep == nil {
+		return time.Time{}, false
+	}
+	return m.r.ep.renewed, true
+}
+
 // leave stops the member's replica, which leaves, and waits for it.
 func (m *member) leave() { m.stop(); <-m.done }
 
@@ -354,7 +365,26 @@ func TestQuorumLoss(t *testing.T) {
 
 	c.Kill(0)
 	c.Kill(1) // the quorum is lost while the member stops, before it returns
-	took := waitUntil(t, testTTL, "not ready without a quorum", func() bool { return !a.r.Ready() && !b.r.Ready() })
+	// The member left may go on renewing leases until it sees that the
+	// quorum is gone (an election timeout), so the time that counts is
+	// from each replica's last renewal: it must be not ready before its
+	// lease can expire. The wait's own limit only guards against a hang.
+	last := map[string]time.Time{}
+	took := waitUntil(t, 30*time.Second, "not ready without a quorum", func() bool {
+		ready := false
+		for name, m := range map[string]*member{"a": a, "b": b} {
+			if at, ok := m.renewed(); ok && m.r.Ready() {
+				last[name], ready = at, true
+			}
+		}
+		return !ready
+	})
+	seen := time.Now()
+	for name, at := range last {
+		if d := seen.Sub(at); d >= testTTL {
+			t.Errorf("%s was seen not ready %s after its lease's last renewal, when its lease (TTL %s) may have expired", name, d, testTTL)
+		}
+	}
 	t.Logf("from the second member's stop to both fenced: at most %s", took)
 	chk.wait(time.Second, "nothing acted on", func(s map[int]string, l string) bool { return len(s) == 0 && l == "" })
 

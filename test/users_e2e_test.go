@@ -127,7 +127,7 @@ func TestLocalUsersE2E(t *testing.T) {
 	boTok := ans["token"].(string)
 	srv.Stop()
 	srv.Start()
-	if code, who := call("GET", "/api/v1/auth/whoami", auth(boTok)); code != 401 || !strings.Contains(who["message"].(string), "the server restarted since the login") {
+	if code, who := call("GET", "/api/v1/auth/whoami", auth(boTok)); code != 401 || !strings.Contains(who["message"].(string), "restarted since the login") {
 		t.Fatalf("a token from before the restart: %d %v", code, who)
 	}
 
