@@ -363,25 +363,45 @@ func TestQuorumLoss(t *testing.T) {
 	b := start(t, chk, "b", c.Endpoints()...)
 	chk.wait(10*time.Second, "two replicas hold every shard", assigned(n, "a", "b"))
 
+	members := map[string]*member{"a": a, "b": b}
+	last := map[string]time.Time{} // its last renewal while seen ready
+	for name, m := range members {
+		at, ok := m.renewed()
+		if !ok {
+			t.Fatalf("%s is not a member before the quorum is lost", name)
+		}
+		last[name] = at
+	}
 	c.Kill(0)
 	c.Kill(1) // the quorum is lost while the member stops, before it returns
 	// The member left may go on renewing leases until it sees that the
 	// quorum is gone (an election timeout), so the time that counts is
 	// from each replica's last renewal: it must be not ready before its
 	// lease can expire. The wait's own limit only guards against a hang.
-	last := map[string]time.Time{}
+	// Each replica is judged by itself: it may be fenced well before the
+	// other, which goes on renewing through the member left.
+	fenced := map[string]time.Time{} // when it was first seen not ready
 	took := waitUntil(t, 30*time.Second, "not ready without a quorum", func() bool {
-		ready := false
-		for name, m := range map[string]*member{"a": a, "b": b} {
-			if at, ok := m.renewed(); ok && m.r.Ready() {
-				last[name], ready = at, true
+		for name, m := range members {
+			if _, done := fenced[name]; done {
+				continue
 			}
+			// Ready first: a renewal between the two reads is recorded,
+			// so the renewal kept is never older than the one Ready judged.
+			if m.r.Ready() {
+				if at, ok := m.renewed(); ok {
+					last[name] = at
+					continue
+				}
+			}
+			fenced[name] = time.Now()
 		}
-		return !ready
+		return len(fenced) == len(members)
 	})
-	seen := time.Now()
-	for name, at := range last {
-		if d := seen.Sub(at); d >= testTTL {
+	for name, at := range fenced {
+		d := at.Sub(last[name])
+		t.Logf("%s seen not ready %s after its last renewal", name, d)
+		if d >= testTTL {
 			t.Errorf("%s was seen not ready %s after its lease's last renewal, when its lease (TTL %s) may have expired", name, d, testTTL)
 		}
 	}
