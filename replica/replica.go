@@ -280,6 +280,20 @@ func (r *Replica) Ready() bool {
 	return ok
 }
 
+// ActUntil returns when this replica stops acting unless its lease is
+// renewed before: 2/3 of the TTL after the last renewal, when it fences
+// itself; the zero time while it is fenced. Work that outlives the
+// process's own checks (a tofu apply, see tofu.Options.ActUntil) is
+// held to it.
+func (r *Replica) ActUntil() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ep == nil || r.ep.ctx.Err() != nil {
+		return time.Time{}
+	}
+	return r.ep.renewed.Add(r.fenceAfter())
+}
+
 // fresh returns the current membership when it is not fenced and its
 // lease was renewed within 2/3 of the TTL; it fences a stale one.
 func (r *Replica) fresh() (*epoch, bool) {

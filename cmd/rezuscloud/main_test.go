@@ -16,6 +16,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/servertest"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 )
 
 // parseServe parses args for `serve` with env as the environment and
@@ -217,4 +218,14 @@ func TestMainOpenRunClose(t *testing.T) {
 func testServeFlags(t *testing.T, o servertest.Options) *serveFlags {
 	t.Helper()
 	return serveSettings(t, nil, append(o.Flags(t), "--listen", "127.0.0.1:0")...)
+}
+
+// TestMain makes this test binary the tofu guard when a replica that a
+// test runs in this process starts one (see newGuardCmd), as the
+// server's binary is.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == tofu.GuardCommand {
+		os.Exit(tofu.Guard(os.Args[2:], os.Stderr))
+	}
+	os.Exit(m.Run())
 }

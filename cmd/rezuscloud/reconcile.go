@@ -150,8 +150,18 @@ func (p *reconcilerPart) openTofu() error {
 	if p.metrics = p.m.metrics; p.metrics == nil {
 		p.metrics = metrics.New()
 	}
-	p.runner, err = tofu.NewRunner(tofu.Options{Binary: p.tofuBin, CLIConfigFile: cli, Env: env, Metrics: p.metrics, Getenv: getenv,
-		MaxStateBytes: p.f.stateMaxBytes, InterruptOnDeath: p.m.replica != nil})
+	opts := tofu.Options{Binary: p.tofuBin, CLIConfigFile: cli, Env: env, Metrics: p.metrics, Getenv: getenv,
+		MaxStateBytes: p.f.stateMaxBytes, InterruptOnDeath: p.m.replica != nil}
+	if r := p.m.replica; r != nil {
+		// A replica paused past its lease, or dead, cannot interrupt its
+		// applies itself: the guard does, when the lease was not renewed.
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("the tofu guard runs this server's binary, whose path does not read: %w", err)
+		}
+		opts.Guard, opts.ActUntil = []string{exe, tofu.GuardCommand}, r.ActUntil
+	}
+	p.runner, err = tofu.NewRunner(opts)
 	return err
 }
 

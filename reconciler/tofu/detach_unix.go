@@ -55,7 +55,15 @@ func (s *session) detached(ctx context.Context, args []string, talk func(stdin i
 	if err := flock(out, syscall.LOCK_EX); err != nil {
 		return fmt.Errorf("apply output: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, s.r.opts.Binary, args...)
+	name, argv, guard, err := s.command(args)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, name, argv...)
+	if guard != nil {
+		cmd.ExtraFiles = []*os.File{guard.r}
+		defer guard.w.Close() // when Start fails
+	}
 	cmd.Dir = s.dir
 	cmd.Env = s.environ()
 	cmd.Stdout, cmd.Stderr = out, out
@@ -72,6 +80,9 @@ func (s *session) detached(ctx context.Context, args []string, talk func(stdin i
 		}
 	}
 	if err := cmd.Start(); err != nil {
+		if guard != nil {
+			guard.started()
+		}
 		return err
 	}
 	exited := make(chan struct{})
@@ -80,6 +91,10 @@ func (s *session) detached(ctx context.Context, args []string, talk func(stdin i
 		runErr = cmd.Wait()
 		close(exited)
 	}()
+	if guard != nil {
+		guard.started()
+		go guard.feed(exited)
+	}
 	var talkErr error
 	if talk != nil {
 		talkErr = talk(stdin, out, exited)

@@ -67,6 +67,16 @@ type Options struct {
 	// server and saves errored.tfstate for the next start (see
 	// applyDetached).
 	InterruptOnDeath bool
+	// Guard, with ActUntil, runs each apply under a guard process (see
+	// Guard): the program and arguments that run it, such as the
+	// server's binary and GuardCommand. The guard interrupts tofu once
+	// ActUntil's deadline has passed without a later one, as when the
+	// server is paused or dead. Without it an apply runs on to its end.
+	Guard []string
+	// ActUntil returns until when the server may act: a replica's lease,
+	// renewed; the zero time when it may not. The guard is told every
+	// new value.
+	ActUntil func() time.Time
 }
 
 // Creds are the credentials a run uses to reach the server's own state

@@ -1,0 +1,123 @@
+package tofu
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+)
+
+// TestMain makes this test binary the guard when it runs as one, as the
+// server's binary does (`rezuscloud tofu-guard`).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == GuardCommand {
+		os.Exit(Guard(os.Args[2:], os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// guardedConfig applies "first", then "slow" for slow, then "late".
+func guardedConfig(slow time.Duration) string {
+	return `resource "terraform_data" "first" { input = "a" }
+resource "terraform_data" "slow" {
+  depends_on = [terraform_data.first]
+  provisioner "local-exec" { command = "sleep ` + strings.TrimSuffix(slow.String(), "s") + `" }
+}
+resource "terraform_data" "late" {
+  depends_on = [terraform_data.slow]
+  input      = "b"
+}
+`
+}
+
+// guardedRig is a runner whose applies run under this test binary as
+// the guard, with the deadline until returns.
+func guardedRig(t *testing.T, until func() time.Time) (*Runner, string) {
+	t.Helper()
+	cli := filepath.Join(t.TempDir(), "cli.tfrc")
+	if err := os.WriteFile(cli, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(Options{Binary: testenv.Tofu(t), CLIConfigFile: cli, InterruptDelay: 30 * time.Second,
+		Guard: []string{os.Args[0], GuardCommand}, ActUntil: until})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, t.TempDir()
+}
+
+// TestGuardInterruptsAnUnrenewedApply: a server that stops renewing its
+// deadline (paused: it tells the guard nothing more) has its apply
+// interrupted by the guard at that deadline, though nothing in the
+// server cancels it: tofu saves what it made and makes nothing after.
+// A server that renews it has its apply run to the end.
+func TestGuardInterruptsAnUnrenewedApply(t *testing.T) {
+	t.Run("renewed", func(t *testing.T) {
+		r, dir := guardedRig(t, func() time.Time { return time.Now().Add(time.Second) })
+		writeTF(t, dir, guardedConfig(3*time.Second))
+		if _, err := r.Apply(context.Background(), dir, []byte("v1"), nil, Creds{}); err != nil {
+			t.Fatalf("a renewed apply failed: %v", err)
+		}
+		if !stateHas(t, dir, "late") {
+			t.Error("a renewed apply did not make its last resource")
+		}
+	})
+	t.Run("paused", func(t *testing.T) {
+		// The deadline given at the start, one renewal, then silence, as
+		// from a server that SIGSTOP paused.
+		var calls atomic.Int32
+		start := time.Now()
+		r, dir := guardedRig(t, func() time.Time {
+			if calls.Add(1) <= 3 {
+				return start.Add(2 * time.Second)
+			}
+			return start.Add(2*time.Second + time.Millisecond) // never later
+		})
+		writeTF(t, dir, guardedConfig(6*time.Second))
+		_, err := r.Apply(context.Background(), dir, []byte("v1"), nil, Creds{})
+		took := time.Since(start)
+		if err == nil || !strings.Contains(err.Error(), "tofu was interrupted") {
+			t.Fatalf("an apply past its deadline: %v, want the guard's interruption", err)
+		}
+		if !stateHas(t, dir, "first") {
+			t.Error("the interrupted apply did not save what it made before the deadline")
+		}
+		if stateHas(t, dir, "late") {
+			t.Error("the interrupted apply made a resource after its deadline")
+		}
+		t.Logf("the apply ended %s after it started, with its deadline 2 s after", took)
+	})
+	t.Run("fenced", func(t *testing.T) {
+		// A server that may not act any more says so with the zero time.
+		var fenced atomic.Bool
+		r, dir := guardedRig(t, func() time.Time {
+			if fenced.Load() {
+				return time.Time{}
+			}
+			return time.Now().Add(time.Minute)
+		})
+		writeTF(t, dir, guardedConfig(6*time.Second))
+		time.AfterFunc(time.Second, func() { fenced.Store(true) })
+		_, err := r.Apply(context.Background(), dir, []byte("v1"), nil, Creds{})
+		if err == nil || !strings.Contains(err.Error(), "tofu was interrupted") || stateHas(t, dir, "late") {
+			t.Fatalf("an apply of a fenced server: %v (late made: %v), want the guard's interruption before it", err, stateHas(t, dir, "late"))
+		}
+	})
+}
+
+// TestGuardArgs: the guard refuses a command line it cannot follow.
+func TestGuardArgs(t *testing.T) {
+	var out strings.Builder
+	if code := Guard([]string{"tofu", "apply"}, &out); code != 2 || !strings.Contains(out.String(), "usage") {
+		t.Errorf("guard without --until: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := Guard([]string{"--until", "soon", "--", "tofu"}, &out); code != 2 || !strings.Contains(out.String(), "Unix nanoseconds") {
+		t.Errorf("guard with a bad deadline: exit %d, %q", code, out.String())
+	}
+}
