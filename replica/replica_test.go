@@ -371,6 +371,10 @@ func TestQuorumLoss(t *testing.T) {
 			t.Fatalf("%s is not a member before the quorum is lost", name)
 		}
 		last[name] = at
+		// A renewal may come between the two reads, never before the first.
+		if until := m.r.ActUntil(); until.Before(at.Add(testTTL*2/3)) || until.After(time.Now().Add(testTTL*2/3)) {
+			t.Errorf("%s may act until %s, want 2/3 of the TTL after its last renewal %s", name, until, at)
+		}
 	}
 	c.Kill(0)
 	c.Kill(1) // the quorum is lost while the member stops, before it returns
@@ -406,6 +410,11 @@ func TestQuorumLoss(t *testing.T) {
 		}
 	}
 	t.Logf("from the second member's stop to both fenced: at most %s", took)
+	for name, m := range members {
+		if until := m.r.ActUntil(); !until.IsZero() {
+			t.Errorf("%s, fenced, may act until %s, want the zero time", name, until)
+		}
+	}
 	chk.wait(time.Second, "nothing acted on", func(s map[int]string, l string) bool { return len(s) == 0 && l == "" })
 
 	var wg sync.WaitGroup
