@@ -96,7 +96,11 @@ func (s *Server) loginUser(addr, name, password, via string) (userEntry, error) 
 	}
 	limits, now, client := s.sessions.limits, s.sessions.now(), clientKey(addr)
 	refuse := func(err error) (userEntry, error) {
-		s.Audit().Warn("failed login", "user", api.Shorten(name), "source", string(SourceLocal), "remote", addr, "via", via, "reason", err.Error())
+		why := err.Error()
+		if le := (*LoginLimitError)(nil); errors.As(err, &le) {
+			why = le.Why
+		}
+		s.AuditRefused("failed login", client, api.Shorten(name)+": "+why, "user", api.Shorten(name), "source", string(SourceLocal), "remote", addr, "via", via, "reason", err.Error())
 		return userEntry{}, err
 	}
 	if err := limits.admit(client, now); err != nil {
@@ -240,7 +244,7 @@ func (s *Server) checkLoginToken(name, secret string) (Identity, error) {
 		return Identity{}, errUnknownLogin
 	case !now.Before(tok.expires):
 		id := Identity{Name: tok.user, Source: SourceLocal, Expires: tok.expires}
-		s.Audit().Warn("expired credential", append(id.Who(), "expiredAt", tok.expires.UTC().Format(time.RFC3339))...)
+		s.AuditRefused("expired credential", id.Name, string(id.Source), append(id.Who(), "expiredAt", tok.expires.UTC().Format(time.RFC3339))...)
 		return Identity{}, fmt.Errorf("login token of %s expired at %s; log in again", tok.user, tok.expires.UTC().Format(time.RFC3339))
 	case tok.unshare != nil && !sharedLive(shared, d):
 		// A logout through another replica, or this replica's lease
@@ -270,7 +274,7 @@ func (s *Server) checkSharedLoginToken(shared SharedTokens, d [sha256.Size]byte,
 	case !ok || id.Source != SourceLocal:
 		return Identity{}, errUnknownLogin
 	case !now.Before(id.Expires):
-		s.Audit().Warn("expired credential", append(id.Who(), "expiredAt", id.Expires.UTC().Format(time.RFC3339))...)
+		s.AuditRefused("expired credential", id.Name, string(id.Source), append(id.Who(), "expiredAt", id.Expires.UTC().Format(time.RFC3339))...)
 		return Identity{}, fmt.Errorf("login token of %s expired at %s; log in again", id.Name, id.Expires.UTC().Format(time.RFC3339))
 	}
 	role, ok := s.Users().role(id.Name)

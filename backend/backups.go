@@ -88,7 +88,7 @@ func (s *Server) serveBackups() {
 		rec := &statusWriter{ResponseWriter: w}
 		download.ServeHTTP(rec, r)
 		if rec.status == http.StatusUnauthorized {
-			s.auditLog().Warn("download refused", "who", "(unauthenticated)", "what", "backup", "tenant", r.PathValue("name"), "backup", r.PathValue("id"),
+			s.refused.warn(s.auditLog(), "download refused", clientKey(r.RemoteAddr), "credentials", "who", "(unauthenticated)", "what", "backup", "tenant", r.PathValue("name"), "backup", r.PathValue("id"),
 				"at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr, "reason", "credentials")
 		}
 	}))

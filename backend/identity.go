@@ -107,6 +107,16 @@ func (t *Tokens) checkOthers(name, secret string) (Identity, error) {
 	return Identity{}, errBadCredentials
 }
 
+// AuditRefused audits a refused credential or login, msg with attrs,
+// of client (its address, or the name it gave) and of kind (a word for
+// why): the first of a kind from a client in a minute is written as it
+// comes, and the others in that minute make one line at its end that
+// counts them, so that a client repeating a refusal cannot flood the
+// audit log.
+func (s *Server) AuditRefused(msg, client, kind string, attrs ...any) {
+	s.refused.warn(s.Audit(), msg, client, kind, attrs...)
+}
+
 // Audit returns the audit log (SetAudit), or the server's log without
 // one. Every identity event goes there: logins, failed logins, logouts,
 // refused expired credentials and role changes, each naming the person

@@ -103,7 +103,7 @@ func (s *Server) ServeMachineLogs(p MachineLogs, audit *slog.Logger) {
 			rec := &statusWriter{ResponseWriter: w}
 			authed.ServeHTTP(rec, r)
 			if rec.status == http.StatusUnauthorized {
-				audit.Warn("machine logs refused", "who", "(unauthenticated)", "what", what, "tenant", r.PathValue("name"),
+				s.refused.warn(audit, "machine logs refused", clientKey(r.RemoteAddr), what, "who", "(unauthenticated)", "what", what, "tenant", r.PathValue("name"),
 					"machine", r.PathValue("id"), "at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr, "reason", "credentials")
 			}
 		}))

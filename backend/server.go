@@ -124,6 +124,8 @@ type Server struct {
 	lastUsed *lastUsedFlusher
 	// local holds the local users and their logins' tokens (authapi.go).
 	local localLogins
+	// refused counts repeated refusals for the audit log (refusals.go).
+	refused *refusals
 
 	ln       net.Listener
 	stopping atomic.Bool
@@ -180,6 +182,7 @@ func NewServer(cfg Config) (*Server, error) {
 		hub:      hub,
 		tokens:   tokens,
 		sessions: newSessions(tokens, cfg.SessionTTL),
+		refused:  newRefusals(),
 		mux:      http.NewServeMux(),
 		state: NewStateHandler(st, StateOptions{
 			MaxBytes:     cfg.MaxStateBytes,
@@ -192,7 +195,7 @@ func NewServer(cfg Config) (*Server, error) {
 		s.sessions.now = cfg.SessionClock
 		tokens.setClock(cfg.SessionClock)
 	}
-	tokens.setAudit(s.Audit)
+	tokens.setAudit(s.Audit, s.refused)
 	s.routes()
 	s.lastUsed = startLastUsedFlusher(st, tokens, cfg.LastUsedFlush, log)
 	// No ReadTimeout or WriteTimeout: they would end watches, which last
@@ -486,6 +489,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.lastUsed.Close()
+		s.refused.close()
 		s.hub.Close()
 		s.closeErr = s.store.Close()
 	})

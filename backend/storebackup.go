@@ -50,7 +50,7 @@ func (s *Server) serveStoreBackup(pattern string, b store.Backuper) {
 		audit.Info("download ended", append(attrs, "bytes", n)...)
 	})
 	s.handleAudited(pattern, h, func(r *http.Request) {
-		s.audit().Warn("download refused", "who", "(unauthenticated)", "what", what,
+		s.refused.warn(s.audit(), "download refused", clientKey(r.RemoteAddr), what, "who", "(unauthenticated)", "what", what,
 			"at", time.Now().UTC().Format(time.RFC3339Nano), "remote", r.RemoteAddr, "reason", "credentials")
 	})
 }

@@ -72,6 +72,9 @@ type Tokens struct {
 	// changes of a reload.
 	now   func() time.Time
 	audit func() *slog.Logger
+	// refused counts repeated refusals (see Server.AuditRefused); nil:
+	// each is written.
+	refused *refusals
 	// used records the last use of the file's tokens (see lastused.go).
 	used *tokenUsage
 	// checks are the other ways in (AddCheck), tried in order after
@@ -201,10 +204,22 @@ func (t *Tokens) setClock(now func() time.Time) {
 }
 
 // setAudit sets where refused expired tokens and role changes go.
-func (t *Tokens) setAudit(audit func() *slog.Logger) {
+func (t *Tokens) setAudit(audit func() *slog.Logger, refused *refusals) {
 	t.mu.Lock()
-	t.audit = audit
+	t.audit, t.refused = audit, refused
 	t.mu.Unlock()
+}
+
+// auditRefused audits a refusal as Server.AuditRefused does.
+func (t *Tokens) auditRefused(msg, client, kind string, attrs ...any) {
+	t.mu.RLock()
+	refused := t.refused
+	t.mu.RUnlock()
+	if refused == nil {
+		t.auditLog().Warn(msg, attrs...)
+		return
+	}
+	refused.warn(t.auditLog(), msg, client, kind, attrs...)
 }
 
 // clock returns the current time by t's clock.
@@ -447,7 +462,7 @@ func (t *Tokens) check(name, secret string) (Identity, error) {
 	id := Identity{Name: found.name, Role: found.role, Source: SourceToken, Expires: found.expires}
 	now := t.clock()
 	if !found.expires.IsZero() && !now.Before(found.expires) {
-		t.auditLog().Warn("token used after expiry", append(id.Who(), "role", id.Role.String(), "expired", found.expires.Format(time.RFC3339), "at", time.Now().UTC().Format(time.RFC3339Nano))...)
+		t.auditRefused("token used after expiry", found.name, "expired", append(id.Who(), "role", id.Role.String(), "expired", found.expires.Format(time.RFC3339), "at", time.Now().UTC().Format(time.RFC3339Nano))...)
 		return Identity{}, &ExpiredError{What: "token", Name: found.name, At: found.expires}
 	}
 	switch {

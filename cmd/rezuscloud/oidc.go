@@ -122,11 +122,12 @@ func bearerCheck(c *sso.Client, srv *backend.Server) backend.CredentialCheck {
 			return backend.Identity{}, backend.ErrNotMine
 		}
 		if err != nil {
-			attrs := []any{"method", "oidc-bearer", "reason", sso.Reason(err)}
+			attrs, who := []any{"method", "oidc-bearer", "reason", sso.Reason(err)}, "(unknown)"
 			if l != nil {
-				attrs = append([]any{"who", cmp.Or(l.Email, l.Subject), "source", "oidc", "subject", l.Subject}, attrs...)
+				who = cmp.Or(l.Email, l.Subject)
+				attrs = append([]any{"who", who, "source", "oidc", "subject", l.Subject}, attrs...)
 			}
-			srv.Audit().Warn("credential refused", attrs...)
+			srv.AuditRefused("credential refused", who, sso.Reason(err), attrs...)
 			return backend.Identity{}, fmt.Errorf("OIDC ID token refused: %w", err)
 		}
 		role, err := backend.ParseRole(l.Role)
