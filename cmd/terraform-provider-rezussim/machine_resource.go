@@ -137,6 +137,10 @@ func (r *machineResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Cannot create machine", err.Error())
 		return
 	}
+	if err := r.store.WaitCreate(ctx); err != nil {
+		resp.Diagnostics.AddError("Cannot create machine", err.Error())
+		return
+	}
 	rec, err := r.store.Create(sim.Spec{
 		Name:          m.Name.ValueString(),
 		Tenant:        m.Tenant.ValueString(),

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/atomicfile"
 )
@@ -76,4 +78,50 @@ func (s *Store) TakeFault() error {
 		return nil
 	}
 	return ErrInjected
+}
+
+// SlowFile names the file in a store's directory that makes the simulated
+// cloud slow to create machines, for tests of what an apply in flight
+// does: it holds a duration, and each machine create waits that long
+// before the machine is made, unless its request is cancelled first (as
+// tofu cancels its provider's calls when it is interrupted), when it
+// makes nothing. The file stays until SetCreateDelay(0).
+const SlowFile = "slow-creates"
+
+// SetCreateDelay makes every machine create wait d (see SlowFile); 0
+// clears it.
+func (s *Store) SetCreateDelay(d time.Duration) error {
+	p := filepath.Join(s.dir, SlowFile)
+	if d <= 0 {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return atomicfile.Write(p, []byte(d.String()+"\n"), 0o600)
+}
+
+// WaitCreate waits as SlowFile says before a machine create; it returns
+// an error, and the create must make nothing, when ctx ends first.
+func (s *Store) WaitCreate(ctx context.Context) error {
+	p := filepath.Join(s.dir, SlowFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("%s: %q is not a duration", p, strings.TrimSpace(string(b)))
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the create was cancelled while the simulated cloud was slow (%s), and made nothing: %w", SlowFile, ctx.Err())
+	}
 }

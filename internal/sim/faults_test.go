@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestFailNext(t *testing.T) {
@@ -38,5 +41,39 @@ func TestFailNext(t *testing.T) {
 	}
 	if err := s.TakeFault(); err != nil {
 		t.Errorf("after FailNext(0): %v", err)
+	}
+}
+
+// TestCreateDelay: with a delay set, a create waits it out, or ends at
+// once with an error when its request is cancelled; cleared, it does not
+// wait.
+func TestCreateDelay(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitCreate(context.Background()); err != nil {
+		t.Fatalf("without a delay: %v", err)
+	}
+	if err := s.SetCreateDelay(200 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := s.WaitCreate(context.Background()); err != nil || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("with a delay of 200ms: %v after %s", err, time.Since(start))
+	}
+	if err := s.SetCreateDelay(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if err := s.WaitCreate(ctx); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "made nothing") {
+		t.Fatalf("a cancelled create: %v", err)
+	}
+	if err := s.SetCreateDelay(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitCreate(context.Background()); err != nil {
+		t.Fatalf("with the delay cleared: %v", err)
 	}
 }
