@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,6 +273,7 @@ func (d *Deriver) send(evs []notify.Event) {
 func (d *Deriver) load() (rv uint64, err error) {
 	d.tenants, d.machines, d.commits, d.subjects = map[string]*tenant{}, map[string]*machine{}, map[string]bool{}, map[string]string{}
 	now := d.opts.Clock.Now()
+	var told map[string]bool
 	err = d.opts.Store.View(func(tx store.Tx) error {
 		rv = tx.ResourceVersion()
 		if err := tx.Scan(schema.KindCommit, "", func(r store.Resource) error {
@@ -285,10 +287,29 @@ func (d *Deriver) load() (rv uint64, err error) {
 		}); err != nil {
 			return err
 		}
+		if told, err = loadTold(tx); err != nil {
+			return err
+		}
 		return tx.Scan(schema.KindMachine, "", func(r store.Resource) error {
-			return d.loadMachine(r, now)
+			return d.loadMachine(r, now, told)
 		})
 	})
+	if err == nil {
+		d.forgetTold(told)
+	}
 	d.planChecks()
 	return rv, err
+}
+
+// forgetTold removes the records of told (see toldPrefix) of machines
+// that are gone, or ready, since a server last ran.
+func (d *Deriver) forgetTold(told map[string]bool) {
+	var stale []string
+	for name := range told {
+		if m := d.machines[name]; m == nil || !m.told {
+			stale = append(stale, name)
+		}
+	}
+	sort.Strings(stale)
+	d.recordTold(stale, false)
 }

@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/notify"
@@ -82,10 +83,28 @@ type machine struct {
 	told bool
 }
 
+// toldPrefix is where, in the store's series area, the deriver records
+// each machine whose MachineNotReady was told, until the machine is ready
+// again or gone, so that a restart tells again only of machines it was
+// not told of.
+const toldPrefix = "events/machine-not-ready/"
+
+// loadTold returns the machines whose MachineNotReady was told, as
+// recorded in the store.
+func loadTold(tx store.Tx) (map[string]bool, error) {
+	told := map[string]bool{}
+	err := tx.ScanSeries(toldPrefix, func(key string, _ []byte) error {
+		told[strings.TrimPrefix(key, toldPrefix)] = true
+		return nil
+	})
+	return told, err
+}
+
 // loadMachine keeps a stored machine as the state to compare with. One
-// that has been not ready (since its status last changed) for longer
-// than the threshold already is taken as told.
-func (d *Deriver) loadMachine(r store.Resource, now time.Time) error {
+// that is not ready counts from its status's last change; it was told of
+// when told records so, and is told of once its time is up otherwise,
+// also when that time passed while no server ran.
+func (d *Deriver) loadMachine(r store.Resource, now time.Time, told map[string]bool) error {
 	var doc machineDoc
 	if err := json.Unmarshal(r.Object, &doc); err != nil {
 		return fmt.Errorf("machine %s: %w", r.Name, err)
@@ -96,10 +115,37 @@ func (d *Deriver) loadMachine(r store.Resource, now time.Time) error {
 		if !doc.Metadata.UpdatedAt.IsZero() && doc.Metadata.UpdatedAt.Before(now) {
 			m.since = doc.Metadata.UpdatedAt
 		}
-		m.told = now.Sub(m.since) >= d.opts.MachineNotReadyAfter
+		m.told = told[r.Name]
 	}
 	d.machines[r.Name] = m
 	return nil
+}
+
+// recordTold records in the store that MachineNotReady was told of the
+// machines names (told) or that they are ready again or gone (not told).
+// A failed write is logged: a restart may then tell once more, or not.
+func (d *Deriver) recordTold(names []string, told bool) {
+	if len(names) == 0 {
+		return
+	}
+	at := []byte(d.opts.Clock.Now().UTC().Format(time.RFC3339Nano))
+	err := d.opts.Store.Update(func(tx store.Tx) error {
+		for _, name := range names {
+			var err error
+			if told {
+				err = tx.PutSeries(toldPrefix+name, at)
+			} else {
+				err = tx.DeleteSeries(toldPrefix + name)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		d.log.Warn("record which machines MachineNotReady told of", "machines", len(names), "told", told, "err", err)
+	}
 }
 
 // see records what doc shows of the machine at now.
@@ -121,6 +167,9 @@ func (m *machine) see(doc *machineDoc, now time.Time) {
 func (d *Deriver) machineChanged(c store.Change) ([]notify.Event, error) {
 	name := c.Resource.Name
 	if c.Type == store.Deleted {
+		if m := d.machines[name]; m != nil && m.told {
+			d.recordTold([]string{name}, false)
+		}
 		delete(d.machines, name)
 		d.planChecks()
 		return nil, nil
@@ -134,8 +183,11 @@ func (d *Deriver) machineChanged(c store.Change) ([]notify.Event, error) {
 		m = &machine{}
 		d.machines[name] = m
 	}
-	was := m.since
+	was, wasTold := m.since, m.told
 	m.see(&doc, d.opts.Clock.Now())
+	if wasTold && !m.told {
+		d.recordTold([]string{name}, false)
+	}
 	if !m.since.Equal(was) {
 		d.planChecks()
 	}
@@ -153,11 +205,14 @@ func (d *Deriver) checkMachines() []notify.Event {
 		return nil
 	}
 	var out []notify.Event
-	for _, m := range d.machines {
+	var told []string
+	defer func() { d.recordTold(told, true) }()
+	for name, m := range d.machines {
 		if m.since.IsZero() || m.told || now.Sub(m.since) < after {
 			continue
 		}
 		m.told = true
+		told = append(told, name)
 		t := d.tenants[m.tenant]
 		if t == nil {
 			t = &tenant{name: m.tenant}

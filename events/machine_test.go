@@ -1,6 +1,7 @@
 package events
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -109,4 +110,74 @@ func TestMachineOfRemovedTenant(t *testing.T) {
 	r.clock.advance(time.Hour)
 	r.touch()
 	expect(t, r.events())
+}
+
+// TestMachineNotReadyAcrossDowntime: a machine that went down shortly
+// before the server stopped, and whose time was up while no server ran,
+// is told of once the server runs again; one told of before the stop is
+// not told of again; and the records of what was told go with the
+// machines' readiness.
+func TestMachineNotReadyAcrossDowntime(t *testing.T) {
+	r := newRig(t)
+	r.applied(revA, "Create alpha", 1)
+	r.probe("alpha-w-0", down)
+	r.clock.advance(6 * time.Minute)
+	r.waitFor("MachineNotReady of alpha-w-0", func() bool { return r.sink.len() > 0 })
+	r.touch()
+	expect(t, r.events(), notify.MachineNotReady)
+	if !r.toldRecorded("alpha-w-0") {
+		t.Fatal("MachineNotReady of alpha-w-0 was told, and not recorded in the store")
+	}
+
+	r.probe("alpha-w-1", down)
+	r.clock.advance(time.Minute)
+	r.stop() // the server is down for ten minutes
+	r.clock.advance(10 * time.Minute)
+	r.start()
+	r.waitFor("MachineNotReady of alpha-w-1", func() bool { return r.sink.len() > 0 })
+	r.touch()
+	evs := r.events()
+	expect(t, evs, notify.MachineNotReady)
+	if evs[0].Machine != "alpha-w-1" {
+		t.Fatalf("after the downtime, want alpha-w-1 told of, alpha-w-0 not again:\n%s", describe(evs))
+	}
+
+	// Ready again: the record goes; one ready while no server ran is
+	// forgotten at the next start.
+	r.probe("alpha-w-0", up)
+	if r.toldRecorded("alpha-w-0") {
+		t.Error("alpha-w-0 is ready again, and still recorded as told")
+	}
+	r.stop()
+	ready := up
+	ready.At = r.clock.Now()
+	if err := r.st.Update(func(tx store.Tx) error {
+		_, err := status.Record(tx, r.clock.Now()).MachineObserved("alpha-w-1", ready)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	r.touch()
+	if r.toldRecorded("alpha-w-1") {
+		t.Error("alpha-w-1, ready while no server ran, is still recorded as told")
+	}
+	expect(t, r.events())
+}
+
+// toldRecorded reports whether the store records that MachineNotReady
+// was told of machine id.
+func (r *rig) toldRecorded(id string) bool {
+	r.t.Helper()
+	var b []byte
+	if err := r.st.View(func(tx store.Tx) error {
+		var err error
+		if b, err = tx.Series(toldPrefix + id); errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		r.t.Fatal(err)
+	}
+	return b != nil
 }
