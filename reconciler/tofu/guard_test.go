@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,5 +120,42 @@ func TestGuardArgs(t *testing.T) {
 	out.Reset()
 	if code := Guard([]string{"--until", "soon", "--", "tofu"}, &out); code != 2 || !strings.Contains(out.String(), "Unix nanoseconds") {
 		t.Errorf("guard with a bad deadline: exit %d, %q", code, out.String())
+	}
+}
+
+// BenchmarkGuardOverhead: an apply of one resource, as a server alone
+// runs it and as a replica runs it under the guard; the difference is the
+// guard's process and pipe.
+func BenchmarkGuardOverhead(b *testing.B) {
+	for _, guarded := range []bool{false, true} {
+		name := "alone"
+		if guarded {
+			name = "guarded"
+		}
+		b.Run(name, func(b *testing.B) {
+			cli := filepath.Join(b.TempDir(), "cli.tfrc")
+			if err := os.WriteFile(cli, nil, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			opts := Options{Binary: testenv.Tofu(b), CLIConfigFile: cli}
+			if guarded {
+				opts.Guard = []string{os.Args[0], GuardCommand}
+				opts.ActUntil = func() time.Time { return time.Now().Add(time.Minute) }
+			}
+			r, err := NewRunner(opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dir := b.TempDir()
+			for i := 0; b.Loop(); i++ {
+				body := `resource "terraform_data" "x" { input = "` + strconv.Itoa(i) + `" }`
+				if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(body), 0o600); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := r.Apply(context.Background(), dir, []byte("v1"), nil, Creds{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
