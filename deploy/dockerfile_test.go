@@ -71,9 +71,11 @@ func TestDockerfile(t *testing.T) {
 	checkUser(t, run)
 	checkRuntimeSettings(t, run)
 	entry := entrypoint(t, run)
-	if len(entry) < 2 || entry[0] != "/usr/local/bin/rezuscloud" || entry[1] != "serve" {
-		t.Fatalf("entrypoint %q, want /usr/local/bin/rezuscloud serve", entry)
+	want := []string{"/usr/local/bin/rezuscloud", "supervise", "--", "/usr/local/bin/rezuscloud", "serve"}
+	if len(entry) < len(want) || !slices.Equal(entry[:len(want)], want) {
+		t.Fatalf("entrypoint %q, want %q: the server under the supervisor, so that tofu outlives its crash", entry, want)
 	}
+	entry = entry[len(want)-2:]
 	flags := flagValues(entry[2:])
 	checkServeFlags(t, "ENTRYPOINT", entry[2:])
 	for _, f := range []string{"tofu", "provider-mirror"} {
