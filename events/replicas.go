@@ -19,6 +19,11 @@ type MembersOptions struct {
 	Members func() []string
 	// Leading reports whether this replica leads now.
 	Leading func() bool
+	// Leader returns the name of the replica that leads now, "" when
+	// none does. A member that leaves while another replica leads, which
+	// lives on, is that leader's to tell of; nil: this replica tells of
+	// every member it saw leave within Window, when it leads.
+	Leader func() string
 	Sink    notify.Sink
 	// Interval is how often the members are looked at. Default 1 s.
 	Interval time.Duration
@@ -66,20 +71,31 @@ type memberWatch struct {
 type goneMember struct {
 	name string
 	at   time.Time
+	// leader led when the member was seen leaving.
+	leader string
 }
+
+// leaderTells is how long a leader that lives on has to tell of a member
+// that left: it looks every second and tells at once.
+const leaderTells = 3 * time.Second
 
 // look compares the members with those seen before, and tells of those
 // gone when this replica leads.
 func (w *memberWatch) look() {
-	now, members := w.o.Clock.Now(), w.o.Members()
+	now, members, leader := w.o.Clock.Now(), w.o.Members(), ""
+	if w.o.Leader != nil {
+		leader = w.o.Leader()
+	}
 	for _, name := range w.seen {
 		if name != w.o.Self && !slices.Contains(members, name) {
-			w.gone = append(w.gone, goneMember{name: name, at: now})
+			w.gone = append(w.gone, goneMember{name: name, at: now, leader: leader})
 		}
 	}
 	w.seen = members
 	w.gone = slices.DeleteFunc(w.gone, func(g goneMember) bool {
-		return now.Sub(g.at) > w.o.Window || slices.Contains(members, g.name) // it joined again
+		toldByLeader := g.leader != "" && g.leader != w.o.Self && g.leader != g.name &&
+			slices.Contains(members, g.leader) && now.Sub(g.at) >= leaderTells
+		return now.Sub(g.at) > w.o.Window || slices.Contains(members, g.name) || toldByLeader // or it joined again
 	})
 	if len(w.gone) == 0 || !w.o.Leading() {
 		return

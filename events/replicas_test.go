@@ -18,6 +18,19 @@ type members struct {
 	mu      sync.Mutex
 	names   []string
 	leading bool
+	leader  string
+}
+
+func (m *members) setLeader(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.leader = name
+}
+
+func (m *members) leaderName() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leader
 }
 
 func (m *members) set(leading bool, names ...string) {
@@ -84,6 +97,42 @@ func TestReplicaLost(t *testing.T) {
 	m.set(true, "r3")
 	w.look()
 	expect(t, s.take())
+	// r4 leaves while r5 leads and lives on: r5 tells of it, so r3 does
+	// not when it leads later, after r5 died; it tells of r5.
+	w = &memberWatch{o: MembersOptions{Self: "r3", Members: m.list, Leading: m.lead, Leader: m.leaderName, Sink: s, Window: time.Minute, Clock: clock}}
+	m.set(false, "r3", "r4", "r5")
+	m.setLeader("r5")
+	w.seen = m.list()
+	m.set(false, "r3", "r5")
+	w.look()
+	clock.advance(leaderTells)
+	w.look()
+	m.set(false, "r3")
+	m.setLeader("")
+	w.look()
+	clock.advance(5 * time.Second)
+	m.set(true, "r3")
+	m.setLeader("r3")
+	w.look()
+	evs = s.take()
+	expect(t, evs, notify.ReplicaLost)
+	if evs[0].Replica != "r5" {
+		t.Fatalf("lost %q, want only r5, the leader that told of r4", evs[0].Replica)
+	}
+	// Both leave at once, the leader too: r4 was not told of.
+	w = &memberWatch{o: MembersOptions{Self: "r3", Members: m.list, Leading: m.lead, Leader: m.leaderName, Sink: s, Window: time.Minute, Clock: clock}}
+	m.set(false, "r3", "r4", "r5")
+	m.setLeader("r5")
+	w.seen = m.list()
+	m.set(false, "r3")
+	w.look()
+	clock.advance(10 * time.Second)
+	m.set(true, "r3")
+	m.setLeader("r3")
+	w.look()
+	evs = s.take()
+	expect(t, evs, notify.ReplicaLost, notify.ReplicaLost)
+
 	// Fenced itself: never told of itself.
 	m.set(true)
 	w.look()

@@ -27,6 +27,8 @@ type rigOptions struct {
 	world string
 	// tofu is the tofu binary of every replica; default: testenv's.
 	tofu string
+	// args are more serve flags of every replica.
+	args []string
 }
 
 // rig is a replicaSet with the etcd it runs on and the load balancer
@@ -57,7 +59,7 @@ func startRig(t *testing.T, o rigOptions) *rig {
 	}
 	for _, name := range r.names {
 		s := newE2EServer(t, servertest.Options{Data: filepath.Join(t.TempDir(), name), Repo: o.e.repo, Path: e2eManifests, Tofu: o.tofu,
-			Args: replicaArgs(o.etcd, name, r.lb.url(), o.world)})
+			Args: append(replicaArgs(o.etcd, name, r.lb.url(), o.world), o.args...)})
 		s.Start()
 		r.servers[name] = s
 		r.lb.add(s.Addr())

@@ -80,6 +80,7 @@ func (m *Main) watchReplicas(ctx context.Context) {
 			return slices.Clip(names)
 		},
 		Leading: func() bool { _, ok := r.Leader(); return ok },
+		Leader:  func() string { return r.Status(nil).Leader },
 		Sink:    m.notifier,
 		Window:  max(time.Minute, 3*m.flags.replica.leaseTTL),
 	})
