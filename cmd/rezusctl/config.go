@@ -393,7 +393,7 @@ func clientOf(cmd *cobra.Command, conn *connection) (*client.Client, error) {
 				return client.Login{}, false
 			}
 			return *cfg.login(conn.Server), true
-		})
+		}).WithLock(client.FileLock(conn.ConfigFile + ".lock"))
 	}
 	if v, _ := cmd.Root().PersistentFlags().GetBool("verbose"); v {
 		stderr := cmd.ErrOrStderr()

@@ -99,6 +99,7 @@ type Refreshing struct {
 	login Login
 	save  func(Login) error
 	load  func() (Login, bool)
+	lock  func(context.Context) (func(), error)
 	http  *http.Client
 	now   func() time.Time
 }
@@ -123,6 +124,18 @@ func (r *Refreshing) WithLoad(load func() (Login, bool)) *Refreshing {
 	return r
 }
 
+// WithLock gives r the lock that processes sharing the stored login take
+// around a renewal (FileLock): the first renews, and the others, once
+// they have the lock, take its renewal from the store (WithLoad) instead
+// of renewing with a refresh token that the provider may have rotated
+// away. It returns r.
+func (r *Refreshing) WithLock(lock func(context.Context) (unlock func(), err error)) *Refreshing {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lock = lock
+	return r
+}
+
 // Login returns the login as it is now, renewed or not.
 func (r *Refreshing) Login() Login {
 	r.mu.Lock()
@@ -144,6 +157,20 @@ func (r *Refreshing) Bearer(ctx context.Context) (string, error) {
 		r.login = stored
 		if fresh(stored, now) {
 			return stored.Token, nil
+		}
+	}
+	if r.lock != nil && r.login.RefreshToken != "" && r.login.TokenURL != "" {
+		unlock, err := r.lock(ctx)
+		if err != nil {
+			return "", fmt.Errorf("wait for another renewal of the login: %w", err)
+		}
+		defer unlock()
+		// Another process may have renewed it while this one waited.
+		if stored, ok := r.stored(); ok {
+			r.login = stored
+			if fresh(stored, now) {
+				return stored.Token, nil
+			}
 		}
 	}
 	l := r.login

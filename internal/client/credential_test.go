@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -236,4 +237,32 @@ func TestRefreshingTakesStoredRenewal(t *testing.T) {
 func load1(load func() (client.Login, bool)) client.Login {
 	l, _ := load()
 	return l
+}
+
+// TestRefreshingRenewsOnceUnderLock: two processes' credentials of one
+// stored login that both need a renewal at once, with the file lock:
+// one renews, the other takes its renewal, so both send the same new
+// token and neither spends a refresh token that the provider rotated.
+func TestRefreshingRenewsOnceUnderLock(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Options{Users: []oidctest.User{{Username: "erin", Password: "erin-password", Email: "erin@example.com"}}})
+	l := deviceLogin(t, p, "erin", "erin-password")
+	l.Expiry = time.Now().Add(10 * time.Second)
+	var mu sync.Mutex
+	disk := l
+	save := func(n client.Login) error { mu.Lock(); defer mu.Unlock(); disk = n; return nil }
+	load := func() (client.Login, bool) { mu.Lock(); defer mu.Unlock(); return disk, true }
+	lock := client.FileLock(filepath.Join(t.TempDir(), "config.lock"))
+	creds := []*client.Refreshing{
+		client.NewRefreshing(l, save, nil).WithLoad(load).WithLock(lock),
+		client.NewRefreshing(l, save, nil).WithLoad(load).WithLock(lock),
+	}
+	toks, errs := make([]string, 2), make([]error, 2)
+	var wg sync.WaitGroup
+	for i, c := range creds {
+		wg.Go(func() { toks[i], errs[i] = c.Bearer(ctx(t)) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil || toks[0] == l.Token || toks[0] != toks[1] || load1(load).Token != toks[0] {
+		t.Fatalf("renewals at once: %v, %v (renewed %t, the same %t, stored %t)", errs[0], errs[1], toks[0] != l.Token, toks[0] == toks[1], load1(load).Token == toks[0])
+	}
 }
