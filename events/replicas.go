@@ -24,7 +24,7 @@ type MembersOptions struct {
 	// lives on, is that leader's to tell of; nil: this replica tells of
 	// every member it saw leave within Window, when it leads.
 	Leader func() string
-	Sink    notify.Sink
+	Sink   notify.Sink
 	// Interval is how often the members are looked at. Default 1 s.
 	Interval time.Duration
 	// Window is how long a replica that does not lead keeps a member it

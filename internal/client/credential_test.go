@@ -203,13 +203,8 @@ func BenchmarkRefreshingFresh(b *testing.B) {
 // login instead of renewing it again, and renews with the stored refresh
 // token once that login expires too.
 func TestRefreshingTakesStoredRenewal(t *testing.T) {
-	p := oidctest.Start(t, oidctest.Options{Users: []oidctest.User{{Username: "erin", Password: "erin-password", Email: "erin@example.com"}}})
-	l := deviceLogin(t, p, "erin", "erin-password")
-	l.Expiry = time.Now().Add(10 * time.Second)
-	var mu sync.Mutex
-	disk := l
-	save := func(n client.Login) error { mu.Lock(); defer mu.Unlock(); disk = n; return nil }
-	load := func() (client.Login, bool) { mu.Lock(); defer mu.Unlock(); return disk, true }
+	l, d := storedLogin(t)
+	save, load := d.save, d.load
 	first := client.NewRefreshing(l, save, nil).WithLoad(load)
 	second := client.NewRefreshing(l, save, nil).WithLoad(load)
 
@@ -224,14 +219,42 @@ func TestRefreshingTakesStoredRenewal(t *testing.T) {
 
 	// The stored login nears its end as well: the second renews it with
 	// the stored (rotated) refresh token.
-	mu.Lock()
-	disk.Expiry = time.Now().Add(10 * time.Second)
-	mu.Unlock()
+	d.mu.Lock()
+	d.login.Expiry = time.Now().Add(10 * time.Second)
+	d.mu.Unlock()
 	third := client.NewRefreshing(l, save, nil).WithLoad(load)
 	tok3, err := third.Bearer(ctx(t))
 	if err != nil || tok3 == tok1 || load1(load).Token != tok3 {
 		t.Errorf("renewal with the stored refresh token: %v (new %t, stored %t)", err, tok3 != tok1, load1(load).Token == tok3)
 	}
+}
+
+// storedDisk is a login stored where several processes read it.
+type storedDisk struct {
+	mu    sync.Mutex
+	login client.Login
+}
+
+func (d *storedDisk) save(l client.Login) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.login = l
+	return nil
+}
+
+func (d *storedDisk) load() (client.Login, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.login, true
+}
+
+// storedLogin is erin's login at a real provider, 10 s from its expiry,
+// and stored.
+func storedLogin(t *testing.T) (client.Login, *storedDisk) {
+	p := oidctest.Start(t, oidctest.Options{Users: []oidctest.User{{Username: "erin", Password: "erin-password", Email: "erin@example.com"}}})
+	l := deviceLogin(t, p, "erin", "erin-password")
+	l.Expiry = time.Now().Add(10 * time.Second)
+	return l, &storedDisk{login: l}
 }
 
 func load1(load func() (client.Login, bool)) client.Login {
@@ -244,13 +267,8 @@ func load1(load func() (client.Login, bool)) client.Login {
 // one renews, the other takes its renewal, so both send the same new
 // token and neither spends a refresh token that the provider rotated.
 func TestRefreshingRenewsOnceUnderLock(t *testing.T) {
-	p := oidctest.Start(t, oidctest.Options{Users: []oidctest.User{{Username: "erin", Password: "erin-password", Email: "erin@example.com"}}})
-	l := deviceLogin(t, p, "erin", "erin-password")
-	l.Expiry = time.Now().Add(10 * time.Second)
-	var mu sync.Mutex
-	disk := l
-	save := func(n client.Login) error { mu.Lock(); defer mu.Unlock(); disk = n; return nil }
-	load := func() (client.Login, bool) { mu.Lock(); defer mu.Unlock(); return disk, true }
+	l, d := storedLogin(t)
+	save, load := d.save, d.load
 	lock := client.FileLock(filepath.Join(t.TempDir(), "config.lock"))
 	creds := []*client.Refreshing{
 		client.NewRefreshing(l, save, nil).WithLoad(load).WithLock(lock),
