@@ -6,8 +6,8 @@
 //   - Leaf utilities, which any part of the server may use and which
 //     build only on schema and on each other: atomicfile, backoff, commitmsg,
 //     labels, machinelog, metrics, modeldiff, preview, redact, sopsfile
-//     (SOPS-encrypted manifests, decrypted with age), tfcli, version and
-//     window. They import no simulator, no API client and
+//     (SOPS-encrypted manifests, decrypted with age), supervise (the
+//     server's first process in a container), tfcli, version and window. They import no simulator, no API client and
 //     nothing of the server above them (backend, reconciler, render,
 //     sources, store, cmd).
 //   - The simulators, the simulated world of tests and the demo: sim (the

@@ -35,7 +35,7 @@ var (
 	// leafUtilities are small pieces that any part of the server may
 	// use: they build on schema and each other, and on nothing above.
 	leafUtilities = []string{"internal/atomicfile", "internal/backoff", "internal/commitmsg", "internal/labels", "internal/machinelog",
-		"internal/metrics", "internal/modeldiff", "internal/preview", "internal/redact", "internal/sopsfile", "internal/tfcli", "internal/version", "internal/window"}
+		"internal/metrics", "internal/modeldiff", "internal/preview", "internal/redact", "internal/sopsfile", "internal/supervise", "internal/tfcli", "internal/version", "internal/window"}
 	// simulators are the simulated world: the sim cloud's store, its
 	// Talos nodes and the simulated OpenStack.
 	simulators = []string{"internal/sim"}
