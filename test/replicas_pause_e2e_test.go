@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,9 +44,9 @@ func TestReplicasPauseDuringApply(t *testing.T) {
 	second := e.push("staging: two workers")
 	paused := rs.servers[leader]
 	out := filepath.Join(paused.Data(), "work", "staging", ".rezuscloud-tofu.out")
-	s.WaitFor("the leader's tofu to create the new worker", func() bool {
-		b, _ := os.ReadFile(out)
-		return bytes.Contains(b, []byte("Creating..."))
+	s.WaitFor("the leader's tofu to create the new worker, slowly", func() bool {
+		_, err := os.Stat(filepath.Join(rs.world, sim.WaitingFile))
+		return err == nil
 	})
 	paused.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
@@ -56,8 +55,7 @@ func TestReplicasPauseDuringApply(t *testing.T) {
 			paused.Signal(syscall.SIGCONT)
 		}
 	})
-	// The create in flight has read the delay; the next leader's do not
-	// wait.
+	// The create in flight waits already; the next leader's do not.
 	if err := world.SetCreateDelay(0); err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,10 @@ func (s *Store) TakeFault() error {
 // makes nothing. The file stays until SetCreateDelay(0).
 const SlowFile = "slow-creates"
 
+// WaitingFile names the file, beside SlowFile, that a create touches when
+// it starts to wait: a test knows from it that a create is in flight.
+const WaitingFile = SlowFile + ".waiting"
+
 // SetCreateDelay makes every machine create wait d (see SlowFile); 0
 // clears it.
 func (s *Store) SetCreateDelay(d time.Duration) error {
@@ -115,6 +119,9 @@ func (s *Store) WaitCreate(ctx context.Context) error {
 	d, err := time.ParseDuration(strings.TrimSpace(string(b)))
 	if err != nil {
 		return fmt.Errorf("%s: %q is not a duration", p, strings.TrimSpace(string(b)))
+	}
+	if err := atomicfile.Write(filepath.Join(s.dir, WaitingFile), nil, 0o600); err != nil {
+		return err
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

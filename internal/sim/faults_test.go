@@ -62,6 +62,9 @@ func TestCreateDelay(t *testing.T) {
 	if err := s.WaitCreate(context.Background()); err != nil || time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("with a delay of 200ms: %v after %s", err, time.Since(start))
 	}
+	if _, err := os.Stat(filepath.Join(s.Dir(), WaitingFile)); err != nil {
+		t.Errorf("a create that waited left no %s: %v", WaitingFile, err)
+	}
 	if err := s.SetCreateDelay(time.Hour); err != nil {
 		t.Fatal(err)
 	}

@@ -111,6 +111,42 @@ func TestGuardInterruptsAnUnrenewedApply(t *testing.T) {
 	})
 }
 
+// TestGuardInterruptsOnce: a replica that fences itself cancels its run
+// at the deadline the guard holds too, so both interrupt at once; tofu
+// gets one interrupt, stops and saves its state. A second interrupt
+// would make it exit at once, without saving.
+func TestGuardInterruptsOnce(t *testing.T) {
+	var until atomic.Int64
+	until.Store(time.Now().Add(time.Minute).UnixNano())
+	r, dir := guardedRig(t, func() time.Time { return time.Unix(0, until.Load()) })
+	writeTF(t, dir, guardedConfig(6*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := filepath.Join(dir, runOutput)
+	go func() {
+		// Once "slow" runs, the lease stops being renewed: the guard's
+		// deadline and the server's own fence (its cancel) fall together.
+		for !strings.Contains(readFile(out), "terraform_data.slow: Provisioning") {
+			time.Sleep(10 * time.Millisecond)
+		}
+		at := time.Now().Add(300 * time.Millisecond)
+		until.Store(at.UnixNano())
+		time.AfterFunc(time.Until(at), cancel)
+	}()
+	_, err := r.Apply(ctx, dir, []byte("v1"), nil, Creds{})
+	if err == nil {
+		t.Fatal("an apply fenced and cancelled in the middle succeeded")
+	}
+	if strings.Contains(err.Error(), "Two interrupts received") || !stateHas(t, dir, "first") || stateHas(t, dir, "late") {
+		t.Fatalf("fenced and cancelled at once: %v (first saved %t, late made %t); want one interrupt, the state saved, nothing after", err, stateHas(t, dir, "first"), stateHas(t, dir, "late"))
+	}
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
 // TestGuardArgs: the guard refuses a command line it cannot follow.
 func TestGuardArgs(t *testing.T) {
 	var out strings.Builder

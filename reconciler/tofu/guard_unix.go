@@ -107,10 +107,14 @@ func parseDeadline(s string) (time.Time, error) {
 
 // Guard is the guard process, `BINARY tofu-guard --until NS -- TOFU
 // ARGS...`: it runs tofu with its own standard files and environment,
-// passes SIGINT and SIGTERM on to it, reads later deadlines from file
-// descriptor 3, and interrupts tofu (SIGINT) once the last deadline it
-// read has passed. The pipe's end, when the server died, sends no more:
-// the last deadline holds. It returns tofu's exit code.
+// reads later deadlines from file descriptor 3, and interrupts tofu
+// (SIGINT) once the last deadline it read has passed, or when it gets
+// SIGINT or SIGTERM itself. It interrupts tofu once: tofu takes a second
+// interrupt for an order to exit at once, without saving its state, and
+// the server's own interrupt and the deadline may come together (a
+// replica fences itself at its deadline). The pipe's end, when the
+// server died, sends no more: the last deadline holds. A guard that is
+// killed takes its tofu with it (on Linux). It returns tofu's exit code.
 func Guard(args []string, stderr io.Writer) int {
 	deadline, argv, err := guardArgs(args)
 	if err != nil {
@@ -123,6 +127,8 @@ func Guard(args []string, stderr io.Writer) int {
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	killOnDeath(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "rezuscloud %s: start tofu: %v\n", GuardCommand, err)
 		return 1
@@ -132,12 +138,18 @@ func Guard(args []string, stderr io.Writer) int {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	interrupted := false
+	interrupt := func() {
+		if !interrupted {
+			interrupted = true
+			_ = cmd.Process.Signal(os.Interrupt)
+		}
+	}
 	for {
 		select {
 		case err := <-exited:
 			return exitCode(err)
-		case sig := <-signals:
-			_ = cmd.Process.Signal(sig)
+		case <-signals:
+			interrupt()
 		case d, ok := <-updates:
 			if !ok {
 				updates = nil // the server is gone: its last deadline holds
@@ -151,9 +163,8 @@ func Guard(args []string, stderr io.Writer) int {
 			if interrupted {
 				continue
 			}
-			interrupted = true
 			fmt.Fprintf(stderr, "\nError: the server's right to act on this tenant ended at %s without a renewal (its lease): tofu was interrupted, to save its state before another server may take over\n", deadline.UTC().Format(time.RFC3339Nano))
-			_ = cmd.Process.Signal(os.Interrupt)
+			interrupt()
 		}
 	}
 }
