@@ -190,12 +190,15 @@ func eval[T any](b *browser, expr string) T {
 func (b *browser) text() string { return eval[string](b, "document.body.innerText") }
 
 // waitFor polls the JavaScript expression cond until it is true, for at
-// most d; it reports whether it became true.
+// most d; it reports whether it became true. While the browser moves to
+// the next page, the document has no body yet: cond that throws then
+// counts as not true yet.
 func (b *browser) waitFor(cond string, d time.Duration) bool {
 	b.t.Helper()
 	deadline := time.Now().Add(d)
+	guarded := "(() => { try { return !!(" + cond + "); } catch (e) { return false; } })()"
 	for {
-		if eval[bool](b, cond) {
+		if eval[bool](b, guarded) {
 			return true
 		}
 		if time.Now().After(deadline) {
