@@ -138,13 +138,16 @@ func TestRetryAfterLockReleased(t *testing.T) {
 	if !second.NextAttemptAt.After(first.NextAttemptAt) {
 		t.Errorf("the second retry is due at %v, not after the first's %v", second.NextAttemptAt, first.NextAttemptAt)
 	}
-	var counted dto.Metric
-	if err := m.TenantRetries.WithLabelValues("staging", schema.ReasonStateLocked).Write(&counted); err != nil {
-		t.Fatal(err)
+	// The retry is counted once it is queued, just after its status is
+	// written: wait for the count too.
+	retries := func() float64 {
+		var counted dto.Metric
+		if err := m.TenantRetries.WithLabelValues("staging", schema.ReasonStateLocked).Write(&counted); err != nil {
+			t.Fatal(err)
+		}
+		return counted.GetCounter().GetValue()
 	}
-	if n := counted.GetCounter().GetValue(); n < 2 {
-		t.Errorf("rezuscloud_tenant_retries_total{tenant=staging} = %v, want at least 2", n)
-	}
+	waitUntil(t, "rezuscloud_tenant_retries_total{tenant=staging} to count two retries", func() bool { return retries() >= 2 })
 
 	r.unlockState("staging", "held-elsewhere")
 	waitUntil(t, "staging applies by itself", func() bool { return countBy(r.machines(), "staging", "") == 3 })
