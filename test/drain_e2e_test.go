@@ -368,11 +368,14 @@ func TestDrainRollout(t *testing.T) {
 		return err == nil && n.Spec.Unschedulable
 	})
 	e.srv.Kill()
-	e.srv.Start()
+	// The commit that takes the restart back is there when the server
+	// starts again: the server's first run is of it, not of the restart,
+	// whose drain the budget would hold for its 5 minutes.
 	e.edit(e2eManifests+"/drain/nodegroups.yaml", "2026-12-05T12:00:00Z", "2026-12-05T11:00:00Z")
+	e.push("Take the restart back")
+	e.srv.Start()
 	// Until the restarted simulated cloud serves the API again, the run
 	// waits and is tried again: no waitApplied of its first attempt.
-	e.push("Take the restart back")
 	cs = kubeClient(t, e, "drain")
 	e.srv.WaitFor(first.Spec.Hostname+" to be uncordoned after the restart", func() bool {
 		n, err := cs.CoreV1().Nodes().Get(context.Background(), first.Spec.Hostname, metav1.GetOptions{})
