@@ -161,6 +161,9 @@ func (s *cosiState) WatchKindAggregated(ctx context.Context, kind resource.Kind,
 // Destroyed when it goes.
 func (s *cosiState) watch(ctx context.Context, ptr resource.Pointer, initial bool, send func([]cosistate.Event) bool) error {
 	c := callOf(ctx)
+	// The node's change channel is taken before each read, so that a
+	// change made after the read always wakes the next one.
+	wait, broken := s.wake(c)
 	rs, err := s.list(c, ptr)
 	if err != nil {
 		return err
@@ -184,9 +187,6 @@ func (s *cosiState) watch(ctx context.Context, ptr resource.Pointer, initial boo
 			return
 		}
 		for {
-			s.h.mu.Lock()
-			wait, broken := c.n.changed, c.n.fault.WatchBroken
-			s.h.mu.Unlock()
 			if broken && c.endWatch != nil {
 				c.endWatch(errWatchBroken)
 				return
@@ -196,6 +196,7 @@ func (s *cosiState) watch(ctx context.Context, ptr resource.Pointer, initial boo
 				return
 			case <-wait:
 			}
+			wait, broken = s.wake(c)
 			cur, err := s.list(c, ptr)
 			if err != nil {
 				send([]cosistate.Event{{Type: cosistate.Errored, Error: err}})
@@ -207,6 +208,14 @@ func (s *cosiState) watch(ctx context.Context, ptr resource.Pointer, initial boo
 		}
 	}()
 	return nil
+}
+
+// wake is the channel that closes on the next change of the call's node,
+// and whether a fault breaks its watches.
+func (s *cosiState) wake(c *call) (<-chan struct{}, bool) {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	return c.n.changed, c.n.fault.WatchBroken
 }
 
 // changes returns the events that turn last into cur, and makes last cur.
