@@ -64,6 +64,10 @@ var inMaintenance = map[string]bool{
 type call struct {
 	n     *node
 	roles role.Set
+	// proxied is set when another node's apid forwarded the call to n
+	// (its "node" header): the call's streams end when n goes down, as
+	// apid's stream to n breaks, while the connection stays up.
+	proxied bool
 	// endWatch ends a COSI watch's stream with its cause, which the
 	// stream then returns (see streamInterceptor); nil for other calls.
 	endWatch context.CancelCauseFunc
@@ -74,6 +78,10 @@ const watchMethod = "/cosi.resource.State/Watch"
 
 // errWatchBroken ends the watches of a node whose fault breaks them.
 var errWatchBroken = status.Error(codes.Unavailable, "connection error: watch stream reset by peer")
+
+// errProxyBroken ends the watches that apid forwarded to a node that went
+// down.
+var errProxyBroken = status.Error(codes.Unavailable, "connection error: the forwarded stream to the node was reset: it went down")
 
 type callKey struct{}
 
@@ -99,7 +107,7 @@ func (h *Host) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Strea
 	defer end(nil)
 	callOf(ctx).endWatch = end
 	err = handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
-	if cause := context.Cause(ctx); errors.Is(cause, errWatchBroken) {
+	if cause := context.Cause(ctx); errors.Is(cause, errWatchBroken) || errors.Is(cause, errProxyBroken) {
 		return cause
 	}
 	return err
@@ -127,6 +135,7 @@ func (h *Host) authorize(ctx context.Context, method string) (context.Context, e
 	if n == nil {
 		return nil, status.Errorf(codes.Unavailable, "no machine at %s", addr)
 	}
+	reached := n
 	n, err := h.proxied(ctx, n)
 	if err != nil {
 		return nil, err
@@ -159,7 +168,7 @@ func (h *Host) authorize(ctx context.Context, method string) (context.Context, e
 			return nil, errNotAuthorized
 		}
 	}
-	return context.WithValue(ctx, callKey{}, &call{n: n, roles: roles}), nil
+	return context.WithValue(ctx, callKey{}, &call{n: n, roles: roles, proxied: n != reached}), nil
 }
 
 // proxied returns the node a request's "node" header names, if another

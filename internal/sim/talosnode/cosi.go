@@ -187,8 +187,8 @@ func (s *cosiState) watch(ctx context.Context, ptr resource.Pointer, initial boo
 			return
 		}
 		for {
-			if broken && c.endWatch != nil {
-				c.endWatch(errWatchBroken)
+			if broken != nil && c.endWatch != nil {
+				c.endWatch(broken)
 				return
 			}
 			select {
@@ -211,11 +211,18 @@ func (s *cosiState) watch(ctx context.Context, ptr resource.Pointer, initial boo
 }
 
 // wake is the channel that closes on the next change of the call's node,
-// and whether a fault breaks its watches.
-func (s *cosiState) wake(c *call) (<-chan struct{}, bool) {
+// and the error that ends its watches now, if any: a fault that breaks
+// them, or, for a call that apid forwarded, the node gone down.
+func (s *cosiState) wake(c *call) (<-chan struct{}, error) {
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
-	return c.n.changed, c.n.fault.WatchBroken
+	switch {
+	case c.n.fault.WatchBroken:
+		return c.n.changed, errWatchBroken
+	case c.proxied && (c.n.gone.Load() || c.n.fault.Refuse || c.n.viewAt(s.h.now()).Down):
+		return c.n.changed, errProxyBroken
+	}
+	return c.n.changed, nil
 }
 
 // changes returns the events that turn last into cur, and makes last cur.
