@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -31,6 +32,9 @@ import (
 // debounce of the file's notifications).
 //
 //	go test -run '^$' -bench ObserveWatchVsPoll -benchtime 1x ./reconciler/talos/
+//
+// REZUSCLOUD_BENCH_HEAP_PROFILE=FILE writes the heap's profile to FILE
+// once the fleet is idle.
 //
 // The variants: "watch" follows every machine by watch (MaxWatched -1),
 // "watch-bounded" the first DefaultMaxWatched (the server's default) and
@@ -101,6 +105,9 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	runtime.ReadMemStats(&mem)
 	b.ReportMetric(float64(mem.HeapInuse+mem.StackInuse)/float64(len(ms))/1024, "heap+stack-KiB/machine")
 	b.ReportMetric(float64(mem.StackInuse)/float64(len(ms))/1024, "stack-KiB/machine")
+	if path := os.Getenv("REZUSCLOUD_BENCH_HEAP_PROFILE"); path != "" {
+		writeHeapProfile(b, path)
+	}
 
 	changes := 40
 	if !watch || maxWatched > 0 && maxWatched < len(ms) {
@@ -189,4 +196,17 @@ func benchTenantCount() int {
 		return n
 	}
 	return benchTenants
+}
+
+// writeHeapProfile writes the heap's profile to path, for a look at what
+// the watched fleet holds (go tool pprof -sample_index inuse_space).
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
 }

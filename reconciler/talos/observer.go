@@ -45,6 +45,10 @@ type ObserverOptions struct {
 	// SampleInterval is how often the gauges are sampled; default
 	// DefaultSampleInterval.
 	SampleInterval time.Duration
+	// RegateInterval is how often a worker's watch that opened directly
+	// (its tenant's control planes did not answer then) looks for a
+	// control plane to forward it again (watch.go); default a minute.
+	RegateInterval time.Duration
 }
 
 // RunObserver keeps the status of machines, node groups and tenants in
@@ -117,7 +121,7 @@ func (pl *Plane) observeOnce(ctx context.Context, opts ObserverOptions) error {
 		if err != nil {
 			return err
 		}
-		pl.watches.sync(ctx, byTenant, bundle, cmp.Or(opts.MaxWatched, DefaultMaxWatched))
+		pl.watches.sync(ctx, byTenant, bundle, cmp.Or(opts.MaxWatched, DefaultMaxWatched), cmp.Or(opts.RegateInterval, watchHealthy))
 	}
 	obs, err := pl.ObserveMachines(ctx, bundle)
 	if err != nil {

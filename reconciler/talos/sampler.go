@@ -1,6 +1,7 @@
 package talos
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -48,6 +49,8 @@ type sampleTarget struct {
 	tenant string
 	bundle []byte
 	m      Machine
+	// through is the address whose connection the machine's watch uses.
+	through string
 }
 
 // Sample asks every watched machine that answers for its gauges now:
@@ -92,11 +95,12 @@ func (pl *Plane) Sample(ctx context.Context) map[string]map[string]schema.Machin
 func (pl *Plane) sample(ctx context.Context, t sampleTarget) (schema.MachineSample, bool) {
 	ctx, cancel := context.WithTimeout(ctx, pl.prober.opts.Timeout)
 	defer cancel()
-	c, release, err := pl.pool.Client(t.tenant, t.bundle, t.m.Address)
+	c, release, err := pl.pool.Client(t.tenant, t.bundle, t.through)
 	if err != nil {
 		return schema.MachineSample{}, false
 	}
 	defer release()
+	ctx = throughNode(ctx, t.m, t.through)
 	s := schema.MachineSample{At: pl.opts.Now()}
 	load, err := c.MachineClient.LoadAvg(ctx, &emptypb.Empty{})
 	if err != nil || len(load.GetMessages()) == 0 {
@@ -131,7 +135,7 @@ func (ws *watchSet) connected(p *Prober) []sampleTarget {
 	var out []sampleTarget
 	for id, w := range ws.byID {
 		if o, ok := p.Last(id); ok && o.Connected && !o.Maintenance {
-			out = append(out, sampleTarget{tenant: w.tenant, bundle: w.bundle, m: w.m})
+			out = append(out, sampleTarget{tenant: w.tenant, bundle: w.bundle, m: w.m, through: cmp.Or(w.through, w.m.Address)})
 		}
 	}
 	return out

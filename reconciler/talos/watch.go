@@ -21,13 +21,17 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 )
 
-// A watched machine costs, on the server's side, one shared pooled
+// A watched control plane costs, on the server's side, one shared pooled
 // connection (kept open while watched: the watch holds it as a user, so
 // the pool's idle timeout never closes it) and a fixed budget of
 // goroutines: per stream, the COSI client's reader and gRPC's own
 // (which ends the stream with its context), per connection gRPC's reader,
-// writer and keepalive, and the plane's follow: 2×4+3+1 = 12 for a
-// worker, 2×5+3+1 = 14 for a control plane.
+// writer and keepalive, and the plane's follow: 2×5+3+1 = 14. A worker's
+// watch goes through a control plane of its tenant, whose apid forwards
+// its streams (the "node" header, as talosctl -n sends it), so it shares
+// that connection: 2×4+1 = 9 goroutines and no connection of its own.
+// It opens directly while no control plane of its tenant answers, and
+// moves back to one once one does (ObserverOptions.RegateInterval).
 //
 // watchedKinds are the COSI kinds watched on every machine, and the part
 // of the observation each refreshes: MachineStatus (stage, readiness,
@@ -88,7 +92,12 @@ type watchSet struct {
 
 	mu   sync.Mutex
 	byID map[string]*machineWatch
-	wg   sync.WaitGroup
+	// gateways are each tenant's control planes, by id: a worker's watch
+	// goes through one of them (via).
+	gateways map[string][]gateway
+	// regate is how often a worker's direct watch looks for a gateway.
+	regate time.Duration
+	wg       sync.WaitGroup
 }
 
 // machineWatch is one machine's watch.
@@ -98,10 +107,59 @@ type machineWatch struct {
 	sum    [32]byte
 	m      Machine
 	cancel context.CancelFunc
+	// through is the address whose connection the watch uses while it is
+	// open: the machine's own, or its tenant's gateway's.
+	through string
 }
 
+// gateway is a control plane whose apid forwards the calls of its
+// tenant's workers (the "node" header, as talosctl -n sends it), so that
+// the watches of a tenant's workers share its connection instead of
+// keeping one each.
+type gateway struct{ id, address string }
+
 func newWatchSet(pl *Plane) *watchSet {
-	return &watchSet{pl: pl, byID: map[string]*machineWatch{}}
+	return &watchSet{pl: pl, byID: map[string]*machineWatch{}, gateways: map[string][]gateway{}}
+}
+
+// via is the address through which m's watch opens: for a worker, the
+// first control plane of its tenant that runs and answers by its standing
+// observation, or has none yet (a failed open goes direct next); m's own
+// address for a control plane, for a worker whose tenant has no such
+// control plane, and with direct.
+func (ws *watchSet) via(tenant string, m Machine, direct bool) string {
+	if m.ControlPlane || direct {
+		return m.Address
+	}
+	ws.mu.Lock()
+	gws := ws.gateways[tenant]
+	ws.mu.Unlock()
+	for _, g := range gws {
+		if o, ok := ws.pl.prober.Last(g.id); !ok || o.Connected && !o.Maintenance && o.TalosStage == runtime.MachineStageRunning.String() {
+			return g.address
+		}
+	}
+	return m.Address
+}
+
+// opened notes the address through which m's watch is open ("" once it
+// is not).
+func (ws *watchSet) opened(id, through string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if w := ws.byID[id]; w != nil {
+		w.through = through
+	}
+}
+
+// throughNode is ctx for calls to m through address: with the "node"
+// header that makes a gateway's apid forward them, when address is not
+// m's own.
+func throughNode(ctx context.Context, m Machine, address string) context.Context {
+	if address == m.Address {
+		return ctx
+	}
+	return client.WithNode(ctx, m.Address)
 }
 
 // Watched returns how many machines the plane watches (watches that run,
@@ -121,9 +179,10 @@ func (pl *Plane) Probes() int64 { return pl.prober.Probes() }
 
 // DefaultMaxWatched is how many machines the plane follows with watches
 // unless ObserverOptions.MaxWatched says otherwise. A watched machine
-// keeps a connection and its streams open, about 210 KiB of the server's
-// memory (docs/scaling.md), so the default bounds that to about 50 MiB;
-// the machines beyond it are probed once per probe TTL.
+// keeps its streams open (and a control plane its connection), about
+// 190 KiB of the server's memory (docs/scaling.md), so the default
+// bounds that to about 50 MiB; the machines beyond it are probed once
+// per probe TTL.
 const DefaultMaxWatched = 256
 
 // watchOrder returns the machines of byTenant whose tenant's bundle is
@@ -165,11 +224,18 @@ type tenantMachine struct {
 // (or whose address, role or bundle changed), up to max machines in
 // watchOrder, and stops those of machines that are gone or beyond the
 // bound.
-func (ws *watchSet) sync(ctx context.Context, byTenant map[string][]Machine, bundle func(string) []byte, max int) {
+func (ws *watchSet) sync(ctx context.Context, byTenant map[string][]Machine, bundle func(string) []byte, max int, regate time.Duration) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	ws.regate = regate
 	seen := map[string]bool{}
 	order := watchOrder(byTenant, bundle)
+	clear(ws.gateways)
+	for _, tm := range order { // control planes first, by tenant and id
+		if tm.m.ControlPlane {
+			ws.gateways[tm.tenant] = append(ws.gateways[tm.tenant], gateway{id: tm.m.ID, address: tm.m.Address})
+		}
+	}
 	if max > 0 && len(order) > max {
 		order = order[:max]
 	}
@@ -217,19 +283,27 @@ func (ws *watchSet) stop() {
 // whose watch is broken is still probed, less and less often.
 func (pl *Plane) follow(ctx context.Context, tenant string, bundle []byte, m Machine) {
 	retry := time.Duration(0) // the first open, and the first after a healthy watch broke, are at once
+	direct := false
 	for ctx.Err() == nil {
 		began := time.Now()
-		err := pl.followOnce(ctx, tenant, bundle, m)
+		through := pl.watches.via(tenant, m, direct)
+		err := pl.followOnce(ctx, tenant, bundle, m, through)
 		if ctx.Err() != nil {
 			return
 		}
-		// The next open dials afresh rather than wait out a failed
-		// connection's backoff.
-		pl.pool.Drop(tenant, bundle, m.Address)
-		if time.Since(began) > watchHealthy {
+		if through == m.Address {
+			// The next open dials afresh rather than wait out a failed
+			// connection's backoff. A gateway's connection is its own
+			// watch's to drop.
+			pl.pool.Drop(tenant, bundle, m.Address)
+		}
+		// A watch through a gateway that broke opens directly next, and
+		// a direct one through a gateway again when there is one.
+		direct = through != m.Address && !errors.Is(err, errRegate)
+		if time.Since(began) > watchHealthy || errors.Is(err, errRegate) {
 			retry = 0
 		}
-		pl.log.Debug("machine watch broken", "machine", m.ID, "err", err, "retry", retry)
+		pl.log.Debug("machine watch broken", "machine", m.ID, "through", through, "err", err, "retry", retry)
 		if retry > 0 {
 			t := time.NewTimer(retry)
 			select {
@@ -246,18 +320,21 @@ func (pl *Plane) follow(ctx context.Context, tenant string, bundle []byte, m Mac
 // followOnce opens the machine's watch, reads the machine in full, and
 // follows its events until the watch breaks. A machine whose watch cannot
 // be opened is probed instead (Prober.Fresh).
-func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m Machine) error {
-	c, release, err := pl.pool.Client(tenant, bundle, m.Address)
+func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m Machine, through string) error {
+	c, release, err := pl.pool.Client(tenant, bundle, through)
 	if err != nil {
 		return err
 	}
 	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the streams
+	ctx = throughNode(ctx, m, through)
 	events := make(chan state.Event, watchEvents)
 	if err := pl.openWatch(ctx, c, m, events); err != nil {
 		release()
-		pl.pool.Drop(tenant, bundle, m.Address)
+		if through == m.Address {
+			pl.pool.Drop(tenant, bundle, m.Address)
+		}
 		prev, had := pl.prober.Last(m.ID)
 		if o := pl.prober.StandIn(ctx, tenant, bundle, m); !had || !sameObservation(prev, o) {
 			pl.wake()
@@ -270,11 +347,28 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 	}
 	pl.probed(obs)
 	defer pl.prober.watchOpen(m.ID)()
+	pl.watches.opened(m.ID, through)
+	defer pl.watches.opened(m.ID, "")
+	// A worker's direct watch moves to a gateway once one answers.
+	var regate <-chan time.Time
+	if through == m.Address && !m.ControlPlane {
+		pl.watches.mu.Lock()
+		every := pl.watches.regate
+		pl.watches.mu.Unlock()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		regate = t.C
+	}
 	for {
 		var parts refreshPart
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-regate:
+			if pl.watches.via(tenant, m, false) != m.Address {
+				return errRegate
+			}
+			continue
 		case ev := <-events:
 			p, err := partOf(ev)
 			if err != nil {
@@ -299,6 +393,10 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 		}
 	}
 }
+
+// errRegate ends a worker's direct watch to open it again through a
+// gateway.
+var errRegate = errors.New("the watch moves to a control plane that forwards it")
 
 // partOf is the part of the observation an event refreshes; an Errored
 // event (a stream ended or failed) ends the watch.

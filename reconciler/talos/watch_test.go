@@ -17,6 +17,13 @@ import (
 // observer that watches, running until the test ends.
 func watchRig(t *testing.T, cps, workers int) *tenantRig {
 	t.Helper()
+	return watchRigWith(t, cps, workers, ObserverOptions{})
+}
+
+// watchRigWith is watchRig with the observer's options, whose Interval,
+// Watch and Bundle it sets.
+func watchRigWith(t *testing.T, cps, workers int, oo ObserverOptions) *tenantRig {
+	t.Helper()
 	r := newRig(t)
 	tr := r.formed("acme", cps, workers)
 	tr.putMachines()
@@ -28,7 +35,8 @@ func watchRig(t *testing.T, cps, workers int) *tenantRig {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.plane.RunObserver(ctx, ObserverOptions{Interval: time.Hour, Watch: true, Bundle: func(string) []byte { return tr.secrets }})
+		oo.Interval, oo.Watch, oo.Bundle = time.Hour, true, func(string) []byte { return tr.secrets }
+		r.plane.RunObserver(ctx, oo)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	eventually(t, "every machine watched and written", func() bool {
@@ -379,4 +387,86 @@ func TestWatchCountAcrossReplacement(t *testing.T) {
 	if n := p.Watching(); n != 0 {
 		t.Fatalf("a machine forgotten while watched: %d watched, want 0", n)
 	}
+}
+
+// through is the address whose connection the machine's watch uses while
+// it is open, "" when it is not.
+func (pl *Plane) through(id string) string {
+	pl.watches.mu.Lock()
+	defer pl.watches.mu.Unlock()
+	if w := pl.watches.byID[id]; w != nil {
+		return w.through
+	}
+	return ""
+}
+
+// inUse is how many of the pool's clients are in use.
+func (p *Pool) inUse() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, pc := range p.conns {
+		if pc.users > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWorkersWatchedThroughAControlPlane: the watches of a tenant's
+// workers go through its control plane's connection, which forwards them
+// ("node" header), so that the tenant's watches keep one connection; a
+// worker's change reaches the store through it at once. When the control
+// plane stops answering, the workers' watches open directly and still
+// bring changes; once it answers again, they move back to it.
+func TestWorkersWatchedThroughAControlPlane(t *testing.T) {
+	tr := watchRigWith(t, 1, 3, ObserverOptions{RegateInterval: 300 * time.Millisecond})
+	cp, workers := tr.ms[0], tr.ms[1:]
+	throughCP := func() bool {
+		for _, w := range workers {
+			if tr.plane.through(w.ID) != cp.Address {
+				return false
+			}
+		}
+		return tr.plane.through(cp.ID) == cp.Address
+	}
+	within(t, 5*time.Second, "every worker watched through the control plane", throughCP)
+	if n := tr.pool.inUse(); n != 1 {
+		t.Fatalf("%d connections in use for a tenant of 4 machines watched, want the control plane's alone", n)
+	}
+	probes := tr.plane.prober.Probes()
+	w := workers[1]
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "the unhealthy worker in the store, through the control plane", func() bool { return !tr.storedStatus(w.ID).Ready })
+	if n := tr.plane.prober.Probes() - probes; n != 0 {
+		t.Fatalf("%d probes while every machine was watched, want none", n)
+	}
+
+	// The control plane refuses: its connection closes, and the workers'
+	// watches open directly.
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, "every worker watched directly", func() bool {
+		for _, w := range workers {
+			if tr.plane.through(w.ID) != w.Address {
+				return false
+			}
+		}
+		return true
+	})
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "the healthy worker in the store, by its direct watch", func() bool { return tr.storedStatus(w.ID).Ready })
+
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	// The control plane's watch is back within its backoff (2 s, then
+	// 4 s), and the workers' within a regate interval after it.
+	within(t, 10*time.Second, "every worker watched through the control plane again", throughCP)
+	within(t, 10*time.Second, "the workers' direct connections released", func() bool { return tr.pool.inUse() == 1 })
 }
