@@ -126,6 +126,8 @@ func New(opts Options) (*Plane, error) {
 	pl := &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger,
 		lastProgress: map[string]status.Rollout{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}, kube: newKubeWatch()}
 	pl.watches = newWatchSet(pl)
+	kept := pl.watches.kept
+	pl.prober.gateway.Store(&kept)
 	opts.Store.OnCommit(func(changes []store.Change) {
 		if pl.machines.follow(changes) && pl.watching.Load() {
 			pl.wake() // a new Machine is watched at once

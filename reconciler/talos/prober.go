@@ -37,6 +37,11 @@ type Prober struct {
 	watching int                    // entries with an open watch
 
 	probes atomic.Int64
+	// gateway, when set, names a control plane of the tenant whose
+	// connection is kept open (by its watch), through which a timed
+	// probe of another machine goes (its apid forwards it) instead of
+	// dialing the machine: "" when there is none.
+	gateway atomic.Pointer[func(tenant string, m Machine) string]
 }
 
 // probeEntry is the last observation of a machine, and the probe in
@@ -134,7 +139,7 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 		prev, have := e.obs, e.have
 		p.mu.Unlock()
 
-		obs := p.probe(ctx, tenant, bundle, m, prev, have, inventory)
+		obs := p.probe(ctx, tenant, bundle, m, prev, have, inventory, !fresh)
 		p.mu.Lock()
 		obs = p.keepLocked(e, obs, ctx.Err() == nil)
 		e.inFlight = nil
@@ -259,7 +264,7 @@ func (o Observation) archOf() string {
 // The inventory is read when the machine connects or changed its stage
 // since prev, the standing observation (have: there is one), and carried
 // over from prev otherwise: never on a timer.
-func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool, inventory inventoryPart) Observation {
+func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool, inventory inventoryPart, viaGateway bool) Observation {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -269,6 +274,13 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 	p.probes.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
+	if g := p.gatewayOf(tenant, m, viaGateway); g != "" {
+		if obs := p.probeThrough(ctx, tenant, bundle, m, g, prev, have, inventory); obs.Connected {
+			return obs
+		}
+		// The machine, or the gateway's way to it, did not answer: the
+		// machine is asked directly, as without a gateway.
+	}
 	c, release, err := p.pool.Client(tenant, bundle, m.Address)
 	if err != nil {
 		return Observation{Machine: m.ID, At: p.opts.Now(), Error: err.Error()}
@@ -281,6 +293,35 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 		obs = p.pool.maintenanceInventory(ctx, p.pool.withMaintenance(ctx, obs, m.Address), prev, m.Address)
 	}
 	return obs
+}
+
+// gatewayOf is the address of a control plane through which a timed
+// probe of m goes, "" when it goes directly.
+func (p *Prober) gatewayOf(tenant string, m Machine, viaGateway bool) string {
+	gw := p.gateway.Load()
+	if !viaGateway || gw == nil {
+		return ""
+	}
+	if g := (*gw)(tenant, m); g != m.Address {
+		return g
+	}
+	return ""
+}
+
+// probeThrough probes m through the kept connection of the control plane
+// at gateway, in half the probe's time, so that a direct probe has the
+// other half when it does not answer.
+func (p *Prober) probeThrough(ctx context.Context, tenant string, bundle []byte, m Machine, gateway string, prev Observation, have bool, inventory inventoryPart) Observation {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout/2)
+	defer cancel()
+	c, release, err := p.pool.Client(tenant, bundle, gateway)
+	if err != nil {
+		return Observation{Machine: m.ID, At: p.opts.Now(), Error: err.Error()}
+	}
+	defer release()
+	ctx = throughNode(ctx, m, gateway)
+	parts := inventoryParts(prev, have) | inventory
+	return withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts), prev, parts)
 }
 
 // Last returns the standing observation of a machine, however old, and

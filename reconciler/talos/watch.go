@@ -142,6 +142,20 @@ func (ws *watchSet) via(tenant string, m Machine, direct bool) string {
 	return m.Address
 }
 
+// kept is the address of a control plane of tenant, other than m, whose
+// own watch keeps its connection open, so that a probe of m through it
+// dials nothing: "" when there is none.
+func (ws *watchSet) kept(tenant string, m Machine) string {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, g := range ws.gateways[tenant] {
+		if w := ws.byID[g.id]; g.id != m.ID && w != nil && w.through == g.address {
+			return g.address
+		}
+	}
+	return ""
+}
+
 // opened notes the address through which m's watch is open ("" once it
 // is not).
 func (ws *watchSet) opened(id, through string) {
@@ -187,7 +201,8 @@ const DefaultMaxWatched = 256
 
 // watchOrder returns the machines of byTenant whose tenant's bundle is
 // known, in the order they get watches while there are fewer than the
-// bound: control planes first, then by tenant and machine id.
+// bound: each tenant's first control plane, the other control planes,
+// then the workers, each by tenant and machine id.
 func watchOrder(byTenant map[string][]Machine, bundle func(string) []byte) []tenantMachine {
 	var out []tenantMachine
 	for tenant, ms := range byTenant {
@@ -200,14 +215,27 @@ func watchOrder(byTenant map[string][]Machine, bundle func(string) []byte) []ten
 			out = append(out, tenantMachine{tenant: tenant, bundle: b, sum: sum, m: m})
 		}
 	}
-	slices.SortFunc(out, func(a, b tenantMachine) int {
-		if a.m.ControlPlane != b.m.ControlPlane {
-			if a.m.ControlPlane {
-				return -1
-			}
+	// Each tenant's first control plane, then the other control planes,
+	// then the workers: under a bound, as many tenants as it allows keep
+	// a gateway, through which their other machines' watches and probes
+	// go.
+	first := map[string]string{}
+	for _, tm := range out {
+		if id, ok := first[tm.tenant]; tm.m.ControlPlane && (!ok || tm.m.ID < id) {
+			first[tm.tenant] = tm.m.ID
+		}
+	}
+	rank := func(tm tenantMachine) int {
+		switch {
+		case first[tm.tenant] == tm.m.ID:
+			return 0
+		case tm.m.ControlPlane:
 			return 1
 		}
-		return cmp.Or(strings.Compare(a.tenant, b.tenant), strings.Compare(a.m.ID, b.m.ID))
+		return 2
+	}
+	slices.SortFunc(out, func(a, b tenantMachine) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a.tenant, b.tenant), strings.Compare(a.m.ID, b.m.ID))
 	})
 	return out
 }

@@ -470,3 +470,63 @@ func TestWorkersWatchedThroughAControlPlane(t *testing.T) {
 	within(t, 10*time.Second, "every worker watched through the control plane again", throughCP)
 	within(t, 10*time.Second, "the workers' direct connections released", func() bool { return tr.pool.inUse() == 1 })
 }
+
+// TestProbesGoThroughAWatchedControlPlane: with one machine watched (the
+// tenant's control plane, first in the order), the workers beyond the
+// bound are probed through its kept connection, which forwards the
+// probes, so the pool dials none of them, and a worker's change reaches
+// the store by probe. While the control plane refuses, the workers are
+// probed directly.
+func TestProbesGoThroughAWatchedControlPlane(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 3)
+	tr.putMachines()
+	tr.putTenant()
+	cp, workers := tr.ms[0], tr.ms[1:]
+	// Connections left idle close within 300 ms: those of the first
+	// pass, whose probes went direct before the watch was open, go soon.
+	pool := NewPool(PoolOptions{IdleTimeout: 300 * time.Millisecond})
+	t.Cleanup(pool.Close)
+	opts := r.opts
+	opts.Pool = pool
+	opts.Prober = NewProber(pool, ProberOptions{TTL: 100 * time.Millisecond, Timeout: 2 * time.Second})
+	r.plane = r.newPlane(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.plane.RunObserver(ctx, ObserverOptions{Interval: 50 * time.Millisecond, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	within(t, 5*time.Second, "the control plane watched, and every worker probed and written ready", func() bool {
+		for _, w := range workers {
+			if st := tr.storedStatus(w.ID); !st.Connected || !st.Ready {
+				return false
+			}
+		}
+		return r.plane.through(cp.ID) == cp.Address
+	})
+	for _, w := range workers {
+		if r.plane.watchedNow(w.ID) {
+			t.Fatalf("worker %s is watched beyond the bound of 1", w.ID)
+		}
+	}
+	within(t, 2*time.Second, "the first pass's direct connections closed", func() bool { return pool.Open() == 1 })
+	w := workers[0]
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 2*time.Second, "the unhealthy worker in the store, by a probe through the control plane", func() bool { return !tr.storedStatus(w.ID).Ready })
+	if n := pool.Open(); n != 1 {
+		t.Fatalf("the pool holds %d connections, want the control plane's alone: the probes dialed the workers", n)
+	}
+
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, "the healthy worker in the store, by a direct probe", func() bool { return tr.storedStatus(w.ID).Ready })
+	within(t, 2*time.Second, "the workers' own connections, while the control plane refuses", func() bool { return pool.Open() >= 2 })
+}
