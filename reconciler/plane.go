@@ -41,7 +41,7 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 		RestartedAt: td.Tenant.Metadata.Annotations[schema.AnnotationRestartedAt],
 		Suspended:   func() bool { return t.r.suspended(t.name) },
 		Windows:     t.win.set, KubernetesVersion: td.Tenant.Spec.KubernetesVersion,
-		Endpoint: td.Tenant.Spec.ControlPlaneEndpoint, Drains: drains(td),
+		Endpoint: td.Tenant.Spec.ControlPlaneEndpoint, Drains: drains(td), Newer: t.job.newerRevision(),
 	}
 	if ro := td.Tenant.Spec.Rollout; ro != nil {
 		d.WaitFor = ro.WaitFor
@@ -150,7 +150,7 @@ func (t *tenantRun) deleteRemovedNodes(ctx context.Context) {
 // policies.
 func (t *tenantRun) kubeDesired(machines []*schema.Machine) talos.Desired {
 	return talos.Desired{Tenant: t.name, Bundle: t.bundle, Machines: talos.MachinesOf(machines),
-		Endpoint: t.desired.Tenant.Spec.ControlPlaneEndpoint, Drains: drains(t.desired)}
+		Endpoint: t.desired.Tenant.Spec.ControlPlaneEndpoint, Drains: drains(t.desired), Newer: t.job.newerRevision()}
 }
 
 // talosWanted reports whether a tenant whose manifests did not change
@@ -298,9 +298,12 @@ func talosError(err error) error {
 	var waiting *talos.WaitingError
 	var suspended *talos.SuspendedError
 	var wait *window.WaitError
+	var superseded *talos.SupersededError
 	switch {
 	case err == nil || errors.As(err, &suspended):
 		return nil // a suspended tenant's rollout resumes when it is resumed
+	case errors.As(err, &superseded):
+		return err // conclude records it; the newer revision runs next
 	case errors.As(err, &wait):
 		return windowWait(wait)
 	case errors.As(err, &stopped) && stopped.Cause != "":

@@ -18,6 +18,12 @@ type Job interface {
 	Superseded(by Job)
 }
 
+// A preemptible job is told, while it runs, of each job that Enqueue adds
+// for its key behind it, so that it may end a wait sooner for it.
+type preemptible interface {
+	Preempt(by Job)
+}
+
 // DefaultShutdownGrace is the default of Options.ShutdownGrace and
 // QueueOptions.Grace.
 const DefaultShutdownGrace = 5 * time.Minute
@@ -51,7 +57,7 @@ type Queue struct {
 	cond    *sync.Cond
 	pending map[string]*entry
 	order   []string // keys with a pending job, oldest first
-	running map[string]bool
+	running map[string]Job
 	stopped bool
 
 	runCtx    context.Context
@@ -73,7 +79,7 @@ func NewQueue(opts QueueOptions) *Queue {
 	if opts.Grace <= 0 {
 		opts.Grace = DefaultShutdownGrace
 	}
-	q := &Queue{opts: opts, pending: map[string]*entry{}, running: map[string]bool{}}
+	q := &Queue{opts: opts, pending: map[string]*entry{}, running: map[string]Job{}}
 	q.cond = sync.NewCond(&q.mu)
 	q.runCtx, q.cancelRun = context.WithCancel(context.Background())
 	return q
@@ -108,9 +114,13 @@ func (q *Queue) Enqueue(key string, job Job) {
 	}
 	q.pending[key] = &entry{job: job, readyAt: time.Now().Add(q.opts.Debounce)}
 	q.cond.Broadcast()
+	running := q.running[key]
 	q.mu.Unlock()
 	if old != nil {
 		old.job.Superseded(job)
+	}
+	if p, ok := running.(preemptible); ok {
+		p.Preempt(job)
 	}
 }
 
@@ -156,7 +166,7 @@ func (q *Queue) next() (string, Job, bool) {
 		now := time.Now()
 		var wake time.Time
 		for i, key := range q.order {
-			if q.running[key] {
+			if q.running[key] != nil {
 				continue
 			}
 			e := q.pending[key]
@@ -168,7 +178,7 @@ func (q *Queue) next() (string, Job, bool) {
 			}
 			q.order = slices.Delete(q.order, i, i+1)
 			delete(q.pending, key)
-			q.running[key] = true
+			q.running[key] = e.job
 			return key, e.job, true
 		}
 		if !wake.IsZero() {
@@ -234,5 +244,5 @@ func (q *Queue) Stop() {
 func (q *Queue) busy(key string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.pending[key] != nil || q.running[key]
+	return q.pending[key] != nil || q.running[key] != nil
 }

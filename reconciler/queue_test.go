@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/sources"
 )
 
 // probeJob records when it runs, and can be held until released.
@@ -239,5 +241,88 @@ func TestQueueRetry(t *testing.T) {
 	waitFor(t, "the pending job", pending.ran.Load)
 	if pending.superseded.Load() {
 		t.Error("the pending job was superseded by a retry")
+	}
+}
+
+// preemptJob is a probeJob that ends its hold when it is preempted.
+type preemptJob struct {
+	*probeJob
+	by chan Job
+}
+
+func (j *preemptJob) Preempt(by Job) { j.by <- by }
+
+// TestEnqueuePreemptsTheRunningJob: a job enqueued for a key whose job
+// runs is told to that running job (Preempt), which may end its wait for
+// it; a job pending behind it is superseded as before, and the running
+// one is not; jobs of other keys are not told.
+func TestEnqueuePreemptsTheRunningJob(t *testing.T) {
+	l := newEventLog()
+	q := NewQueue(QueueOptions{Workers: 2})
+	q.Start()
+	defer q.Stop()
+	running := &preemptJob{probeJob: &probeJob{key: "a", rev: "r1", log: l, hold: make(chan struct{})}, by: make(chan Job, 4)}
+	other := &preemptJob{probeJob: &probeJob{key: "b", rev: "r1", log: l, hold: make(chan struct{})}, by: make(chan Job, 4)}
+	q.Enqueue("a", running)
+	q.Enqueue("b", other)
+	waitFor(t, "both to run", func() bool { return q.Running() == 2 })
+
+	second := &probeJob{key: "a", rev: "r2", log: l}
+	q.Enqueue("a", second)
+	select {
+	case by := <-running.by:
+		if by != second {
+			t.Fatalf("preempted by %v, want the job of r2", by)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the running job of a was not told of r2")
+	}
+	third := &probeJob{key: "a", rev: "r3", log: l}
+	q.Enqueue("a", third)
+	if by := <-running.by; by != third {
+		t.Fatalf("preempted by %v, want the job of r3", by)
+	}
+	if !second.superseded.Load() || running.superseded.Load() {
+		t.Fatalf("superseded: r2 %v (want true), the running r1 %v (want false)", second.superseded.Load(), running.superseded.Load())
+	}
+	select {
+	case by := <-other.by:
+		t.Fatalf("the job of b was told of %v", by)
+	default:
+	}
+	close(running.hold)
+	close(other.hold)
+	waitFor(t, "r3 to run after r1", func() bool { return third.ran.Load() })
+}
+
+// TestTenantJobNewerRevision: a tenant job's newerRevision closes when a
+// job of another revision preempts it, before or after it was asked for,
+// and not for a retry or drift correction of its own revision.
+func TestTenantJobNewerRevision(t *testing.T) {
+	runOf := func(rev string) *CommitRun { return &CommitRun{snap: sources.Snapshot{Revision: rev}} }
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	j := &tenantJob{run: runOf("r1"), tenant: "acme"}
+	newer := j.newerRevision()
+	j.Preempt(&tenantJob{run: runOf("r1"), tenant: "acme", attempt: 1})
+	j.Preempt(&tenantJob{run: runOf("r1"), tenant: "acme", correct: true})
+	if closed(newer) {
+		t.Fatal("closed by a job of the same revision")
+	}
+	j.Preempt(&tenantJob{run: runOf("r2"), tenant: "acme"})
+	j.Preempt(&tenantJob{run: runOf("r3"), tenant: "acme"}) // twice: no second close
+	if !closed(newer) {
+		t.Fatal("not closed by a job of r2")
+	}
+	early := &tenantJob{run: runOf("r1"), tenant: "acme"}
+	early.Preempt(&tenantJob{run: runOf("r2"), tenant: "acme"})
+	if !closed(early.newerRevision()) {
+		t.Fatal("not closed when preempted before it was asked for")
 	}
 }

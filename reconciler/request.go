@@ -95,7 +95,7 @@ func (q *Queue) hurry(key string) int {
 		q.cond.Broadcast()
 		return hurryMoved
 	}
-	if q.running[key] {
+	if q.running[key] != nil {
 		return hurryRunning
 	}
 	return hurryNothing

@@ -2,9 +2,12 @@ package reconciler
 
 import (
 	"context"
-	"github.com/rezuscloud/rezuscloud/reconciler/talos"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync"
+
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 
 	"github.com/rezuscloud/rezuscloud/internal/modeldiff"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
@@ -26,6 +29,45 @@ type tenantJob struct {
 	// correct: the run applies the revision again although it is the one
 	// applied, to correct drift (see drift.go).
 	correct bool
+
+	// newer is closed once a job of another revision is queued for the
+	// tenant while this one runs (Preempt): the plane's drains stop then.
+	mu        sync.Mutex
+	newer     chan struct{} // made when first asked for
+	preempted bool
+}
+
+// newerRevision is closed once a job of another revision is queued for
+// the tenant behind j.
+func (j *tenantJob) newerRevision() <-chan struct{} {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.newer == nil {
+		j.newer = make(chan struct{})
+		if j.preempted {
+			close(j.newer)
+		}
+	}
+	return j.newer
+}
+
+// Preempt is told of a job queued for the tenant while j runs: one of
+// another revision closes j's newerRevision. A retry or a drift
+// correction of the same revision does not.
+func (j *tenantJob) Preempt(by Job) {
+	b, ok := by.(*tenantJob)
+	if !ok || b.run.snap.Revision == j.run.snap.Revision {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.preempted {
+		return
+	}
+	j.preempted = true
+	if j.newer != nil {
+		close(j.newer)
+	}
 }
 
 // Run runs applySteps or destroySteps, and then concludes: the deferred
@@ -365,11 +407,19 @@ func (t *tenantRun) conclude(err error) {
 	err = t.waitForWindow(err)
 	res.FinishedAt = r.opts.Now()
 	res.Phase = schema.CommitSucceeded
-	if err != nil {
+	var superseded *talos.SupersededError
+	switch {
+	case errors.As(err, &superseded):
+		// The newer revision's run, queued already, records the
+		// tenant's status.
+		res.Phase, res.Reason, res.Error = schema.CommitSuperseded, schema.ReasonSuperseded, err.Error()
+	case err != nil:
 		t.failed(err)
 	}
 	result := "succeeded"
 	switch {
+	case res.Phase == schema.CommitSuperseded:
+		result = "superseded"
 	case res.Phase == schema.CommitFailed:
 		result = "failed"
 	case res.OutputTail == "":

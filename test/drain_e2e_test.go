@@ -283,7 +283,8 @@ func checkDrained(t *testing.T, e *e2e, cs kubernetes.Interface, s *drainSampler
 // ends schedulable. Then a budget that can never be satisfied, on the
 // first worker, stops the workers' restart with DrainTimeout naming the
 // pod and the budget, with no machine rebooted and the node uncordoned;
-// with onTimeout: force the restart goes on.
+// with onTimeout: force the restart goes on. A newer commit stops a drain
+// that the budget holds, and the server killed in one resumes from it.
 func TestDrainRollout(t *testing.T) {
 	e, cs := startKubeTenant(t, "drain", 3, "  drain:\n    timeout: 30s\n")
 	createDeployment(t, cs, "web", 3, nil, 2)
@@ -356,11 +357,36 @@ func TestDrainRollout(t *testing.T) {
 		t.Errorf("still stalled after onTimeout: force: %s", c.Message)
 	}
 
+	// A newer commit stops a drain that db's budget holds: the commit
+	// that takes the restart back runs at once, not after the drain's 5
+	// minutes (waitApplied would time out first); the held commit's
+	// result says that it was superseded, no machine reboots, and the
+	// node ends uncordoned.
+	rebooted = len(planeCalls(t, e, "drain", "Reboot"))
+	e.edit(path, "    timeout: 3s\n    onTimeout: force\n", "    timeout: 5m\n")
+	e.edit(e2eManifests+"/drain/nodegroups.yaml", "2026-12-05T11:00:00Z", "2026-12-05T13:00:00Z")
+	held := e.push("Restart drain's workers, held by db's budget")
+	e.srv.WaitFor(first.Spec.Hostname+" to be cordoned for the held drain", func() bool {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), first.Spec.Hostname, metav1.GetOptions{})
+		return err == nil && n.Spec.Unschedulable
+	})
+	e.edit(e2eManifests+"/drain/nodegroups.yaml", "2026-12-05T13:00:00Z", "2026-12-05T11:00:00Z")
+	e.srv.waitApplied(e.push("Take the held restart back"))
+	if r := e2eResult(t, e.srv.WaitCommit(held), "drain"); r.Phase != schema.CommitSuperseded ||
+		!strings.Contains(r.Error, "a newer revision waits: the drain of node "+first.Spec.Hostname) {
+		t.Errorf("the held commit's result: %s %q, want Superseded saying that its drain stopped", r.Phase, r.Error)
+	}
+	e.srv.WaitFor(first.Spec.Hostname+" to be uncordoned by the newer commit", func() bool {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), first.Spec.Hostname, metav1.GetOptions{})
+		return err == nil && !n.Spec.Unschedulable
+	})
+	if n := len(planeCalls(t, e, "drain", "Reboot")); n != rebooted {
+		t.Errorf("%d reboots after the superseded drain, want %d", n, rebooted)
+	}
+
 	// The server killed in the middle of a drain (db's budget holds it):
 	// once started again, a commit that takes the restart back leaves
 	// the rollout nothing to do, and it uncordons the node it cordoned.
-	rebooted = len(planeCalls(t, e, "drain", "Reboot"))
-	e.edit(path, "    timeout: 3s\n    onTimeout: force\n", "    timeout: 5m\n")
 	e.edit(e2eManifests+"/drain/nodegroups.yaml", "2026-12-05T11:00:00Z", "2026-12-05T12:00:00Z")
 	e.push("Restart drain's workers again")
 	e.srv.WaitFor(first.Spec.Hostname+" to be cordoned for its drain", func() bool {

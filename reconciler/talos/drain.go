@@ -112,11 +112,18 @@ func (pl *Plane) drainNode(ctx context.Context, d Desired, rec *RolloutRecord, m
 	if rec != nil {
 		pl.reportWaiting(rec, nil, fmt.Sprintf("draining node %s of %s (timeout %s)", m.Node, m.label(), p.Timeout))
 	}
-	res, err := pl.kube.clients.Drain(ctx, d.kubeTarget(), m.Node, kube.Drain{
+	dctx, stop := untilNewer(ctx, d.Newer)
+	res, err := pl.kube.clients.Drain(dctx, d.kubeTarget(), m.Node, kube.Drain{
 		Timeout: p.Timeout, IgnoreDaemonSets: p.IgnoreDaemonSets, DeleteEmptyDirData: p.DeleteEmptyDirData, Force: p.Force})
+	newer := stop()
 	dr := &DrainRecord{Node: m.Node, Evicted: len(res.Evicted), Forced: len(res.Forced), Took: res.Took}
 	var unreachable *kube.UnreachableError
 	switch {
+	case err != nil && newer && ctx.Err() == nil:
+		// Before any other case: a drain cut short is not an API that
+		// does not answer, whatever the policy says of that.
+		pl.log.Info("drain stopped: a newer revision waits", "tenant", d.Tenant, "machine", m.ID, "node", m.Node, "evicted", len(res.Evicted))
+		return nil, "", &SupersededError{Tenant: d.Tenant, Machine: m.label(), Node: m.Node}
 	case errors.As(err, &unreachable) && p.Proceed:
 		dr.Skipped = "not drained: " + unreachable.Error() + " (onUnreachable: proceed)"
 		pl.log.Warn("disrupting a machine undrained", "tenant", d.Tenant, "machine", m.ID, "node", m.Node, "why", unreachable.Problem)
@@ -144,6 +151,34 @@ func (pl *Plane) drainNode(ctx context.Context, d Desired, rec *RolloutRecord, m
 	}
 	pl.log.Info("drained", "tenant", d.Tenant, "machine", m.ID, "node", m.Node, "evicted", len(res.Evicted), "forced", len(res.Forced), "took", res.Took)
 	return dr, "", nil
+}
+
+// untilNewer is ctx, cancelled also when newer closes. stop releases it
+// and reports whether newer had closed.
+func untilNewer(ctx context.Context, newer <-chan struct{}) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	if newer == nil {
+		return ctx, func() bool { cancel(); return false }
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-newer:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() bool {
+		cancel()
+		<-done
+		select {
+		case <-newer:
+			return true
+		default:
+			return false
+		}
+	}
 }
 
 // DrainRemoved drains, one at a time, the Nodes of machines that an apply

@@ -39,3 +39,18 @@ func (e *StoppedError) Error() string {
 	return fmt.Sprintf("tenant %s: rollout stopped at machine %s (%s): %s; the other machines were left as they are until a new commit changes the tenant",
 		e.Tenant, e.Machine, e.Op, e.Reason)
 }
+
+// SupersededError says that a drain stopped because a newer revision
+// waits to run for the tenant: nothing was disrupted, and the Node stays
+// cordoned and recorded in the rollout record, so that the newer
+// revision's rollout drains it again or uncordons it.
+type SupersededError struct {
+	Tenant  string
+	Machine string
+	Node    string
+}
+
+func (e *SupersededError) Error() string {
+	return fmt.Sprintf("tenant %s: a newer revision waits: the drain of node %s of machine %s stopped before the machine was disrupted, and the newer revision's run goes on from there",
+		e.Tenant, e.Node, e.Machine)
+}

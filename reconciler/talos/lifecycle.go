@@ -80,6 +80,9 @@ func (pl *Plane) install(ctx context.Context, d Desired, rec *RolloutRecord) err
 func (pl *Plane) drainAndReboot(ctx context.Context, d Desired, rec *RolloutRecord, m Machine) error {
 	op := rec.Current
 	if op.Drain == nil {
+		// The new version is installed: this drain runs to its end, as
+		// the operation it belongs to has begun.
+		d.Newer = nil
 		dr, err := pl.drainBefore(ctx, d, rec, work{m: m, op: op.Op})
 		if err != nil {
 			pl.report(rec, nil)

@@ -23,6 +23,11 @@ const (
 // Desired is what a tenant's machines should run, as one commit renders it.
 type Desired struct {
 	Tenant string
+	// Newer, when not nil, is closed once a newer revision waits to run
+	// for the tenant: a drain before a disruption stops then (a
+	// *SupersededError), rather than wait out its timeout for a revision
+	// that no longer stands.
+	Newer <-chan struct{}
 	// Bundle is the tenant's secrets bundle.
 	Bundle   []byte
 	Machines []Machine

@@ -97,7 +97,7 @@ type watchSet struct {
 	gateways map[string][]gateway
 	// regate is how often a worker's direct watch looks for a gateway.
 	regate time.Duration
-	wg       sync.WaitGroup
+	wg     sync.WaitGroup
 }
 
 // machineWatch is one machine's watch.
