@@ -46,8 +46,9 @@ type ObserverOptions struct {
 	// DefaultSampleInterval.
 	SampleInterval time.Duration
 	// RegateInterval is how often a worker's watch that opened directly
-	// (its tenant's control planes did not answer then) looks for a
-	// control plane to forward it again (watch.go); default a minute.
+	// after its open through a control plane failed looks for a control
+	// plane to forward it again (watch.go); default a minute. One that
+	// opened directly for want of such a control plane looks every 2 s.
 	RegateInterval time.Duration
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 )
 
 // ProberOptions configure a Prober. Zero fields take the defaults.
@@ -295,11 +296,23 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 	return obs
 }
 
+// forwards reports whether the standing observation of control plane id
+// says that its apid can forward calls to the other machines: it answers,
+// runs, and is not in maintenance mode.
+func (p *Prober) forwards(id string) bool {
+	o, ok := p.Last(id)
+	return ok && o.Connected && !o.Maintenance && o.TalosStage == runtime.MachineStageRunning.String()
+}
+
 // gatewayOf is the address of a control plane through which a timed
-// probe of m goes, "" when it goes directly.
+// probe of m goes, "" when it goes directly: always for a machine last
+// seen in maintenance mode.
 func (p *Prober) gatewayOf(tenant string, m Machine, viaGateway bool) string {
 	gw := p.gateway.Load()
 	if !viaGateway || gw == nil {
+		return ""
+	}
+	if o, ok := p.Last(m.ID); ok && o.Maintenance {
 		return ""
 	}
 	if g := (*gw)(tenant, m); g != m.Address {

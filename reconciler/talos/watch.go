@@ -124,18 +124,22 @@ func newWatchSet(pl *Plane) *watchSet {
 
 // via is the address through which m's watch opens: for a worker, the
 // first control plane of its tenant that runs and answers by its standing
-// observation, or has none yet (a failed open goes direct next); m's own
-// address for a control plane, for a worker whose tenant has no such
-// control plane, and with direct.
+// observation; m's own address for a control plane, for a worker whose
+// tenant has no such control plane (a first open, before any control
+// plane was observed, goes direct and moves later), for a worker in
+// maintenance mode, and with direct.
 func (ws *watchSet) via(tenant string, m Machine, direct bool) string {
 	if m.ControlPlane || direct {
 		return m.Address
+	}
+	if o, ok := ws.pl.prober.Last(m.ID); ok && o.Maintenance {
+		return m.Address // no gateway forwards to a machine without its config
 	}
 	ws.mu.Lock()
 	gws := ws.gateways[tenant]
 	ws.mu.Unlock()
 	for _, g := range gws {
-		if o, ok := ws.pl.prober.Last(g.id); !ok || o.Connected && !o.Maintenance && o.TalosStage == runtime.MachineStageRunning.String() {
+		if ws.pl.prober.forwards(g.id) {
 			return g.address
 		}
 	}
@@ -149,7 +153,7 @@ func (ws *watchSet) kept(tenant string, m Machine) string {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for _, g := range ws.gateways[tenant] {
-		if w := ws.byID[g.id]; g.id != m.ID && w != nil && w.through == g.address {
+		if w := ws.byID[g.id]; g.id != m.ID && w != nil && w.through == g.address && ws.pl.prober.forwards(g.id) {
 			return g.address
 		}
 	}
@@ -315,7 +319,7 @@ func (pl *Plane) follow(ctx context.Context, tenant string, bundle []byte, m Mac
 	for ctx.Err() == nil {
 		began := time.Now()
 		through := pl.watches.via(tenant, m, direct)
-		err := pl.followOnce(ctx, tenant, bundle, m, through)
+		err := pl.followOnce(ctx, tenant, bundle, m, through, direct)
 		if ctx.Err() != nil {
 			return
 		}
@@ -348,7 +352,11 @@ func (pl *Plane) follow(ctx context.Context, tenant string, bundle []byte, m Mac
 // followOnce opens the machine's watch, reads the machine in full, and
 // follows its events until the watch breaks. A machine whose watch cannot
 // be opened is probed instead (Prober.Fresh).
-func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m Machine, through string) error {
+//
+// A worker's watch that opened directly looks for a gateway to move to
+// (via): every watchRetryMin when it went direct for want of one, every
+// RegateInterval when its last open through one failed (failedGateway).
+func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m Machine, through string, failedGateway bool) error {
 	c, release, err := pl.pool.Client(tenant, bundle, through)
 	if err != nil {
 		return err
@@ -356,6 +364,7 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the streams
+	own := ctx
 	ctx = throughNode(ctx, m, through)
 	events := make(chan state.Event, watchEvents)
 	if err := pl.openWatch(ctx, c, m, events); err != nil {
@@ -364,7 +373,7 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 			pl.pool.Drop(tenant, bundle, m.Address)
 		}
 		prev, had := pl.prober.Last(m.ID)
-		if o := pl.prober.StandIn(ctx, tenant, bundle, m); !had || !sameObservation(prev, o) {
+		if o := pl.prober.StandIn(own, tenant, bundle, m); !had || !sameObservation(prev, o) {
 			pl.wake()
 		}
 		return err
@@ -383,6 +392,9 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 		pl.watches.mu.Lock()
 		every := pl.watches.regate
 		pl.watches.mu.Unlock()
+		if !failedGateway {
+			every = min(every, watchRetryMin)
+		}
 		t := time.NewTicker(every)
 		defer t.Stop()
 		regate = t.C
