@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -124,10 +126,10 @@ func newWatchSet(pl *Plane) *watchSet {
 
 // via is the address through which m's watch opens: for a worker, the
 // first control plane of its tenant that runs and answers by its standing
-// observation; m's own address for a control plane, for a worker whose
-// tenant has no such control plane (a first open, before any control
-// plane was observed, goes direct and moves later), for a worker in
-// maintenance mode, and with direct.
+// observation, or that was not observed yet (the watch's first read
+// checks that the machine that answers is m: openedAs); m's own address
+// for a control plane, for a worker whose tenant has no such control
+// plane, for a worker in maintenance mode, and with direct.
 func (ws *watchSet) via(tenant string, m Machine, direct bool) string {
 	if m.ControlPlane || direct {
 		return m.Address
@@ -139,7 +141,7 @@ func (ws *watchSet) via(tenant string, m Machine, direct bool) string {
 	gws := ws.gateways[tenant]
 	ws.mu.Unlock()
 	for _, g := range gws {
-		if ws.pl.prober.forwards(g.id) {
+		if _, seen := ws.pl.prober.Last(g.id); !seen || ws.pl.prober.forwards(g.id) {
 			return g.address
 		}
 	}
@@ -382,6 +384,9 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 	if err != nil {
 		return err
 	}
+	if through != m.Address && !answeredAs(obs, m) {
+		return fmt.Errorf("the control plane at %s did not forward the watch of machine %s: the machine that answered does not have its address", through, m.ID)
+	}
 	pl.probed(obs)
 	defer pl.prober.watchOpen(m.ID)()
 	pl.watches.opened(m.ID, through)
@@ -432,6 +437,22 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 			return err
 		}
 	}
+}
+
+// answeredAs reports whether the machine that o observed has m's
+// address among its own: a call forwarded by a gateway reached m, not the
+// gateway itself (a gateway in maintenance mode forwards nothing).
+func answeredAs(o Observation, m Machine) bool {
+	want, ok := hostAddr(m.Address)
+	if !ok || o.Network == nil {
+		return false
+	}
+	for _, a := range o.Network.Addresses {
+		if p, err := netip.ParsePrefix(a); err == nil && p.Addr() == want {
+			return true
+		}
+	}
+	return false
 }
 
 // errRegate ends a worker's direct watch to open it again through a

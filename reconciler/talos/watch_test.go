@@ -530,3 +530,26 @@ func TestProbesGoThroughAWatchedControlPlane(t *testing.T) {
 	within(t, 5*time.Second, "the healthy worker in the store, by a direct probe", func() bool { return tr.storedStatus(w.ID).Ready })
 	within(t, 2*time.Second, "the workers' own connections, while the control plane refuses", func() bool { return pool.Open() >= 2 })
 }
+
+// TestAnsweredAs: a watch opened through a gateway stands only when the
+// machine that answered has the watched machine's address: not when the
+// gateway answered for itself, nor when the answer has no addresses.
+func TestAnsweredAs(t *testing.T) {
+	m := Machine{ID: "w", Address: "127.1.0.5"}
+	for _, c := range []struct {
+		addrs []string
+		want  bool
+	}{
+		{[]string{"127.1.0.5/8", "127.99.0.1/8"}, true},
+		{[]string{"127.1.0.2/8"}, false}, // the gateway's own
+		{nil, false},
+	} {
+		o := Observation{Network: &schema.MachineNetwork{Addresses: c.addrs}}
+		if got := answeredAs(o, m); got != c.want {
+			t.Errorf("addresses %v: answeredAs %v, want %v", c.addrs, got, c.want)
+		}
+	}
+	if answeredAs(Observation{}, m) {
+		t.Error("an observation without the network answered as the machine")
+	}
+}
