@@ -107,6 +107,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	b.ReportMetric(float64(mem.StackInuse)/float64(len(ms))/1024, "stack-KiB/machine")
 	if path := os.Getenv("REZUSCLOUD_BENCH_HEAP_PROFILE"); path != "" {
 		writeHeapProfile(b, path)
+		writeGoroutines(b, path+".goroutines")
 	}
 
 	changes := 40
@@ -207,6 +208,18 @@ func writeHeapProfile(b *testing.B, path string) {
 	}
 	defer f.Close()
 	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// writeGoroutines writes the goroutines' stacks, grouped, to path.
+func writeGoroutines(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 1); err != nil {
 		b.Fatal(err)
 	}
 }

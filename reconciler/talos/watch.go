@@ -23,17 +23,20 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 )
 
-// A watched control plane costs, on the server's side, one shared pooled
-// connection (kept open while watched: the watch holds it as a user, so
-// the pool's idle timeout never closes it) and a fixed budget of
-// goroutines: per stream, the COSI client's reader and gRPC's own
-// (which ends the stream with its context), per connection gRPC's reader,
-// writer and keepalive, and the plane's follow: 2×5+3+1 = 14. A worker's
-// watch goes through a control plane of its tenant, whose apid forwards
-// its streams (the "node" header, as talosctl -n sends it), so it shares
-// that connection: 2×4+1 = 9 goroutines and no connection of its own.
-// It opens directly while no control plane of its tenant answers, and
-// moves back to one once one does (ObserverOptions.RegateInterval).
+// A tenant's first control plane, watched, costs on the server's side
+// one shared pooled connection (kept open while watched: the watch holds
+// it as a user, so the pool's idle timeout never closes it) and a fixed
+// budget of goroutines: per stream, the COSI client's reader and gRPC's
+// own (which ends the stream with its context), per connection gRPC's
+// reader, writer and keepalive, and the plane's follow: 2×5+3+1 = 14.
+// The tenant's other machines' watches go through that control plane,
+// whose apid forwards their streams (the "node" header, as talosctl -n
+// sends it), so they share its connection: 2×5+1 = 11 goroutines for
+// another control plane, 2×4+1 = 9 for a worker, and no connection of
+// their own. A worker may go through any control plane of its tenant,
+// another control plane only through the first, whose watch is always
+// direct. A watch opens directly while no gateway answers, and moves
+// back to one once one does (ObserverOptions.RegateInterval).
 //
 // watchedKinds are the COSI kinds watched on every machine, and the part
 // of the observation each refreshes: MachineStatus (stage, readiness,
@@ -124,28 +127,43 @@ func newWatchSet(pl *Plane) *watchSet {
 	return &watchSet{pl: pl, byID: map[string]*machineWatch{}, gateways: map[string][]gateway{}}
 }
 
-// via is the address through which m's watch opens: for a worker, the
-// first control plane of its tenant that runs and answers by its standing
+// via is the address through which m's watch opens: the first of its
+// gateways (gatewaysFor) that runs and answers by its standing
 // observation, or that was not observed yet (the watch's first read
-// checks that the machine that answers is m: openedAs); m's own address
-// for a control plane, for a worker whose tenant has no such control
-// plane, for a worker in maintenance mode, and with direct.
+// checks that the machine that answers is m: answeredAs); m's own address
+// for the tenant's first control plane, for a machine whose gateways do
+// not answer, for a machine in maintenance mode, and with direct.
 func (ws *watchSet) via(tenant string, m Machine, direct bool) string {
-	if m.ControlPlane || direct {
+	if direct {
 		return m.Address
 	}
 	if o, ok := ws.pl.prober.Last(m.ID); ok && o.Maintenance {
 		return m.Address // no gateway forwards to a machine without its config
 	}
-	ws.mu.Lock()
-	gws := ws.gateways[tenant]
-	ws.mu.Unlock()
+	gws := ws.gatewaysFor(tenant, m)
 	for _, g := range gws {
 		if _, seen := ws.pl.prober.Last(g.id); !seen || ws.pl.prober.forwards(g.id) {
 			return g.address
 		}
 	}
 	return m.Address
+}
+
+// gatewaysFor is the control planes through which m's watch may open: a
+// worker's, every control plane of its tenant; another control plane's,
+// only the tenant's first, whose own watch is always direct, so that no
+// two control planes go through each other; none for the first.
+func (ws *watchSet) gatewaysFor(tenant string, m Machine) []gateway {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	gws := ws.gateways[tenant]
+	switch {
+	case !m.ControlPlane:
+		return gws
+	case len(gws) == 0 || gws[0].id == m.ID:
+		return nil
+	}
+	return gws[:1]
 }
 
 // kept is the address of a control plane of tenant, other than m, whose
@@ -199,10 +217,10 @@ func (pl *Plane) Probes() int64 { return pl.prober.Probes() }
 
 // DefaultMaxWatched is how many machines the plane follows with watches
 // unless ObserverOptions.MaxWatched says otherwise. A watched machine
-// keeps its streams open (and a control plane its connection), about
-// 190 KiB of the server's memory (docs/scaling.md), so the default
-// bounds that to about 50 MiB; the machines beyond it are probed once
-// per probe TTL.
+// keeps its streams open (and a tenant's first control plane its
+// connection), about 155 KiB of the server's memory (docs/scaling.md), so
+// the default bounds that to about 40 MiB; the machines beyond it are
+// probed once per probe TTL.
 const DefaultMaxWatched = 256
 
 // watchOrder returns the machines of byTenant whose tenant's bundle is
@@ -391,9 +409,9 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 	defer pl.prober.watchOpen(m.ID)()
 	pl.watches.opened(m.ID, through)
 	defer pl.watches.opened(m.ID, "")
-	// A worker's direct watch moves to a gateway once one answers.
+	// A direct watch moves to a gateway once one answers.
 	var regate <-chan time.Time
-	if through == m.Address && !m.ControlPlane {
+	if through == m.Address && len(pl.watches.gatewaysFor(tenant, m)) > 0 {
 		pl.watches.mu.Lock()
 		every := pl.watches.regate
 		pl.watches.mu.Unlock()

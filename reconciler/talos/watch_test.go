@@ -471,6 +471,70 @@ func TestWorkersWatchedThroughAControlPlane(t *testing.T) {
 	within(t, 10*time.Second, "the workers' direct connections released", func() bool { return tr.pool.inUse() == 1 })
 }
 
+// TestControlPlanesWatchedThroughTheFirst: a tenant's other control
+// planes are watched through its first, as its workers are, and the first
+// stays direct, so that the tenant holds one connection; their etcd
+// membership and their changes come through it. When the first refuses,
+// the others open directly (the workers go through one of them), and once
+// it answers again they move back to it.
+func TestControlPlanesWatchedThroughTheFirst(t *testing.T) {
+	tr := watchRigWith(t, 3, 2, ObserverOptions{RegateInterval: 300 * time.Millisecond})
+	first, others := tr.ms[0], tr.ms[1:3]
+	throughFirst := func() bool {
+		for _, m := range tr.ms {
+			if tr.plane.through(m.ID) != first.Address {
+				return false
+			}
+		}
+		return true
+	}
+	within(t, 5*time.Second, "every machine watched through the first control plane", throughFirst)
+	if n := tr.pool.inUse(); n != 1 {
+		t.Fatalf("%d connections in use for a tenant of 5 machines watched, want the first control plane's alone", n)
+	}
+	cp := others[0]
+	within(t, 2*time.Second, "the etcd membership of a control plane watched through the first", func() bool {
+		e := tr.storedStatus(cp.ID).Etcd
+		return e != nil && len(e.Members) == 3
+	})
+	probes := tr.plane.prober.Probes()
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "the unhealthy control plane in the store, through the first", func() bool { return !tr.storedStatus(cp.ID).Ready })
+	if n := tr.plane.prober.Probes() - probes; n != 0 {
+		t.Fatalf("%d probes while every machine was watched, want none", n)
+	}
+
+	if err := tr.host.SetFault(first.ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, "the other control planes watched directly", func() bool {
+		for _, m := range others {
+			if tr.plane.through(m.ID) != m.Address {
+				return false
+			}
+		}
+		return true
+	})
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "the healthy control plane in the store, by its direct watch", func() bool { return tr.storedStatus(cp.ID).Ready })
+
+	if err := tr.host.SetFault(first.ID, talosnode.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 10*time.Second, "the other control planes watched through the first again", func() bool {
+		for _, m := range others {
+			if tr.plane.through(m.ID) != first.Address {
+				return false
+			}
+		}
+		return tr.plane.through(first.ID) == first.Address
+	})
+}
+
 // TestProbesGoThroughAWatchedControlPlane: with one machine watched (the
 // tenant's control plane, first in the order), the workers beyond the
 // bound are probed through its kept connection, which forwards the
