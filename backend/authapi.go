@@ -140,7 +140,7 @@ func (s *Server) UserSession(addr, name, password, via string) (string, Session,
 		id := e.identity()
 		id.Role = role
 		return id, nil
-	})
+	}, Elsewhere{Password: passwordDigest(e.hash)})
 	return value, sess, nil
 }
 

@@ -251,7 +251,7 @@ func TestWhoamiSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oidcSession, _ := r.Sessions().Start(Identity{Name: "dee@example.com", Role: RoleView, Source: SourceOIDC, Subject: "sub-1", Email: "dee@example.com", Expires: exp}, nil)
+	oidcSession, _ := r.Sessions().Start(Identity{Name: "dee@example.com", Role: RoleView, Source: SourceOIDC, Subject: "sub-1", Email: "dee@example.com", Expires: exp}, nil, Elsewhere{})
 	_, ans, _, _ := r.login(t, "", loginBody("ana", "ana-pw", false))
 	_, _, _, localSession := r.login(t, "", loginBody("ana", "ana-pw", true))
 	for _, c := range []struct {

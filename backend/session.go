@@ -7,6 +7,8 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -37,11 +39,11 @@ const maxSessions = 10000
 // names it, signed with a key that lives only in this process, so that the
 // browser never sends the token again. A session ends when it expires,
 // when it is logged out (the server forgets it, whatever the browser
-// keeps), when the server restarts, when its token leaves the tokens file,
-// and when it is the oldest of its token's sessionsPerToken and the token
-// logs in again; its role is the token's current one. Logins are
-// rate-limited per client address and per token (loginLimits). Sessions is
-// safe for concurrent use.
+// keeps), when the server restarts (unless it is shared: Share), when its
+// token leaves the tokens file, and when it is the oldest of its token's
+// sessionsPerToken and the token logs in again; its role is the token's
+// current one. Logins are rate-limited per client address and per token
+// (loginLimits). Sessions is safe for concurrent use.
 type Sessions struct {
 	tokens *Tokens
 	ttl    time.Duration
@@ -49,8 +51,18 @@ type Sessions struct {
 	now    func() time.Time
 	limits *loginLimits
 
+	// shared, when set, keeps the sessions where the other replicas of
+	// the store find them (Share); users returns the users file, for
+	// their sessions made by another replica.
+	shared atomic.Pointer[SharedSessions]
+	users  func() *Users
+	log    *slog.Logger
+
 	mu   sync.Mutex
 	live map[[16]byte]*liveSession
+	// ended holds the shared sessions that ended here while the shared
+	// store may still have them (unshare), with when to forget them.
+	ended map[[16]byte]time.Time
 	// byName holds each token's live sessions, oldest first. All
 	// sessions last ttl, so the oldest is also the first to expire.
 	byName map[string][][16]byte
@@ -63,7 +75,9 @@ type liveSession struct {
 	id      Identity
 	recheck Recheck
 	expires time.Time
-	csrf    string
+	// shared is set once the session is in the shared store: a check
+	// then also asks whether it was logged out through another replica.
+	shared atomic.Bool
 	// role is the Role the session's last check gave; a recheck that
 	// gives another is audited once.
 	role atomic.Int32
@@ -89,7 +103,7 @@ func newSessions(tokens *Tokens, ttl time.Duration) *Sessions {
 		ttl = DefaultSessionTTL
 	}
 	s := &Sessions{tokens: tokens, ttl: ttl, now: time.Now, limits: newLoginLimits(),
-		live: map[[16]byte]*liveSession{}, byName: map[string][][16]byte{}}
+		live: map[[16]byte]*liveSession{}, byName: map[string][][16]byte{}, ended: map[[16]byte]time.Time{}}
 	rand.Read(s.key[:])
 	return s
 }
@@ -123,7 +137,7 @@ func (s *Sessions) Login(addr, secret string) (string, Session, error) {
 		now := id
 		now.Role = role
 		return now, nil
-	})
+	}, Elsewhere{Token: hex.EncodeToString(digest[:])})
 	return value, sess, nil
 }
 
@@ -131,8 +145,9 @@ func (s *Sessions) Login(addr, secret string) (string, Session, error) {
 // returns the cookie value that names it. recheck, when not nil, says on
 // every use what id may do now; without it, id stays as it is until the
 // session ends. The session ends at id.Expires when that comes before
-// the sessions' TTL.
-func (s *Sessions) Start(id Identity, recheck Recheck) (string, Session) {
+// the sessions' TTL. elsewhere says how another replica checks the
+// session on every use, when the sessions are shared (Share).
+func (s *Sessions) Start(id Identity, recheck Recheck, elsewhere Elsewhere) (string, Session) {
 	now := s.now()
 	expires := now.Add(s.ttl)
 	if !id.Expires.IsZero() && id.Expires.Before(expires) {
@@ -144,14 +159,15 @@ func (s *Sessions) Start(id Identity, recheck Recheck) (string, Session) {
 	}
 	var sid [16]byte
 	rand.Read(sid[:])
-	ls := &liveSession{key: string(src) + ":" + id.Name, id: id, recheck: recheck, expires: expires, csrf: newSecret()}
+	ls := &liveSession{key: string(src) + ":" + id.Name, id: id, recheck: recheck, expires: expires}
 	ls.role.Store(int32(id.Role))
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.makeRoomLocked(ls.key, now)
 	s.live[sid] = ls
 	s.byName[ls.key] = append(s.byName[ls.key], sid)
-	return s.sign(sid, ls.expires), Session{Identity: id, Expires: ls.expires, CSRF: ls.csrf}
+	s.mu.Unlock()
+	s.share(sid, ls, elsewhere)
+	return s.sign(sid, ls.expires), Session{Identity: id, Expires: ls.expires, CSRF: csrfOf(sid)}
 }
 
 // makeRoomLocked ends sessions so that the principal of key may open one
@@ -194,6 +210,12 @@ func (s *Sessions) dropLocked(sid [16]byte) {
 		return
 	}
 	delete(s.live, sid)
+	if ls.shared.Load() && s.now().Before(ls.expires) {
+		// Ended before its time (a newer login took its place): on the
+		// other replicas too.
+		s.ended[sid] = ls.expires
+		go s.unshare(sid)
+	}
 	ids := s.byName[ls.key]
 	if i := slices.Index(ids, sid); i >= 0 {
 		ids = slices.Delete(ids, i, i+1)
@@ -214,36 +236,42 @@ func (s *Sessions) sign(sid [16]byte, expires time.Time) string {
 	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// parse verifies a cookie value's signature and expiry and returns its
-// session id.
-func (s *Sessions) parse(value string) ([16]byte, bool) {
-	var sid [16]byte
-	p, m, ok := strings.Cut(value, ".")
-	if !ok {
-		return sid, false
+// parse reads a cookie value's session id and checks its expiry. here
+// reports whether this process signed it; one it did not sign is
+// refused (ok false) unless the sessions are shared, for another replica
+// may have made it.
+func (s *Sessions) parse(value string) (sid [16]byte, here, ok bool) {
+	p, m, found := strings.Cut(value, ".")
+	if !found {
+		return sid, false, false
 	}
 	payload, err1 := base64.RawURLEncoding.DecodeString(p)
 	sum, err2 := base64.RawURLEncoding.DecodeString(m)
 	if err1 != nil || err2 != nil || len(payload) != 24 {
-		return sid, false
+		return sid, false, false
 	}
 	mac := hmac.New(sha256.New, s.key[:])
 	mac.Write(payload)
-	if !hmac.Equal(sum, mac.Sum(nil)) {
-		return sid, false
+	here = hmac.Equal(sum, mac.Sum(nil))
+	if !here && s.shared.Load() == nil {
+		return sid, false, false
 	}
 	if !s.now().Before(time.Unix(int64(binary.BigEndian.Uint64(payload[16:])), 0)) {
-		return sid, false
+		return sid, false, false
 	}
 	copy(sid[:], payload)
-	return sid, true
+	return sid, here, true
 }
 
-// Check returns the live session that the cookie value names.
+// Check returns the live session that the cookie value names: one this
+// process made, or with shared sessions one that another replica made.
 func (s *Sessions) Check(value string) (Session, bool) {
-	sid, ok := s.parse(value)
+	sid, here, ok := s.parse(value)
 	if !ok {
 		return Session{}, false
+	}
+	if !here {
+		return s.checkShared(sid)
 	}
 	s.mu.Lock()
 	ls := s.live[sid]
@@ -253,6 +281,14 @@ func (s *Sessions) Check(value string) (Session, bool) {
 	}
 	s.mu.Unlock()
 	if ls == nil {
+		// Made by this process before it restarted, or by another
+		// replica that signed with the same key: none does.
+		return s.checkShared(sid)
+	}
+	if ls.shared.Load() && s.loggedOutElsewhere(sid) {
+		s.mu.Lock()
+		s.dropLocked(sid)
+		s.mu.Unlock()
 		return Session{}, false
 	}
 	id := ls.id
@@ -263,7 +299,7 @@ func (s *Sessions) Check(value string) (Session, bool) {
 		}
 		s.noteRole(ls, id)
 	}
-	return Session{Identity: id, Expires: ls.expires, CSRF: ls.csrf}, true
+	return Session{Identity: id, Expires: ls.expires, CSRF: csrfOf(sid)}, true
 }
 
 // noteRole audits, once, a recheck of session ls that gave id another
@@ -286,11 +322,20 @@ func (s *Sessions) FromRequest(r *http.Request) (Session, bool) {
 // Logout ends the session that the cookie value names; the value is
 // worthless from then on.
 func (s *Sessions) Logout(value string) {
-	if sid, ok := s.parse(value); ok {
-		s.mu.Lock()
-		s.dropLocked(sid)
-		s.mu.Unlock()
+	sid, _, ok := s.parse(value)
+	if !ok {
+		return
 	}
+	s.mu.Lock()
+	if ls := s.live[sid]; ls != nil {
+		ls.shared.Store(false) // unshared below, at once
+		s.dropLocked(sid)
+	}
+	if s.sharedStore() != nil {
+		s.ended[sid] = s.now().Add(s.ttl) // refused here from now on
+	}
+	s.mu.Unlock()
+	s.unshare(sid)
 }
 
 // CheckCSRF reports whether token is the session's synchronizer token,

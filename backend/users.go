@@ -409,6 +409,18 @@ func (u *Users) role(name string) (Role, bool) {
 	return e.role, true
 }
 
+// currentDigest is current for a session shared by another replica,
+// which names the password hash by its digest (passwordDigest).
+func (u *Users) currentDigest(name, digest string) (Role, bool) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	e, ok := u.byName[name]
+	if !ok || subtle.ConstantTimeCompare([]byte(passwordDigest(e.hash)), []byte(digest)) != 1 {
+		return 0, false
+	}
+	return e.role, true
+}
+
 // current returns the role of the user named name as long as their hash
 // is still hash: a user who left the file, or whose password changed,
 // has none.

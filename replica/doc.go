@@ -17,5 +17,10 @@
 // etcd answers again it joins with a new lease, and so a new fence
 // (Fence), which the store compares in every write of an owner.
 //
+// It also keeps what the replicas share of their callers: the digests
+// of the credentials a replica mints, bound to its lease, and the
+// dashboard's sessions, each under a lease of its own that ends with the
+// session, so that a session outlives the replica that made it.
+//
 // It must not import backend, reconciler, render, cmd or sources.
 package replica

@@ -14,10 +14,11 @@ import (
 
 // The keys under Config.Prefix.
 const (
-	membersDir = "members/" // members/<name>: a record, bound to its lease
-	shardsDir  = "shards/"  // shards/<n>: the holder's name, bound to its lease
-	leaderDir  = "leader/"  // the election's keys
-	tokensDir  = "tokens/"  // tokens/<hex digest>: a shared credential, bound to its minter's lease
+	membersDir  = "members/"  // members/<name>: a record, bound to its lease
+	shardsDir   = "shards/"   // shards/<n>: the holder's name, bound to its lease
+	leaderDir   = "leader/"   // the election's keys
+	tokensDir   = "tokens/"   // tokens/<hex digest>: a shared credential, bound to its minter's lease
+	sessionsDir = "sessions/" // sessions/<hex digest>: a dashboard session, under a lease that ends with it
 )
 
 // record is the value of a member's key.

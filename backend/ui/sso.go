@@ -141,7 +141,7 @@ func (h *handler) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	if !session.Refreshable() {
 		id.Expires = l.Expires
 	}
-	value, sess := h.srv.Sessions().Start(id, h.recheck(id, session))
+	value, sess := h.srv.Sessions().Start(id, h.recheck(id, session), backend.Elsewhere{Until: l.Expires})
 	h.sso.put(value, session, sess.Expires, h.opts.Now())
 	audit.Info("login", append(id.Who(), "method", "oidc", "role", id.Role.String(), "remote", r.RemoteAddr)...)
 	http.SetCookie(w, &http.Cookie{Name: backend.SessionCookie, Value: value, Path: "/", HttpOnly: true,

@@ -108,6 +108,7 @@ func (m *Main) openReplica() error {
 	if tokens := m.Server.Tokens(); tokens != nil {
 		tokens.Share(sharedTokens{r: r, log: m.log})
 	}
+	m.Server.Sessions().Share(sharedSessions{r: r}, m.Server.Users, m.log.With("component", "sessions"))
 	m.hooks = m.Server.LeaderHandler()
 	m.Server.HandleUnauthenticated(webhook.Prefix, m.hooks)
 	m.Server.AddReadyCheck("replica", func(context.Context) error {
@@ -313,4 +314,33 @@ func (s sharedTokens) Find(digest [sha256.Size]byte) (backend.Identity, bool) {
 
 func (s sharedTokens) Revoke(digest [sha256.Size]byte) error {
 	return s.r.RevokeToken(context.Background(), digest[:])
+}
+
+// sharedSessions keeps the dashboard's sessions in etcd, each under a
+// lease that ends with it, so that every replica accepts a session that
+// another made, also after that one stopped (backend.SharedSessions).
+type sharedSessions struct{ r *replica.Replica }
+
+func (s sharedSessions) PutSession(digest [sha256.Size]byte, rec backend.SessionRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return s.r.ShareSession(context.Background(), digest[:], b, rec.Expires)
+}
+
+func (s sharedSessions) FindSession(digest [sha256.Size]byte) (backend.SessionRecord, bool, error) {
+	var rec backend.SessionRecord
+	b, ok, err := s.r.SharedSession(context.Background(), digest[:])
+	if err != nil || !ok {
+		return rec, false, err
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, false, fmt.Errorf("a shared dashboard session does not read: %w", err)
+	}
+	return rec, true, nil
+}
+
+func (s sharedSessions) DeleteSession(digest [sha256.Size]byte) error {
+	return s.r.RevokeSession(context.Background(), digest[:])
 }
