@@ -180,7 +180,7 @@ func (r *Replica) fence(ep *epoch, cause error) {
 func (r *Replica) campaign(ep *epoch) {
 	e := concurrency.NewElection(ep.session, r.cfg.Prefix+leaderDir)
 	for {
-		err := e.Campaign(ep.ctx, r.cfg.Name)
+		err := campaignOnce(ep.ctx, e, r.cfg.Name)
 		if ep.ctx.Err() != nil {
 			return
 		}
@@ -200,6 +200,24 @@ func (r *Replica) campaign(ep *epoch) {
 	r.mu.Unlock()
 	r.log.Info("replica: elected leader", "name", r.cfg.Name)
 	<-ep.ctx.Done()
+}
+
+// campaignOnce is e.Campaign, which returns as soon as ctx ends. An
+// election whose context ends while it waits cleans up after itself with
+// the client's own context, which does not end before the client
+// closes: cut off from etcd, that clean-up would hold up the epoch's end
+// (leave), and so a stop, until etcd answers again. It finishes in the
+// background instead; the epoch's lease, which leave revokes or lets
+// expire, removes its key all the same.
+func campaignOnce(ctx context.Context, e *concurrency.Election, name string) error {
+	done := make(chan error, 1)
+	go func() { done <- e.Campaign(ctx, name) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Leader returns a context that ends when this replica's leadership

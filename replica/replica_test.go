@@ -434,6 +434,29 @@ func TestQuorumLoss(t *testing.T) {
 	}
 }
 
+// TestStopWhileCutOff: a replica cut off from etcd while it waits in the
+// election stops at once when asked, without waiting for etcd to answer
+// the election's clean-up.
+func TestStopWhileCutOff(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	chk := newChecker(t)
+	start(t, chk, "a", c.Endpoints()...)
+	chk.wait(testTTL, "a leads", func(_ map[int]string, l string) bool { return l == "a" })
+	p := newProxy(t, hostOf(t, c.Endpoints()[0]))
+	b := start(t, chk, "b", p.URL())
+	chk.wait(10*time.Second, "two replicas hold every shard", assigned(DefaultShards, "a", "b"))
+	p.Cut()
+	waitUntil(t, testTTL, "b fences itself", func() bool { return !b.r.Ready() })
+	stopped := make(chan struct{})
+	go func() { b.leave(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(testTTL):
+		p.Heal() // so that the test's clean-up ends
+		t.Fatalf("b, cut off from etcd, did not stop within %s", testTTL)
+	}
+}
+
 // TestNameInUse: a second replica of a live replica's name is refused.
 func TestNameInUse(t *testing.T) {
 	c := etcdtest.Start(t, 1)
