@@ -12,8 +12,10 @@ import (
 // ObserverOptions configure Plane.RunObserver.
 type ObserverOptions struct {
 	// Interval is how often the machines are looked at; each is probed at
-	// most once per the prober's TTL all the same. Default 2 s, or
-	// DefaultKubernetesInterval with Watch.
+	// most once per the prober's TTL all the same. Default 2 s; with
+	// Watch, DefaultKubernetesInterval while every machine is watched,
+	// and 2 s while the bound (MaxWatched) leaves machines to probes, so
+	// that each is probed within 2 s of its TTL.
 	Interval time.Duration
 	// Bundle returns a tenant's secrets bundle, or nil when it is not
 	// known (its machines are then left as they are).
@@ -61,19 +63,20 @@ type ObserverOptions struct {
 // progress from the tenant's rollout record (ProgressOf), which give the
 // Upgrading condition and status.rollout.
 func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
-	if opts.Interval <= 0 {
-		opts.Interval = 2 * time.Second
+	interval := opts.Interval
+	if interval <= 0 {
+		interval = probePass
 		if opts.Watch {
 			// Machines' changes come by their watches, new Machines by the
 			// store's commit: the pass at the interval is for the tenants'
-			// Kubernetes APIs.
-			opts.Interval = DefaultKubernetesInterval
+			// Kubernetes APIs, and for the machines beyond the bound.
+			interval = DefaultKubernetesInterval
 		}
 	}
 	if opts.KubernetesInterval <= 0 {
 		opts.KubernetesInterval = DefaultKubernetesInterval
 	}
-	t := time.NewTicker(opts.Interval)
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	if opts.Watch {
 		pl.watching.Store(true)
@@ -91,6 +94,12 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 		if first && opts.AfterFirstPass != nil && ctx.Err() == nil {
 			opts.AfterFirstPass()
 		}
+		next := interval
+		if opts.Interval <= 0 && pl.watches.leftOut.Load() {
+			// A probe waits for a pass: as often as without watches.
+			next = probePass
+		}
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			return
@@ -99,6 +108,11 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 		}
 	}
 }
+
+// probePass is how often the observer passes while machines are probed:
+// a machine whose observation is older than the probe TTL is probed at
+// the next pass.
+const probePass = 2 * time.Second
 
 // ObserveOnce observes the machines once and writes what changed.
 func (pl *Plane) ObserveOnce(ctx context.Context, bundle func(string) []byte) error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
@@ -38,50 +40,89 @@ type Observed struct {
 // management address) through the prober, at most once each per TTL, and
 // records the status of those whose observed facts changed, in one
 // transaction (status.Recorder.MachineObserved). bundle returns a tenant's secrets bundle, or nil when it is
-// not known yet (its machines are then left as they are). It returns the
-// observations, for the tenants' status.
+// not known yet (its machines are then left as they are); it is called
+// by one goroutine at a time. It returns the observations, for the
+// tenants' status.
 //
-// It goes through the fleet one tenant at a time: what it keeps of every
-// machine is only its address and place (Machine), and a tenant's stored
-// statuses are read after its probes, so a pass holds no decoded Machine
-// beyond one tenant's.
+// It goes through the fleet by tenant, as many tenants at once as the
+// prober runs probes (a tenant's machines are probed in parallel, and a
+// pass through 250 tenants one at a time spent most of its time waiting
+// on each tenant's slowest probe): what it keeps of every machine is only
+// its address and place (Machine), and a tenant's stored statuses are
+// read after its probes, so a pass holds no decoded Machine beyond those
+// tenants'.
 func (pl *Plane) ObserveMachines(ctx context.Context, bundle func(tenant string) []byte) ([]Observed, error) {
 	byTenant, err := pl.storedMachines()
 	if err != nil {
 		return nil, err
 	}
-	var out, changed []Observed
+	var (
+		mu           sync.Mutex
+		out, changed []Observed
+		errs         []error
+		bundleMu     sync.Mutex
+		wg           sync.WaitGroup
+	)
+	sem := make(chan struct{}, pl.prober.opts.Concurrency)
 	for tenant, ms := range byTenant {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
 			break // stopping: the other tenants' bundles and probes would be in vain
 		}
-		b := bundle(tenant)
-		if b == nil {
-			continue
-		}
-		targets := pl.configTargets(tenant)
-		obs := pl.prober.Observe(ctx, tenant, b, ms)
-		prev, err := pl.storedStatuses(ms)
-		if err != nil {
-			return out, err
-		}
-		for i, o := range obs {
-			m := ms[i]
-			p, found := prev[m.ID]
-			pr := o.probe(m, targets.configSHA256(m))
-			st := status.Machine(p, pr)
-			ob := Observed{Key: m.ID, Tenant: tenant, Machine: m, Obs: o, Status: st, Probe: pr,
-				EnteredMaintenance: st.Stage == schema.StageMaintenance && p.Stage != schema.StageMaintenance}
-			out = append(out, ob)
-			if found && !status.SameMachine(p, st) {
-				changed = append(changed, ob)
+		wg.Go(func() {
+			defer func() { <-sem }()
+			bundleMu.Lock()
+			var b []byte
+			if ctx.Err() == nil { // a tenant started as the pass ends asks for nothing
+				b = bundle(tenant)
 			}
-		}
+			bundleMu.Unlock()
+			if b == nil {
+				return
+			}
+			obs, ch, err := pl.observeTenant(ctx, tenant, b, ms)
+			mu.Lock()
+			defer mu.Unlock()
+			out, changed = append(out, obs...), append(changed, ch...)
+			errs = append(errs, err)
+		})
 	}
+	wg.Wait()
 	if ctx.Err() != nil {
 		return out, ctx.Err()
 	}
+	if err := errors.Join(errs...); err != nil {
+		return out, err
+	}
+	slices.SortFunc(changed, func(a, b Observed) int { return strings.Compare(a.Key, b.Key) })
 	return out, pl.writeStatus(changed)
+}
+
+// observeTenant observes a tenant's machines ms and returns their
+// observations, and those whose stored status they change.
+func (pl *Plane) observeTenant(ctx context.Context, tenant string, b []byte, ms []Machine) (out, changed []Observed, err error) {
+	targets := pl.configTargets(tenant)
+	obs := pl.prober.Observe(ctx, tenant, b, ms)
+	prev, err := pl.storedStatuses(ms)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, o := range obs {
+		m := ms[i]
+		p, found := prev[m.ID]
+		pr := o.probe(m, targets.configSHA256(m))
+		st := status.Machine(p, pr)
+		ob := Observed{Key: m.ID, Tenant: tenant, Machine: m, Obs: o, Status: st, Probe: pr,
+			EnteredMaintenance: st.Stage == schema.StageMaintenance && p.Stage != schema.StageMaintenance}
+		out = append(out, ob)
+		if found && !status.SameMachine(p, st) {
+			changed = append(changed, ob)
+		}
+	}
+	return out, changed, nil
 }
 
 // storedMachine is what storedMachines decodes of a stored Machine.

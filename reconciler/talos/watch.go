@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -103,6 +104,9 @@ type watchSet struct {
 	// regate is how often a worker's direct watch looks for a gateway.
 	regate time.Duration
 	wg     sync.WaitGroup
+	// leftOut is set while the bound leaves machines unwatched: the
+	// observer's passes probe them.
+	leftOut atomic.Bool
 }
 
 // machineWatch is one machine's watch.
@@ -288,6 +292,7 @@ func (ws *watchSet) sync(ctx context.Context, byTenant map[string][]Machine, bun
 			ws.gateways[tm.tenant] = append(ws.gateways[tm.tenant], gateway{id: tm.m.ID, address: tm.m.Address})
 		}
 	}
+	ws.leftOut.Store(max > 0 && len(order) > max)
 	if max > 0 && len(order) > max {
 		order = order[:max]
 	}

@@ -2,6 +2,7 @@ package talos
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -533,6 +534,41 @@ func TestControlPlanesWatchedThroughTheFirst(t *testing.T) {
 		}
 		return tr.plane.through(first.ID) == first.Address
 	})
+}
+
+// TestMachinesBeyondTheBoundProbedOnTime: with the observer's default
+// interval and machines beyond the watch bound, the observer passes every
+// probePass rather than every DefaultKubernetesInterval, so that a probed
+// machine's change reaches the store within its probe TTL and a pass,
+// three times in a row.
+func TestMachinesBeyondTheBoundProbedOnTime(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	tr.putMachines()
+	tr.putTenant()
+	w := tr.ms[1]
+	opts := r.opts
+	opts.Prober = NewProber(r.opts.Pool, ProberOptions{TTL: 300 * time.Millisecond, Timeout: 2 * time.Second})
+	r.plane = r.newPlane(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.plane.RunObserver(ctx, ObserverOptions{Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	within(t, 5*time.Second, "the worker probed and written ready", func() bool { return tr.storedStatus(w.ID).Ready })
+	if r.plane.watchedNow(w.ID) {
+		t.Fatal("the worker is watched beyond the bound of 1")
+	}
+	limit := probePass + 1500*time.Millisecond // the TTL, a pass, the probe and its write
+	for i, fault := range []talosnode.Fault{{Unhealthy: "kubelet"}, {}, {Unhealthy: "kubelet"}} {
+		if err := tr.host.SetFault(w.ID, fault); err != nil {
+			t.Fatal(err)
+		}
+		want := fault.Unhealthy == ""
+		within(t, limit, fmt.Sprintf("change %d of the probed worker in the store", i+1), func() bool { return tr.storedStatus(w.ID).Ready == want })
+	}
 }
 
 // TestProbesGoThroughAWatchedControlPlane: with one machine watched (the
