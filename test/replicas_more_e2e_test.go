@@ -288,9 +288,9 @@ func TestReplicasLoseEtcdMembers(t *testing.T) {
 }
 
 // migrateTenants is how many tenants, of one machine each, the single
-// server applies before its store moves into etcd: as many as a 2-core
-// machine applies in about a minute.
-const migrateTenants = 30
+// server applies before its store moves into etcd: a fleet that a 2-core
+// machine applies in about 80 s (the test takes about 100 s under -race).
+const migrateTenants = 100
 
 // restartMembers starts the killed members of c again, at once, so that
 // they find their quorum; a member that runs is left alone.
