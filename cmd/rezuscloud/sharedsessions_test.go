@@ -2,11 +2,8 @@ package main
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,27 +20,14 @@ import (
 // that names no session is refused.
 func TestReplicasShareDashboardSessions(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	hash, err := backend.HashPassword("ana's pass", backend.HashArgon2id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	users := filepath.Join(t.TempDir(), "users")
-	if err := os.WriteFile(users, []byte("ana edit "+hash+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	users := anaUsersFile(t)
 	file, secrets := servertest.Tokens(t, map[string]string{"ops": "admin"})
 	type replica struct {
 		m   *Main
 		url string
 	}
 	open := func(name string) replica {
-		env := map[string]string{"REZUSCLOUD_STORE": "etcd", "REZUSCLOUD_ETCD_ENDPOINTS": strings.Join(c.Endpoints(), ",")}
-		m := NewMain(serveSettings(t, env, "--data", filepath.Join(t.TempDir(), name), "--listen", "127.0.0.1:0",
-			"--users-file", users, "--tokens-file", file, "--replica-name", name, "--lease-ttl", "3s"), slog.New(slog.DiscardHandler))
-		if err := m.Open(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Close)
+		m := openReplicaMain(t, c, name, "--users-file", users, "--tokens-file", file)
 		s := httptest.NewServer(m.Server.Handler())
 		t.Cleanup(s.Close)
 		return replica{m, s.URL}

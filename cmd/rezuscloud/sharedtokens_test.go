@@ -23,17 +23,7 @@ import (
 func TestReplicasShareTofuCredentials(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	file, _ := servertest.Tokens(t, map[string]string{"ops": "admin"})
-	open := func(name string) *Main {
-		env := map[string]string{"REZUSCLOUD_STORE": "etcd", "REZUSCLOUD_ETCD_ENDPOINTS": strings.Join(c.Endpoints(), ",")}
-		m := NewMain(serveSettings(t, env, "--data", filepath.Join(t.TempDir(), name), "--listen", "127.0.0.1:0",
-			"--tokens-file", file, "--replica-name", name, "--lease-ttl", "3s"), slog.New(slog.DiscardHandler))
-		if err := m.Open(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Close)
-		return m
-	}
-	a, b := open("a"), open("b")
+	a, b := openReplicaMain(t, c, "a", "--tokens-file", file), openReplicaMain(t, c, "b", "--tokens-file", file)
 	other := httptest.NewServer(b.Server.Handler())
 	defer other.Close()
 	get := func(user, secret string) int {
@@ -71,23 +61,9 @@ func TestReplicasShareTofuCredentials(t *testing.T) {
 // a logout through either replica ends it on both.
 func TestReplicasShareLogins(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	hash, err := backend.HashPassword("ana's pass", backend.HashArgon2id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	users := filepath.Join(t.TempDir(), "users")
-	if err := os.WriteFile(users, []byte("ana edit "+hash+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	users := anaUsersFile(t)
 	open := func(name string) *httptest.Server {
-		env := map[string]string{"REZUSCLOUD_STORE": "etcd", "REZUSCLOUD_ETCD_ENDPOINTS": strings.Join(c.Endpoints(), ",")}
-		m := NewMain(serveSettings(t, env, "--data", filepath.Join(t.TempDir(), name), "--listen", "127.0.0.1:0",
-			"--users-file", users, "--replica-name", name, "--lease-ttl", "3s"), slog.New(slog.DiscardHandler))
-		if err := m.Open(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Close)
-		s := httptest.NewServer(m.Server.Handler())
+		s := httptest.NewServer(openReplicaMain(t, c, name, "--users-file", users).Server.Handler())
 		t.Cleanup(s.Close)
 		return s
 	}
@@ -140,4 +116,35 @@ func TestReplicasShareLogins(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openReplicaMain opens a server on the store in etcd c, as the replica
+// name with a data dir of its own, a 3 s lease and args; it closes when
+// the test ends.
+func openReplicaMain(t *testing.T, c *etcdtest.Cluster, name string, args ...string) *Main {
+	t.Helper()
+	env := map[string]string{"REZUSCLOUD_STORE": "etcd", "REZUSCLOUD_ETCD_ENDPOINTS": strings.Join(c.Endpoints(), ",")}
+	args = append([]string{"--data", filepath.Join(t.TempDir(), name), "--listen", "127.0.0.1:0",
+		"--replica-name", name, "--lease-ttl", "3s"}, args...)
+	m := NewMain(serveSettings(t, env, args...), slog.New(slog.DiscardHandler))
+	if err := m.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// anaUsersFile writes a users file with the user ana, of role edit and
+// password "ana's pass", and returns its path.
+func anaUsersFile(t *testing.T) string {
+	t.Helper()
+	hash, err := backend.HashPassword("ana's pass", backend.HashArgon2id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(users, []byte("ana edit "+hash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return users
 }
