@@ -10,14 +10,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/protobuf"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	configpb "github.com/siderolabs/talos/pkg/machinery/api/resource/config"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -105,7 +110,9 @@ func StageOf(s runtime.MachineStage, ready bool) schema.MachineStage {
 // EtcdMemberList, and the parts of its inventory in parts. The first call
 // that fails for want of a connection ends the observation as not
 // connected; other refusals are noted in Error (EtcdMemberList's in Etcd).
-func observe(ctx context.Context, c *client.Client, m Machine, now time.Time, parts inventoryPart) Observation {
+// known is the machine's observation before (zero without one), whose
+// Kubernetes version stands while the config's hash does (readConfig).
+func observe(ctx context.Context, c *client.Client, m Machine, now time.Time, parts inventoryPart, known Observation) Observation {
 	o := Observation{Machine: m.ID, At: now}
 	v, err := c.Version(ctx)
 	if err != nil {
@@ -120,7 +127,7 @@ func observe(ctx context.Context, c *client.Client, m Machine, now time.Time, pa
 		arch = msg[0].GetVersion().GetArch()
 	}
 	var errs []string
-	for _, err := range []error{o.readMachineStatus(ctx, c), o.readConfig(ctx, c), o.readServices(ctx, c)} {
+	for _, err := range []error{o.readMachineStatus(ctx, c), o.readConfig(ctx, c, known), o.readServices(ctx, c)} {
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
@@ -155,24 +162,56 @@ func (o *Observation) readMachineStatus(ctx context.Context, c *client.Client) e
 }
 
 // readConfig fills the running config's hash and Kubernetes version.
-func (o *Observation) readConfig(ctx context.Context, c *client.Client) error {
-	mc, err := safe.StateGet[*config.MachineConfig](ctx, c.COSI, config.NewMachineConfig(nil).Metadata())
+// The config is hashed as the node serves it, and parsed (for the
+// Kubernetes version) only when its hash differs from known's, the
+// machine's observation before, whose Kubernetes version it keeps
+// otherwise: the parse was most of a timed probe's CPU.
+func (o *Observation) readConfig(ctx context.Context, c *client.Client, known Observation) error {
+	o.ConfigSHA256, o.KubernetesVersion = "", ""
+	r, err := c.COSI.Get(ctx, config.NewMachineConfig(nil).Metadata(), state.WithGetUnmarshalOptions(state.WithSkipProtobufUnmarshal()))
 	if state.IsNotFoundError(err) {
 		return nil
 	}
 	if err != nil {
 		return errors.New(callError("MachineConfig", err))
 	}
-	b, err := mc.Provider().Bytes()
+	b, err := configBytes(r)
 	if err != nil {
 		return fmt.Errorf("MachineConfig: %w", err)
 	}
 	sum := sha256.Sum256(b)
 	o.ConfigSHA256 = hex.EncodeToString(sum[:])
-	if k := mc.Config().K8sKubeletConfig(); k != nil {
+	if o.ConfigSHA256 == known.ConfigSHA256 {
+		o.KubernetesVersion = known.KubernetesVersion
+		return nil
+	}
+	cfg, err := configloader.NewFromBytes(b)
+	if err != nil {
+		return fmt.Errorf("MachineConfig: %w", err)
+	}
+	if k := cfg.K8sKubeletConfig(); k != nil {
 		o.KubernetesVersion = imageTag(k.Image())
 	}
 	return nil
+}
+
+// configBytes returns the config document that a MachineConfig resource
+// read without unmarshalling (protobuf.Resource) carries: the bytes that
+// the node loaded, which Talos's own unmarshalling parses.
+func configBytes(r resource.Resource) ([]byte, error) {
+	raw, ok := r.(*protobuf.Resource)
+	if !ok {
+		return nil, fmt.Errorf("read as %T, not as a raw resource", r)
+	}
+	pr, err := raw.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	var spec configpb.MachineConfigSpec
+	if err := proto.Unmarshal(pr.GetSpec().GetProtoSpec(), &spec); err != nil {
+		return nil, err
+	}
+	return spec.GetYamlMarshalled(), nil
 }
 
 // readServices fills the services, and the etcd and kube-apiserver facts

@@ -288,7 +288,7 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 	}
 	defer release()
 	parts := inventoryParts(prev, have) | inventory
-	obs := withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts), prev, parts)
+	obs := withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts, prev), prev, parts)
 	if !obs.Connected && ctx.Err() == nil {
 		p.pool.Drop(tenant, bundle, m.Address)
 		obs = p.pool.maintenanceInventory(ctx, p.pool.withMaintenance(ctx, obs, m.Address), prev, m.Address)
@@ -334,7 +334,7 @@ func (p *Prober) probeThrough(ctx context.Context, tenant string, bundle []byte,
 	defer release()
 	ctx = throughNode(ctx, m, gateway)
 	parts := inventoryParts(prev, have) | inventory
-	return withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts), prev, parts)
+	return withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts, prev), prev, parts)
 }
 
 // Last returns the standing observation of a machine, however old, and

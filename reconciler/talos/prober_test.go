@@ -145,3 +145,40 @@ func TestProberShowsAMachineThatDoesNotAnswerWithoutSlowingTheOthers(t *testing.
 		t.Fatalf("observing took %v with a silent machine and a timeout of 300ms", took)
 	}
 }
+
+// TestReadConfigParsesOnlyAChangedConfig: the running config is hashed
+// as the node serves it, and parsed for its Kubernetes version only when
+// its hash differs from the observation before: with the same hash the
+// version before is kept (a marker here shows that nothing was parsed),
+// with another the config's own is read.
+func TestReadConfigParsesOnlyAChangedConfig(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 0)
+	c, release, err := r.pool.Client("acme", tr.secrets, tr.ms[0].Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	ctx := ctxT(t)
+	var o Observation
+	if err := o.readConfig(ctx, c, Observation{}); err != nil {
+		t.Fatal(err)
+	}
+	if o.ConfigSHA256 != sha256Hex(tr.cpCfg) || o.KubernetesVersion != "v1.34.1" {
+		t.Fatalf("first read: hash %s (want %s), Kubernetes %q", o.ConfigSHA256, sha256Hex(tr.cpCfg), o.KubernetesVersion)
+	}
+	known := Observation{ConfigSHA256: o.ConfigSHA256, KubernetesVersion: "marker"}
+	if err := o.readConfig(ctx, c, known); err != nil {
+		t.Fatal(err)
+	}
+	if o.ConfigSHA256 != known.ConfigSHA256 || o.KubernetesVersion != "marker" {
+		t.Errorf("same config: hash %s, Kubernetes %q; want the version known before", o.ConfigSHA256, o.KubernetesVersion)
+	}
+	known.ConfigSHA256 = sha256Hex([]byte("another config"))
+	if err := o.readConfig(ctx, c, known); err != nil {
+		t.Fatal(err)
+	}
+	if o.KubernetesVersion != "v1.34.1" {
+		t.Errorf("changed config: Kubernetes %q, want the config's own v1.34.1", o.KubernetesVersion)
+	}
+}

@@ -537,7 +537,8 @@ func (pl *Plane) openWatch(ctx context.Context, c *client.Client, m Machine, eve
 func (pl *Plane) readWatched(ctx context.Context, c *client.Client, m Machine) (Observation, error) {
 	ctx, cancel := context.WithTimeout(ctx, pl.prober.opts.Timeout)
 	defer cancel()
-	o := observe(ctx, c, m, pl.prober.opts.Now(), allInventory)
+	prev, _ := pl.prober.Last(m.ID)
+	o := observe(ctx, c, m, pl.prober.opts.Now(), allInventory, prev)
 	if !o.Connected {
 		return o, errors.New(o.Error)
 	}
@@ -570,8 +571,7 @@ func (pl *Plane) refresh(ctx context.Context, c *client.Client, m Machine, parts
 		}
 	}
 	if parts&refreshConfig != 0 {
-		o.ConfigSHA256, o.KubernetesVersion = "", ""
-		errs = append(errs, o.readConfig(ctx, c))
+		errs = append(errs, o.readConfig(ctx, c, prev))
 	}
 	if parts&refreshHardware != 0 {
 		errs = append(errs, o.readInventory(ctx, c, prev.archOf(), partHardware))
