@@ -47,6 +47,13 @@ type ObserverOptions struct {
 	// SampleInterval is how often the gauges are sampled; default
 	// DefaultSampleInterval.
 	SampleInterval time.Duration
+	// Owns, when set, says which tenants this observer looks after: the
+	// machines of the others are neither probed nor watched, and their
+	// status and their tenant's are left to the observer that owns them
+	// (a replica observes the tenants of the shards it holds). It is asked
+	// at every pass, so a tenant that moves is let go of, or taken up, at
+	// the next. nil: every tenant.
+	Owns func(tenant string) bool
 	// RegateInterval is how often a worker's watch that opened directly
 	// after its open through a control plane failed looks for a control
 	// plane to forward it again (watch.go); default a minute. One that
@@ -132,13 +139,13 @@ func (pl *Plane) observeOnce(ctx context.Context, opts ObserverOptions) error {
 		return b
 	}
 	if opts.Watch {
-		byTenant, err := pl.storedMachines()
+		byTenant, err := pl.ownedMachines(opts.Owns)
 		if err != nil {
 			return err
 		}
 		pl.watches.sync(ctx, byTenant, bundle, cmp.Or(opts.MaxWatched, DefaultMaxWatched), cmp.Or(opts.RegateInterval, watchHealthy))
 	}
-	obs, err := pl.ObserveMachines(ctx, bundle)
+	obs, err := pl.observeMachines(ctx, bundle, opts.Owns)
 	if err != nil {
 		return err
 	}
@@ -173,12 +180,7 @@ func (pl *Plane) writeTenants(observed, api map[string]bool) error {
 	for tenant := range observed {
 		o := status.Observation{APIAnswers: api[tenant]}
 		if rec, found, err := pl.Rollout(tenant); err == nil && found {
-			o.Rollout = ProgressOf(rec)
-			pl.progressMu.Lock()
-			if last := pl.lastProgress[tenant]; o.Rollout.Active && last.MachineID == o.Rollout.MachineID {
-				o.Rollout.Waiting = last.Waiting // what the rollout waits for, as it last reported
-			}
-			pl.progressMu.Unlock()
+			o.Rollout = ProgressOf(rec) // with what it waits for, as it last reported
 			if rec.Current != nil {
 				if last, ok := pl.prober.Last(rec.Current.Machine); ok {
 					o.Rollout.Stage = stageWord(last)

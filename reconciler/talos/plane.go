@@ -130,7 +130,7 @@ func New(opts Options) (*Plane, error) {
 	pl.prober.gateway.Store(&kept)
 	opts.Store.OnCommit(func(changes []store.Change) {
 		if pl.machines.follow(changes) && pl.watching.Load() {
-			pl.wake() // a new Machine is watched at once
+			pl.Wake() // a new Machine is watched at once
 		}
 	})
 	return pl, nil

@@ -1,9 +1,11 @@
 package talos
 
 import (
+	"encoding/json"
 	"reflect"
 
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // ProgressOf computes the progress a rollout record shows.
@@ -36,6 +38,7 @@ func ProgressOf(rec RolloutRecord) status.Rollout {
 	}
 	if p.Active {
 		p.N = min(finished+1, p.Total)
+		p.Waiting = rec.Waiting
 	}
 	if op := rec.Current; op != nil {
 		p.Machine, p.MachineID, p.NodeGroup, p.Op = labelOf(op.Machine, op.Name), op.Machine, op.NodeGroup, op.Op
@@ -50,11 +53,14 @@ func (pl *Plane) report(rec *RolloutRecord, o *Observation) { pl.reportWaiting(r
 // reportWaiting is report with what the rollout waits for beyond the
 // machine (status.Rollout.Waiting).
 func (pl *Plane) reportWaiting(rec *RolloutRecord, o *Observation, waiting string) {
+	if rec.Waiting != waiting {
+		rec.Waiting = waiting
+		pl.saveWaiting(rec.Tenant, waiting)
+	}
 	p := ProgressOf(*rec)
 	if o != nil && p.Machine != "" {
 		p.Stage = stageWord(*o)
 	}
-	p.Waiting = waiting
 	pl.progressMu.Lock()
 	same := reflect.DeepEqual(pl.lastProgress[rec.Tenant], p)
 	if !same {
@@ -65,7 +71,7 @@ func (pl *Plane) reportWaiting(rec *RolloutRecord, o *Observation, waiting strin
 		if pl.opts.OnProgress != nil {
 			pl.opts.OnProgress(p)
 		}
-		pl.wake() // the observer writes the new progress into status
+		pl.Wake() // the observer writes the new progress into status
 	}
 }
 
@@ -75,4 +81,28 @@ func stageWord(o Observation) string {
 		return "not connected"
 	}
 	return string(o.Stage)
+}
+
+// saveWaiting writes what the tenant's rollout waits for into its stored
+// record, and nothing else of it: the rollout saves the rest of its
+// record when its steps say so. A failed write is logged; the record
+// keeps what it waited for before until the next.
+func (pl *Plane) saveWaiting(tenant, waiting string) {
+	err := pl.store.Update(func(tx store.Tx) error {
+		var rec RolloutRecord
+		found, err := getRecord(tx, KindRollout, tenant, &rec)
+		if err != nil || !found || rec.Waiting == waiting {
+			return err
+		}
+		rec.Waiting = waiting
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Put(KindRollout, tenant, b)
+		return err
+	})
+	if err != nil {
+		pl.log.Warn("record what a rollout waits for", "tenant", tenant, "err", err)
+	}
 }

@@ -137,6 +137,10 @@ type RolloutRecord struct {
 	Snapshot *Relied `json:"snapshot,omitempty"`
 	// Failed stops the rollout of this generation.
 	Failed *Failure `json:"failed,omitempty"`
+	// Waiting is what the operation in progress waits for beyond its
+	// machine (status.Rollout.Waiting), so that the observer of another
+	// replica, which owns the tenant's machines, shows it too.
+	Waiting string `json:"waiting,omitempty"`
 	// Completed is set once every machine runs this generation.
 	Completed bool      `json:"completed,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`

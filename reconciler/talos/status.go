@@ -52,7 +52,13 @@ type Observed struct {
 // read after its probes, so a pass holds no decoded Machine beyond those
 // tenants'.
 func (pl *Plane) ObserveMachines(ctx context.Context, bundle func(tenant string) []byte) ([]Observed, error) {
-	byTenant, err := pl.storedMachines()
+	return pl.observeMachines(ctx, bundle, nil)
+}
+
+// observeMachines is ObserveMachines for the tenants that owns accepts
+// (every tenant when it is nil).
+func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string) []byte, owns func(string) bool) ([]Observed, error) {
+	byTenant, err := pl.ownedMachines(owns)
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +180,22 @@ func (pl *Plane) storedMachines() (map[string][]Machine, error) {
 	}
 	l.byTenant = byTenant // stale again if a Machine changed meanwhile
 	return byTenant, nil
+}
+
+// ownedMachines is storedMachines of the tenants that owns accepts, or
+// of every tenant when it is nil.
+func (pl *Plane) ownedMachines(owns func(tenant string) bool) (map[string][]Machine, error) {
+	byTenant, err := pl.storedMachines()
+	if err != nil || owns == nil {
+		return byTenant, err
+	}
+	out := make(map[string][]Machine, len(byTenant))
+	for tenant, ms := range byTenant {
+		if owns(tenant) {
+			out[tenant] = ms
+		}
+	}
+	return out, nil
 }
 
 // readMachines reads the Machines with a management address, by tenant;

@@ -399,7 +399,7 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 		}
 		prev, had := pl.prober.Last(m.ID)
 		if o := pl.prober.StandIn(own, tenant, bundle, m); !had || !sameObservation(prev, o) {
-			pl.wake()
+			pl.Wake()
 		}
 		return err
 	}
@@ -600,12 +600,14 @@ func (pl *Plane) probed(o Observation) {
 	prev, had := pl.prober.Last(o.Machine)
 	o = pl.prober.keep(o)
 	if !had || !sameObservation(prev, o) {
-		pl.wake()
+		pl.Wake()
 	}
 }
 
-// wake wakes the observer for a pass now.
-func (pl *Plane) wake() {
+// Wake wakes the observer for a pass now: a machine's observation
+// changed, a rollout's progress did, or the tenants it owns
+// (ObserverOptions.Owns).
+func (pl *Plane) Wake() {
 	select {
 	case pl.kick <- struct{}{}:
 	default:
