@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/rezuscloud/rezuscloud/internal/window"
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
@@ -324,31 +325,65 @@ func talosError(err error) error {
 // comes back at once after a restart, before any run). It returns nil
 // when neither has it.
 func (r *Reconciler) TalosBundle(tenant string) []byte {
-	if b := r.secrets.get(tenant); b != nil {
+	return storedBundle(r.store, &r.secrets, r.opts.StatePassphrase, r.log, tenant)
+}
+
+// StoredBundles reads tenants' secrets bundles for an observer that runs
+// without a reconciler (a replica that does not lead, which observes the
+// machines of the tenants it owns): from its memory, else from the
+// tenant's stored state, as TalosBundle does. A bundle is made once for a
+// tenant and stays for its life, so what was read is kept; Forget drops
+// it, for a tenant that went away.
+type StoredBundles struct {
+	store      store.Store
+	passphrase string
+	log        *slog.Logger
+	cache      secretsCache
+}
+
+// NewStoredBundles returns a reader of the bundles in st's states;
+// passphrase decrypts encrypted states ("" when they are not encrypted).
+func NewStoredBundles(st store.Store, passphrase string, log *slog.Logger) *StoredBundles {
+	return &StoredBundles{store: st, passphrase: passphrase, log: log}
+}
+
+// Bundle returns the tenant's bundle, or nil when its state has none
+// (yet) or cannot be read.
+func (b *StoredBundles) Bundle(tenant string) []byte {
+	return storedBundle(b.store, &b.cache, b.passphrase, b.log, tenant)
+}
+
+// Forget drops what was read of the tenant's bundle.
+func (b *StoredBundles) Forget(tenant string) { b.cache.put(tenant, nil) }
+
+// storedBundle is the tenant's bundle from cache, else from its stored
+// state, which it then caches.
+func storedBundle(st store.Store, cache *secretsCache, passphrase string, log *slog.Logger, tenant string) []byte {
+	if b := cache.get(tenant); b != nil {
 		return b
 	}
 	var raw []byte
-	_ = r.store.View(func(tx store.Tx) error {
+	_ = st.View(func(tx store.Tx) error {
 		raw = append([]byte(nil), store.CurrentState(tx, tenant)...)
 		return nil
 	})
-	if len(raw) == 0 || r.secrets.missed(tenant, raw) {
+	if len(raw) == 0 || cache.missed(tenant, raw) {
 		return nil
 	}
 	b, encrypted, err := secretsFromStateFile(raw)
-	if err == nil && encrypted && r.opts.StatePassphrase != "" {
+	if err == nil && encrypted && passphrase != "" {
 		var plain []byte
-		if plain, err = decryptState(raw, r.opts.StatePassphrase); err == nil {
+		if plain, err = decryptState(raw, passphrase); err == nil {
 			b, _, err = secretsFromStateFile(plain)
 		}
 	}
 	if err != nil || b == nil {
 		if err != nil {
-			r.log.Debug("secrets of a tenant from its stored state", "tenant", tenant, "err", err)
+			log.Debug("secrets of a tenant from its stored state", "tenant", tenant, "err", err)
 		}
-		r.secrets.miss(tenant, raw)
+		cache.miss(tenant, raw)
 		return nil
 	}
-	r.secrets.put(tenant, b)
+	cache.put(tenant, b)
 	return b
 }
