@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/etcdtest"
 	"github.com/rezuscloud/rezuscloud/internal/manifestfleet"
 	"github.com/rezuscloud/rezuscloud/internal/servertest"
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -357,6 +359,90 @@ func TestReplicasMigrateFromBbolt(t *testing.T) {
 	if diff := cmp.Diff(e2eKeys(machines), worldMachines(t, world)); diff != "" {
 		t.Errorf("the world's machines after the move (-before +after):\n%s", diff)
 	}
+	observationSpreads(t, r, leader, world)
+}
+
+// observationSpreads checks that the replicas share the observation of
+// the migrated fleet: each watches the machines of the tenants it owns,
+// together every machine once, and the status says how many tenants each
+// owns. When a replica other than the leader is killed, the others take
+// its tenants' machines up within the lease's TTL and a pass, and a
+// change of every machine, its former ones too, reaches the API.
+func observationSpreads(t *testing.T, r *rig, leader, world string) {
+	t.Helper()
+	s := r.servers[leader]
+	spread := func(names []string) (watched map[string]int, ok bool) {
+		watched, total := map[string]int{}, 0
+		for _, name := range names {
+			watched[name] = replicaWatched(t, r.servers[name])
+			total += watched[name]
+			if watched[name] == 0 {
+				return watched, false
+			}
+		}
+		return watched, total == migrateTenants
+	}
+	var watched map[string]int
+	s.WaitFor("every replica watches some machines, and together every machine once", func() (ok bool) {
+		watched, ok = spread(r.names)
+		return ok
+	})
+	owned := 0
+	for _, m := range replicasOf(s).Members {
+		if m.Tenants == 0 || m.Shards == 0 {
+			t.Errorf("the status says replica %s holds %d shards with %d tenants, want some", m.Name, m.Shards, m.Tenants)
+		}
+		owned += m.Tenants
+	}
+	if owned != migrateTenants {
+		t.Errorf("the status counts %d tenants in the replicas' shards, want %d", owned, migrateTenants)
+	}
+	t.Logf("machines watched by replica: %v", watched)
+
+	victim := others(r.names, leader)[0]
+	r.servers[victim].Kill()
+	start := time.Now()
+	s.WaitFor("the survivors watch every machine", func() (ok bool) {
+		watched, ok = spread(others(r.names, victim))
+		return ok
+	})
+	t.Logf("%s's machines were taken up in %v: %v", victim, time.Since(start).Round(time.Millisecond), watched)
+	if limit := replicaTTL + 10*time.Second; time.Since(start) > limit {
+		t.Errorf("the survivors took %s's machines up after %v, want within %v", victim, time.Since(start), limit)
+	}
+	for _, fault := range []talosnode.Fault{{Unhealthy: "kubelet"}, {}} {
+		faults := talosnode.Faults{}
+		if fault.Unhealthy != "" {
+			for _, m := range s.machines("") {
+				faults[m.Metadata.Name] = fault
+			}
+		}
+		if err := talosnode.WriteFaults(world, faults); err != nil {
+			t.Fatal(err)
+		}
+		want := fault.Unhealthy == ""
+		s.WaitFor(fmt.Sprintf("every machine's ready %v in the API", want), func() bool {
+			for _, m := range s.machines("") {
+				if m.Status.Ready != want {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// replicaWatched is what a replica's metrics say of the machines its
+// plane watches.
+func replicaWatched(t *testing.T, s *e2eServer) int {
+	t.Helper()
+	code, b := s.Request(http.MethodGet, "/metrics", nil, nil)
+	m := regexp.MustCompile(`(?m)^rezuscloud_talos_watched_machines(?:\{[^}]*\})? (\d+)$`).FindSubmatch(b)
+	if code != http.StatusOK || m == nil {
+		t.Fatalf("%s's /metrics (%d) has no rezuscloud_talos_watched_machines", s.URL(), code)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
 }
 
 // waitMachinesReady waits until s serves n machines, each ready,

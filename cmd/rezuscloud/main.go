@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -20,6 +21,8 @@ import (
 	"github.com/rezuscloud/rezuscloud/events"
 	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/notify"
+	"github.com/rezuscloud/rezuscloud/reconciler"
+	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/replica"
 	"github.com/rezuscloud/rezuscloud/sources"
 	etcdstore "github.com/rezuscloud/rezuscloud/store/etcd"
@@ -56,6 +59,14 @@ type Main struct {
 	etcd      *clientv3.Client
 	etcdStore *etcdstore.Store
 	replica   *replica.Replica
+	// plane is a replica's Talos plane, which observes the machines of
+	// the tenants it owns and which its reconciler uses once it leads;
+	// bundles reads the secrets bundles its observer needs, and now is
+	// the test clock (nil: the real one). See observe.go. nil on a server
+	// alone, whose reconciler's part has its own.
+	plane   *talos.Plane
+	bundles *reconciler.StoredBundles
+	now     func() time.Time
 	// metrics are a replica's, labelled with its name, which it serves
 	// from the start; nil on a server alone (see reconcilerPart.metrics).
 	metrics *metrics.Metrics
@@ -94,7 +105,7 @@ func (m *Main) onClose(fn func()) { m.closers = append(m.closers, fn) }
 // --dir, the source and the reconciler, which clears what an earlier
 // process left (Recover). Nothing serves or runs yet.
 func (m *Main) Open() error {
-	for _, open := range []func() error{m.openServer, m.openReplica, m.openPprof, m.openReconciler, m.openNotifications} {
+	for _, open := range []func() error{m.openServer, m.openReplica, m.openObserver, m.openPprof, m.openReconciler, m.openNotifications} {
 		if err := open(); err != nil {
 			m.Close()
 			return err

@@ -166,17 +166,13 @@ func (p *reconcilerPart) openTofu() error {
 }
 
 // openPlane builds the Talos plane that bootstraps, rolls and observes
-// every tenant's machines through their Talos API.
+// every tenant's machines through their Talos API; a replica's reconciler
+// works through the replica's plane (openObserver).
 func (p *reconcilerPart) openPlane() (err error) {
-	tf := p.f.talos
-	pool := talos.NewPool(talos.PoolOptions{})
-	p.m.onClose(pool.Close)
-	prober := talos.NewProber(pool, talos.ProberOptions{TTL: tf.probeTTL, Concurrency: tf.probeConcurrency, Timeout: tf.probeTimeout})
-	p.plane, err = talos.New(talos.Options{
-		Store: p.m.Server.Store(), Pool: pool, Prober: prober, Installer: tf.installer,
-		Timeout: tf.timeout, Wait: tf.wait, Logger: p.log.With("component", "talos"), Now: p.now,
-		Gate: p.m.replicaGate(),
-	})
+	if p.plane = p.m.plane; p.plane != nil {
+		return nil
+	}
+	p.plane, err = p.m.openPlane(p.now)
 	return err
 }
 
@@ -283,8 +279,10 @@ func (p *reconcilerPart) mount() (err error) {
 	m.GaugeFunc("rezuscloud_watch_subscribers", "Open watch streams.", func() float64 { return float64(srv.WatchSubscribers()) })
 	m.CounterFunc("rezuscloud_watch_cutoffs_total", "Watch streams cut off for not keeping up.", func() float64 { return float64(srv.Hub().CutOffs()) })
 	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(p.runner.Runs()) })
-	m.GaugeFunc("rezuscloud_talos_watched_machines", "Machines the Talos plane follows with open COSI watches.", func() float64 { return float64(p.plane.Watching()) })
-	m.CounterFunc("rezuscloud_talos_probes_total", "Probes of machines over the Talos API (machines without an open watch, and rollouts' checks).", func() float64 { return float64(p.plane.Probes()) })
+	if p.m.plane == nil { // a replica counts its plane's from the start
+		m.GaugeFunc("rezuscloud_talos_watched_machines", "Machines the Talos plane follows with open COSI watches.", func() float64 { return float64(p.plane.Watching()) })
+		m.CounterFunc("rezuscloud_talos_probes_total", "Probes of machines over the Talos API (machines without an open watch, and rollouts' checks).", func() float64 { return float64(p.plane.Probes()) })
+	}
 	srv.ServeTenantSecrets(rec, p.audit)
 	srv.ServeMachineLogs(rec, p.audit)
 	srv.ServePreviews(rec)
@@ -329,21 +327,13 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		p.rec.Run(ctx, snaps)
 		p.closeReports()
 	})
-	goRun(func() {
-		// A machine probed before its simulated node has booted would
-		// be recorded as disconnected until the next pass.
-		if p.nodes != nil {
-			select {
-			case <-p.nodes.Booted():
-			case <-ctx.Done():
-				return
-			}
-		}
-		p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
-			AfterFirstPass: p.startup.observedOnce, Watch: p.f.history.talosWatch, MaxWatched: p.f.history.talosWatchMax,
-			OnSamples:      reconciler.HistorySamples(p.m.Server.Store(), p.now, p.log.With("component", "history")),
-			SampleInterval: p.f.history.sampleInterval})
-	})
+	if p.m.replica != nil {
+		// The replica observes the machines of the tenants it owns
+		// (observe.go).
+		p.startup.observedOnce()
+	} else {
+		goRun(func() { p.observe(ctx) })
+	}
 	goRun(func() { p.runHistory(ctx) })
 	p.m.runNotifications(ctx, goRun)
 	if mapped, ok := p.m.Server.Store().(*bolt.Store); ok {
@@ -355,6 +345,24 @@ func (p *reconcilerPart) start(ctx context.Context) (wait func()) {
 		goRun(func() { p.handlePreviews(ctx, ups) })
 	}
 	return wg.Wait
+}
+
+// observe runs the observer of a server alone, over every tenant, until
+// ctx ends.
+func (p *reconcilerPart) observe(ctx context.Context) {
+	// A machine probed before its simulated node has booted would be
+	// recorded as disconnected until the next pass.
+	if p.nodes != nil {
+		select {
+		case <-p.nodes.Booted():
+		case <-ctx.Done():
+			return
+		}
+	}
+	p.plane.RunObserver(ctx, talos.ObserverOptions{Bundle: p.rec.TalosBundle, OnMaintenance: p.rec.MetalWaiting,
+		AfterFirstPass: p.startup.observedOnce, Watch: p.f.history.talosWatch, MaxWatched: p.f.history.talosWatchMax,
+		OnSamples:      reconciler.HistorySamples(p.m.Server.Store(), p.now, p.log.With("component", "history")),
+		SampleInterval: p.f.history.sampleInterval})
 }
 
 // startupCommits is the reconciler's OnCommit: the reports', and the end

@@ -127,24 +127,22 @@ type replicaStatus struct {
 	st store.Store
 }
 
-// ReplicasStatus reports the live replicas and the leader, which does
-// every tenant's work: the tenants count as the leader's, and the shards
-// that the replicas hold in etcd are not reported while no work goes by
-// them.
+// ReplicasStatus reports the live replicas, the leader, and the shards
+// each holds with the tenants in them: those whose machines it observes
+// (observe.go). The tenants' runs are the leader's.
 func (s replicaStatus) ReplicasStatus() *api.ReplicasStatus {
-	tenants := 0
+	var tenants []string
 	_ = s.st.View(func(tx store.Tx) error {
-		tenants = tx.Count(schema.KindTenant)
-		return nil
+		return tx.Scan(schema.KindTenant, "", func(res store.Resource) error {
+			tenants = append(tenants, res.Name)
+			return nil
+		})
 	})
-	rs := s.r.Status(nil)
-	out := &api.ReplicasStatus{Self: rs.Self, Leader: rs.Leader, Members: []api.ReplicaStatus{}}
+	rs := s.r.Status(tenants)
+	out := &api.ReplicasStatus{Self: rs.Self, Leader: rs.Leader, Shards: rs.Shards, Unowned: rs.Unowned, Members: []api.ReplicaStatus{}}
 	for _, m := range rs.Members {
-		r := api.ReplicaStatus{Name: m.Name, Address: m.Address, Since: m.Since, Leader: m.Leader}
-		if m.Leader {
-			r.Tenants = tenants
-		}
-		out.Members = append(out.Members, r)
+		out.Members = append(out.Members, api.ReplicaStatus{Name: m.Name, Address: m.Address, Since: m.Since, Leader: m.Leader,
+			Shards: m.Shards, Tenants: m.Tenants})
 	}
 	return out
 }
@@ -227,6 +225,7 @@ func (m *Main) runReplica(ctx context.Context, lost chan<- error) (wait func()) 
 		}
 	})
 	wg.Go(func() { m.watchReplicas(ctx) })
+	wg.Go(func() { m.observe(ctx) })
 	if m.src != nil {
 		wg.Go(func() {
 			if err := m.lead(ctx); err != nil {
