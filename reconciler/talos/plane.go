@@ -129,11 +129,23 @@ func New(opts Options) (*Plane, error) {
 	kept := pl.watches.kept
 	pl.prober.gateway.Store(&kept)
 	opts.Store.OnCommit(func(changes []store.Change) {
-		if pl.machines.follow(changes) && pl.watching.Load() {
-			pl.Wake() // a new Machine is watched at once
+		// A new Machine is watched at once, and a rollout's progress,
+		// which another replica's plane may have saved, is written at once.
+		if (pl.machines.follow(changes) || rolloutSaved(changes)) && pl.watching.Load() {
+			pl.Wake()
 		}
 	})
 	return pl, nil
+}
+
+// rolloutSaved reports whether changes hold a write of a rollout record.
+func rolloutSaved(changes []store.Change) bool {
+	for _, c := range changes {
+		if c.Resource.Kind == KindRollout {
+			return true
+		}
+	}
+	return false
 }
 
 // Pool returns the plane's client pool, which makes every connection to
