@@ -407,6 +407,9 @@ func observationSpreads(t *testing.T, r *rig, leader, world string) {
 		return ok
 	})
 	t.Logf("%s's machines were taken up in %v: %v", victim, time.Since(start).Round(time.Millisecond), watched)
+	if st := replicasOf(s); st.Unowned != 0 || len(st.Members) != 2 {
+		t.Errorf("after %s was killed the status says %d members and %d shards unowned, want 2 and none", victim, len(st.Members), st.Unowned)
+	}
 	if limit := replicaTTL + 10*time.Second; time.Since(start) > limit {
 		t.Errorf("the survivors took %s's machines up after %v, want within %v", victim, time.Since(start), limit)
 	}
