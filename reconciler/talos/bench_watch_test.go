@@ -86,6 +86,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	if d, err := time.ParseDuration(os.Getenv("REZUSCLOUD_BENCH_IDLE_FOR")); err == nil {
 		idleFor = d
 	}
+	stopProfile := startIdleProfile(b, os.Getenv("REZUSCLOUD_BENCH_IDLE_CPU_PROFILE"))
 	start, cpu0, probes0 := time.Now(), cpuTime(), pl.prober.Probes()
 	maxRSS, hostRSS := 0, 0
 	for time.Since(start) < idleFor {
@@ -93,6 +94,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 		time.Sleep(time.Second)
 	}
 	wall := time.Since(start)
+	stopProfile()
 	b.ReportMetric(100*(cpuTime()-cpu0).Seconds()/wall.Seconds(), "idle-cpu-%")
 	b.ReportMetric(float64(maxRSS)/1024, "rss-MiB")
 	b.ReportMetric(float64(hostRSS)/1024, "host-rss-MiB")
@@ -197,6 +199,26 @@ func benchTenantCount() int {
 		return n
 	}
 	return benchTenants
+}
+
+// startIdleProfile starts a CPU profile into path, when it is set, and
+// returns what stops it: the profile of the idle window alone, without
+// the fleet's boot (go tool pprof -top).
+func startIdleProfile(b *testing.B, path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // writeHeapProfile writes the heap's profile to path, for a look at what

@@ -88,10 +88,11 @@ type Plane struct {
 	lastProgress map[string]status.Rollout // by tenant, as last reported
 	kick         chan struct{}             // a progress changed: observe now
 
-	machines *machineList // what the observer's passes read of the Machines
-	kube     *kubeWatch   // what the observer knows of the tenants' Kubernetes APIs
-	watches  *watchSet    // the machines' watches, while the observer watches
-	watching atomic.Bool  // the observer runs with Watch: a changed Machine wakes it
+	machines *machineList     // what the observer's passes read of the Machines
+	verified verifiedStatuses // the machines whose stored status a pass found as observed
+	kube     *kubeWatch       // what the observer knows of the tenants' Kubernetes APIs
+	watches  *watchSet        // the machines' watches, while the observer watches
+	watching atomic.Bool      // the observer runs with Watch: a changed Machine wakes it
 }
 
 // New returns a plane.

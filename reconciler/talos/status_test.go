@@ -114,6 +114,61 @@ func TestObserveMachinesWritesWhatTheMachinesSay(t *testing.T) {
 	})
 }
 
+// TestPassDecodesOnlyWhatChanged: once a pass found a machine's stored
+// status to be what its observation makes of it, the next pass, with the
+// same observation and the same stored Machine, looks no further at it
+// (its Observed carries no Status); when another writer changes the
+// stored Machine, the pass after reads it again and writes back what the
+// machine says.
+func TestPassDecodesOnlyWhatChanged(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	tr.putMachines()
+	opts := r.opts
+	opts.Prober = NewProber(r.pool, ProberOptions{TTL: time.Hour, Timeout: 2 * time.Second})
+	pl := r.newPlane(opts)
+	ctx := ctxT(t)
+	bundles := func(string) []byte { return tr.secrets }
+	pass := func() map[string]Observed {
+		t.Helper()
+		obs, err := pl.ObserveMachines(ctx, bundles)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]Observed{}
+		for _, o := range obs {
+			out[o.Key] = o
+		}
+		return out
+	}
+	pass() // writes what the machines say
+	pass() // finds it stored, and notes so
+	w := tr.ms[1].ID
+	for id, o := range pass() {
+		if o.Status.Stage != "" || !o.Obs.Connected {
+			t.Errorf("machine %s: looked at again with nothing changed (status %+v), or not observed", id, o.Status)
+		}
+	}
+	err := r.store.Update(func(tx store.Tx) error {
+		var m schema.Machine
+		if err := tx.GetObject(schema.KindMachine, w, &m); err != nil {
+			return err
+		}
+		m.Status.Ready, m.Status.Stage = false, schema.StageRestarting
+		_, err := tx.PutObject(schema.KindMachine, w, &m)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := pass()[w]; o.Status.Stage != schema.StageReady {
+		t.Errorf("the worker changed in the store was not looked at again: status %+v", o.Status)
+	}
+	if st := tr.storedStatus(w); !st.Ready || st.Stage != schema.StageReady {
+		t.Errorf("the worker's stored status after the pass: ready %v, stage %s; want what the machine says", st.Ready, st.Stage)
+	}
+}
+
 // TestObserveMachinesStopsWhenCancelled: a pass whose context ends asks
 // for no more tenants' bundles (a server that stops does not read and
 // probe the rest of its fleet first).
