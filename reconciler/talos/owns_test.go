@@ -95,6 +95,13 @@ func TestObserversSplitTheTenantsTheyOwn(t *testing.T) {
 		return watchedBy(beta, 0) && notWatchedBy(beta, 1)
 	})
 	change("a change of beta's worker through the first plane", beta.ms[1], beta)
+	planes[1].verified.mu.Lock()
+	for _, m := range beta.ms {
+		if _, kept := planes[1].verified.m[m.ID]; kept {
+			t.Errorf("the second plane still keeps what it verified of %s, which moved away", m.ID)
+		}
+	}
+	planes[1].verified.mu.Unlock()
 	if !notWatchedBy(acme, 1) {
 		t.Fatal("the second plane took up acme, which it does not own")
 	}

@@ -106,6 +106,7 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 		return out, err
 	}
 	slices.SortFunc(changed, func(a, b Observed) int { return strings.Compare(a.Key, b.Key) })
+	pl.verified.keepOnly(byTenant) // a machine gone, or now another replica's, is let go of
 	return out, pl.writeStatus(changed)
 }
 
@@ -183,6 +184,31 @@ func (v *verifiedStatuses) holds(id string, rv uint64, s verifiedStatus) bool {
 	defer v.mu.Unlock()
 	got, ok := v.m[id]
 	return ok && got.rv == rv && got.at.Equal(s.at) && got.want == s.want
+}
+
+// keepOnly drops the machines that are not among byTenant's, when there
+// are more than byTenant holds (so a pass of a steady fleet builds no set).
+func (v *verifiedStatuses) keepOnly(byTenant map[string][]Machine) {
+	n := 0
+	for _, ms := range byTenant {
+		n += len(ms)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.m) <= n {
+		return
+	}
+	keep := make(map[string]bool, n)
+	for _, ms := range byTenant {
+		for _, m := range ms {
+			keep[m.ID] = true
+		}
+	}
+	for id := range v.m {
+		if !keep[id] {
+			delete(v.m, id)
+		}
+	}
 }
 
 func (v *verifiedStatuses) forget(id string) {
