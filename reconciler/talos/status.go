@@ -30,9 +30,12 @@ type Observed struct {
 	Tenant  string
 	Machine Machine
 	Obs     Observation
-	Status  schema.MachineStatus
-	// Probe is what the observation says for the machine's status.
-	Probe status.Probe
+	// Status is the machine's status as the observation makes it, and
+	// Probe what the observation says for it; both are zero for a
+	// machine whose stored status the pass found unchanged
+	// (verifiedStatus).
+	Status schema.MachineStatus
+	Probe  status.Probe
 	// EnteredMaintenance is set when the machine was first seen waiting
 	// in maintenance mode.
 	EnteredMaintenance bool
