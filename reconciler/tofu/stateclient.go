@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // DefaultMaxStateBytes bounds the state a StateClient reads unless told
@@ -35,8 +36,27 @@ type StateClient struct {
 	// MaxBytes bounds the state Get reads; a larger one is an error.
 	// Default DefaultMaxStateBytes.
 	MaxBytes int64
-	// HTTP sends the requests; nil means http.DefaultClient.
+	// HTTP sends the requests; nil means stateHTTP.
 	HTTP *http.Client
+}
+
+// StateAnswerTimeout bounds how long a StateClient waits for the state
+// backend to begin its answer. Among replicas the address is often a load
+// balancer, and a kept-alive connection through it may lead to a replica
+// that was paused: the request fails after this instead of waiting for as
+// long as the pause, and its connection is dropped, so that the next
+// request takes a new one to a replica that answers.
+const StateAnswerTimeout = 20 * time.Second
+
+// stateHTTP is the StateClient's default client.
+var stateHTTP = answerBounded(StateAnswerTimeout)
+
+// answerBounded returns a client that waits at most d for each answer to
+// begin.
+func answerBounded(d time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = d
+	return &http.Client{Transport: t}
 }
 
 // Get returns the current state, or nil when there is none.
@@ -129,7 +149,7 @@ func (c StateClient) do(ctx context.Context, method, query string, body []byte) 
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = stateHTTP
 	}
 	resp, err := hc.Do(req)
 	var ue *url.Error

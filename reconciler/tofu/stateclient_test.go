@@ -2,11 +2,14 @@ package tofu
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/backend"
 )
@@ -100,4 +103,58 @@ func TestStateClient(t *testing.T) {
 	if err == nil || strings.Count(err.Error(), gone) != 1 || !strings.HasPrefix(err.Error(), "state backend: DELETE "+gone+": ") {
 		t.Fatalf("Delete at a closed port: %v", err)
 	}
+}
+
+// TestStateClientGivesUpOnASilentPeer: a kept-alive connection that
+// leads to a replica that stopped answering (paused) fails the request
+// after the answer timeout, and the next request takes a new connection,
+// which another replica answers.
+func TestStateClientGivesUpOnASilentPeer(t *testing.T) {
+	creds := stateServer(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	// A balancer that sends the first connection to a peer that reads
+	// and never answers, and every later one to the state backend.
+	target := strings.TrimPrefix(strings.Split(creds.Address, "/tfstate")[0], "http://")
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if conns.Add(1) == 1 {
+				go func() { _, _ = io.Copy(io.Discard, c) }()
+				continue
+			}
+			go relay(c, target)
+		}
+	}()
+	c := StateClient{Creds: creds, HTTP: answerBounded(300 * time.Millisecond)}
+	c.Creds.Address = "http://" + l.Addr().String() + "/tfstate/t1"
+	start := time.Now()
+	if _, err := c.Get(t.Context()); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("a read from a silent peer: %v, want a timeout", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the read from a silent peer gave up after %s, want about 300ms", took)
+	}
+	if _, err := c.Get(t.Context()); err != nil {
+		t.Fatalf("the next read, through a new connection: %v", err)
+	}
+}
+
+// relay joins c to addr.
+func relay(c net.Conn, addr string) {
+	defer c.Close()
+	d, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	go func() { _, _ = io.Copy(d, c) }()
+	_, _ = io.Copy(c, d)
 }
