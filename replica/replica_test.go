@@ -263,6 +263,20 @@ func TestReplicas(t *testing.T) {
 		}
 	}
 
+	// Every replica names each tenant's holder as the rendezvous gives
+	// it, with the holder's address, once its view has every shard.
+	for name, m := range ms {
+		waitUntil(t, testTTL, name+" names every tenant's holder", func() bool {
+			for s, tenant := range tenantsOfShards(n) {
+				h, addr, ok := m.r.Holder(tenant)
+				if !ok || h != owner([]string{"a", "b", "c"}, s) || addr != "http://"+h {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
 	d := start(t, chk, "d", c.Endpoints()...)
 	took := chk.wait(testTTL, "d joins", assigned(n, "a", "b", "c", "d"))
 	t.Logf("rebalance after a join: %s", took)

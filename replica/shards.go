@@ -61,6 +61,20 @@ func (r *Replica) Owns(tenant string) bool {
 	return sh != nil && sh.handed == nil && sh.ctx.Err() == nil
 }
 
+// Holder returns the live replica that holds the tenant's shard, with
+// the base URL of its API, as this replica last saw them in etcd; ok is
+// false while no live replica holds it (a shard between two holders).
+func (r *Replica) Holder(tenant string) (name, address string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, held := r.view.holders()[ShardOf(tenant, r.cfg.Shards)]
+	if !held {
+		return "", "", false
+	}
+	rec, live := r.view.members()[h.name]
+	return h.name, rec.Address, live
+}
+
 // Acquire returns a context for work on the tenant, which ends when this
 // replica fences itself or hands the tenant's shard over (after
 // Config.Handover), and done, which the caller calls once its work under
