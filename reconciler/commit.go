@@ -54,6 +54,13 @@ type CommitRun struct {
 	// resultsChanged is set when results holds what the commit's
 	// Status.Tenants does not show yet (see syncResults).
 	resultsChanged bool
+
+	// deliver, set on the run of one tenant that the leader handed to
+	// this replica (RunFor), takes the tenant's result instead of the
+	// commit's record, and nil when this replica stopped before the run
+	// began; retryJob is the retry the run would keep (retryLater).
+	deliver  func(*RemoteResult)
+	retryJob *tenantJob
 }
 
 // Submit validates a revision and queues a run for every tenant it
@@ -372,6 +379,9 @@ func (run *CommitRun) Commit() *schema.Commit {
 // started marks the tenant, and the commit when it is the first, as
 // applying.
 func (run *CommitRun) started(tenant string) {
+	if run.deliver != nil {
+		return
+	}
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	if run.commit.Status.Phase == schema.CommitPlanning {
@@ -386,6 +396,9 @@ func (run *CommitRun) started(tenant string) {
 // record stores one tenant's result; the last one finishes the commit.
 // A retry's result amends the finished commit instead.
 func (run *CommitRun) record(res *schema.TenantResult, retried bool) {
+	if run.delivered(res) {
+		return
+	}
 	run.mu.Lock()
 	run.results[res.Tenant] = res
 	if !res.NextAttemptAt.IsZero() {

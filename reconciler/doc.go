@@ -24,7 +24,9 @@
 // Beside the loop: drift checks (drift.go) and previews of other refs
 // (preview.go) have workers of their own, and the queue (queue.go) runs
 // tenants in parallel, each tenant's runs one after the other, retrying
-// with backoff.
+// with backoff. Among replicas (Options.Owners), a tenant's run happens on
+// the replica that owns it: the leader hands it over and records the
+// result it gets back (remote.go).
 //
 // # Errors
 //

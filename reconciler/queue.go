@@ -24,6 +24,14 @@ type preemptible interface {
 	Preempt(by Job)
 }
 
+// An offloaded job runs elsewhere (on another replica) and only waits
+// here: it does not take one of the queue's workers while it waits.
+// Offloaded is asked once, as the job leaves the queue; the key stays
+// busy until its Run returns.
+type offloaded interface {
+	Offloaded() bool
+}
+
 // DefaultShutdownGrace is the default of Options.ShutdownGrace and
 // QueueOptions.Grace.
 const DefaultShutdownGrace = 5 * time.Minute
@@ -202,12 +210,21 @@ func (q *Queue) worker() {
 		if !ok {
 			return
 		}
-		job.Run(q.runCtx)
-		q.mu.Lock()
-		delete(q.running, key)
-		q.cond.Broadcast()
-		q.mu.Unlock()
+		if o, ok := job.(offloaded); ok && o.Offloaded() {
+			q.wg.Go(func() { q.run(key, job) })
+			continue
+		}
+		q.run(key, job)
 	}
+}
+
+// run runs key's job and marks key free.
+func (q *Queue) run(key string, job Job) {
+	job.Run(q.runCtx)
+	q.mu.Lock()
+	delete(q.running, key)
+	q.cond.Broadcast()
+	q.mu.Unlock()
 }
 
 // Stop stops starting jobs, supersedes the pending ones, and waits for the

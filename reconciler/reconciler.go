@@ -147,6 +147,11 @@ type Options struct {
 	// HashKey keys the input hash of tenants with encrypted values (see
 	// inputHash); cmd/rezuscloud derives it from the age key file.
 	HashKey []byte
+	// Owners, when set, are the replicas among which tenants are spread:
+	// a tenant's runs happen on the replica that owns it, under its
+	// shard's context (see remote.go). Nil: this server runs every
+	// tenant.
+	Owners Owners
 }
 
 // Reconciler turns snapshots of the repository into applied state.
@@ -163,10 +168,11 @@ type Reconciler struct {
 	// validates only the tenants that changed, often none).
 	prepareValidation sync.Once
 
-	queue    *Queue
-	previews *Queue
-	secrets  secretsCache
-	backoff  Backoff
+	queue     *Queue
+	previews  *Queue
+	closeOnce sync.Once
+	secrets   secretsCache
+	backoff   Backoff
 	// ownPool is the Talos client pool of a reconciler without a plane
 	// (see talosPool).
 	ownPool     *talos.Pool
@@ -254,8 +260,11 @@ func New(st store.Store, runner *tofu.Runner, modules render.Modules, opts Optio
 }
 
 // Close stops the queue: pending runs are superseded, running ones get
-// ShutdownGrace to finish before tofu is interrupted.
-func (r *Reconciler) Close() {
+// ShutdownGrace to finish before tofu is interrupted. Calls after the
+// first do nothing.
+func (r *Reconciler) Close() { r.closeOnce.Do(r.close) }
+
+func (r *Reconciler) close() {
 	r.backups.close()
 	r.drift.close()
 	r.previews.Stop()

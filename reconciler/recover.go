@@ -65,9 +65,12 @@ func (r *Reconciler) removeLeftovers(context.Context) (stepResult, error) {
 }
 
 // releaseOwnLocks releases the state locks that runs of a dead server
-// process hold, unless their tofu still runs.
+// process hold, unless their tofu still runs. Among replicas
+// (Options.Owners) it releases none: another replica's run may hold the
+// lock, and the next run of the tenant on the replica that owns it
+// releases a lock that a run of the tenant left (settle).
 func (r *Reconciler) releaseOwnLocks(context.Context) (stepResult, error) {
-	if r.opts.LockHolder == nil {
+	if r.opts.LockHolder == nil || r.opts.Owners != nil {
 		return stepNext, nil
 	}
 	var locks []store.HeldLock

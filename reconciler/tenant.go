@@ -29,6 +29,9 @@ type tenantJob struct {
 	// correct: the run applies the revision again although it is the one
 	// applied, to correct drift (see drift.go).
 	correct bool
+	// held is this replica's hold on the tenant's shard while the job
+	// runs here (see remote.go); nil without Options.Owners.
+	held *heldShard
 
 	// newer is closed once a job of another revision is queued for the
 	// tenant while this one runs (Preempt): the plane's drains stop then.
@@ -70,9 +73,21 @@ func (j *tenantJob) Preempt(by Job) {
 	}
 }
 
-// Run runs applySteps or destroySteps, and then concludes: the deferred
-// status write of the tenant.
+// Run runs the job here, or on the replica that owns the tenant when
+// another does (see remote.go).
 func (j *tenantJob) Run(ctx context.Context) {
+	if j.run.r.opts.Owners != nil && j.held == nil && j.run.deliver == nil {
+		j.runElsewhere(ctx)
+		return
+	}
+	j.runHere(ctx)
+}
+
+// runHere runs applySteps or destroySteps, and then concludes: the
+// deferred status write of the tenant.
+func (j *tenantJob) runHere(ctx context.Context) {
+	ctx, end := j.inShard(ctx)
+	defer end()
 	t := &tenantRun{r: j.run.r, job: j, name: j.tenant, desired: j.desired,
 		res: &schema.TenantResult{Tenant: j.tenant, StartedAt: j.run.r.opts.Now()}}
 	steps := applySteps
@@ -87,7 +102,12 @@ func (j *tenantJob) Run(ctx context.Context) {
 // Superseded records that a newer revision reached the tenant before this
 // job ran.
 func (j *tenantJob) Superseded(by Job) {
-	if j.attempt > 0 {
+	j.letGo()
+	if j.run.deliver != nil && by == nil {
+		j.run.deliver(nil) // this replica stops: the leader sends the run elsewhere
+		return
+	}
+	if j.attempt > 0 && j.run.deliver == nil {
 		j.run.retrySuperseded(j.tenant, by)
 		return
 	}
@@ -432,7 +452,9 @@ func (t *tenantRun) conclude(err error) {
 			rev = t.job.run.snap.Revision
 		}
 		r.opts.Metrics.Applied(t.name, rev)
-		r.drift.remember(t.name, t.job.run, t.desired, t.ws)
+		if t.job.run.deliver == nil { // the leader's drift checks follow a run it handed over
+			r.drift.remember(t.name, t.job.run, t.desired, t.ws)
+		}
 	}
 	t.job.run.record(res, t.job.attempt > 0)
 }
@@ -467,7 +489,7 @@ func (t *tenantRun) failed(err error) {
 		next = &n
 	}
 	job := &tenantJob{run: t.job.run, tenant: t.name, desired: t.desired, inHash: t.inHash, attempt: next.Attempts, correct: t.job.correct}
-	if r.queue.Retry(t.name, job, next.NextAttemptAt.Sub(r.opts.Now())) {
+	if t.job.run.retryLater(job, next.NextAttemptAt.Sub(r.opts.Now())) {
 		res.NextAttemptAt = next.NextAttemptAt
 		r.opts.Metrics.Retried(t.name, reason)
 		r.log.Info("tenant run failed; retrying", "tenant", t.name, "reason", reason, "attempt", next.Attempts,

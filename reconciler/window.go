@@ -226,7 +226,7 @@ func (t *tenantRun) waitForWindow(err error) error {
 		r.log.Error("record tenant status", "tenant", t.name, "err", werr)
 	}
 	job := &tenantJob{run: t.job.run, tenant: t.name, desired: full, attempt: t.job.attempt + 1}
-	if r.queue.Retry(t.name, job, wait.Next.Sub(now)) {
+	if t.job.run.retryLater(job, wait.Next.Sub(now)) {
 		t.res.NextAttemptAt = wait.Next
 	}
 	r.log.Info("disruptive work waits for a maintenance window", "tenant", t.name, "waits", msg, "next_window", wait.Next)

@@ -1,0 +1,251 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/internal/tfcli"
+	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
+	"github.com/rezuscloud/rezuscloud/render"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// shardsOf is a test's replicas in one process: who owns each tenant,
+// with a context per holding that ends when the tenant moves, and each
+// replica's reconciler. Run hands a run to the owner's RunFor through
+// JSON, as it travels between replicas.
+type shardsOf struct {
+	mu      sync.Mutex
+	owner   map[string]string // tenant → replica
+	ctx     map[string]context.CancelFunc
+	recs    map[string]*Reconciler
+	changed chan struct{}
+	sent    map[string][]string // replica → tenants handed to it
+}
+
+func newShards() *shardsOf {
+	return &shardsOf{owner: map[string]string{}, ctx: map[string]context.CancelFunc{}, recs: map[string]*Reconciler{},
+		changed: make(chan struct{}), sent: map[string][]string{}}
+}
+
+// move gives the tenant to replica name ("" to none); the work of its
+// earlier owner on it is told to stop.
+func (s *shardsOf) move(tenant, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cancel := s.ctx[tenant]; cancel != nil {
+		cancel()
+		delete(s.ctx, tenant)
+	}
+	s.owner[tenant] = name
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// of returns replica name's view: its Owners.
+func (s *shardsOf) of(name string) Owners { return replicaView{s: s, self: name} }
+
+type replicaView struct {
+	s    *shardsOf
+	self string
+}
+
+func (v replicaView) Acquire(tenant string) (context.Context, func(), bool) {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	if v.s.owner[tenant] != v.self {
+		return nil, func() {}, false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	prev := v.s.ctx[tenant]
+	v.s.ctx[tenant] = func() {
+		cancel()
+		if prev != nil {
+			prev()
+		}
+	}
+	return ctx, cancel, true
+}
+
+func (v replicaView) Changed() <-chan struct{} {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	return v.s.changed
+}
+
+func (v replicaView) Run(ctx context.Context, req RemoteRun) (RemoteResult, error) {
+	v.s.mu.Lock()
+	name := v.s.owner[req.Tenant]
+	rec := v.s.recs[name]
+	v.s.sent[name] = append(v.s.sent[name], req.Tenant)
+	v.s.mu.Unlock()
+	if rec == nil || name == v.self {
+		return RemoteResult{}, errors.New("no other replica owns the tenant")
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return RemoteResult{}, err
+	}
+	var got RemoteRun
+	if err := json.Unmarshal(b, &got); err != nil {
+		return RemoteResult{}, err
+	}
+	res, err := rec.RunFor(ctx, got)
+	if err != nil {
+		return res, err
+	}
+	b, _ = json.Marshal(res)
+	var out RemoteResult
+	return out, json.Unmarshal(b, &out)
+}
+
+// newReplicaRigs returns reconcilers named names on one store and state
+// backend, each with a data dir and a tofu runner of its own, whose
+// tenants are spread by shards.
+func newReplicaRigs(t *testing.T, shards *shardsOf, names ...string) map[string]*rig {
+	t.Helper()
+	dir := t.TempDir()
+	srv := servertest.StartBackend(t, backend.Config{DataDir: filepath.Join(dir, "store")}, nil)
+	simDir := filepath.Join(dir, "sim")
+	out := map[string]*rig{}
+	for _, name := range names {
+		cli := filepath.Join(dir, name+".rc")
+		if err := tfcli.WriteCLIConfig(cli, tfcli.CLIConfig{MirrorDir: testenv.ProviderMirror(t)}); err != nil {
+			t.Fatal(err)
+		}
+		runner, err := tofu.NewRunner(tofu.Options{Binary: testenv.Tofu(t), CLIConfigFile: cli, Env: map[string]string{"REZUSSIM_DIR": simDir}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := New(srv.Store(), runner, render.Builtin(), Options{DataDir: filepath.Join(dir, name), StateURL: srv.URL(), Owners: shards.of(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rec.Close)
+		shards.recs[name] = rec
+		out[name] = &rig{t: t, srv: srv, rec: rec, simDir: simDir}
+	}
+	return out
+}
+
+// TestRunsGoToTheTenantsOwner: the leader's commit runs each tenant on
+// the replica that owns it: tofu runs there, in its data dir, and the
+// commit's record holds every tenant's result. A tenant that moves runs
+// on its new owner, and once the leader owns it, on the leader.
+func TestRunsGoToTheTenantsOwner(t *testing.T) {
+	shards := newShards()
+	shards.move("staging", "leader")
+	shards.move("production", "worker")
+	rigs := newReplicaRigs(t, shards, "leader", "worker")
+	leader, worker := rigs["leader"], rigs["worker"]
+
+	c := leader.reconcile("rev1", "first", examples(t))
+	mustSucceed(t, c)
+	if got := shards.sent["worker"]; len(got) != 1 || got[0] != "production" {
+		t.Fatalf("runs handed to the worker: %v, want production's", got)
+	}
+	for _, tr := range c.Status.Tenants {
+		if tr.Plan.Add == 0 {
+			t.Errorf("%s's result in the commit: %+v, want the plan it applied", tr.Tenant, tr)
+		}
+	}
+	ran := func(r *rig, tenant string) bool {
+		_, err := os.Stat(filepath.Join(r.rec.opts.DataDir, "work", tenant, render.MainFile))
+		return err == nil
+	}
+	if !ran(leader, "staging") || ran(leader, "production") || !ran(worker, "production") || ran(worker, "staging") {
+		t.Fatalf("work dirs: leader staging %v production %v, worker staging %v production %v; want each tenant on its owner alone",
+			ran(leader, "staging"), ran(leader, "production"), ran(worker, "staging"), ran(worker, "production"))
+	}
+	ms := leader.machines()
+	if countBy(ms, "production", "") == 0 || countBy(ms, "staging", "") == 0 {
+		t.Fatalf("machines after the first commit: %d of production, %d of staging", countBy(ms, "production", ""), countBy(ms, "staging", ""))
+	}
+
+	// The worker stops: the leader's run of production finds no owner
+	// to take it, and waits. production moves to the leader, and its run
+	// happens there, from the state the worker left.
+	worker.rec.Close()
+	fsys := examples(t)
+	f := "production/nodegroups.yaml"
+	fsys[f].Data = []byte(strings.Replace(string(fsys[f].Data), "count: 2", "count: 3", 1))
+	done := make(chan *schema.Commit)
+	go func() { done <- leader.reconcile("rev2", "three production workers", fsys) }()
+	for {
+		shards.mu.Lock()
+		tried := len(shards.sent["worker"])
+		shards.mu.Unlock()
+		if tried > 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case c := <-done:
+		t.Fatalf("the commit finished while production's owner was stopped: %s", c.Status.Phase)
+	case <-time.After(200 * time.Millisecond):
+	}
+	shards.move("production", "leader")
+	c = <-done
+	mustSucceed(t, c)
+	if !ran(leader, "production") {
+		t.Fatal("production's run after it moved to the leader did not happen there")
+	}
+	if got := countBy(leader.machines(), "production", "workers"); got != 3 {
+		t.Fatalf("production has %d workers, want 3", got)
+	}
+}
+
+// TestRemoteRunKeepsSources: a run's manifests travel with the file, line,
+// key lines and encrypted values of each object, which JSON leaves out of
+// the objects themselves.
+func TestRemoteRunKeepsSources(t *testing.T) {
+	desired, err := schema.Load(examples(t), ".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := desired.Tenants[0]
+	td.Patches[0].Source.Encrypted = []string{"/spec/patch/0"}
+	j := &tenantJob{run: &CommitRun{}, tenant: td.Tenant.Metadata.Name, desired: td}
+	b, err := json.Marshal(j.remoteRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req RemoteRun
+	if err := json.Unmarshal(b, &req); err != nil {
+		t.Fatal(err)
+	}
+	got, err := req.desired()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := [][2]schema.Source{{got.Tenant.Source, td.Tenant.Source}}
+	for i := range td.NodeGroups {
+		pairs = append(pairs, [2]schema.Source{got.NodeGroups[i].Source, td.NodeGroups[i].Source})
+	}
+	for i := range td.Patches {
+		pairs = append(pairs, [2]schema.Source{got.Patches[i].Source, td.Patches[i].Source})
+	}
+	for _, p := range pairs {
+		if !p[0].Equal(p[1]) || p[1].File == "" || len(p[1].Lines()) == 0 {
+			t.Errorf("source %+v arrived as %+v", p[1], p[0])
+		}
+	}
+	if !got.Encrypted() {
+		t.Error("the encrypted values of a patch did not travel")
+	}
+	req.Sources = req.Sources[1:]
+	if _, err := req.desired(); err == nil {
+		t.Error("a run with a source missing was taken")
+	}
+}
