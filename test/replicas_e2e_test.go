@@ -176,22 +176,28 @@ func waitSucceeded(s *e2eServer, sha string) {
 	})
 }
 
-// TestReplicasTakeOver runs three replicas on one etcd. One leads and
-// applies; the others serve the same API from the same store. SIGKILL of
-// the leader in the middle of an apply hands the work to another replica
-// within the lease, which completes the commit: the world's machines and
-// the store agree, with no orphan and no duplicate. A leader paused past
-// its lease (SIGSTOP) in the middle of a rolling upgrade is replaced,
-// which completes the rollout, and once it runs again it finds its lease
-// gone and exits, without acting: the machines' journals show each
-// machine upgraded once, one at a time, and one etcd bootstrap. Push
+// TestReplicasTakeOver runs three replicas on one etcd. One leads; the
+// one that owns the tenant applies it; all serve the same API from the
+// same store. SIGKILL of the owner in the middle of an apply hands the
+// tenant to another replica within the lease, which completes the commit:
+// the world's machines and the store agree, with no orphan and no
+// duplicate. The next owner, paused past its lease (SIGSTOP) in the
+// middle of a rolling upgrade, is replaced, and the replica that takes
+// the tenant over completes the rollout; once the paused one runs again
+// it finds its lease gone, without acting (a leader exits, another joins
+// again): the machines' journals show each machine upgraded once, one at
+// a time, and one etcd bootstrap. Push
 // webhooks and reconcile requests reach the leader through a follower.
 func TestReplicasTakeOver(t *testing.T) {
-	rs := startReplicas(t)
+	rg := startRig(t, rigOptions{})
+	rs := rg.replicaSet
 	e := rs.e
-	leader := rs.waitLeader("r0", "r1", "r2")
-	followers := others([]string{"r0", "r1", "r2"}, leader)
-	f := rs.servers[followers[0]]
+	all := []string{"r0", "r1", "r2"}
+	leader := rs.waitLeader(all...)
+	owner := rg.owner("staging")
+	followers := others(all, leader)
+	// f reads for the test: a follower that outlives the owner.
+	f := rs.servers[others(followers, owner)[0]]
 	e.srv = f
 	waitSucceeded(f, e.first)
 	planeWaitReady(t, e, "staging")
@@ -213,20 +219,22 @@ func TestReplicasTakeOver(t *testing.T) {
 		t.Errorf("POST /hooks/generic through follower %s: %d %s, want the leader's 503 for a server without a webhook secret", followers[0], code, body)
 	}
 
-	// Kill the leader while it applies a second worker.
+	// Kill the owner while it applies a second worker.
 	e.setCount("staging", "workers", 2)
 	second := e.push("staging: two workers")
 	f.WaitFor("the second commit to be applying", func() bool {
 		c, ok := f.Commit(second)
 		return ok && c.Status.Phase == schema.CommitApplying
 	})
-	rs.servers[leader].Kill()
+	rs.servers[owner].Kill()
 	killed := time.Now()
-	next := rs.waitLeader(followers...)
-	t.Logf("replica %s leads %v after %s was killed", next, time.Since(killed).Round(time.Millisecond), leader)
+	live := others(all, owner)
+	rs.waitLeader(live...)
 	waitSucceeded(f, second)
+	next := rg.owner("staging")
+	t.Logf("replica %s took staging over and completed the commit %v after %s (leader: %v) was killed", next, time.Since(killed).Round(time.Millisecond), owner, owner == leader)
 	if d := time.Since(killed); d > replicaTTL+30*time.Second {
-		t.Errorf("the commit was completed %v after the leader was killed, want within the lease and 30 s", d)
+		t.Errorf("the commit was completed %v after the owner was killed, want within the lease and 30 s", d)
 	}
 	planeWaitReady(t, e, "staging")
 	machines := e2eKeys(e2eMachineIDs(f.tenantMachines("staging")))
@@ -237,10 +245,11 @@ func TestReplicasTakeOver(t *testing.T) {
 		t.Errorf("the machines in the store against the world's after the takeover (-store +world):\n%s", diff)
 	}
 
-	// Pause the new leader past its lease in the middle of a rolling
+	// Pause the new owner past its lease in the middle of a rolling
 	// upgrade.
 	paused := rs.servers[next]
-	rest := others(followers, next)
+	led := next == rs.waitLeader(live...)
+	rest := others(live, next)
 	e.edit(e2eManifests+"/staging/tenant.yaml", `talosVersion: "1.12.6"`, `talosVersion: "1.12.7"`)
 	fourth := e.push("staging: Talos 1.12.7")
 	f.WaitFor("the rolling upgrade to begin", func() bool {
@@ -253,22 +262,26 @@ func TestReplicasTakeOver(t *testing.T) {
 		}
 	})
 	s := rs.servers[rest[0]] // the paused replica does not answer
-	t.Logf("replica %s paused after %d of the upgrades", next, len(worldCalls(t, rs.world, s, "staging", "Upgrade")))
-	third := rs.waitLeader(rest...)
-	if third == next {
-		t.Fatalf("replica %s still leads while paused", next)
-	}
-	s = rs.servers[third]
+	t.Logf("replica %s (leader: %v) paused after %d of the upgrades", next, led, len(worldCalls(t, rs.world, s, "staging", "Upgrade")))
+	rs.waitLeader(rest...)
 	e.srv = s
 	waitSucceeded(s, fourth)
+	t.Logf("replica %s took staging over and completed the rollout", rg.owner("staging"))
 	paused.Signal(syscall.SIGCONT)
-	select {
-	case <-paused.Done():
-	case <-time.After(e2eTimeout):
-		t.Fatalf("replica %s runs on after its lease ended while it was paused", next)
-	}
-	if log := paused.Log(); !strings.Contains(log, "lost its lease while it led") {
-		t.Errorf("replica %s exited without saying that it lost its lease:\n%s", next, paused.Tail(30))
+	if led {
+		select {
+		case <-paused.Done():
+		case <-time.After(e2eTimeout):
+			t.Fatalf("replica %s led and runs on after its lease ended while it was paused", next)
+		}
+		if log := paused.Log(); !strings.Contains(log, "lost its lease while it led") {
+			t.Errorf("replica %s exited without saying that it lost its lease:\n%s", next, paused.Tail(30))
+		}
+	} else {
+		rs.waitLeader(live...)
+		if log := paused.Log(); !strings.Contains(log, "replica: fenced") {
+			t.Errorf("replica %s joined again without saying that it was fenced:\n%s", next, paused.Tail(30))
+		}
 	}
 	planeWaitReady(t, e, "staging")
 	if diff := cmp.Diff(e2eKeys(e2eMachineIDs(s.tenantMachines("staging"))), worldMachines(t, rs.world)); diff != "" {

@@ -1,16 +1,19 @@
 package test
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/etcdtest"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
 	"github.com/rezuscloud/rezuscloud/internal/servertest"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
+	"github.com/rezuscloud/rezuscloud/replica"
 )
 
 // rigOptions say how startRig sets up replicas; the zero value is
@@ -65,6 +68,21 @@ func startRig(t *testing.T, o rigOptions) *rig {
 		r.lb.add(s.Addr())
 	}
 	return r
+}
+
+// owner returns the replica that holds the tenant's shard in etcd, once
+// one does.
+func (r *rig) owner(tenant string) string {
+	r.t.Helper()
+	key := fmt.Sprintf("/rezuscloud-replicas/shards/%04d", replica.ShardOf(tenant, replica.DefaultShards))
+	cli := r.etcd.Client(r.t)
+	for deadline := time.Now().Add(e2eTimeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if resp, err := cli.Get(r.t.Context(), key); err == nil && len(resp.Kvs) == 1 {
+			return string(resp.Kvs[0].Value)
+		}
+	}
+	r.t.Fatalf("no replica holds the shard of %s", tenant)
+	return ""
 }
 
 // replicaArgs are the serve flags of replica name on etcd and the world,

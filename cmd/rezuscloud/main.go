@@ -50,8 +50,9 @@ type Main struct {
 	audit  *slog.Logger
 	src    sources.Source
 	origin backend.Origin
-	// rec is the reconciler's part; nil without a source, and on a
-	// replica until it leads. recMu guards it once Run runs.
+	// rec is the reconciler's part; nil without a source. A replica
+	// builds it at Open too, and mounts its API and runs its source once
+	// it leads. recMu guards it once Run runs.
 	recMu sync.Mutex
 	rec   *reconcilerPart
 	// etcd and etcdStore are the client and the store with --store etcd,

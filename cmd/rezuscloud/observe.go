@@ -19,11 +19,11 @@ import (
 // A replica observes the machines of the tenants its shards hold, and
 // only those (replica.Owns): every replica, the leader too, runs an
 // observer from the start, so that the connections, watches and probes of
-// the fleet are spread across the replicas and move with the shards.
-// Tenants' runs, and with them their rollouts, stay with the leader,
-// whose reconciler works through the same Talos plane; a rollout's
-// progress reaches the observer of another replica through the tenant's
-// rollout record.
+// the fleet are spread across the replicas and move with the shards. The
+// replica's reconciler runs those tenants' runs, and with them their
+// rollouts (owners.go), through the same Talos plane; a rollout's progress
+// reaches the observer of another replica, when the tenant moved, through
+// the tenant's rollout record.
 
 // openPlane builds the Talos plane that bootstraps, rolls and observes
 // the tenants' machines through their Talos API.

@@ -63,18 +63,19 @@ type reconcilerPart struct {
 }
 
 // openReconciler builds the reconciler's part, when there is a source, in
-// these stages.
+// these stages. A replica builds it from the start too, since it runs the
+// runs of the tenants it owns (owners.go), but mounts its API and runs its
+// source only once it leads (lead).
 func (m *Main) openReconciler() error {
-	if m.src == nil || m.replica != nil { // a replica opens it when it leads
+	if m.src == nil {
 		return nil
 	}
-	return m.buildReconciler()
-}
-
-// buildReconciler builds the reconciler's part.
-func (m *Main) buildReconciler() error {
 	p := &reconcilerPart{m: m, f: m.flags, log: m.log}
-	for _, open := range []func() error{p.openDirs, p.openSimCloud, p.openPlane, p.openTofu, p.openSOPS, p.openReports, p.openReconciler, p.mount} {
+	stages := []func() error{p.openDirs, p.openSimCloud, p.openPlane, p.openTofu, p.openSOPS, p.openReports, p.openReconciler, p.countRuns, p.mount}
+	if m.replica != nil {
+		stages = append(stages[:len(stages)-1], p.serveRuns)
+	}
+	for _, open := range stages {
 		if err := open(); err != nil {
 			return err
 		}
@@ -236,6 +237,7 @@ func (p *reconcilerPart) openReconciler() (err error) {
 		Now:             p.now,
 		Decrypt:         p.decrypt,
 		HashKey:         p.hashKey,
+		Owners:          p.m.owners(),
 	})
 	if err != nil {
 		return err
@@ -261,6 +263,16 @@ var (
 	_ backend.Reconcile     = reconciler.ReconcileRequests{}
 )
 
+// countRuns registers the metrics of the tenants' runs, which every
+// replica has.
+func (p *reconcilerPart) countRuns() error {
+	m, rec := p.metrics, p.rec
+	m.GaugeFunc("rezuscloud_queue_depth", "Tenant runs waiting for a worker.", func() float64 { return float64(rec.Queue().Depth()) })
+	m.GaugeFunc("rezuscloud_queue_running", "Tenant runs in progress (on a leader, also those handed to the replica that owns the tenant).", func() float64 { return float64(rec.Queue().Running()) })
+	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(p.runner.Runs()) })
+	return nil
+}
+
 // mount puts the reconciler's parts into the server: its status and
 // readiness, metrics, downloads of tenant secrets, previews and webhooks.
 func (p *reconcilerPart) mount() (err error) {
@@ -273,12 +285,9 @@ func (p *reconcilerPart) mount() (err error) {
 		st.Source, st.Reconciler = &source, &reconciler
 	})
 	srv.AddReadyCheck("source", func(context.Context) error { return src.Status().Ready() })
-	m.GaugeFunc("rezuscloud_queue_depth", "Tenant runs waiting for a worker.", func() float64 { return float64(rec.Queue().Depth()) })
-	m.GaugeFunc("rezuscloud_queue_running", "Tenant runs in progress.", func() float64 { return float64(rec.Queue().Running()) })
 	m.CounterFunc("rezuscloud_source_fetch_errors_total", "Polls of the repository that failed.", func() float64 { return float64(src.Status().Errors) })
 	m.GaugeFunc("rezuscloud_watch_subscribers", "Open watch streams.", func() float64 { return float64(srv.WatchSubscribers()) })
 	m.CounterFunc("rezuscloud_watch_cutoffs_total", "Watch streams cut off for not keeping up.", func() float64 { return float64(srv.Hub().CutOffs()) })
-	m.CounterFunc("rezuscloud_tofu_processes_total", "tofu processes started.", func() float64 { return float64(p.runner.Runs()) })
 	if p.m.plane == nil { // a replica counts its plane's from the start
 		m.GaugeFunc("rezuscloud_talos_watched_machines", "Machines the Talos plane follows with open COSI watches.", func() float64 { return float64(p.plane.Watching()) })
 		m.CounterFunc("rezuscloud_talos_probes_total", "Probes of machines over the Talos API (machines without an open watch, and rollouts' checks).", func() float64 { return float64(p.plane.Probes()) })

@@ -26,11 +26,13 @@ import (
 
 // A server on an etcd store is one replica among those on the same store.
 // Every replica serves the whole API, and sends the push webhooks to the
-// leader until it leads; the one elected leader runs the
-// reconciler's part (the source, tofu, the Talos plane, drift checks and
-// backups) for every tenant. A leader that loses its lease stops that
-// part before the lease can expire, and exits, so that its supervisor
-// starts it again as a follower, while another replica takes over.
+// leader until it leads. Every replica runs the runs of the tenants in
+// the shards it holds (owners.go) and observes their machines
+// (observe.go); the one elected leader runs the rest of the reconciler's
+// part (the source, the commits, drift checks and backups). A leader that
+// loses its lease stops that part before the lease can expire, and exits,
+// so that its supervisor starts it again as a follower, while another
+// replica takes over.
 
 // errLostLead is Run's error when this replica stopped leading while it
 // was meant to go on.
@@ -128,8 +130,8 @@ type replicaStatus struct {
 }
 
 // ReplicasStatus reports the live replicas, the leader, and the shards
-// each holds with the tenants in them: those whose machines it observes
-// (observe.go). The tenants' runs are the leader's.
+// each holds with the tenants in them: those it runs and whose machines it
+// observes.
 func (s replicaStatus) ReplicasStatus() *api.ReplicasStatus {
 	var tenants []string
 	_ = s.st.View(func(tx store.Tx) error {
@@ -190,7 +192,7 @@ func (m *Main) lead(ctx context.Context) error {
 		changed := m.replica.Changed()
 		if lctx, ok := m.replica.Leader(); ok {
 			m.log.Info("this replica leads: reconciling")
-			if err := m.buildReconciler(); err != nil {
+			if err := m.rec.mount(); err != nil {
 				return fmt.Errorf("this replica leads, but its reconciler does not open: %w", err)
 			}
 			runCtx, stop := context.WithCancel(ctx)
@@ -226,6 +228,15 @@ func (m *Main) runReplica(ctx context.Context, lost chan<- error) (wait func()) 
 	})
 	wg.Go(func() { m.watchReplicas(ctx) })
 	wg.Go(func() { m.observe(ctx) })
+	if m.rec != nil {
+		// The runs of the tenants this replica owns stop with it, while
+		// the state backend still answers; a leader's stop with its
+		// source's (reconcilerPart.start).
+		wg.Go(func() {
+			<-ctx.Done()
+			m.rec.rec.Close()
+		})
+	}
 	if m.src != nil {
 		wg.Go(func() {
 			if err := m.lead(ctx); err != nil {
