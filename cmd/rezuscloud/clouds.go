@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -25,6 +27,7 @@ type cloudFlags struct {
 	ociConfig       string
 	simOpenStack    string
 	simAddresses    string
+	simLatency      time.Duration
 	// simWorld is the sim dir of a simulated world that another process
 	// serves (`rezuscloud sim serve`).
 	simWorld string
@@ -40,6 +43,7 @@ func addCloudFlags(fs *pflag.FlagSet, f *cloudFlags) {
 	fs.StringVar(&f.simOpenStack, "sim-openstack", "", "run a simulated OpenStack on loopback keeping its servers in `DIR`, and use its clouds.yaml (entry "+SimCloudName+"); needs --sim-cloud, whose simulated Talos nodes its servers boot as")
 	fs.StringVar(&f.simWorld, "sim-world", "", "use the simulated world that 'rezuscloud sim serve --sim-dir DIR' runs in a process of its own: tofu creates the machines of node groups with providerClass sim in its sim `DIR`, and the Talos plane talks to them there, as several servers share one cloud; not with --sim-cloud")
 	fs.StringVar(&f.simAddresses, "sim-openstack-addresses", openstack.DefaultAddresses.String(), "loopback `CIDR` the simulated OpenStack hands fixed IPs from")
+	fs.DurationVar(&f.simLatency, "sim-openstack-latency", 0, "how long the simulated OpenStack waits before it answers each request, as a slow cloud's API does (for benchmarks)")
 }
 
 // clouds is what the real clouds add to every tofu run: the environment
@@ -61,7 +65,7 @@ func setupClouds(f *cloudFlags, dataDir string, getenv func(string) string, node
 		if cloudsFile != "" {
 			return nil, errors.New("give --sim-openstack or --openstack-clouds, not both: the simulated OpenStack writes its own clouds.yaml")
 		}
-		sim, file, err := startSimOpenStack(f.simOpenStack, f.simAddresses, openStackNodes(nodes, log))
+		sim, file, err := startSimOpenStack(f, openStackNodes(nodes, log))
 		if err != nil {
 			return nil, err
 		}
@@ -154,15 +158,16 @@ func ociHome(config, dataDir string) (string, error) {
 
 // startSimOpenStack runs the simulated OpenStack on a loopback port and
 // writes DIR/clouds.yaml (0600) for it, with a password made for this run.
-func startSimOpenStack(dir, addresses string, hook openstack.Hook) (*openstack.Cloud, string, error) {
-	block, err := netip.ParsePrefix(addresses)
+func startSimOpenStack(f *cloudFlags, hook openstack.Hook) (*openstack.Cloud, string, error) {
+	dir := f.simOpenStack
+	block, err := netip.ParsePrefix(f.simAddresses)
 	if err != nil {
 		return nil, "", fmt.Errorf("--sim-openstack-addresses: %w", err)
 	}
 	var b [18]byte
 	rand.Read(b[:])
 	sim, err := openstack.Open(openstack.Options{
-		Dir: dir, Addresses: block, Hook: hook,
+		Dir: dir, Addresses: block, Hook: hook, Latency: f.simLatency,
 		Credentials: openstack.Credentials{Username: "rezuscloud", Password: hex.EncodeToString(b[:]), ProjectName: "tenants"},
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/backend"
+	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/reconciler"
 )
 
@@ -103,8 +104,14 @@ func (o replicaOwners) Run(ctx context.Context, req reconciler.RemoteRun) (recon
 
 // serveRuns takes the runs that the leader hands to this replica: for
 // admins, which the replicas' own credentials are, since a run applies
-// the manifests it carries.
+// the manifests it carries. Until this replica leads, its status tells
+// the tofu processes its runs started.
 func (p *reconcilerPart) serveRuns() error {
+	rec := p.rec
+	p.m.Server.SetStatus(func(st *api.Status) {
+		rs := rec.Status()
+		st.Reconciler = &rs
+	})
 	p.m.Server.Handle("POST "+runsPath, backend.RequireRole(backend.RoleAdmin, "running a tenant's run handed over by the leader",
 		http.HandlerFunc(p.takeRun)))
 	return nil

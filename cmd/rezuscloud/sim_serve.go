@@ -88,6 +88,7 @@ func addSimServeFlags(fs *pflag.FlagSet, f *simServeFlags) {
 	fs.StringVar(&f.kubeBin, "sim-kube-bin", "", "`DIR` of the Kubernetes control plane's binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler; scripts/kube.sh builds them) that the world runs for tenants whose sim node groups set providerConfig.kubernetesAPI; without it those tenants get no Kubernetes API")
 	fs.StringVar(&f.openstack.simOpenStack, "sim-openstack", "", "also run a simulated OpenStack on loopback keeping its servers in `DIR`, whose servers boot as Talos nodes of this world; it writes DIR/clouds.yaml (mode 0600, entry "+SimCloudName+") for the servers' --openstack-clouds")
 	fs.StringVar(&f.openstack.simAddresses, "sim-openstack-addresses", openstack.DefaultAddresses.String(), "loopback `CIDR` the simulated OpenStack hands fixed IPs from")
+	fs.DurationVar(&f.openstack.simLatency, "sim-openstack-latency", 0, "how long the simulated OpenStack waits before it answers each request, as a slow cloud's API does (for benchmarks)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 }
@@ -138,7 +139,7 @@ func openSimWorld(f *simServeFlags, log *slog.Logger) (*simWorld, error) {
 		return nil, err
 	}
 	if f.openstack.simOpenStack != "" {
-		w.os, w.cloudsFile, err = startSimOpenStack(f.openstack.simOpenStack, f.openstack.simAddresses, openStackNodes(w.nodes, log))
+		w.os, w.cloudsFile, err = startSimOpenStack(&f.openstack, openStackNodes(w.nodes, log))
 		if err != nil {
 			w.Close()
 			return nil, err

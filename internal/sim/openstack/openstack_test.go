@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // client talks to a Cloud over real HTTP, as the provider would.
@@ -266,5 +267,30 @@ func TestServerHookHearsTheFlavor(t *testing.T) {
 	want := []string{"created m1.small 2/4096/20", "restored m1.small 2/4096/20", "deleted  0/0/0"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("hook heard %q, want %q", got, want)
+	}
+}
+
+// TestLatency: every request waits Latency before its answer, reads and
+// writes alike, and requests wait side by side, not one after another.
+func TestLatency(t *testing.T) {
+	const d = 200 * time.Millisecond
+	c, err := Open(Options{Dir: t.TempDir(), Addresses: netip.MustParsePrefix("127.9.0.0/16"),
+		Credentials: Credentials{Username: "u", Password: "pw-123456", ProjectName: "p"}, Latency: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Serve("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cl := &client{t: t, c: c}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() { cl.do("GET", "/v3", "") })
+	}
+	wg.Wait()
+	if took := time.Since(start); took < d || took > 4*d {
+		t.Fatalf("five requests at once took %s, want about %s", took, d)
 	}
 }

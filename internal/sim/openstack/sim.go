@@ -50,6 +50,9 @@ type Options struct {
 	Hook Hook
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Latency is how long every request waits before it is served, as
+	// the API of a distant or busy cloud makes its callers wait; 0: none.
+	Latency time.Duration
 }
 
 // Event says what happened to a server.
@@ -292,6 +295,13 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		c.record(Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: rec.status})
 	}()
+	if d := c.opts.Latency; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	c.pickUpFaultFile()
 	if f, ok := c.takeFault(r.Method, r.URL.Path); ok {
 		writeJSON(rec, f.status(), map[string]any{"computeFault": map[string]any{"code": f.status(), "message": "simulated fault"}})
