@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rezuscloud/rezuscloud/internal/etcdtest"
 	"github.com/rezuscloud/rezuscloud/internal/gittest"
@@ -74,15 +77,27 @@ func startRig(t *testing.T, o rigOptions) *rig {
 // one does.
 func (r *rig) owner(tenant string) string {
 	r.t.Helper()
-	key := fmt.Sprintf("/rezuscloud-replicas/shards/%04d", replica.ShardOf(tenant, replica.DefaultShards))
 	cli := r.etcd.Client(r.t)
 	for deadline := time.Now().Add(e2eTimeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := cli.Get(r.t.Context(), key); err == nil && len(resp.Kvs) == 1 {
-			return string(resp.Kvs[0].Value)
+		if h := shardHolder(cli, tenant); h != "" {
+			return h
 		}
 	}
 	r.t.Fatalf("no replica holds the shard of %s", tenant)
 	return ""
+}
+
+// shardHolder returns the replica that holds the tenant's shard in etcd
+// now, "" when none does.
+func shardHolder(cli *clientv3.Client, tenant string) string {
+	key := fmt.Sprintf("/rezuscloud-replicas/shards/%04d", replica.ShardOf(tenant, replica.DefaultShards))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		return ""
+	}
+	return string(resp.Kvs[0].Value)
 }
 
 // replicaArgs are the serve flags of replica name on etcd and the world,

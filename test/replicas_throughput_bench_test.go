@@ -1,0 +1,166 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/etcdtest"
+	"github.com/rezuscloud/rezuscloud/internal/gittest"
+	"github.com/rezuscloud/rezuscloud/internal/servertest"
+	"github.com/rezuscloud/rezuscloud/schema"
+)
+
+// BenchmarkReplicasThroughput measures what spreading the tenants' runs
+// over the replicas buys: one replica against three, each side on an etcd
+// of three members and a simulated world of its own, applying one commit
+// that adds REZUSCLOUD_BENCH_TENANTS tenants (300 by default), each with
+// one control plane on the simulated OpenStack, which waits 300 ms before
+// it answers each call, so that the runs wait on the cloud rather than on
+// the cores. Each replica runs as many tenants at once as it has cores
+// (--workers' default). A side's time runs from the push to the commit's
+// success: every tenant applied, its machine booted and its etcd
+// bootstrapped. It reports each side's seconds and tenants per minute, the
+// tofu processes each replica started, and speedup, one replica's time
+// over three's.
+//
+// It runs only with REZUSCLOUD_BENCH_THROUGHPUT=1, and takes tens of
+// minutes at 300 tenants:
+//
+//	REZUSCLOUD_BENCH_THROUGHPUT=1 go test ./test -run '^$' -bench ReplicasThroughput -benchtime 1x -timeout 120m -v
+func BenchmarkReplicasThroughput(b *testing.B) {
+	if os.Getenv("REZUSCLOUD_BENCH_THROUGHPUT") != "1" {
+		b.Skip("set REZUSCLOUD_BENCH_THROUGHPUT=1 to run the throughput benchmark (tens of minutes)")
+	}
+	n := 300
+	if v := os.Getenv("REZUSCLOUD_BENCH_TENANTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("REZUSCLOUD_BENCH_TENANTS=%q: want a whole number of tenants", v)
+		}
+	}
+	took := map[int]time.Duration{}
+	for _, replicas := range []int{1, 3} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			for b.Loop() {
+				took[replicas] = applyTenants(b, replicas, n)
+			}
+			b.ReportMetric(took[replicas].Seconds(), "s")
+			b.ReportMetric(float64(n)/took[replicas].Minutes(), "tenants/min")
+		})
+	}
+	if took[1] > 0 && took[3] > 0 {
+		speedup := took[1].Seconds() / took[3].Seconds()
+		b.Logf("one replica applied %d tenants in %s, three in %s: %.2f× the throughput", n, took[1].Round(time.Second), took[3].Round(time.Second), speedup)
+		b.ReportMetric(speedup, "speedup")
+	}
+}
+
+// applyTenants starts replicas on a new etcd and simulated world, pushes
+// one commit that adds n tenants on the simulated OpenStack, and returns
+// how long it took to succeed.
+func applyTenants(b *testing.B, replicas, n int) time.Duration {
+	b.StopTimer()
+	etcd := etcdtest.Start(b, 3)
+	world, cloud := filepath.Join(b.TempDir(), "world"), filepath.Join(b.TempDir(), "openstack")
+	startBenchWorld(b, world, "--sim-openstack", cloud, "--sim-openstack-addresses", "127.30.0.0/16",
+		"--sim-openstack-latency", "300ms")
+	daemon := gittest.NewDaemon(b)
+	daemon.CreateBare("repo.git")
+	repo := daemon.URL("repo.git")
+	work := gittest.NewWorkdir(b, repo)
+	work.Write(e2eManifests+"/README.md", "# Clusters\n")
+	work.Commit("No tenant yet")
+	work.Push()
+	lb := startBenchBalancer(b)
+	var servers []*servertest.Server
+	for i := range replicas {
+		name := fmt.Sprintf("r%d", i)
+		s := servertest.New(b, servertest.Options{Data: filepath.Join(b.TempDir(), name), Repo: repo, Path: e2eManifests, Args: []string{
+			"--store", "etcd", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","),
+			"--replica-name", name, "--state-url", lb.url(),
+			"--sim-world", world, "--openstack-clouds", filepath.Join(cloud, "clouds.yaml"),
+			"--poll-interval", "300ms", "--debounce", "0s", "--drift-interval", "0",
+			"--talos-timeout", "30s", "--talos-wait", "5m"}})
+		s.Start()
+		servers = append(servers, s)
+		lb.add(s.Addr())
+	}
+	for i := range n {
+		writeOpenStackTenant(work, fmt.Sprintf("bench-%03d", i))
+	}
+	sha := work.Commit(fmt.Sprintf("%d tenants on OpenStack", n))
+	b.StartTimer()
+	start := time.Now()
+	work.Push()
+	c := waitCommitFor(b, servers[0], sha, 90*time.Minute)
+	took := time.Since(start)
+	b.StopTimer()
+	if c.Status.Phase != schema.CommitSucceeded {
+		b.Fatalf("the commit of %d tenants ended %s: %s", n, c.Status.Phase, c.Status.Message)
+	}
+	for i, s := range servers {
+		var st api.Status
+		s.Get("/api/v1/status", &st)
+		runs := int64(0)
+		if st.Reconciler != nil {
+			runs = st.Reconciler.TofuRuns
+		}
+		b.Logf("replicas=%d: r%d started %d tofu processes", replicas, i, runs)
+	}
+	b.StartTimer()
+	return took
+}
+
+// writeOpenStackTenant writes tenant name with one control plane on the
+// simulated OpenStack.
+func writeOpenStackTenant(work *gittest.Workdir, name string) {
+	work.Write(e2eManifests+"/"+name+"/tenant.yaml", `apiVersion: rezuscloud.io/v1
+kind: Tenant
+metadata:
+  name: `+name+`
+spec:
+  kubernetesVersion: "1.34.1"
+  talosVersion: "1.12.6"
+  controlPlaneEndpoint: https://`+name+`.example.internal:6443
+`)
+	work.Write(e2eManifests+"/"+name+"/nodegroups.yaml", `apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata:
+  name: controlplane
+  labels:
+    rezuscloud.io/tenant: `+name+`
+    rezuscloud.io/role: controlplane
+spec:
+  count: 1
+  providerClass: openstack
+  providerConfig:
+    cloud: rezus-openstack
+    flavor: m1.medium
+    image: talos-1.12.6
+    networks:
+      - tenant-net
+    securityGroups:
+      - talos
+`)
+}
+
+// waitCommitFor waits up to limit until commit sha, read through s, has
+// finished, and returns it.
+func waitCommitFor(b *testing.B, s *servertest.Server, sha string, limit time.Duration) schema.Commit {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if c, ok := s.Commit(sha); ok {
+			switch c.Status.Phase {
+			case schema.CommitSucceeded, schema.CommitFailed, schema.CommitPartiallyFailed, schema.CommitInvalid:
+				return c
+			}
+		}
+	}
+	b.Fatalf("commit %s did not finish within %s", sha[:12], limit)
+	return schema.Commit{}
+}
