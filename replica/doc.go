@@ -4,8 +4,9 @@
 // tenants through a fixed number of shards, each held by at most one
 // replica under its lease, and self-fencing.
 //
-// Shards are spread by rendezvous hashing over the live members and
-// spread again on every change of membership. A replica takes the shards
+// Shards are spread by rendezvous hashing with bounded load over the
+// live members, so that their counts differ by one at most, and spread
+// again on every change of membership. A replica takes the shards
 // it should hold once they are free and hands over the others after
 // their work is done. A replica that dies frees its shards with its
 // lease, within the lease's TTL.
