@@ -104,13 +104,17 @@ func (s *Server) auditLog() *slog.Logger {
 
 // backupTenant checks what every backup endpoint checks, in this order:
 // the caller's role, a backup store, the tenant. It answers the request
-// itself when one fails.
+// itself when one fails; a replica that does not lead, and so has no
+// backup store of its own, sends it to the leader.
 func (s *Server) backupTenant(w http.ResponseWriter, r *http.Request, role Role, what string) (backupCall, bool) {
 	id, ok := requireRole(w, r, role, what)
 	if !ok {
 		return backupCall{}, false
 	}
 	b := s.Backups()
+	if b == nil && s.api.forwarded(w, r) {
+		return backupCall{}, false // a replica that does not lead: the leader answers
+	}
 	if b == nil {
 		api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, "%s", noBackupStore))
 		return backupCall{}, false

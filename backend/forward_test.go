@@ -11,7 +11,8 @@ import (
 // its Forward names, with the caller's request as it came; a request
 // that was sent on once is answered where it lands, so that two servers
 // that each take the other for the leader do not pass it back and forth;
-// an unreachable leader answers 502, and a Forward that says no leaves
+// an unreachable leader answers 502 (as backups do on a replica that
+// does not lead: the leader takes them), and a Forward that says no leaves
 // the request to this server's 404.
 func TestForward(t *testing.T) {
 	leader, follower := startServer(t, Config{}, false), startServer(t, Config{}, false)
@@ -35,6 +36,8 @@ func TestForward(t *testing.T) {
 	}
 	reconcile := req{method: "POST", path: "/api/v1/reconcile?from=follower"}
 	check("before a Forward", follower, reconcile, http.StatusNotFound, "no such resource")
+	backups := req{method: "GET", path: "/api/v1/tenants/staging/backups"}
+	check("backups before a Forward", follower, backups, http.StatusServiceUnavailable, "no backup store")
 
 	follower.SetForward(to(leader))
 	check("forwarded", follower, reconcile, http.StatusAccepted, "leader: from=follower")
@@ -48,6 +51,7 @@ func TestForward(t *testing.T) {
 	gone := &url.URL{Scheme: "http", Host: "127.0.0.1:1"}
 	follower.SetForward(func() (*url.URL, bool) { return gone, true })
 	check("an unreachable leader", follower, reconcile, http.StatusBadGateway, "does not answer")
+	check("backups, which the leader takes", follower, backups, http.StatusBadGateway, "does not answer")
 	follower.SetForward(func() (*url.URL, bool) { return nil, false })
 	check("a Forward that says no", follower, reconcile, http.StatusNotFound, "no such resource")
 }
