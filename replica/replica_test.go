@@ -97,7 +97,7 @@ func (c *checker) wait(limit time.Duration, what string, cond func(shards map[in
 // assigned is a condition: every shard is acted on by the member the
 // assignment over names gives it.
 func assigned(n int, names ...string) func(map[int]string, string) bool {
-	want := assign(names, n)
+	want := Assign(names, n)
 	return func(shards map[int]string, _ string) bool {
 		for s := range n {
 			if shards[s] != want[s] {
@@ -271,7 +271,7 @@ func TestReplicas(t *testing.T) {
 		waitUntil(t, testTTL, name+" names every tenant's holder", func() bool {
 			for s, tenant := range tenantsOfShards(n) {
 				h, addr, ok := m.r.Holder(tenant)
-				if !ok || h != assign([]string{"a", "b", "c"}, n)[s] || addr != "http://"+h {
+				if !ok || h != Assign([]string{"a", "b", "c"}, n)[s] || addr != "http://"+h {
 					return false
 				}
 			}
@@ -501,8 +501,8 @@ func TestShardOf(t *testing.T) {
 // member that joins or leaves moves few shards besides its own.
 func TestRendezvous(t *testing.T) {
 	n := DefaultShards
-	three, four := assign([]string{"a", "b", "c"}, n), assign([]string{"c", "d", "b", "a"}, n)
-	if !slices.Equal(four, assign([]string{"a", "b", "c", "d"}, n)) {
+	three, four := Assign([]string{"a", "b", "c"}, n), Assign([]string{"c", "d", "b", "a"}, n)
+	if !slices.Equal(four, Assign([]string{"a", "b", "c", "d"}, n)) {
 		t.Error("the assignment depends on the members' order")
 	}
 	moved := 0

@@ -39,7 +39,7 @@ func score(name string, s int) uint64 {
 	return binary.BigEndian.Uint64(sum[:8])
 }
 
-// assign returns which of members should hold each of shards shards:
+// Assign returns which of members should hold each of shards shards:
 // rendezvous hashing with bounded load. Every (member, shard) pair is
 // taken in descending score, and a shard goes to the first member of its
 // pairs that still has room; the first shards%len(members) members, by
@@ -47,7 +47,7 @@ func score(name string, s int) uint64 {
 // at most, and a change of membership moves few shards besides those of
 // the member that joined or left. Every replica computes the same answer
 // from the same members.
-func assign(members []string, shards int) []string {
+func Assign(members []string, shards int) []string {
 	out := make([]string, shards)
 	if len(members) == 0 {
 		return out
@@ -196,7 +196,7 @@ func (r *Replica) plan(ep *epoch) (take, release []int) {
 		names = append(names, name)
 	}
 	holders := r.view.holders()
-	owners := assign(names, r.cfg.Shards)
+	owners := Assign(names, r.cfg.Shards)
 	for s := range r.cfg.Shards {
 		want := owners[s] == r.cfg.Name
 		sh := ep.shards[s]
