@@ -210,15 +210,34 @@ func (b *backupState) ready(tenant string) bool {
 }
 
 // backupJob is one backup on the backup queue. waiters get its result.
+// Among replicas, a backup of a tenant that another replica owns is
+// taken by that one (remotework.go).
 type backupJob struct {
 	b       *backupState
 	tenant  string
 	reason  string
 	waiters []func(schema.BackupInfo, error)
+
+	// held is the tenant's shard, held by this replica for the backup.
+	held *heldShard
+	// given: the leader handed the backup over. This replica takes it
+	// and leaves the schedule and the record to the leader.
+	given bool
+	// keep is how many backups stay after it, unless the applied policy
+	// that this replica knows says; 0 deletes none.
+	keep int
 }
 
 func (j *backupJob) Run(ctx context.Context) {
-	info, err := j.b.take(ctx, j.tenant, j.reason)
+	var info schema.BackupInfo
+	var err error
+	if j.given {
+		ctx, cancel := context.WithTimeout(ctx, j.b.o.Timeout)
+		info, err = j.attempt(ctx)
+		cancel()
+	} else {
+		info, err = j.b.take(ctx, j)
+	}
 	for _, w := range j.waiters {
 		w(info, err)
 	}
@@ -232,6 +251,9 @@ func (j *backupJob) Superseded(by Job) {
 		if j.reason != BackupScheduled && next.reason == BackupScheduled {
 			next.reason = j.reason
 		}
+		if next.given && !j.given {
+			next.given = false // this replica's own backup records itself
+		}
 		return
 	}
 	for _, w := range j.waiters {
@@ -239,17 +261,14 @@ func (j *backupJob) Superseded(by Job) {
 	}
 }
 
-// take takes one backup of tenant and records its outcome.
-func (b *backupState) take(ctx context.Context, tenant, reason string) (schema.BackupInfo, error) {
+// take takes one backup of the job's tenant and records its outcome.
+func (b *backupState) take(ctx context.Context, j *backupJob) (schema.BackupInfo, error) {
+	tenant, reason := j.tenant, j.reason
 	ctx, cancel := context.WithTimeout(ctx, b.o.Timeout)
 	defer cancel()
 	start := b.r.opts.Now()
-	info, err := b.write(ctx, tenant, reason)
-	if err == nil {
-		_, err = b.prune(ctx, tenant)
-	}
+	info, err := j.attempt(ctx)
 	if err != nil {
-		err = errors.New(redact.Text(err.Error()))
 		b.r.log.Warn("etcd backup", "tenant", tenant, "reason", reason, "err", err)
 	} else {
 		b.r.log.Info("etcd backup", "tenant", tenant, "reason", reason, "id", info.ID, "bytes", info.SizeBytes, "took", b.r.opts.Now().Sub(start))
@@ -260,6 +279,34 @@ func (b *backupState) take(ctx context.Context, tenant, reason string) (schema.B
 		b.r.log.Error("record the etcd backup", "tenant", tenant, "err", rerr)
 	}
 	return info, err
+}
+
+// attempt writes the backup and deletes those past the tenant's keep,
+// here or on the replica that owns the tenant. Its error is redacted.
+func (j *backupJob) attempt(ctx context.Context) (schema.BackupInfo, error) {
+	b := j.b
+	if b.r.opts.Owners != nil && j.held == nil {
+		return j.attemptElsewhere(ctx)
+	}
+	if h := j.held; h != nil {
+		j.held = nil
+		defer h.done()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(h.ctx, cancel)()
+	}
+	if p, ok := b.r.drift.backupPolicies()[j.tenant]; ok && !j.given {
+		j.keep = p.Keep
+	}
+	info, err := b.write(ctx, j.tenant, j.reason)
+	if err == nil {
+		_, err = b.prune(ctx, j.tenant, j.keep)
+	}
+	if err != nil {
+		return info, errors.New(redact.Text(err.Error()))
+	}
+	return info, nil
 }
 
 // write streams a snapshot of the tenant's etcd, with its TF state, into
@@ -305,14 +352,14 @@ func (b *backupState) write(ctx context.Context, tenant, reason string) (schema.
 	return info, err
 }
 
-// prune keeps the newest spec.backup.keep backups of tenant.
-func (b *backupState) prune(ctx context.Context, tenant string) ([]string, error) {
-	p, ok := b.r.drift.backupPolicies()[tenant]
-	if !ok {
+// prune keeps the newest keep backups of tenant (spec.backup.keep); 0
+// keeps them all.
+func (b *backupState) prune(ctx context.Context, tenant string, keep int) ([]string, error) {
+	if keep <= 0 {
 		return nil, nil
 	}
 	defer b.forgetListing(tenant)
-	gone, err := backup.Prune(ctx, b.o.Store, b.o.Keys, tenant, p.Keep)
+	gone, err := backup.Prune(ctx, b.o.Store, b.o.Keys, tenant, keep)
 	if err != nil {
 		return gone, fmt.Errorf("delete old backups: %w", err)
 	}
@@ -384,16 +431,17 @@ func (b *backupState) forgetListing(tenant string) {
 	b.mu.Unlock()
 }
 
-// enqueue queues a backup of tenant for reason and returns a channel that
-// gets its result.
-func (b *backupState) enqueue(tenant, reason string) <-chan backupResult {
+// enqueue queues a backup of tenant for reason, after which keep backups
+// stay (or as many as the applied policy says, where this replica knows
+// it; 0 deletes none), and returns a channel that gets its result.
+func (b *backupState) enqueue(tenant, reason string, keep int) <-chan backupResult {
 	ch := make(chan backupResult, 1)
 	b.mu.Lock()
 	if s := b.sched[tenant]; s != nil {
 		s.queued = true
 	}
 	b.mu.Unlock()
-	b.queue.Enqueue(tenant, &backupJob{b: b, tenant: tenant, reason: reason,
+	b.queue.Enqueue(tenant, &backupJob{b: b, tenant: tenant, reason: reason, keep: keep,
 		waiters: []func(schema.BackupInfo, error){func(i schema.BackupInfo, err error) { ch <- backupResult{i, err} }}})
 	return ch
 }
@@ -446,7 +494,7 @@ func (r *Reconciler) RequestBackup(_ context.Context, tenant, by string) error {
 	if by != "" {
 		reason += " by " + by
 	}
-	r.backups.enqueue(tenant, reason)
+	r.backups.enqueue(tenant, reason, 0)
 	return nil
 }
 
@@ -476,16 +524,22 @@ func (d *driftState) backupPolicies() map[string]schema.BackupPolicy {
 	return out
 }
 
-// snapshotGate is the Talos plane's gate before a risky step of tenant
-// (talos.Desired.Snapshot): a backup on the backup queue, waited for.
-// Nil when the server takes no backups.
-func (r *Reconciler) snapshotGate(tenant string) talos.SnapshotGate {
+// snapshotGate is the Talos plane's gate before a risky step of the
+// run's tenant (talos.Desired.Snapshot): a backup on the backup queue,
+// waited for, after which the tenant's spec.backup.keep stay. Nil when
+// the server takes no backups.
+func (t *tenantRun) snapshotGate() talos.SnapshotGate {
+	r := t.r
 	if r.backups == nil {
 		return nil
 	}
+	keep := 0
+	if t.desired != nil && t.desired.Tenant.Spec.Backup != nil {
+		keep = t.desired.Tenant.Spec.Backup.Keep
+	}
 	return func(ctx context.Context, reason string) (string, error) {
 		select {
-		case res := <-r.backups.enqueue(tenant, reason):
+		case res := <-r.backups.enqueue(t.name, reason, keep):
 			return res.info.ID, res.err
 		case <-ctx.Done():
 			return "", ctx.Err()

@@ -226,25 +226,47 @@ func (d *driftState) loop(ctx context.Context, interval time.Duration) {
 
 // driftJob is one drift check on the drift queue. A scheduled one (wait
 // false) skips a tenant that is busy; done, when set, is called once the
-// check ran or was superseded.
+// check ran or was superseded. Among replicas, a check of a tenant that
+// another replica owns goes to that one (remotework.go).
 type driftJob struct {
 	d      *driftState
 	tenant string
 	wait   bool
 	done   func(error)
+
+	// held is the tenant's shard, held by this replica for the check.
+	held *heldShard
+	// given is what the leader says was applied, for a check it handed
+	// to this replica; askCorrect is then set when the drift found
+	// should be corrected, which the leader queues.
+	given      *appliedRun
+	askCorrect bool
 }
 
 func (j *driftJob) Run(ctx context.Context) {
-	err := j.d.r.checkDrift(ctx, j.tenant, j.wait)
+	var err error
+	switch {
+	case j.d.r.opts.Owners == nil || j.held != nil:
+		err = j.check(ctx)
+	case j.given != nil:
+		err = ErrNotOwner // the tenant moved while its check waited here
+	default:
+		err = j.checkElsewhere(ctx)
+	}
 	if j.done != nil {
 		j.done(err)
 	}
 }
 
-func (j *driftJob) Superseded(Job) {
-	if j.done != nil {
-		j.done(nil)
+func (j *driftJob) Superseded(by Job) {
+	if j.done == nil {
+		return
 	}
+	if by == nil && j.given != nil {
+		j.done(errOwnerStopped)
+		return
+	}
+	j.done(nil)
 }
 
 // DriftCheck runs a drift check of tenant now, on the drift queue, and
@@ -312,9 +334,12 @@ type driftRun struct {
 	found     *tofu.Drift
 	talos     []string // machines whose running config is not the rendered one
 	unchecked bool     // nothing to check: the workspace is not the applied one
+	// given: the leader handed the check over; a correction is then
+	// asked of it (askCorrect) rather than queued here.
+	given, askCorrect bool
 }
 
-// driftSteps check one tenant (see checkDrift): its work directory, its
+// driftSteps check one tenant (see driftJob.check): its work directory, its
 // secrets and workspace as an apply has them, the refresh-only plan and
 // the Talos plane's observations.
 var driftSteps = []step[*driftRun]{
@@ -327,19 +352,21 @@ var driftSteps = []step[*driftRun]{
 	{"TalosConfig", (*driftRun).talosConfig},
 }
 
-// checkDrift checks one tenant and records what it found. With wait false
-// a tenant whose run is pending or in progress is skipped; with wait true
-// the check waits for the run in progress.
-func (r *Reconciler) checkDrift(parent context.Context, tenant string, wait bool) error {
-	ctx := parent
+// check checks the job's tenant and records what it found. With wait
+// false a tenant whose run is pending or in progress is skipped; with
+// wait true the check waits for the run in progress.
+func (j *driftJob) check(parent context.Context) error {
+	r, tenant := j.d.r, j.tenant
+	ctx, end := j.inShard(parent)
+	defer end()
 	l := r.drift.lock(tenant)
-	if wait {
+	if j.wait {
 		l.Lock()
 	} else if !l.TryLock() {
 		return nil
 	}
 	defer l.Unlock()
-	if !wait && r.queue.busy(tenant) {
+	if !j.wait && r.queue.busy(tenant) {
 		return nil
 	}
 	if r.suspended(tenant) {
@@ -356,6 +383,9 @@ func (r *Reconciler) checkDrift(parent context.Context, tenant string, wait bool
 	ap, ok := r.drift.applied[tenant]
 	r.drift.cancels[tenant] = cancel
 	r.drift.mu.Unlock()
+	if j.given != nil {
+		ap, ok = *j.given, true
+	}
 	defer func() {
 		r.drift.mu.Lock()
 		delete(r.drift.cancels, tenant)
@@ -370,7 +400,7 @@ func (r *Reconciler) checkDrift(parent context.Context, tenant string, wait bool
 	}
 	// release: the check holds the tenant's lock already, Settle must not
 	// take it again.
-	d := &driftRun{applied: ap, tenantRun: &tenantRun{r: r, name: tenant, desired: ap.desired, prev: prev, release: func() {},
+	d := &driftRun{applied: ap, given: j.given != nil, tenantRun: &tenantRun{r: r, name: tenant, desired: ap.desired, prev: prev, release: func() {},
 		job: &tenantJob{run: ap.run, tenant: tenant, desired: ap.desired}, res: &schema.TenantResult{Tenant: tenant}}}
 	defer func() {
 		if d.revoke != nil {
@@ -388,7 +418,27 @@ func (r *Reconciler) checkDrift(parent context.Context, tenant string, wait bool
 	if d.unchecked {
 		return nil
 	}
-	return d.record()
+	err = d.record()
+	j.askCorrect = d.askCorrect
+	return err
+}
+
+// inShard returns ctx, ended also when the shard the check holds is
+// handed over or its replica fences itself, and the function that ends
+// it and lets the shard go.
+func (j *driftJob) inShard(ctx context.Context) (context.Context, func()) {
+	h := j.held
+	if h == nil {
+		return ctx, func() {}
+	}
+	j.held = nil
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(h.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		h.done()
+	}
 }
 
 // secretsApplied finds the tenant's secrets bundle, unless the workspace

@@ -68,14 +68,24 @@ func (d *driftRun) correctOnce(msg string) status.Correction {
 // correct queues the tenant's last applied revision to run again, as a
 // retry of the run that applied it, unless a run of the tenant is pending
 // already (a newer revision, or a correction); it reports whether it
-// queued one.
+// queued one. A check that the leader handed over asks the leader to.
 func (d *driftRun) correct() bool {
-	run := d.applied.run
+	if d.given {
+		d.askCorrect = true
+		return true
+	}
+	return d.r.drift.correct(d.name, d.applied)
+}
+
+// correct queues a run of ap, the run that applied tenant, to correct
+// its drift, and reports whether it queued one.
+func (d *driftState) correct(tenant string, ap appliedRun) bool {
+	run := ap.run
 	run.mu.Lock()
 	run.retrying++
 	run.mu.Unlock()
-	job := &tenantJob{run: run, tenant: d.name, desired: d.applied.desired, attempt: 1, correct: true}
-	if d.r.queue.Retry(d.name, job, 0) {
+	job := &tenantJob{run: run, tenant: tenant, desired: ap.desired, attempt: 1, correct: true}
+	if d.r.queue.Retry(tenant, job, 0) {
 		return true
 	}
 	run.mu.Lock()

@@ -47,7 +47,7 @@ func (t *tenantRun) talosDesired() (talos.Desired, error) {
 	if ro := td.Tenant.Spec.Rollout; ro != nil {
 		d.WaitFor = ro.WaitFor
 	}
-	d.Snapshot, d.SnapshotRequired = t.r.snapshotGate(t.name), td.Tenant.Spec.Backup != nil
+	d.Snapshot, d.SnapshotRequired = t.snapshotGate(), td.Tenant.Spec.Backup != nil
 	if td.Encrypted() { // what the machines answer may quote the decrypted values
 		d.Scrub = scrubber(td)
 	}

@@ -22,7 +22,8 @@ import (
 // and hands back the result and the retry it would schedule, which the
 // leader's queue keeps. A run whose owner dies or hands the tenant over
 // before it answers is sent again to the next owner, or run here once
-// this replica owns the tenant.
+// this replica owns the tenant. A tenant's drift checks and etcd
+// backups go to its owner the same way (remotework.go).
 
 // Owners are the replicas among which tenants are spread.
 type Owners interface {
@@ -63,6 +64,16 @@ type RemoteRun struct {
 	InputHash string         `json:"inputHash,omitempty"`
 	Attempt   int            `json:"attempt,omitempty"`
 	Correct   bool           `json:"correct,omitempty"`
+	// Kind is what the owner does: a run of the tenant (""), a drift
+	// check (RemoteDrift) or an etcd backup (RemoteBackup).
+	Kind string `json:"kind,omitempty"`
+	// Wait, for a drift check, waits for the tenant's run in progress
+	// rather than skip the check.
+	Wait bool `json:"wait,omitempty"`
+	// Reason and Keep, for a backup: why it is taken, and how many of
+	// the tenant's backups stay after it (0: the owner deletes none).
+	Reason string `json:"reason,omitempty"`
+	Keep   int    `json:"keep,omitempty"`
 }
 
 // RemoteSource is a schema.Source as it travels.
@@ -80,22 +91,35 @@ type RemoteResult struct {
 	Result       schema.TenantResult `json:"result"`
 	RetryAttempt int                 `json:"retryAttempt,omitempty"`
 	RetryCorrect bool                `json:"retryCorrect,omitempty"`
+	// Error is the error of a drift check or a backup.
+	Error string `json:"error,omitempty"`
+	// CorrectDrift: the drift check found drift that the leader should
+	// correct (the policy "correct"), with a run of the applied revision.
+	CorrectDrift bool `json:"correctDrift,omitempty"`
+	// Backup is the backup taken.
+	Backup *schema.BackupInfo `json:"backup,omitempty"`
 }
 
 // remoteRun is the RemoteRun of a job.
 func (j *tenantJob) remoteRun() RemoteRun {
-	req := RemoteRun{Revision: j.run.snap.Revision, Trailers: j.run.snap.Trailers, Tenant: j.tenant,
-		Desired: j.desired, InputHash: j.inHash, Attempt: j.attempt, Correct: j.correct}
-	if td := j.desired; td != nil {
-		req.Sources = append(req.Sources, remoteSource(td.Tenant.Source))
-		for _, ng := range td.NodeGroups {
-			req.Sources = append(req.Sources, remoteSource(ng.Source))
-		}
-		for _, p := range td.Patches {
-			req.Sources = append(req.Sources, remoteSource(p.Source))
-		}
+	return RemoteRun{Revision: j.run.snap.Revision, Trailers: j.run.snap.Trailers, Tenant: j.tenant,
+		Desired: j.desired, Sources: remoteSources(j.desired), InputHash: j.inHash, Attempt: j.attempt, Correct: j.correct}
+}
+
+// remoteSources are the sources of td's tenant, node groups and patches,
+// in that order.
+func remoteSources(td *schema.TenantDesired) []RemoteSource {
+	if td == nil {
+		return nil
 	}
-	return req
+	out := []RemoteSource{remoteSource(td.Tenant.Source)}
+	for _, ng := range td.NodeGroups {
+		out = append(out, remoteSource(ng.Source))
+	}
+	for _, p := range td.Patches {
+		out = append(out, remoteSource(p.Source))
+	}
+	return out
 }
 
 func remoteSource(s schema.Source) RemoteSource {
@@ -202,7 +226,7 @@ func (j *tenantJob) runElsewhere(ctx context.Context) {
 			level = slog.LevelWarn
 		}
 		r.log.Log(ctx, level, "a tenant's run did not reach the replica that owns it: trying again when the shards change", "tenant", j.tenant, "revision", req.Revision, "err", err)
-		if !j.awaitOwner(ctx, wait) {
+		if !awaitShards(ctx, r.opts.Owners, wait) {
 			return
 		}
 		if actx, done, ok := r.opts.Owners.Acquire(j.tenant); ok {
@@ -213,11 +237,11 @@ func (j *tenantJob) runElsewhere(ctx context.Context) {
 	}
 }
 
-// awaitOwner waits for a change of the shards, or for at most wait, and
+// awaitShards waits for a change of the shards, or for at most wait, and
 // at least for a tenth of wait: a shard changes holders in two steps, and
 // shards move by the dozen. It reports false when ctx ended.
-func (j *tenantJob) awaitOwner(ctx context.Context, wait time.Duration) bool {
-	changed := j.run.r.opts.Owners.Changed()
+func awaitShards(ctx context.Context, o Owners, wait time.Duration) bool {
+	changed := o.Changed()
 	select {
 	case <-ctx.Done():
 		return false
@@ -252,13 +276,23 @@ func (j *tenantJob) concludeElsewhere(rr RemoteResult) {
 
 // RunFor runs a tenant's run that the leader handed to this replica, in
 // this replica's queue and under the context of the tenant's shard, and
-// returns its result. It fails with ErrNotOwner when this replica does
+// returns its result; a drift check or a backup (req.Kind) runs on this
+// replica's queue of those. It fails with ErrNotOwner when this replica does
 // not own the tenant. When ctx ends first (the leader stopped), the run
 // goes on and its result is dropped: the next leader's run of the
 // revision finds it applied.
 func (r *Reconciler) RunFor(ctx context.Context, req RemoteRun) (RemoteResult, error) {
 	if r.opts.Owners == nil {
 		return RemoteResult{}, ErrNotOwner
+	}
+	switch req.Kind {
+	case "":
+	case RemoteDrift:
+		return r.checkFor(ctx, req)
+	case RemoteBackup:
+		return r.backupFor(ctx, req)
+	default:
+		return RemoteResult{}, fmt.Errorf("%w: %q", errUnknownKind, req.Kind)
 	}
 	desired, err := req.desired()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/internal/servertest"
+	"github.com/rezuscloud/rezuscloud/internal/sim"
 	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/internal/tfcli"
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
@@ -159,10 +160,6 @@ func TestRunsGoToTheTenantsOwner(t *testing.T) {
 			t.Errorf("%s's result in the commit: %+v, want the plan it applied", tr.Tenant, tr)
 		}
 	}
-	ran := func(r *rig, tenant string) bool {
-		_, err := os.Stat(filepath.Join(r.rec.opts.DataDir, "work", tenant, render.MainFile))
-		return err == nil
-	}
 	if !ran(leader, "staging") || ran(leader, "production") || !ran(worker, "production") || ran(worker, "staging") {
 		t.Fatalf("work dirs: leader staging %v production %v, worker staging %v production %v; want each tenant on its owner alone",
 			ran(leader, "staging"), ran(leader, "production"), ran(worker, "staging"), ran(worker, "production"))
@@ -206,6 +203,12 @@ func TestRunsGoToTheTenantsOwner(t *testing.T) {
 	}
 }
 
+// ran reports whether a run of tenant happened in r's data dir.
+func ran(r *rig, tenant string) bool {
+	_, err := os.Stat(filepath.Join(r.rec.opts.DataDir, "work", tenant, render.MainFile))
+	return err == nil
+}
+
 // TestRemoteRunKeepsSources: a run's manifests travel with the file, line,
 // key lines and encrypted values of each object, which JSON leaves out of
 // the objects themselves.
@@ -247,5 +250,84 @@ func TestRemoteRunKeepsSources(t *testing.T) {
 	req.Sources = req.Sources[1:]
 	if _, err := req.desired(); err == nil {
 		t.Error("a run with a source missing was taken")
+	}
+}
+
+// TestDriftChecksGoToTheTenantsOwner: the leader keeps the schedule of
+// drift checks and hands each check of a tenant another replica owns to
+// that one: its tofu runs there, it records the tenant's Drifted
+// condition, and the correction it asks for runs on the owner too. A
+// check whose tenant has no owner fails and says so.
+func TestDriftChecksGoToTheTenantsOwner(t *testing.T) {
+	shards := newShards()
+	shards.move("staging", "leader")
+	shards.move("production", "worker")
+	rigs := newReplicaRigs(t, shards, "leader", "worker")
+	leader, worker := rigs["leader"], rigs["worker"]
+	repo := examples(t)
+	f := repo["production/tenant.yaml"]
+	f.Data = []byte(strings.Replace(string(f.Data), "  annotations:\n", "  annotations:\n    "+schema.AnnotationDriftPolicy+": "+schema.DriftPolicyCorrect+"\n", 1))
+	mustSucceed(t, leader.reconcile("rev1", "first", repo))
+
+	ctx := context.Background()
+	check := func(tenant string) (leaderRuns, workerRuns int64) {
+		t.Helper()
+		l, w := leader.rec.Runner().Runs(), worker.rec.Runner().Runs()
+		if err := leader.rec.DriftCheck(ctx, tenant); err != nil {
+			t.Fatalf("drift check of %s: %v", tenant, err)
+		}
+		return leader.rec.Runner().Runs() - l, worker.rec.Runner().Runs() - w
+	}
+	if l, w := check("production"); l != 0 || w != 1 {
+		t.Fatalf("production's check ran %d tofu processes on the leader, %d on the worker; want 0 and 1", l, w)
+	}
+	if c := leader.tenant("production").Status.Conditions.Get(schema.ConditionDrifted); c == nil || c.Status != schema.ConditionFalse {
+		t.Fatalf("production after a clean check: Drifted %+v", c)
+	}
+	if l, w := check("staging"); l != 1 || w != 0 {
+		t.Fatalf("staging's check ran %d tofu processes on the leader, %d on the worker; want 1 and 0", l, w)
+	}
+
+	// A worker machine of production goes behind tofu's back: the check
+	// on the worker finds it, and the correction runs on the worker.
+	st, err := sim.Open(leader.simDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := st.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone string
+	machines := leader.simMachines("production")
+	for _, m := range list {
+		if m.Tenant == "production" && m.NodeGroup == "workers" {
+			gone = m.ID
+		}
+	}
+	if err := st.Delete(gone); err != nil {
+		t.Fatal(err)
+	}
+	sent := len(shards.sent["worker"])
+	if _, w := check("production"); w == 0 {
+		t.Fatal("production's check ran no tofu on the worker")
+	}
+	c := leader.tenant("production").Status.Conditions.Get(schema.ConditionDrifted)
+	if c == nil || c.Status != schema.ConditionTrue || !strings.Contains(c.Message, "was deleted") || !strings.Contains(c.Message, "correcting") {
+		t.Fatalf("production after its machine went: Drifted %+v", c)
+	}
+	waitUntil(t, "the correction brings production's machine back", func() bool {
+		shards.mu.Lock()
+		defer shards.mu.Unlock()
+		return leader.simMachines("production") == machines && len(shards.sent["worker"]) > sent+1
+	})
+	if leader.simMachines("staging") == 0 || ran(leader, "production") {
+		t.Fatal("the correction ran on the leader")
+	}
+
+	// No replica owns production: its check fails, saying why.
+	shards.move("production", "")
+	if err := leader.rec.DriftCheck(ctx, "production"); err == nil || !strings.Contains(err.Error(), "the replica that owns it") {
+		t.Fatalf("a check of a tenant no replica owns: %v", err)
 	}
 }

@@ -100,7 +100,7 @@ func replacedControlPlanes(cp map[string]bool, gone []tofu.PlannedChange) []stri
 // When the tenant declares backups, a snapshot that fails holds the
 // apply back (a retry); otherwise it goes ahead without one.
 func (t *tenantRun) snapshotCheck(ctx context.Context, check tofu.Check) tofu.Check {
-	gate := t.r.snapshotGate(t.name)
+	gate := t.snapshotGate()
 	if gate == nil {
 		return check
 	}

@@ -179,7 +179,7 @@ func (t *tenantRun) restore(ctx context.Context) (stepResult, error) {
 // a restore replaces it, when one can be taken: a cluster that lost its
 // etcd has nothing to take, and the restore goes on.
 func (t *tenantRun) snapshotLeft(ctx context.Context, value string) {
-	gate := t.r.snapshotGate(t.name)
+	gate := t.snapshotGate()
 	if gate == nil {
 		return
 	}

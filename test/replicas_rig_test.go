@@ -35,6 +35,8 @@ type rigOptions struct {
 	tofu string
 	// args are more serve flags of every replica.
 	args []string
+	// env holds more environment variables of every replica.
+	env []string
 }
 
 // rig is a replicaSet with the etcd it runs on and the load balancer
@@ -65,7 +67,7 @@ func startRig(t *testing.T, o rigOptions) *rig {
 	}
 	for _, name := range r.names {
 		s := newE2EServer(t, servertest.Options{Data: filepath.Join(t.TempDir(), name), Repo: o.e.repo, Path: e2eManifests, Tofu: o.tofu,
-			Args: append(replicaArgs(o.etcd, name, r.lb.url(), o.world), o.args...)})
+			Args: append(replicaArgs(o.etcd, name, r.lb.url(), o.world), o.args...), Env: o.env})
 		s.Start()
 		r.servers[name] = s
 		r.lb.add(s.Addr())
