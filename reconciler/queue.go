@@ -148,6 +148,19 @@ func (q *Queue) Retry(key string, job Job, delay time.Duration) bool {
 	return true
 }
 
+// job returns key's running job, else its pending one, else nil.
+func (q *Queue) job(key string) Job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if j := q.running[key]; j != nil {
+		return j
+	}
+	if e := q.pending[key]; e != nil {
+		return e.job
+	}
+	return nil
+}
+
 // Depth returns how many jobs wait to run.
 func (q *Queue) Depth() int {
 	q.mu.Lock()

@@ -64,6 +64,9 @@ type RemoteRun struct {
 	InputHash string         `json:"inputHash,omitempty"`
 	Attempt   int            `json:"attempt,omitempty"`
 	Correct   bool           `json:"correct,omitempty"`
+	// Preempted: a job of a newer revision waits behind this run, whose
+	// drains end early (tenantJob.Preempt).
+	Preempted bool `json:"preempted,omitempty"`
 	// Kind is what the owner does: a run of the tenant (""), a drift
 	// check (RemoteDrift) or an etcd backup (RemoteBackup).
 	Kind string `json:"kind,omitempty"`
@@ -103,7 +106,8 @@ type RemoteResult struct {
 // remoteRun is the RemoteRun of a job.
 func (j *tenantJob) remoteRun() RemoteRun {
 	return RemoteRun{Revision: j.run.snap.Revision, Trailers: j.run.snap.Trailers, Tenant: j.tenant,
-		Desired: j.desired, Sources: remoteSources(j.desired), InputHash: j.inHash, Attempt: j.attempt, Correct: j.correct}
+		Desired: j.desired, Sources: remoteSources(j.desired), InputHash: j.inHash, Attempt: j.attempt, Correct: j.correct,
+		Preempted: j.isPreempted()}
 }
 
 // remoteSources are the sources of td's tenant, node groups and patches,
@@ -210,8 +214,12 @@ func (j *tenantJob) runElsewhere(ctx context.Context) {
 		j.run.started(j.tenant)
 	}
 	req := j.remoteRun()
+	j.mu.Lock()
+	j.elsewhere = true
+	j.mu.Unlock()
 	for try, wait := 0, time.Second; ; try, wait = try+1, min(2*wait, 5*time.Second) {
 		release := r.drift.hold(j.tenant)
+		req.Preempted = j.isPreempted() // a newer revision came since the last try
 		res, err := r.opts.Owners.Run(ctx, req)
 		release()
 		if err == nil {
@@ -230,6 +238,9 @@ func (j *tenantJob) runElsewhere(ctx context.Context) {
 			return
 		}
 		if actx, done, ok := r.opts.Owners.Acquire(j.tenant); ok {
+			j.mu.Lock()
+			j.elsewhere = false
+			j.mu.Unlock()
 			j.held = &heldShard{ctx: actx, done: done}
 			j.runHere(ctx)
 			return
@@ -291,6 +302,8 @@ func (r *Reconciler) RunFor(ctx context.Context, req RemoteRun) (RemoteResult, e
 		return r.checkFor(ctx, req)
 	case RemoteBackup:
 		return r.backupFor(ctx, req)
+	case RemotePreempt:
+		return RemoteResult{}, r.preemptFor(req)
 	default:
 		return RemoteResult{}, fmt.Errorf("%w: %q", errUnknownKind, req.Kind)
 	}
@@ -314,7 +327,7 @@ func (r *Reconciler) RunFor(ctx context.Context, req RemoteRun) (RemoteResult, e
 			out <- *res
 		}}
 	r.queue.Enqueue(req.Tenant, &tenantJob{run: run, tenant: req.Tenant, desired: desired, inHash: req.InputHash,
-		attempt: req.Attempt, correct: req.Correct, held: &heldShard{ctx: actx, done: done}})
+		attempt: req.Attempt, correct: req.Correct, held: &heldShard{ctx: actx, done: done}, preempted: req.Preempted})
 	select {
 	case res := <-out:
 		return res, nil

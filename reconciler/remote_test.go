@@ -19,6 +19,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/reconciler/tofu"
 	"github.com/rezuscloud/rezuscloud/render"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/sources"
 )
 
 // shardsOf is a test's replicas in one process: who owns each tenant,
@@ -329,5 +330,52 @@ func TestDriftChecksGoToTheTenantsOwner(t *testing.T) {
 	shards.move("production", "")
 	if err := leader.rec.DriftCheck(ctx, "production"); err == nil || !strings.Contains(err.Error(), "the replica that owns it") {
 		t.Fatalf("a check of a tenant no replica owns: %v", err)
+	}
+}
+
+// TestPreemptReachesTheOwner: a job of a newer revision queued behind a
+// run that the owner of its tenant runs ends that run's waits on the
+// owner too (its drains), as it does on one server; a run that reaches
+// the owner after the newer revision came carries it.
+func TestPreemptReachesTheOwner(t *testing.T) {
+	shards := newShards()
+	shards.move("staging", "worker")
+	shards.move("production", "worker")
+	rigs := newReplicaRigs(t, shards, "leader", "worker")
+	leader, worker := rigs["leader"], rigs["worker"]
+	st, err := sim.Open(leader.simDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetCreateDelay(3 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *schema.Commit)
+	go func() { done <- leader.reconcile("rev1", "first", examples(t)) }()
+	running := func(r *rig) *tenantJob {
+		j, _ := r.rec.queue.job("production").(*tenantJob)
+		return j
+	}
+	waitUntil(t, "production's run on the worker", func() bool { return running(worker) != nil && running(leader) != nil })
+	onWorker := running(worker).newerRevision()
+	running(leader).Preempt(&tenantJob{run: &CommitRun{snap: sources.Snapshot{Revision: "rev2"}}})
+	select {
+	case <-onWorker:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run on the worker was not told of the newer revision")
+	}
+	if err := st.SetCreateDelay(0); err != nil {
+		t.Fatal(err)
+	}
+	mustSucceed(t, <-done)
+
+	j := &tenantJob{run: &CommitRun{snap: sources.Snapshot{Revision: "rev1"}}, tenant: "production", preempted: true}
+	b, err := json.Marshal(j.remoteRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req RemoteRun
+	if err := json.Unmarshal(b, &req); err != nil || !req.Preempted {
+		t.Fatalf("a run sent after a newer revision came: %+v, %v", req, err)
 	}
 }

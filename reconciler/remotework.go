@@ -24,9 +24,15 @@ import (
 const (
 	RemoteDrift  = "drift"
 	RemoteBackup = "backup"
+	// RemotePreempt tells the owner that a job of a newer revision waits
+	// behind the tenant's run of Revision.
+	RemotePreempt = "preempt"
 )
 
-var errUnknownKind = errors.New("unknown kind of handed-over work")
+var (
+	errUnknownKind = errors.New("unknown kind of handed-over work")
+	errNoSuchRun   = errors.New("no such run")
+)
 
 // Offloaded reports whether the check runs on the replica that owns the
 // tenant; a check that this replica owns the tenant of holds its shard
@@ -196,6 +202,43 @@ func (r *Reconciler) toOwner(ctx context.Context, req RemoteRun) (res RemoteResu
 			return RemoteResult{}, &heldShard{ctx: sctx, done: done}, nil
 		}
 	}
+}
+
+// isElsewhere reports whether the job runs on the replica that owns the
+// tenant.
+func (j *tenantJob) isElsewhere() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.elsewhere
+}
+
+func (j *tenantJob) isPreempted() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.preempted
+}
+
+// preemptElsewhere tells the replica that runs the job that a job of
+// revision waits behind it, so that its drains end early as they do
+// here. A run that has not reached the owner yet carries it (Preempted).
+func (j *tenantJob) preemptElsewhere(revision string) {
+	r := j.run.r
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := r.opts.Owners.Run(ctx, RemoteRun{Kind: RemotePreempt, Tenant: j.tenant, Revision: j.run.snap.Revision}); err != nil {
+		r.log.Info("a newer revision could not cut the tenant's run on its owner short", "tenant", j.tenant, "revision", revision, "err", err)
+	}
+}
+
+// preemptFor preempts this replica's job of the tenant's run of
+// req.Revision that the leader handed over, running or queued.
+func (r *Reconciler) preemptFor(req RemoteRun) error {
+	j, ok := r.queue.job(req.Tenant).(*tenantJob)
+	if !ok || j.run.deliver == nil || j.run.snap.Revision != req.Revision {
+		return fmt.Errorf("%w: no run of tenant %s at revision %s here", errNoSuchRun, req.Tenant, req.Revision)
+	}
+	j.preempt()
+	return nil
 }
 
 // owns reports whether this replica owns the tenant now.

@@ -38,6 +38,7 @@ type tenantJob struct {
 	mu        sync.Mutex
 	newer     chan struct{} // made when first asked for
 	preempted bool
+	elsewhere bool // the job runs on the replica that owns the tenant
 }
 
 // newerRevision is closed once a job of another revision is queued for
@@ -55,22 +56,30 @@ func (j *tenantJob) newerRevision() <-chan struct{} {
 }
 
 // Preempt is told of a job queued for the tenant while j runs: one of
-// another revision closes j's newerRevision. A retry or a drift
-// correction of the same revision does not.
+// another revision closes j's newerRevision, on the replica that runs j
+// too. A retry or a drift correction of the same revision does not.
 func (j *tenantJob) Preempt(by Job) {
 	b, ok := by.(*tenantJob)
 	if !ok || b.run.snap.Revision == j.run.snap.Revision {
 		return
 	}
+	if j.preempt() && j.isElsewhere() {
+		go j.preemptElsewhere(b.run.snap.Revision)
+	}
+}
+
+// preempt closes j's newerRevision, and reports whether it was open.
+func (j *tenantJob) preempt() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.preempted {
-		return
+		return false
 	}
 	j.preempted = true
 	if j.newer != nil {
 		close(j.newer)
 	}
+	return true
 }
 
 // Run runs the job here, or on the replica that owns the tenant when
