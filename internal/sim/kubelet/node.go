@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -26,6 +27,9 @@ const (
 func (k *kubelet) report(ctx context.Context, n Node) error {
 	nodes := k.cs.CoreV1().Nodes()
 	cur, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && !k.reported(n.Name) {
+		return nil // the node stopped since the round began: its Node was deleted for it
+	}
 	if apierrors.IsNotFound(err) {
 		delete(k.sent, n.Name)
 		node := newNode(n)
@@ -47,6 +51,14 @@ func (k *kubelet) report(ctx context.Context, n Node) error {
 	}
 	k.sent[n.Name] = n
 	return nil
+}
+
+// reported reports whether the node named name is among those the
+// kubelet reports now: asked again before a Node is registered, so that
+// the Node of a node that stopped during the round (a reset, after which
+// its Node is deleted) is not registered again.
+func (k *kubelet) reported(name string) bool {
+	return slices.ContainsFunc(k.o.Nodes(), func(n Node) bool { return n.Name == name })
 }
 
 // newNode is n's Node as a Talos node's kubelet registers it: control

@@ -329,3 +329,38 @@ func TestEtcdLeaveAndRemoveMember(t *testing.T) {
 		t.Fatalf("journal: %+v", j)
 	}
 }
+
+// TestResetStopsTheKubelet: a node's kubelet stops when its reset
+// begins, as Talos stops its services before it wipes the machine: the
+// node leaves the cluster's kubelet reports for the whole reset, so that
+// its Node, once deleted, is not registered again.
+func TestResetStopsTheKubelet(t *testing.T) {
+	h := openHostWith(t, "", Timings{Reset: time.Hour})
+	secrets := bundle(t, "a")
+	cps, ws := bootCluster(t, h, secrets, 1, 1)
+	waitRunning(t, h, cps[0])
+	waitRunning(t, h, ws[0])
+	h.mu.Lock()
+	cluster := h.lookup(ws[0]).cluster()
+	worker := h.lookup(ws[0]).hostname()
+	h.mu.Unlock()
+	reported := func() []string {
+		var out []string
+		for _, n := range h.kubeNodes(cluster) {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+	if got := reported(); len(got) != 2 || !slices.Contains(got, worker) {
+		t.Fatalf("kubelets of the running cluster: %v, want two with %s", got, worker)
+	}
+	if err := adminClient(t, secrets, ws[0]).ResetGeneric(ctxT(t), &machine.ResetRequest{Graceful: true}); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := h.Node(ws[0]); info.Stage != runtime.MachineStageResetting {
+		t.Fatalf("the worker is %s, want resetting", info.Stage)
+	}
+	if got := reported(); len(got) != 1 || slices.Contains(got, worker) {
+		t.Fatalf("kubelets while the worker resets: %v, want the control plane's alone", got)
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"k8s.io/client-go/rest"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
@@ -169,7 +170,8 @@ func (h *Host) startKubelet(cluster string, cp *kubeapi.ControlPlane, caPEM *x50
 }
 
 // kubeNodes are the cluster's nodes as their kubelets report them: Ready
-// while the node runs its config and its kubelet service is healthy.
+// while the node runs its config and its kubelet service is healthy; a
+// node that is being reset has no kubelet any more.
 func (h *Host) kubeNodes(cluster string) []kubelet.Node {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -180,8 +182,8 @@ func (h *Host) kubeNodes(cluster string) []kubelet.Node {
 			continue
 		}
 		h.advance(n, now) // a reset that ends now takes the config away
-		if n.st.Running == nil {
-			continue
+		if n.st.Running == nil || n.viewAt(now).Stage == runtime.MachineStageResetting {
+			continue // a reset stops the kubelet first, as Talos's does
 		}
 		kn := kubelet.Node{Name: n.hostname(), Address: n.st.Address, ControlPlane: n.controlPlane(),
 			Ready: n.running(now), OSImage: "Talos (" + n.st.Version + ")"}
