@@ -61,7 +61,8 @@ func runSteps[T any](ctx context.Context, run T, steps []step[T]) (string, error
 // that it was seen, check its signature (signature.go) and that it
 // descends from the last revision applied (ancestry.go), load and validate
 // it, note which tenants it suspends (suspend.go), hold back deletions it
-// may not make, order its tenants and queue a run for each.
+// may not make, spread its tenants over the replicas (spread.go), order
+// its tenants and queue a run for each.
 var revisionSteps = []step[*CommitRun]{
 	{"RecordObserved", (*CommitRun).recordObserved},
 	{"VerifySignature", (*CommitRun).verifySignature},
@@ -69,6 +70,7 @@ var revisionSteps = []step[*CommitRun]{
 	{"Validate", (*CommitRun).validate},
 	{"NoteSuspended", (*CommitRun).noteSuspended},
 	{"GuardDeletions", (*CommitRun).guardDeletions},
+	{"Spread", (*CommitRun).spread},
 	{"Order", (*CommitRun).order},
 	{"Enqueue", (*CommitRun).enqueue},
 }

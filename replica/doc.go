@@ -5,8 +5,11 @@
 // replica under its lease, and self-fencing.
 //
 // Shards are spread by rendezvous hashing with bounded load over the
-// live members, so that their counts differ by one at most, and spread
-// again on every change of membership. A replica takes the shards
+// live members, and spread again on every change of membership. Each
+// shard weighs as many tenants as the leader last recorded in it
+// (Spread), so that every member holds about as many tenants; until it
+// records them, one each, so that the shards' counts differ by one at
+// most. A replica takes the shards
 // it should hold once they are free and hands over the others after
 // their work is done. A replica that dies frees its shards with its
 // lease, within the lease's TTL.

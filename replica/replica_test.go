@@ -97,9 +97,14 @@ func (c *checker) wait(limit time.Duration, what string, cond func(shards map[in
 // assigned is a condition: every shard is acted on by the member the
 // assignment over names gives it.
 func assigned(n int, names ...string) func(map[int]string, string) bool {
-	want := Assign(names, n)
+	return assignedBy(Unweighted(n), names...)
+}
+
+// assignedBy is assigned with the shards weighted by weights.
+func assignedBy(weights []int, names ...string) func(map[int]string, string) bool {
+	want := Assign(names, weights)
 	return func(shards map[int]string, _ string) bool {
-		for s := range n {
+		for s := range weights {
 			if shards[s] != want[s] {
 				return false
 			}
@@ -271,7 +276,7 @@ func TestReplicas(t *testing.T) {
 		waitUntil(t, testTTL, name+" names every tenant's holder", func() bool {
 			for s, tenant := range tenantsOfShards(n) {
 				h, addr, ok := m.r.Holder(tenant)
-				if !ok || h != Assign([]string{"a", "b", "c"}, n)[s] || addr != "http://"+h {
+				if !ok || h != Assign([]string{"a", "b", "c"}, Unweighted(n))[s] || addr != "http://"+h {
 					return false
 				}
 			}
@@ -501,8 +506,8 @@ func TestShardOf(t *testing.T) {
 // member that joins or leaves moves few shards besides its own.
 func TestRendezvous(t *testing.T) {
 	n := DefaultShards
-	three, four := Assign([]string{"a", "b", "c"}, n), Assign([]string{"c", "d", "b", "a"}, n)
-	if !slices.Equal(four, Assign([]string{"a", "b", "c", "d"}, n)) {
+	three, four := Assign([]string{"a", "b", "c"}, Unweighted(n)), Assign([]string{"c", "d", "b", "a"}, Unweighted(n))
+	if !slices.Equal(four, Assign([]string{"a", "b", "c", "d"}, Unweighted(n))) {
 		t.Error("the assignment depends on the members' order")
 	}
 	moved := 0

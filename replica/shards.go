@@ -1,14 +1,8 @@
 package replica
 
 import (
-	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"hash/fnv"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,64 +24,6 @@ func ShardOf(tenant string, shards int) int {
 	h := fnv.New32a()
 	h.Write([]byte(tenant))
 	return int(h.Sum32() % uint32(shards))
-}
-
-// score is the rendezvous weight of member name for shard s: the member
-// of highest score among the live ones should hold s.
-func score(name string, s int) uint64 {
-	sum := sha256.Sum256([]byte(name + "\x00" + strconv.Itoa(s)))
-	return binary.BigEndian.Uint64(sum[:8])
-}
-
-// Assign returns which of members should hold each of shards shards:
-// rendezvous hashing with bounded load. Every (member, shard) pair is
-// taken in descending score, and a shard goes to the first member of its
-// pairs that still has room; the first shards%len(members) members, by
-// name, have room for one more than the others. So loads differ by one
-// at most, and a change of membership moves few shards besides those of
-// the member that joined or left. Every replica computes the same answer
-// from the same members.
-func Assign(members []string, shards int) []string {
-	out := make([]string, shards)
-	if len(members) == 0 {
-		return out
-	}
-	names := slices.Clone(members)
-	slices.Sort(names)
-	room := make(map[string]int, len(names))
-	for i, m := range names {
-		room[m] = shards / len(names)
-		if i < shards%len(names) {
-			room[m]++
-		}
-	}
-	type pair struct {
-		score  uint64
-		member string
-		shard  int
-	}
-	pairs := make([]pair, 0, len(names)*shards)
-	for _, m := range names {
-		for s := range shards {
-			pairs = append(pairs, pair{score(m, s), m, s})
-		}
-	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.member, b.member); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.shard, b.shard)
-	})
-	for _, p := range pairs {
-		if out[p.shard] == "" && room[p.member] > 0 {
-			out[p.shard] = p.member
-			room[p.member]--
-		}
-	}
-	return out
 }
 
 // Owns reports whether this replica holds the tenant's shard now and
@@ -196,7 +132,7 @@ func (r *Replica) plan(ep *epoch) (take, release []int) {
 		names = append(names, name)
 	}
 	holders := r.view.holders()
-	owners := Assign(names, r.cfg.Shards)
+	owners := Assign(names, r.view.weights(r.cfg.Shards))
 	for s := range r.cfg.Shards {
 		want := owners[s] == r.cfg.Name
 		sh := ep.shards[s]

@@ -107,7 +107,7 @@ func fetchTenant(s *e2eServer, name string) schema.Tenant {
 // tenantsForEach returns staging and other tenants, by the replica among
 // names that owns each once they all run: one for each replica.
 func tenantsForEach(names []string) map[string]string {
-	assigned := replica.Assign(names, replica.DefaultShards)
+	assigned := replica.Assign(names, replica.Unweighted(replica.DefaultShards))
 	owner := func(tenant string) string { return assigned[replica.ShardOf(tenant, replica.DefaultShards)] }
 	out := map[string]string{"staging": owner("staging")}
 	taken := map[string]bool{owner("staging"): true}

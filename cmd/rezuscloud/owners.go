@@ -29,6 +29,8 @@ const maxRunBody = 16 << 20
 // replicaOwners are the reconciler's Owners on a replica.
 type replicaOwners struct{ m *Main }
 
+var _ reconciler.Spreader = replicaOwners{}
+
 // owners returns the reconciler's Owners: nil on a server alone.
 func (m *Main) owners() reconciler.Owners {
 	if m.replica == nil {
@@ -42,6 +44,11 @@ func (o replicaOwners) Acquire(tenant string) (context.Context, func(), bool) {
 }
 
 func (o replicaOwners) Changed() <-chan struct{} { return o.m.replica.Changed() }
+
+// Spread weighs the shards by the tenants in them (replica.Spread).
+func (o replicaOwners) Spread(ctx context.Context, tenants []string) (bool, error) {
+	return o.m.replica.Spread(ctx, tenants)
+}
 
 // Run sends the run to the replica that holds the tenant's shard and
 // waits for its result. The request ends early when another replica
