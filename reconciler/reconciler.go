@@ -190,6 +190,8 @@ type Reconciler struct {
 	checked moduleChecks
 	drift   *driftState
 	backups *backupState // nil when the server takes no backups
+	// early are the preempts that reached this replica before their run.
+	early earlyPreempts
 
 	mu          sync.Mutex
 	lastApplied string // the revision of the last commit that finished without failures

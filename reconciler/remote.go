@@ -326,7 +326,7 @@ func (r *Reconciler) RunFor(ctx context.Context, req RemoteRun) (RemoteResult, e
 			}
 			out <- *res
 		}}
-	r.queue.Enqueue(req.Tenant, &tenantJob{run: run, tenant: req.Tenant, desired: desired, inHash: req.InputHash,
+	r.enqueueRemote(&tenantJob{run: run, tenant: req.Tenant, desired: desired, inHash: req.InputHash,
 		attempt: req.Attempt, correct: req.Correct, held: &heldShard{ctx: actx, done: done}, preempted: req.Preempted})
 	select {
 	case res := <-out:

@@ -336,7 +336,8 @@ func TestDriftChecksGoToTheTenantsOwner(t *testing.T) {
 // TestPreemptReachesTheOwner: a job of a newer revision queued behind a
 // run that the owner of its tenant runs ends that run's waits on the
 // owner too (its drains), as it does on one server; a run that reaches
-// the owner after the newer revision came carries it.
+// the owner after the newer revision came carries it; and a preempt that
+// reaches the owner before its run preempts that run when it comes.
 func TestPreemptReachesTheOwner(t *testing.T) {
 	shards := newShards()
 	shards.move("staging", "worker")
@@ -358,16 +359,42 @@ func TestPreemptReachesTheOwner(t *testing.T) {
 	}
 	waitUntil(t, "production's run on the worker", func() bool { return running(worker) != nil && running(leader) != nil })
 	onWorker := running(worker).newerRevision()
+	handed := running(leader).remoteRun()
 	running(leader).Preempt(&tenantJob{run: &CommitRun{snap: sources.Snapshot{Revision: "rev2"}}})
 	select {
 	case <-onWorker:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the run on the worker was not told of the newer revision")
 	}
+
+	// A preempt that reaches the owner before its run (sent a moment
+	// earlier) preempts the run once it arrives; here it waits behind
+	// the run of rev1.
+	handed.Revision = "rev3"
+	if _, err := worker.rec.RunFor(t.Context(), RemoteRun{Kind: RemotePreempt, Tenant: "production", Revision: "rev3"}); err != nil {
+		t.Fatalf("a preempt before its run: %v", err)
+	}
+	ran := make(chan error, 1)
+	go func() {
+		_, err := worker.rec.RunFor(t.Context(), handed)
+		ran <- err
+	}()
+	var third *tenantJob
+	waitUntil(t, "rev3's run queued on the worker", func() bool {
+		third = pendingJob(worker.rec.queue, "production")
+		return third != nil
+	})
+	if third.run.snap.Revision != "rev3" || !third.isPreempted() {
+		t.Errorf("the run of %s whose preempt came first: preempted %v", third.run.snap.Revision, third.isPreempted())
+	}
+
 	if err := st.SetCreateDelay(0); err != nil {
 		t.Fatal(err)
 	}
 	mustSucceed(t, <-done)
+	if err := <-ran; err != nil {
+		t.Fatalf("rev3's run on the worker: %v", err)
+	}
 
 	j := &tenantJob{run: &CommitRun{snap: sources.Snapshot{Revision: "rev1"}}, tenant: "production", preempted: true}
 	b, err := json.Marshal(j.remoteRun())
@@ -378,4 +405,15 @@ func TestPreemptReachesTheOwner(t *testing.T) {
 	if err := json.Unmarshal(b, &req); err != nil || !req.Preempted {
 		t.Fatalf("a run sent after a newer revision came: %+v, %v", req, err)
 	}
+}
+
+// pendingJob returns the tenant job that waits in q for key, or nil.
+func pendingJob(q *Queue, key string) *tenantJob {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if e := q.pending[key]; e != nil {
+		j, _ := e.job.(*tenantJob)
+		return j
+	}
+	return nil
 }

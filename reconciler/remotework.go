@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -29,10 +30,7 @@ const (
 	RemotePreempt = "preempt"
 )
 
-var (
-	errUnknownKind = errors.New("unknown kind of handed-over work")
-	errNoSuchRun   = errors.New("no such run")
-)
+var errUnknownKind = errors.New("unknown kind of handed-over work")
 
 // Offloaded reports whether the check runs on the replica that owns the
 // tenant; a check that this replica owns the tenant of holds its shard
@@ -231,14 +229,65 @@ func (j *tenantJob) preemptElsewhere(revision string) {
 }
 
 // preemptFor preempts this replica's job of the tenant's run of
-// req.Revision that the leader handed over, running or queued.
+// req.Revision that the leader handed over, running or queued. A run not
+// here yet (the leader sent it a moment before the preempt, which came
+// first) starts preempted if it arrives within earlyPreemptTTL.
 func (r *Reconciler) preemptFor(req RemoteRun) error {
+	r.early.mu.Lock()
+	defer r.early.mu.Unlock()
 	j, ok := r.queue.job(req.Tenant).(*tenantJob)
 	if !ok || j.run.deliver == nil || j.run.snap.Revision != req.Revision {
-		return fmt.Errorf("%w: no run of tenant %s at revision %s here", errNoSuchRun, req.Tenant, req.Revision)
+		r.early.noteLocked(req.Tenant, req.Revision, r.opts.Now())
+		return nil
 	}
 	j.preempt()
 	return nil
+}
+
+// earlyPreemptTTL is how long a preempt waits for its run.
+const earlyPreemptTTL = time.Minute
+
+// earlyPreempts are the preempts that came before their run, by tenant
+// and revision, with when they came. mu also orders a run's arrival
+// (enqueueRemote) with a preempt's (preemptFor), so that each sees the
+// other.
+type earlyPreempts struct {
+	mu sync.Mutex
+	at map[[2]string]time.Time
+}
+
+// noteLocked remembers a preempt of the run of tenant at revision, and
+// forgets those older than earlyPreemptTTL. mu is held.
+func (e *earlyPreempts) noteLocked(tenant, revision string, now time.Time) {
+	if e.at == nil {
+		e.at = map[[2]string]time.Time{}
+	}
+	for k, t := range e.at {
+		if now.Sub(t) > earlyPreemptTTL {
+			delete(e.at, k)
+		}
+	}
+	e.at[[2]string{tenant, revision}] = now
+}
+
+// takeLocked reports whether a preempt of the run of tenant at revision
+// came within earlyPreemptTTL, and forgets it. mu is held.
+func (e *earlyPreempts) takeLocked(tenant, revision string, now time.Time) bool {
+	k := [2]string{tenant, revision}
+	t, ok := e.at[k]
+	delete(e.at, k)
+	return ok && now.Sub(t) <= earlyPreemptTTL
+}
+
+// enqueueRemote queues the job of a run the leader handed over, preempted
+// if its preempt came first.
+func (r *Reconciler) enqueueRemote(j *tenantJob) {
+	r.early.mu.Lock()
+	defer r.early.mu.Unlock()
+	if r.early.takeLocked(j.tenant, j.run.snap.Revision, r.opts.Now()) {
+		j.preempted = true
+	}
+	r.queue.Enqueue(j.tenant, j)
 }
 
 // owns reports whether this replica owns the tenant now.
