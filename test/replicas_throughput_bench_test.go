@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,8 +27,9 @@ import (
 // (--workers' default). A side's time runs from the push to the commit's
 // success: every tenant applied, its machine booted and its etcd
 // bootstrapped. It reports each side's seconds and tenants per minute, the
-// tofu processes each replica started, and speedup, one replica's time
-// over three's.
+// tofu processes each replica started, the machine's busy cores and
+// CPU-seconds a tenant over the timed window, and speedup, one replica's
+// time over three's.
 //
 // It runs only with REZUSCLOUD_BENCH_THROUGHPUT=1, and takes tens of
 // minutes at 300 tenants:
@@ -47,11 +49,18 @@ func BenchmarkReplicasThroughput(b *testing.B) {
 	took := map[int]time.Duration{}
 	for _, replicas := range []int{1, 3} {
 		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			var busy float64
 			for b.Loop() {
-				took[replicas] = applyTenants(b, replicas, n)
+				took[replicas], busy = applyTenants(b, replicas, n)
 			}
 			b.ReportMetric(took[replicas].Seconds(), "s")
 			b.ReportMetric(float64(n)/took[replicas].Minutes(), "tenants/min")
+			if busy > 0 {
+				b.ReportMetric(busy/took[replicas].Seconds(), "cores-busy")
+				b.ReportMetric(busy/float64(n), "cpu-s/tenant")
+				b.Logf("replicas=%d: the machine's %d cores were busy %.2f of the time; at %.2f CPU-s a tenant, they can apply at most %.1f tenants/min",
+					replicas, runtime.NumCPU(), busy/took[replicas].Seconds()/float64(runtime.NumCPU()), busy/float64(n), float64(runtime.NumCPU())*60/(busy/float64(n)))
+			}
 		})
 	}
 	if took[1] > 0 && took[3] > 0 {
@@ -63,8 +72,9 @@ func BenchmarkReplicasThroughput(b *testing.B) {
 
 // applyTenants starts replicas on a new etcd and simulated world, pushes
 // one commit that adds n tenants on the simulated OpenStack, and returns
-// how long it took to succeed.
-func applyTenants(b *testing.B, replicas, n int) time.Duration {
+// how long it took to succeed and the CPU-seconds the whole machine spent
+// meanwhile (0 where /proc/stat cannot be read).
+func applyTenants(b *testing.B, replicas, n int) (time.Duration, float64) {
 	b.StopTimer()
 	etcd := etcdtest.Start(b, 3)
 	world, cloud := filepath.Join(b.TempDir(), "world"), filepath.Join(b.TempDir(), "openstack")
@@ -96,10 +106,13 @@ func applyTenants(b *testing.B, replicas, n int) time.Duration {
 	}
 	sha := work.Commit(fmt.Sprintf("%d tenants on OpenStack", n))
 	b.StartTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), machineBusy()
 	work.Push()
 	c := waitCommitFor(b, servers[0], sha, 90*time.Minute)
-	took := time.Since(start)
+	took, busy := time.Since(start), machineBusy()-cpu0
+	if cpu0 == 0 {
+		busy = 0
+	}
 	b.StopTimer()
 	if c.Status.Phase != schema.CommitSucceeded {
 		b.Fatalf("the commit of %d tenants ended %s: %s", n, c.Status.Phase, c.Status.Message)
@@ -114,7 +127,33 @@ func applyTenants(b *testing.B, replicas, n int) time.Duration {
 		b.Logf("replicas=%d: r%d started %d tofu processes", replicas, i, runs)
 	}
 	b.StartTimer()
-	return took
+	return took, busy
+}
+
+// machineBusy returns the CPU-seconds every core of the machine has spent
+// on anything but idling since boot, from /proc/stat (Linux's USER_HZ of
+// 100 ticks a second), or 0 where it cannot be read.
+func machineBusy() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 8 || fields[0] != "cpu" {
+		return 0
+	}
+	var ticks float64
+	for i, f := range fields[1:8] { // user nice system idle iowait irq softirq
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return 0
+		}
+		if i != 3 && i != 4 {
+			ticks += v
+		}
+	}
+	return ticks / 100
 }
 
 // writeOpenStackTenant writes tenant name with one control plane on the
