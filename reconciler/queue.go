@@ -70,8 +70,12 @@ type Queue struct {
 
 	runCtx    context.Context
 	cancelRun context.CancelFunc
-	wg        sync.WaitGroup
-	started   bool
+	// stopping ends when Stop begins, before the grace period: for jobs
+	// that only wait on another replica, with nothing of their own to save.
+	stopping context.Context
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	started  bool
 }
 
 type entry struct {
@@ -90,6 +94,7 @@ func NewQueue(opts QueueOptions) *Queue {
 	q := &Queue{opts: opts, pending: map[string]*entry{}, running: map[string]Job{}}
 	q.cond = sync.NewCond(&q.mu)
 	q.runCtx, q.cancelRun = context.WithCancel(context.Background())
+	q.stopping, q.stop = context.WithCancel(context.Background())
 	return q
 }
 
@@ -252,6 +257,7 @@ func (q *Queue) Stop() {
 		return
 	}
 	q.stopped = true
+	q.stop()
 	pending := q.pending
 	q.pending, q.order = map[string]*entry{}, nil
 	q.cond.Broadcast()

@@ -206,8 +206,10 @@ func (j *tenantJob) letGo() {
 // records its result, trying again when no live replica owns it or the
 // owner stopped or did not answer; once this replica owns the tenant, the
 // job runs here. While it runs elsewhere, this replica's drift checks of
-// the tenant wait. It returns when ctx ends, without a result: the next
-// leader runs the revision again.
+// the tenant wait. It returns when ctx ends, or as soon as the queue
+// stops (nothing of the run is here to save, and the owner's run goes on
+// without its waiting), without a result: the next leader runs the
+// revision again.
 func (j *tenantJob) runElsewhere(ctx context.Context) {
 	r := j.run.r
 	if j.attempt == 0 {
@@ -217,16 +219,19 @@ func (j *tenantJob) runElsewhere(ctx context.Context) {
 	j.mu.Lock()
 	j.elsewhere = true
 	j.mu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(r.queue.stopping, cancel)()
 	for try, wait := 0, time.Second; ; try, wait = try+1, min(2*wait, 5*time.Second) {
 		release := r.drift.hold(j.tenant)
 		req.Preempted = j.isPreempted() // a newer revision came since the last try
-		res, err := r.opts.Owners.Run(ctx, req)
+		res, err := r.opts.Owners.Run(wctx, req)
 		release()
 		if err == nil {
 			j.concludeElsewhere(res)
 			return
 		}
-		if ctx.Err() != nil {
+		if wctx.Err() != nil {
 			return
 		}
 		level := slog.LevelDebug
@@ -234,7 +239,7 @@ func (j *tenantJob) runElsewhere(ctx context.Context) {
 			level = slog.LevelWarn
 		}
 		r.log.Log(ctx, level, "a tenant's run did not reach the replica that owns it: trying again when the shards change", "tenant", j.tenant, "revision", req.Revision, "err", err)
-		if !awaitShards(ctx, r.opts.Owners, wait) {
+		if !awaitShards(wctx, r.opts.Owners, wait) {
 			return
 		}
 		if actx, done, ok := r.opts.Owners.Acquire(j.tenant); ok {

@@ -417,3 +417,24 @@ func pendingJob(q *Queue, key string) *tenantJob {
 	}
 	return nil
 }
+
+// TestStopEndsTheWaitForAnOwner: a run that waits for a replica to own
+// its tenant holds nothing on the leader, so the leader's queue stops it
+// at once, not after the grace period that a run of its own has for tofu
+// to save its state.
+func TestStopEndsTheWaitForAnOwner(t *testing.T) {
+	shards := newShards()
+	shards.move("staging", "")
+	shards.move("production", "")
+	leader := newReplicaRigs(t, shards, "leader")["leader"]
+	go leader.rec.Reconcile(context.Background(), sources.Snapshot{Revision: "rev1", Ref: "refs/heads/main", Message: "first", FS: examples(t), Root: "."})
+	waitUntil(t, "a run waiting for an owner", func() bool {
+		j, _ := leader.rec.queue.job("staging").(*tenantJob)
+		return j != nil && j.isElsewhere()
+	})
+	start := time.Now()
+	leader.rec.queue.Stop()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the queue stopped %s after it was asked to; want it at once (grace %s)", took.Round(time.Millisecond), leader.rec.queue.opts.Grace)
+	}
+}
