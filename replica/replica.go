@@ -61,6 +61,7 @@ type Replica struct {
 	last    *epoch // the latest membership, fenced or not
 	closed  bool
 	view    view          // every key under the prefix
+	viewed  chan struct{} // closed at the next change of the view
 	changed chan struct{} // closed at the next change
 	hooks   []func(key string, rev int64)
 	running bool
@@ -79,6 +80,7 @@ func Join(ctx context.Context, cfg Config) (*Replica, error) {
 		log:     cfg.Logger,
 		kickc:   make(chan struct{}, 1),
 		view:    view{prefix: cfg.Prefix},
+		viewed:  make(chan struct{}),
 		changed: make(chan struct{}),
 	}
 	if r.log == nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -178,7 +179,59 @@ func (r *Replica) Spread(ctx context.Context, tenants []string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("replica %s: record the tenants per shard: %w", r.cfg.Name, err)
 	}
-	return resp.Succeeded, nil
+	if !resp.Succeeded {
+		return false, nil
+	}
+	if !r.settle(ctx, counts, r.cfg.TTL) {
+		r.log.Warn("replica: the shards with tenants did not reach their new holders within the lease TTL; their runs go to the replicas that hold them now", "ttl", r.cfg.TTL)
+	}
+	return true, nil
+}
+
+// settle waits, for at most limit, until this replica's view has counts
+// as the recorded weights and every shard with a tenant is held by the
+// live member they assign it to, so that the runs queued next go to the
+// replicas that keep the tenants instead of to those handing them over.
+// It reports whether they got there.
+func (r *Replica) settle(ctx context.Context, counts []int, limit time.Duration) bool {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		done, viewed := r.settledLocked(counts), r.viewed
+		r.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-viewed:
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// settledLocked reports whether the view holds the shards as counts
+// assign them among its members. r.mu is held.
+func (r *Replica) settledLocked(counts []int) bool {
+	if !slices.Equal(r.view.weights(r.cfg.Shards), counts) {
+		return false
+	}
+	members := r.view.members()
+	names := make([]string, 0, len(members))
+	for name := range members {
+		names = append(names, name)
+	}
+	owners := Assign(names, counts)
+	holders := r.view.holders()
+	for s, c := range counts {
+		if c > 0 && holders[s].name != owners[s] {
+			return false
+		}
+	}
+	return true
 }
 
 // even reports whether owners give no member more than spreadSlack above

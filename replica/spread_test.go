@@ -106,6 +106,12 @@ func TestSpread(t *testing.T) {
 		t.Fatalf("the leader's Spread: wrote %v, %v; want the counts written", wrote, err)
 	}
 	counts := countsOf(tenants, n)
+	leader.r.mu.Lock()
+	settled := leader.r.settledLocked(counts)
+	leader.r.mu.Unlock()
+	if !settled {
+		t.Errorf("the leader's Spread returned before the shards with tenants reached their new holders in its view")
+	}
 	took := chk.wait(2*testTTL, "the shards follow their tenants", assignedBy(counts, names...))
 	t.Logf("shards weighted by tenants within %s", took)
 

@@ -111,6 +111,12 @@ func (v *view) leader() string {
 	return name
 }
 
+// viewedLocked wakes those waiting for the view to change. r.mu is held.
+func (r *Replica) viewedLocked() {
+	close(r.viewed)
+	r.viewed = make(chan struct{})
+}
+
 // shardKey is the key of shard s.
 func (r *Replica) shardKey(s int) string {
 	return r.cfg.Prefix + shardsDir + fmt.Sprintf("%04d", s)
@@ -139,6 +145,7 @@ func (r *Replica) followOnce(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.view.reset(resp.Kvs)
+	r.viewedLocked()
 	r.mu.Unlock()
 	r.kick()
 	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -150,6 +157,7 @@ func (r *Replica) followOnce(ctx context.Context) error {
 		}
 		r.mu.Lock()
 		r.view.apply(wr.Events)
+		r.viewedLocked()
 		r.mu.Unlock()
 		r.kick()
 	}

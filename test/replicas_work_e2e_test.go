@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rezuscloud/rezuscloud/internal/testenv"
 	"github.com/rezuscloud/rezuscloud/replica"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -122,11 +123,16 @@ func tenantsForEach(names []string) map[string]string {
 }
 
 // copyStaging adds to the work tree a tenant named name, made from the
-// staging example, with the loopback control-plane endpoint endpoint.
+// repository's staging example, with the loopback control-plane endpoint
+// endpoint.
 func copyStaging(t *testing.T, e *e2e, name, endpoint string) {
 	t.Helper()
 	for _, f := range []string{"tenant.yaml", "nodegroups.yaml", "patches.yaml"} {
-		s := strings.ReplaceAll(e.read(e2eManifests+"/staging/"+f), "staging", name)
+		b, err := os.ReadFile(filepath.Join(testenv.Root(), "examples", "staging", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.ReplaceAll(string(b), "staging", name)
 		e.work.Write(e2eManifests+"/"+name+"/"+f, strings.ReplaceAll(s, "https://127.250.0.2:6443", "https://"+endpoint))
 	}
 }
