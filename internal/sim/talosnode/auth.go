@@ -36,6 +36,7 @@ var rules = map[string]role.Set{
 	"/machine.MachineService/EtcdRemoveMemberByID": admins,
 	"/machine.MachineService/EtcdSnapshot":         role.MakeSet(role.Admin, role.EtcdBackup),
 	"/machine.MachineService/EtcdStatus":           readers,
+	"/machine.MachineService/Events":               readers,
 	"/machine.MachineService/LoadAvg":              readers,
 	"/machine.MachineService/Logs":                 readers,
 	"/machine.MachineService/Memory":               readers,
@@ -71,6 +72,17 @@ type call struct {
 	// endWatch ends a COSI watch's stream with its cause, which the
 	// stream then returns (see streamInterceptor); nil for other calls.
 	endWatch context.CancelCauseFunc
+	// targets are the nodes an events stream's "nodes" header names, as
+	// apid fans it out to each of them; nil without the header.
+	targets []eventTarget
+}
+
+// eventTarget is one node of a fanned-out events stream: the name the
+// client gave it, which apid puts in each message's metadata, and the
+// node, nil when no node has that name or address.
+type eventTarget struct {
+	name string
+	n    *node
 }
 
 // watchMethod is the COSI method of every watch.
@@ -136,7 +148,14 @@ func (h *Host) authorize(ctx context.Context, method string) (context.Context, e
 		return nil, status.Errorf(codes.Unavailable, "no machine at %s", addr)
 	}
 	reached := n
+	var targets []eventTarget
+	if method == eventsMethod && n.st.Running != nil {
+		targets = h.fanOut(ctx, n)
+	}
 	n, err := h.proxied(ctx, n)
+	if targets != nil {
+		n, err = reached, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +187,31 @@ func (h *Host) authorize(ctx context.Context, method string) (context.Context, e
 			return nil, errNotAuthorized
 		}
 	}
-	return context.WithValue(ctx, callKey{}, &call{n: n, roles: roles, proxied: n != reached}), nil
+	return context.WithValue(ctx, callKey{}, &call{n: n, roles: roles, proxied: n != reached, targets: targets}), nil
+}
+
+// eventsMethod is the machine API's events stream, which apid fans out
+// to several nodes.
+const eventsMethod = "/machine.MachineService/Events"
+
+// fanOut returns the nodes of a request's "nodes" header, which apid
+// fans an events stream out to; nil without the header. Called with h.mu
+// held.
+func (h *Host) fanOut(ctx context.Context, n *node) []eventTarget {
+	md, _ := metadata.FromIncomingContext(ctx)
+	names := md.Get("nodes")
+	if len(names) == 0 {
+		return nil
+	}
+	out := make([]eventTarget, 0, len(names))
+	for _, name := range names {
+		t := h.lookup(name)
+		if t != nil && t.cluster() != n.cluster() {
+			t = nil
+		}
+		out = append(out, eventTarget{name: name, n: t})
+	}
+	return out
 }
 
 // proxied returns the node a request's "node" header names, if another
