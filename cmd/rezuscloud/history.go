@@ -27,7 +27,7 @@ func addHistoryFlags(fs *pflag.FlagSet, f *historyFlags) {
 	fs.DurationVar(&f.step, "history-step", history.DefaultStep, "the resolution gauges older than --history-full are downsampled to: whole minutes that divide a day")
 	fs.DurationVar(&f.keep, "history-keep", history.DefaultKeep, "how long any history (transitions, availability, marks, gauges) is kept")
 	fs.DurationVar(&f.sampleInterval, "history-sample-interval", time.Minute, "how often the gauges of every connected machine (load, memory, etcd DB size and leader) are sampled; the history keeps one a minute at most")
-	fs.IntVar(&f.talosWatchMax, "talos-watch-max", talos.DefaultMaxWatched, "follow at most `N` machines by watches (control planes first), each about 155 KiB of memory; the others are probed once per --probe-ttl; -1: no bound")
+	fs.IntVar(&f.talosWatchMax, "talos-watch-max", talos.DefaultMaxWatched, "follow at most `N` machines by watches (control planes first), each about 155 KiB of memory; the others follow by one events stream per tenant, probed at once on an event and every 5 minutes otherwise (once per --probe-ttl while off the stream); -1: no bound")
 	fs.BoolVar(&f.talosWatch, "talos-watch", true, "follow each connected machine's resources by watches, probing only a machine whose watch broke; false probes every machine once per --probe-ttl")
 }
 

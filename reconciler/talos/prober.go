@@ -55,7 +55,17 @@ type probeEntry struct {
 	// watches count the watches that follow the machine (watch.go) and
 	// keep obs current, so that obs stands whatever its age.
 	watches int
+	// events count the events streams the machine is on (events.go),
+	// which tell its changes of status and addresses, so that obs stands
+	// for eventsStand.
+	events int
 }
+
+// eventsStand is how long the observation of a machine on an events
+// stream stands, when the probe TTL is shorter: its events bring its
+// status, addresses and going down, so its timed probe only catches what
+// they do not tell (the config's hash, the disks, the etcd members).
+const eventsStand = 5 * time.Minute
 
 // NewProber returns a prober that dials through pool.
 func NewProber(pool *Pool, opts ProberOptions) *Prober {
@@ -85,34 +95,53 @@ func (p *Prober) Probes() int64 { return p.probes.Load() }
 // new probe's. Probes of the machines run in parallel, bounded by the
 // prober's concurrency; a caller that asks for a machine whose probe is in
 // flight waits for that probe instead of starting another.
+//
+// Control planes never observed before go first, so that the first probes
+// of the others can go through one of them (gatewayOf) rather than each
+// dial its machine.
 func (p *Prober) Observe(ctx context.Context, tenant string, bundle []byte, ms []Machine) []Observation {
 	out := make([]Observation, len(ms))
-	var wg sync.WaitGroup
+	first := make([]bool, len(ms))
 	for i, m := range ms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = p.observe(ctx, tenant, bundle, m, false, 0)
-		}()
+		_, seen := p.Last(m.ID)
+		first[i] = m.ControlPlane && !seen
 	}
-	wg.Wait()
+	for _, phase := range []bool{true, false} {
+		var wg sync.WaitGroup
+		for i, m := range ms {
+			if first[i] != phase {
+				continue
+			}
+			wg.Go(func() { out[i] = p.observe(ctx, tenant, bundle, m, false, 0, true) })
+		}
+		wg.Wait()
+	}
 	return out
 }
 
 // Fresh probes one machine now, whatever the age of its observation, and
 // keeps the result as its standing observation. Rollouts use it.
 func (p *Prober) Fresh(ctx context.Context, tenant string, bundle []byte, m Machine) Observation {
-	return p.observe(ctx, tenant, bundle, m, true, 0)
+	return p.observe(ctx, tenant, bundle, m, true, 0, false)
 }
 
 // StandIn probes one machine now in place of its broken watch: as Fresh,
 // and it reads the inventory again, which the watch would have reported
 // had it changed.
 func (p *Prober) StandIn(ctx context.Context, tenant string, bundle []byte, m Machine) Observation {
-	return p.observe(ctx, tenant, bundle, m, true, allInventory)
+	return p.observe(ctx, tenant, bundle, m, true, allInventory, false)
 }
 
-func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Machine, fresh bool, inventory inventoryPart) Observation {
+// Prompt probes one machine now because an event said it changed, through
+// its tenant's gateway as a timed probe goes, reading inventory again
+// besides what a probe reads.
+func (p *Prober) Prompt(ctx context.Context, tenant string, bundle []byte, m Machine, inventory inventoryPart) Observation {
+	return p.observe(ctx, tenant, bundle, m, true, inventory, true)
+}
+
+// observe returns m's standing observation, or, when it is older than the
+// TTL or fresh is set, a new probe's, through a gateway when viaGateway.
+func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Machine, fresh bool, inventory inventoryPart, viaGateway bool) Observation {
 	for {
 		p.mu.Lock()
 		e := p.entries[m.ID]
@@ -120,7 +149,7 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 			e = &probeEntry{}
 			p.entries[m.ID] = e
 		}
-		if !fresh && e.have && (e.watches > 0 || p.opts.Now().Sub(e.obs.At) < p.opts.TTL) {
+		if !fresh && e.have && p.stands(e) {
 			obs := e.obs
 			p.mu.Unlock()
 			return obs
@@ -140,7 +169,7 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 		prev, have := e.obs, e.have
 		p.mu.Unlock()
 
-		obs := p.probe(ctx, tenant, bundle, m, prev, have, inventory, !fresh)
+		obs := p.probe(ctx, tenant, bundle, m, prev, have, inventory, viaGateway)
 		p.mu.Lock()
 		obs = p.keepLocked(e, obs, ctx.Err() == nil)
 		e.inFlight = nil
@@ -148,6 +177,42 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 		p.mu.Unlock()
 		return obs
 	}
+}
+
+// stands reports whether e's observation stands without a probe. Called
+// with p.mu held.
+func (p *Prober) stands(e *probeEntry) bool {
+	age := p.opts.Now().Sub(e.obs.At)
+	return e.watches > 0 || age < p.opts.TTL || e.events > 0 && age < eventsStand
+}
+
+// onEvents says that an events stream brings the machine's changes; the
+// returned function says that it left the stream, and does so once.
+func (p *Prober) onEvents(id string) (left func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[id]
+	if e == nil {
+		e = &probeEntry{}
+		p.entries[id] = e
+	}
+	e.events++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			e.events--
+		})
+	}
+}
+
+// onStream reports whether an events stream brings the machine's changes.
+func (p *Prober) onStream(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[id]
+	return e != nil && e.events > 0
 }
 
 // keepLocked makes obs the standing observation of e when stand is set,

@@ -104,9 +104,12 @@ type watchSet struct {
 	// regate is how often a worker's direct watch looks for a gateway.
 	regate time.Duration
 	wg     sync.WaitGroup
-	// leftOut is set while the bound leaves machines unwatched: the
-	// observer's passes probe them.
+	// leftOut is set while the bound leaves machines unwatched and off
+	// the events streams: the observer's passes probe them on the TTL.
 	leftOut atomic.Bool
+	// events are the events streams of the machines the bound leaves
+	// unwatched, by tenant (events.go).
+	events map[string]*tenantEvents
 }
 
 // machineWatch is one machine's watch.
@@ -128,7 +131,7 @@ type machineWatch struct {
 type gateway struct{ id, address string }
 
 func newWatchSet(pl *Plane) *watchSet {
-	return &watchSet{pl: pl, byID: map[string]*machineWatch{}, gateways: map[string][]gateway{}}
+	return &watchSet{pl: pl, byID: map[string]*machineWatch{}, gateways: map[string][]gateway{}, events: map[string]*tenantEvents{}}
 }
 
 // via is the address through which m's watch opens: the first of its
@@ -171,8 +174,8 @@ func (ws *watchSet) gatewaysFor(tenant string, m Machine) []gateway {
 }
 
 // kept is the address of a control plane of tenant, other than m, whose
-// own watch keeps its connection open, so that a probe of m through it
-// dials nothing: "" when there is none.
+// own watch, or the tenant's events stream, keeps its connection open, so
+// that a probe of m through it dials nothing: "" when there is none.
 func (ws *watchSet) kept(tenant string, m Machine) string {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -180,6 +183,9 @@ func (ws *watchSet) kept(tenant string, m Machine) string {
 		if w := ws.byID[g.id]; g.id != m.ID && w != nil && w.through == g.address && ws.pl.prober.forwards(g.id) {
 			return g.address
 		}
+	}
+	if ev := ws.events[tenant]; ev != nil && ev.gw.id != m.ID && ws.pl.prober.forwards(ev.gw.id) {
+		return ev.gw.address
 	}
 	return ""
 }
@@ -223,8 +229,8 @@ func (pl *Plane) Probes() int64 { return pl.prober.Probes() }
 // unless ObserverOptions.MaxWatched says otherwise. A watched machine
 // keeps its streams open (and a tenant's first control plane its
 // connection), about 155 KiB of the server's memory (docs/scaling.md), so
-// the default bounds that to about 40 MiB; the machines beyond it are
-// probed once per probe TTL.
+// the default bounds that to about 40 MiB; the machines beyond it follow
+// by their tenant's events stream (events.go).
 const DefaultMaxWatched = 256
 
 // watchOrder returns the machines of byTenant whose tenant's bundle is
@@ -292,9 +298,9 @@ func (ws *watchSet) sync(ctx context.Context, byTenant map[string][]Machine, bun
 			ws.gateways[tm.tenant] = append(ws.gateways[tm.tenant], gateway{id: tm.m.ID, address: tm.m.Address})
 		}
 	}
-	ws.leftOut.Store(max > 0 && len(order) > max)
+	var unwatched []tenantMachine
 	if max > 0 && len(order) > max {
-		order = order[:max]
+		order, unwatched = order[:max], order[max:]
 	}
 	for _, tm := range order {
 		tenant, b, sum, m := tm.tenant, tm.bundle, tm.sum, tm.m
@@ -319,6 +325,7 @@ func (ws *watchSet) sync(ctx context.Context, byTenant map[string][]Machine, bun
 			delete(ws.byID, id)
 		}
 	}
+	ws.syncEvents(ctx, unwatched)
 }
 
 // stop ends every watch and waits for them.
@@ -327,6 +334,10 @@ func (ws *watchSet) stop() {
 	for id, w := range ws.byID {
 		w.cancel()
 		delete(ws.byID, id)
+	}
+	for tenant, ev := range ws.events {
+		ev.cancel()
+		delete(ws.events, tenant)
 	}
 	ws.mu.Unlock()
 	ws.wg.Wait()

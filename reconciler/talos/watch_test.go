@@ -537,16 +537,20 @@ func TestControlPlanesWatchedThroughTheFirst(t *testing.T) {
 }
 
 // TestMachinesBeyondTheBoundProbedOnTime: with the observer's default
-// interval and machines beyond the watch bound, the observer passes every
-// probePass rather than every DefaultKubernetesInterval, so that a probed
-// machine's change reaches the store within its probe TTL and a pass,
-// three times in a row.
+// interval and a machine beyond the watch bound and off the events
+// streams (the control plane that would carry its stream refuses), the
+// observer passes every probePass rather than every
+// DefaultKubernetesInterval, so that the probed machine's change reaches
+// the store within its probe TTL and a pass, three times in a row.
 func TestMachinesBeyondTheBoundProbedOnTime(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 1, 1)
 	tr.putMachines()
 	tr.putTenant()
 	w := tr.ms[1]
+	if err := tr.host.SetFault(tr.ms[0].ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
 	opts := r.opts
 	opts.Prober = NewProber(r.opts.Pool, ProberOptions{TTL: 300 * time.Millisecond, Timeout: 2 * time.Second})
 	r.plane = r.newPlane(opts)
@@ -558,8 +562,8 @@ func TestMachinesBeyondTheBoundProbedOnTime(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	within(t, 5*time.Second, "the worker probed and written ready", func() bool { return tr.storedStatus(w.ID).Ready })
-	if r.plane.watchedNow(w.ID) {
-		t.Fatal("the worker is watched beyond the bound of 1")
+	if r.plane.watchedNow(w.ID) || r.plane.onEventsNow(w.ID) {
+		t.Fatal("the worker is watched beyond the bound of 1, or on an events stream through the refusing control plane")
 	}
 	limit := probePass + 1500*time.Millisecond // the TTL, a pass, the probe and its write
 	for i, fault := range []talosnode.Fault{{Unhealthy: "kubelet"}, {}, {Unhealthy: "kubelet"}} {

@@ -1,0 +1,254 @@
+package talos
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+)
+
+// Past the bound on watches (DefaultMaxWatched) a machine has no watch,
+// and its timed probe would learn of a change up to a probe TTL late. So
+// each tenant with machines past the bound keeps one events stream
+// through a control plane (the first that answers), which its apid fans
+// out to the tenant's machines that have no watch, the control plane
+// itself among them when it has none (the "nodes" header, as `talosctl
+// events -n a,b` sends it): one stream and two goroutines (the plane's
+// reader and gRPC's own) for all of them, on the control plane's
+// connection, which the watches of the tenant's other machines share when
+// it is watched, and which the stream keeps open when it is not. A machine status or
+// address event probes its machine at once, through the gateway; so does
+// a machine leaving the stream (it went down), and every machine of a
+// stream opened again (what changed in between). While a machine is on
+// the stream its timed probe waits eventsStand (5 minutes) rather than the
+// probe TTL: it only catches what the events do not tell (the config's
+// hash, the disks, the etcd members), and the stream tells when the
+// machine goes down. A machine off the stream is probed on the TTL.
+
+// tenantEvents is a tenant's events stream.
+type tenantEvents struct {
+	key    [32]byte // the gateway, the bundle and the machines it covers
+	gw     gateway
+	cancel context.CancelFunc
+}
+
+// syncEvents starts, stops or renews the events streams: one per tenant
+// that has machines in unwatched and a gateway among the watched, over
+// the tenant's unwatched machines that are not in maintenance mode.
+// It notes whether any of them is off the streams (leftOut). Called with
+// ws.mu held.
+func (ws *watchSet) syncEvents(ctx context.Context, unwatched []tenantMachine) {
+	byTenant := map[string][]tenantMachine{}
+	leftOut := false
+	for _, tm := range unwatched {
+		leftOut = leftOut || !ws.pl.prober.onStream(tm.m.ID)
+		if o, ok := ws.pl.prober.Last(tm.m.ID); ok && o.Maintenance {
+			continue // no gateway forwards to a machine without its config
+		}
+		byTenant[tm.tenant] = append(byTenant[tm.tenant], tm)
+	}
+	ws.leftOut.Store(leftOut)
+	for tenant, tms := range byTenant {
+		gw, ok := ws.eventsGateway(tenant)
+		if !ok {
+			delete(byTenant, tenant)
+			continue
+		}
+		key := eventsKey(gw, tms)
+		if ev := ws.events[tenant]; ev != nil {
+			if ev.key == key {
+				continue
+			}
+			ev.cancel()
+		}
+		ectx, cancel := context.WithCancel(ctx)
+		ws.events[tenant] = &tenantEvents{key: key, gw: gw, cancel: cancel}
+		ms := make([]Machine, len(tms))
+		for i, tm := range tms {
+			ms[i] = tm.m
+		}
+		ws.wg.Add(1)
+		go func() {
+			defer ws.wg.Done()
+			ws.pl.followEvents(ectx, tenant, tms[0].bundle, gw, ms)
+		}()
+	}
+	for tenant, ev := range ws.events {
+		if byTenant[tenant] == nil {
+			ev.cancel()
+			delete(ws.events, tenant)
+		}
+	}
+}
+
+// eventsGateway is the control plane through which a tenant's events
+// stream opens: the first that runs and answers by its standing
+// observation, or that was not observed yet. Called with ws.mu held.
+func (ws *watchSet) eventsGateway(tenant string) (gateway, bool) {
+	for _, g := range ws.gateways[tenant] {
+		if _, seen := ws.pl.prober.Last(g.id); !seen || ws.pl.prober.forwards(g.id) {
+			return g, true
+		}
+	}
+	return gateway{}, false
+}
+
+// eventsKey identifies what an events stream covers.
+func eventsKey(gw gateway, tms []tenantMachine) [32]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%x\x00", gw.id, gw.address, tms[0].sum)
+	for _, tm := range tms {
+		fmt.Fprintf(h, "%s\x00%s\x00", tm.m.ID, tm.m.Address)
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+// errRejoin ends an events stream to open it again with the machines that
+// left it.
+var errRejoin = errors.New("the events stream opens again for the machines that left it")
+
+// followEvents keeps the events stream of a tenant's machines ms through
+// gateway gw until ctx ends: opened again at once when machines left it
+// (after a backoff from watchRetryMin up to watchRetryMax, so that a
+// machine that stays down costs little), and after that backoff when it
+// broke.
+func (pl *Plane) followEvents(ctx context.Context, tenant string, bundle []byte, gw gateway, ms []Machine) {
+	retry := time.Duration(0)
+	for again := false; ctx.Err() == nil; again = true {
+		began := time.Now()
+		err := pl.eventsOnce(ctx, tenant, bundle, gw, ms, again, max(retry, watchRetryMin))
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > watchHealthy {
+			retry = 0
+		}
+		pl.log.Debug("tenant events stream ended", "tenant", tenant, "through", gw.address, "err", err, "retry", retry)
+		if !errors.Is(err, errRejoin) && retry > 0 {
+			t := time.NewTimer(retry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		retry = min(max(2*retry, watchRetryMin), watchRetryMax)
+	}
+}
+
+// eventsOnce opens the events stream of ms through gw and probes each
+// machine that an event says changed, until the stream breaks, or, once
+// a machine left it, for rejoin more (errRejoin). With again, every
+// machine is probed as it joins: the stream opens again, and what changed
+// meanwhile came by no event.
+func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, gw gateway, ms []Machine, again bool, rejoin time.Duration) error {
+	c, release, err := pl.pool.Client(tenant, bundle, gw.address)
+	if err != nil {
+		return err
+	}
+	defer release()
+	pctx := ctx // the prompts outlive the stream
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	byNode := map[string]Machine{}
+	nodes := make([]string, 0, len(ms))
+	for _, m := range ms {
+		name := m.Address
+		if a, ok := hostAddr(m.Address); ok {
+			name = a.String()
+		}
+		byNode[name] = m
+		nodes = append(nodes, name)
+	}
+	slices.Sort(nodes)
+	stream, err := c.MachineClient.Events(client.WithNodes(ctx, nodes...), &machine.EventsRequest{})
+	if err != nil {
+		return err
+	}
+	left := map[string]bool{}
+	on := map[string]func(){} // the machines on the stream
+	defer func() {
+		for _, off := range on {
+			off()
+		}
+	}()
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errRejoin) {
+				return cause
+			}
+			return err
+		}
+		node := msg.GetMetadata().GetHostname()
+		m, ok := byNode[node]
+		if !ok {
+			continue
+		}
+		switch {
+		case msg.GetMetadata().GetError() != "":
+			if !left[node] {
+				left[node] = true
+				if off := on[node]; off != nil {
+					off()
+					delete(on, node)
+				}
+				pl.prompt(pctx, tenant, bundle, m, 0)
+			}
+			if len(left) == 1 {
+				time.AfterFunc(rejoin, func() { cancel(errRejoin) })
+			}
+			if len(left) == len(ms) {
+				return fmt.Errorf("every machine left the events stream through %s: %s", gw.address, strings.TrimSpace(msg.GetMetadata().GetError()))
+			}
+		case msg.GetData() == nil: // the node's part of the stream began
+			if on[node] == nil {
+				on[node] = pl.prober.onEvents(m.ID)
+			}
+			if again {
+				pl.prompt(pctx, tenant, bundle, m, 0)
+			}
+		default:
+			pl.promptFor(pctx, tenant, bundle, m, msg)
+		}
+	}
+}
+
+// promptFor probes m at once for an event that says it changed: a new
+// machine status (its stage, which rereads the inventory when it moved,
+// and its readiness) or new addresses (its network).
+func (pl *Plane) promptFor(ctx context.Context, tenant string, bundle []byte, m Machine, msg *machine.Event) {
+	ev, err := client.UnmarshalEvent(msg)
+	if err != nil {
+		return // a kind of event the plane does not follow
+	}
+	switch ev.Payload.(type) {
+	case *machine.MachineStatusEvent:
+		pl.prompt(ctx, tenant, bundle, m, 0)
+	case *machine.AddressEvent:
+		pl.prompt(ctx, tenant, bundle, m, partNetwork)
+	}
+}
+
+// prompt probes m now, in a goroutine of its own, so that a slow machine
+// holds up no other's events, and wakes the observer to write what
+// changed. The prober makes one probe of a machine at a time: a prompt
+// during one waits for it.
+func (pl *Plane) prompt(ctx context.Context, tenant string, bundle []byte, m Machine, inventory inventoryPart) {
+	pl.watches.wg.Add(1)
+	go func() {
+		defer pl.watches.wg.Done()
+		prev, had := pl.prober.Last(m.ID)
+		o := pl.prober.Prompt(ctx, tenant, bundle, m, inventory)
+		if ctx.Err() == nil && (!had || !sameObservation(prev, o)) {
+			pl.Wake()
+		}
+	}()
+}

@@ -1,0 +1,177 @@
+package talos
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
+)
+
+// TestEventsBringMachinesBeyondTheBound: with one machine watched (the
+// tenant's control plane) and the probe TTL an hour, the workers beyond
+// the bound follow by one events stream through the control plane: a
+// worker's turn to unready and back, and a new address, reach the store
+// within a second, each by one probe of that worker; a worker that goes
+// down shows as not connected at once, and once it is back it joins the
+// stream again, so that its next change comes as soon.
+func TestEventsBringMachinesBeyondTheBound(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 3)
+	tr.putMachines()
+	tr.putTenant()
+	workers := tr.ms[1:]
+	opts := r.opts
+	opts.Prober = NewProber(r.pool, ProberOptions{TTL: time.Hour, Timeout: 2 * time.Second})
+	r.plane = r.newPlane(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.plane.RunObserver(ctx, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	within(t, 5*time.Second, "every worker probed and written ready, and the events stream open", func() bool {
+		for _, w := range workers {
+			if st := tr.storedStatus(w.ID); !st.Connected || !st.Ready || r.plane.watchedNow(w.ID) {
+				return false
+			}
+		}
+		return r.plane.eventsOpen("acme")
+	})
+	w := workers[1]
+	for i, fault := range []talosnode.Fault{{Unhealthy: "kubelet"}, {}} {
+		probes := r.plane.Probes()
+		if err := tr.host.SetFault(w.ID, fault); err != nil {
+			t.Fatal(err)
+		}
+		want := fault.Unhealthy == ""
+		took := within(t, time.Second, fmt.Sprintf("change %d of the worker in the store", i+1), func() bool { return tr.storedStatus(w.ID).Ready == want })
+		t.Logf("change %d in the store after %s", i+1, took)
+		if n := r.plane.Probes() - probes; n != 1 {
+			t.Errorf("change %d: %d probes, want the one its event made", i+1, n)
+		}
+	}
+	extra := netip.MustParsePrefix("127.200.0.3/8")
+	if err := tr.host.SetInventory(w.ID, func(inv *talosnode.Inventory) { inv.Addresses = append(inv.Addresses, extra) }); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "the new address in the store", func() bool {
+		n := tr.storedStatus(w.ID).Network
+		return n != nil && slices.Contains(n.Addresses, extra.String())
+	})
+
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 3*time.Second, "the refusing worker not connected in the store", func() bool { return !tr.storedStatus(w.ID).Connected })
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	// It joins the stream again after watchRetryMin, and is probed then.
+	within(t, watchRetryMin+3*time.Second, "the worker connected again in the store", func() bool { return tr.storedStatus(w.ID).Connected })
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "the rejoined worker's change in the store", func() bool { return !tr.storedStatus(w.ID).Ready })
+}
+
+// eventsOpen reports whether the tenant has an events stream.
+func (pl *Plane) eventsOpen(tenant string) bool {
+	pl.watches.mu.Lock()
+	defer pl.watches.mu.Unlock()
+	return pl.watches.events[tenant] != nil
+}
+
+// TestEventsStandInForTimedProbes: with the probe TTL 100 ms, the workers
+// beyond the bound that are on their tenant's events stream are not
+// probed on the TTL; once the control plane that carries the stream
+// refuses, they are again.
+func TestEventsStandInForTimedProbes(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 3)
+	tr.putMachines()
+	tr.putTenant()
+	cp, workers := tr.ms[0], tr.ms[1:]
+	opts := r.opts
+	opts.Prober = NewProber(r.pool, ProberOptions{TTL: 100 * time.Millisecond, Timeout: 2 * time.Second})
+	r.plane = r.newPlane(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.plane.RunObserver(ctx, ObserverOptions{Interval: 50 * time.Millisecond, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	within(t, 5*time.Second, "every worker probed, written and on the events stream", func() bool {
+		for _, w := range workers {
+			if !r.plane.onEventsNow(w.ID) || !tr.storedStatus(w.ID).Connected {
+				return false
+			}
+		}
+		return true
+	})
+	probes := r.plane.Probes()
+	time.Sleep(time.Second)
+	if n := r.plane.Probes() - probes; n != 0 {
+		t.Fatalf("%d probes in a second of workers on the events stream, want none", n)
+	}
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 3*time.Second, "the workers probed on the TTL again", func() bool {
+		for _, w := range workers {
+			if r.plane.onEventsNow(w.ID) {
+				return false
+			}
+		}
+		return r.plane.Probes()-probes > int64(3*len(workers))
+	})
+}
+
+// onEventsNow reports whether an events stream brings the machine's
+// changes.
+func (pl *Plane) onEventsNow(id string) bool { return pl.prober.onStream(id) }
+
+// TestEventsWithoutAWatchedControlPlane: with one machine watched, the
+// first tenant's control plane, the second tenant has none watched; its
+// events stream goes through its control plane anyway and covers that
+// control plane too, so a change of either of its machines reaches the
+// store within a second with the probe TTL an hour.
+func TestEventsWithoutAWatchedControlPlane(t *testing.T) {
+	r := newRig(t)
+	acme, beta := r.formed("acme", 1, 1), r.formed("beta", 1, 2)
+	for _, tr := range []*tenantRig{acme, beta} {
+		tr.putMachines()
+		tr.putTenant()
+	}
+	bundles := map[string][]byte{"acme": acme.secrets, "beta": beta.secrets}
+	opts := r.opts
+	opts.Prober = NewProber(r.pool, ProberOptions{TTL: time.Hour, Timeout: 2 * time.Second})
+	r.plane = r.newPlane(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.plane.RunObserver(ctx, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(t string) []byte { return bundles[t] }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	within(t, 5*time.Second, "beta's machines on its events stream, none watched", func() bool {
+		for _, m := range beta.ms {
+			if r.plane.watchedNow(m.ID) || !r.plane.onEventsNow(m.ID) || !beta.storedStatus(m.ID).Ready {
+				return false
+			}
+		}
+		return true
+	})
+	for _, m := range []Machine{beta.ms[0], beta.ms[2]} {
+		if err := beta.host.SetFault(m.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+			t.Fatal(err)
+		}
+		took := within(t, time.Second, "the unhealthy "+m.ID+" in the store", func() bool { return !beta.storedStatus(m.ID).Ready })
+		t.Logf("%s unready in the store after %s", m.ID, took)
+	}
+}
