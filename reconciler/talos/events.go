@@ -130,14 +130,8 @@ func (pl *Plane) followEvents(ctx context.Context, tenant string, bundle []byte,
 			retry = 0
 		}
 		pl.log.Debug("tenant events stream ended", "tenant", tenant, "through", gw.address, "err", err, "retry", retry)
-		if !errors.Is(err, errRejoin) && retry > 0 {
-			t := time.NewTimer(retry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		if !errors.Is(err, errRejoin) && retry > 0 && !pause(ctx, retry) {
+			return
 		}
 		retry = min(max(2*retry, watchRetryMin), watchRetryMax)
 	}

@@ -24,16 +24,7 @@ func TestEventsBringMachinesBeyondTheBound(t *testing.T) {
 	tr.putMachines()
 	tr.putTenant()
 	workers := tr.ms[1:]
-	opts := r.opts
-	opts.Prober = NewProber(r.pool, ProberOptions{TTL: time.Hour, Timeout: 2 * time.Second})
-	r.plane = r.newPlane(opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.plane.RunObserver(ctx, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
 	within(t, 5*time.Second, "every worker probed and written ready, and the events stream open", func() bool {
 		for _, w := range workers {
 			if st := tr.storedStatus(w.ID); !st.Connected || !st.Ready || r.plane.watchedNow(w.ID) {
@@ -96,16 +87,7 @@ func TestEventsStandInForTimedProbes(t *testing.T) {
 	tr.putMachines()
 	tr.putTenant()
 	cp, workers := tr.ms[0], tr.ms[1:]
-	opts := r.opts
-	opts.Prober = NewProber(r.pool, ProberOptions{TTL: 100 * time.Millisecond, Timeout: 2 * time.Second})
-	r.plane = r.newPlane(opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.plane.RunObserver(ctx, ObserverOptions{Interval: 50 * time.Millisecond, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	r.observeWith(t, 100*time.Millisecond, ObserverOptions{Interval: 50 * time.Millisecond, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
 	within(t, 5*time.Second, "every worker probed, written and on the events stream", func() bool {
 		for _, w := range workers {
 			if !r.plane.onEventsNow(w.ID) || !tr.storedStatus(w.ID).Connected {
@@ -149,16 +131,7 @@ func TestEventsWithoutAWatchedControlPlane(t *testing.T) {
 		tr.putTenant()
 	}
 	bundles := map[string][]byte{"acme": acme.secrets, "beta": beta.secrets}
-	opts := r.opts
-	opts.Prober = NewProber(r.pool, ProberOptions{TTL: time.Hour, Timeout: 2 * time.Second})
-	r.plane = r.newPlane(opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.plane.RunObserver(ctx, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(t string) []byte { return bundles[t] }})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(t string) []byte { return bundles[t] }})
 	within(t, 5*time.Second, "beta's machines on its events stream, none watched", func() bool {
 		for _, m := range beta.ms {
 			if r.plane.watchedNow(m.ID) || !r.plane.onEventsNow(m.ID) || !beta.storedStatus(m.ID).Ready {
@@ -174,4 +147,20 @@ func TestEventsWithoutAWatchedControlPlane(t *testing.T) {
 		took := within(t, time.Second, "the unhealthy "+m.ID+" in the store", func() bool { return !beta.storedStatus(m.ID).Ready })
 		t.Logf("%s unready in the store after %s", m.ID, took)
 	}
+}
+
+// observeWith runs a plane for r with a prober of TTL ttl and an observer
+// with oo, until the test ends.
+func (r *rig) observeWith(t *testing.T, ttl time.Duration, oo ObserverOptions) {
+	t.Helper()
+	opts := r.opts
+	opts.Prober = NewProber(r.pool, ProberOptions{TTL: ttl, Timeout: 2 * time.Second})
+	r.plane = r.newPlane(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.plane.RunObserver(ctx, oo)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 }

@@ -144,11 +144,7 @@ func (p *Prober) Prompt(ctx context.Context, tenant string, bundle []byte, m Mac
 func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Machine, fresh bool, inventory inventoryPart, viaGateway bool) Observation {
 	for {
 		p.mu.Lock()
-		e := p.entries[m.ID]
-		if e == nil {
-			e = &probeEntry{}
-			p.entries[m.ID] = e
-		}
+		e := p.entryLocked(m.ID)
 		if !fresh && e.have && p.stands(e) {
 			obs := e.obs
 			p.mu.Unlock()
@@ -179,6 +175,17 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 	}
 }
 
+// entryLocked returns the machine's entry, made when it has none. Called
+// with p.mu held.
+func (p *Prober) entryLocked(id string) *probeEntry {
+	e := p.entries[id]
+	if e == nil {
+		e = &probeEntry{}
+		p.entries[id] = e
+	}
+	return e
+}
+
 // stands reports whether e's observation stands without a probe. Called
 // with p.mu held.
 func (p *Prober) stands(e *probeEntry) bool {
@@ -191,11 +198,7 @@ func (p *Prober) stands(e *probeEntry) bool {
 func (p *Prober) onEvents(id string) (left func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e := p.entries[id]
-	if e == nil {
-		e = &probeEntry{}
-		p.entries[id] = e
-	}
+	e := p.entryLocked(id)
 	e.events++
 	var once sync.Once
 	return func() {
@@ -233,11 +236,7 @@ func (p *Prober) keepLocked(e *probeEntry, obs Observation, stand bool) Observat
 func (p *Prober) keep(obs Observation) Observation {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e := p.entries[obs.Machine]
-	if e == nil {
-		e = &probeEntry{}
-		p.entries[obs.Machine] = e
-	}
+	e := p.entryLocked(obs.Machine)
 	return p.keepLocked(e, obs, true)
 }
 
@@ -249,11 +248,7 @@ func (p *Prober) keep(obs Observation) Observation {
 func (p *Prober) watchOpen(id string) (ended func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e := p.entries[id]
-	if e == nil {
-		e = &probeEntry{}
-		p.entries[id] = e
-	}
+	e := p.entryLocked(id)
 	if e.watches++; e.watches == 1 {
 		p.watching++
 	}

@@ -372,16 +372,22 @@ func (pl *Plane) follow(ctx context.Context, tenant string, bundle []byte, m Mac
 			retry = 0
 		}
 		pl.log.Debug("machine watch broken", "machine", m.ID, "through", through, "err", err, "retry", retry)
-		if retry > 0 {
-			t := time.NewTimer(retry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		if retry > 0 && !pause(ctx, retry) {
+			return
 		}
 		retry = min(max(2*retry, watchRetryMin), watchRetryMax, pl.prober.TTL())
+	}
+}
+
+// pause waits for d, and reports false when ctx ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
