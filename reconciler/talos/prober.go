@@ -112,7 +112,7 @@ func (p *Prober) Observe(ctx context.Context, tenant string, bundle []byte, ms [
 			if first[i] != phase {
 				continue
 			}
-			wg.Go(func() { out[i] = p.observe(ctx, tenant, bundle, m, false, 0, true) })
+			wg.Go(func() { out[i] = p.observe(ctx, tenant, bundle, m, probeMode{viaGateway: true}) })
 		}
 		wg.Wait()
 	}
@@ -122,30 +122,39 @@ func (p *Prober) Observe(ctx context.Context, tenant string, bundle []byte, ms [
 // Fresh probes one machine now, whatever the age of its observation, and
 // keeps the result as its standing observation. Rollouts use it.
 func (p *Prober) Fresh(ctx context.Context, tenant string, bundle []byte, m Machine) Observation {
-	return p.observe(ctx, tenant, bundle, m, true, 0, false)
+	return p.observe(ctx, tenant, bundle, m, probeMode{fresh: true})
 }
 
 // StandIn probes one machine now in place of its broken watch: as Fresh,
 // and it reads the inventory again, which the watch would have reported
 // had it changed.
 func (p *Prober) StandIn(ctx context.Context, tenant string, bundle []byte, m Machine) Observation {
-	return p.observe(ctx, tenant, bundle, m, true, allInventory, false)
+	return p.observe(ctx, tenant, bundle, m, probeMode{fresh: true, inventory: allInventory})
 }
 
 // Prompt probes one machine now because an event said it changed, through
 // its tenant's gateway as a timed probe goes, reading inventory again
-// besides what a probe reads.
+// besides what a probe reads. A probe in flight when it is asked may have
+// read the machine before the change, so it probes again after that one.
 func (p *Prober) Prompt(ctx context.Context, tenant string, bundle []byte, m Machine, inventory inventoryPart) Observation {
-	return p.observe(ctx, tenant, bundle, m, true, inventory, true)
+	return p.observe(ctx, tenant, bundle, m, probeMode{fresh: true, inventory: inventory, viaGateway: true, again: true})
+}
+
+// probeMode is how observe goes about a machine.
+type probeMode struct {
+	fresh      bool          // probe whatever the standing observation's age
+	inventory  inventoryPart // inventory read besides what a probe reads
+	viaGateway bool          // through the tenant's gateway, as a timed probe
+	again      bool          // probe again after a probe in flight when asked
 }
 
 // observe returns m's standing observation, or, when it is older than the
-// TTL or fresh is set, a new probe's, through a gateway when viaGateway.
-func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Machine, fresh bool, inventory inventoryPart, viaGateway bool) Observation {
+// TTL or mode says fresh, a new probe's.
+func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Machine, mode probeMode) Observation {
 	for {
 		p.mu.Lock()
 		e := p.entryLocked(m.ID)
-		if !fresh && e.have && p.stands(e) {
+		if !mode.fresh && e.have && p.stands(e) {
 			obs := e.obs
 			p.mu.Unlock()
 			return obs
@@ -154,7 +163,8 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 			p.mu.Unlock()
 			select {
 			case <-wait:
-				fresh = false // that probe is as fresh as any
+				// That probe is as fresh as any, unless asked again.
+				mode.fresh, mode.again = mode.again, false
 				continue
 			case <-ctx.Done():
 				return Observation{Machine: m.ID, At: p.opts.Now(), Error: ctx.Err().Error()}
@@ -165,7 +175,7 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 		prev, have := e.obs, e.have
 		p.mu.Unlock()
 
-		obs := p.probe(ctx, tenant, bundle, m, prev, have, inventory, viaGateway)
+		obs := p.probe(ctx, tenant, bundle, m, prev, have, mode.inventory, mode.viaGateway)
 		p.mu.Lock()
 		obs = p.keepLocked(e, obs, ctx.Err() == nil)
 		e.inFlight = nil

@@ -182,3 +182,45 @@ func TestReadConfigParsesOnlyAChangedConfig(t *testing.T) {
 		t.Errorf("changed config: Kubernetes %q, want the config's own v1.34.1", o.KubernetesVersion)
 	}
 }
+
+// TestPromptProbesAfterTheProbeInFlight: a prompt (an event said the
+// machine changed) that comes while a probe of the machine is in flight
+// probes once more after it, since that probe may have read the machine
+// before the change; an observation asked for then takes the probe in
+// flight.
+func TestPromptProbesAfterTheProbeInFlight(t *testing.T) {
+	r := newRig(t)
+	secrets := bundle(t, "acme")
+	silent := Machine{ID: "silent", Address: r.addr(251), NodeGroup: "w"}
+	l, err := listenSilently(silent.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, c := range []struct {
+		name  string
+		then  func(p *Prober)
+		wantN int64
+	}{
+		{"prompt", func(p *Prober) { p.Prompt(context.Background(), "acme", secrets, silent, 0) }, 2},
+		{"fresh", func(p *Prober) { p.Fresh(context.Background(), "acme", secrets, silent) }, 1},
+	} {
+		p := NewProber(r.pool, ProberOptions{TTL: time.Hour, Timeout: 300 * time.Millisecond})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p.Fresh(context.Background(), "acme", secrets, silent)
+		}()
+		eventually(t, "the first probe in flight", func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			e := p.entries[silent.ID]
+			return e != nil && e.inFlight != nil
+		})
+		c.then(p)
+		<-done
+		if n := p.Probes(); n != c.wantN {
+			t.Errorf("%s during a probe in flight: %d probes, want %d", c.name, n, c.wantN)
+		}
+	}
+}
