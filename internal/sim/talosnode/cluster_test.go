@@ -364,3 +364,30 @@ func TestResetStopsTheKubelet(t *testing.T) {
 		t.Fatalf("kubelets while the worker resets: %v, want the control plane's alone", got)
 	}
 }
+
+// TestResetKeepsTheKubeletStoppedThroughItsReboot: the kubelet of a node
+// being reset stays stopped after the resetting stage too, while the
+// machine reboots (its config is still on disk until the wipe), as
+// Talos's does not come back before the machine boots again.
+func TestResetKeepsTheKubeletStoppedThroughItsReboot(t *testing.T) {
+	h := openHostWith(t, "", Timings{Reset: 10 * time.Millisecond, Reboot: time.Hour})
+	secrets := bundle(t, "a")
+	cps, ws := bootCluster(t, h, secrets, 1, 1)
+	waitRunning(t, h, cps[0])
+	waitRunning(t, h, ws[0])
+	h.mu.Lock()
+	cluster, worker := h.lookup(ws[0]).cluster(), h.lookup(ws[0]).hostname()
+	h.mu.Unlock()
+	if err := adminClient(t, secrets, ws[0]).ResetGeneric(ctxT(t), &machine.ResetRequest{Graceful: true, Reboot: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker rebooting after its reset", func() bool {
+		info, _ := h.Node(ws[0])
+		return info.Stage == runtime.MachineStageRebooting
+	})
+	for _, n := range h.kubeNodes(cluster) {
+		if n.Name == worker {
+			t.Fatalf("the worker's kubelet reports it while the worker reboots from its reset: %+v", n)
+		}
+	}
+}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
-	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"k8s.io/client-go/rest"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/kubeapi"
@@ -182,8 +181,8 @@ func (h *Host) kubeNodes(cluster string) []kubelet.Node {
 			continue
 		}
 		h.advance(n, now) // a reset that ends now takes the config away
-		if n.st.Running == nil || n.viewAt(now).Stage == runtime.MachineStageResetting {
-			continue // a reset stops the kubelet first, as Talos's does
+		if n.st.Running == nil || n.st.Plan.resetting(now) {
+			continue // a reset stops the kubelet first, as Talos's does, until the machine boots again
 		}
 		kn := kubelet.Node{Name: n.hostname(), Address: n.st.Address, ControlPlane: n.controlPlane(),
 			Ready: n.running(now), OSImage: "Talos (" + n.st.Version + ")"}

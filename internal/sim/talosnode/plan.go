@@ -1,6 +1,7 @@
 package talosnode
 
 import (
+	"slices"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
@@ -110,6 +111,17 @@ func (p *plan) at(now time.Time) (s step, i int, ok bool) {
 		}
 	}
 	return step{}, len(p.Steps), false
+}
+
+// resetting reports whether the plan is a reset in progress at now: one
+// of its steps that began resets the machine, and the plan is not over.
+// Talos stops the kubelet as a reset begins, and it does not come back
+// before the machine boots again.
+func (p *plan) resetting(now time.Time) bool {
+	if _, _, ok := p.at(now); !ok {
+		return false
+	}
+	return slices.ContainsFunc(p.Steps[:p.begun(now)], func(s step) bool { return s.Stage == runtime.MachineStageResetting })
 }
 
 // begun returns how many steps have begun at now.
