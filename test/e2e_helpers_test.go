@@ -110,7 +110,23 @@ func (s *e2eServer) tofuRuns() int64 {
 // failure, and returns the Commit.
 func (s *e2eServer) waitApplied(sha string) schema.Commit {
 	s.t.Helper()
-	s.WaitFor("commit "+sha[:12]+" to be applied", func() bool {
+	s.WaitFor("commit "+sha[:12]+" to be applied", s.applied(sha))
+	return s.WaitCommit(sha)
+}
+
+// waitFleetApplied is waitApplied for a commit of a fleet of tenants,
+// which takes as long as the fleet is large: it fails only when no tofu
+// run was added for the wait's timeout.
+func (s *e2eServer) waitFleetApplied(sha string) schema.Commit {
+	s.t.Helper()
+	s.WaitMoving("commit "+sha[:12]+" to be applied", s.tofuRuns, s.applied(sha))
+	return s.WaitCommit(sha)
+}
+
+// applied reports whether the reconciler reports sha as its last applied
+// commit, and fails the test when sha finished otherwise.
+func (s *e2eServer) applied(sha string) func() bool {
+	return func() bool {
 		if s.status().Reconciler.LastAppliedCommit == sha {
 			return true
 		}
@@ -118,8 +134,7 @@ func (s *e2eServer) waitApplied(sha string) schema.Commit {
 			s.t.Fatalf("commit %s finished %s, want Succeeded: %s", sha[:12], c.Status.Phase, e2eBrief(c.Status))
 		}
 		return false
-	})
-	return s.WaitCommit(sha)
+	}
 }
 
 // machines lists /api/v1/machines with a label selector ("" for all).

@@ -330,7 +330,7 @@ func TestReplicasMigrateFromBbolt(t *testing.T) {
 		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s", "--drift-interval", "0"}})
 	start := time.Now()
 	single.Start()
-	single.waitApplied(e.first)
+	single.waitFleetApplied(e.first)
 	waitMachinesReady(single, migrateTenants)
 	t.Logf("the single server applied %d tenants in %v", migrateTenants, time.Since(start).Round(time.Millisecond))
 	before := servedView(t, single)

@@ -63,6 +63,28 @@ func (s *Server) WaitFor(what string, cond func() bool) {
 	}
 }
 
+// WaitMoving polls cond until it holds, as WaitFor does, but fails only
+// after WaitTimeout without progress: progress returns a count that grows
+// while the awaited work goes on (tofu runs, applied tenants). A wait for
+// a fleet's work, which takes as long as the fleet is large on the
+// machine at hand, then fails when the work stalls, not when it is slow.
+func (s *Server) WaitMoving(what string, progress func() int64, cond func() bool) {
+	s.tb.Helper()
+	last, deadline := progress(), time.Now().Add(WaitTimeout)
+	for !cond() {
+		if !s.Running() {
+			s.tb.Fatalf("rezuscloud serve exited while waiting for %s:\n%s", what, s.Tail(50))
+		}
+		if p := progress(); p > last {
+			last, deadline = p, time.Now().Add(WaitTimeout)
+		}
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("no progress in %v waiting for %s; /api/v1/status: %s", WaitTimeout, what, s.rawStatus())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // rawStatus is the body of /api/v1/status, or why there is none.
 func (s *Server) rawStatus() string {
 	resp, err := http.Get(s.url + "/api/v1/status")
