@@ -87,7 +87,11 @@ func TestInterruptedAfterKill(t *testing.T) {
 	}
 	writeTF(t, dir, `resource "terraform_data" "keep" { input = "a" }`)
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestInterruptedAfterKill$")
-	cmd.Env = append(os.Environ(), "REZUSCLOUD_KILLED_APPLY_DIR="+dir, "REZUSCLOUD_KILLED_APPLY_TOFU="+wrapper)
+	cli := filepath.Join(t.TempDir(), "cli.tfrc") // the killed helper leaves no temporary directory of its own
+	if err := os.WriteFile(cli, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "REZUSCLOUD_KILLED_APPLY_DIR="+dir, "REZUSCLOUD_KILLED_APPLY_TOFU="+wrapper, "REZUSCLOUD_KILLED_APPLY_CLI="+cli)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +119,10 @@ func TestInterruptedAfterKill(t *testing.T) {
 }
 
 // killedApplyHelper is the process TestInterruptedAfterKill kills: it
-// applies in the directory it is given, with the tofu it is given.
+// applies in the directory it is given, with the tofu and CLI config it
+// is given.
 func killedApplyHelper(t *testing.T) {
-	cli := filepath.Join(t.TempDir(), "cli.tfrc")
-	if err := os.WriteFile(cli, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRunner(Options{Binary: os.Getenv("REZUSCLOUD_KILLED_APPLY_TOFU"), CLIConfigFile: cli})
+	r, err := NewRunner(Options{Binary: os.Getenv("REZUSCLOUD_KILLED_APPLY_TOFU"), CLIConfigFile: os.Getenv("REZUSCLOUD_KILLED_APPLY_CLI")})
 	if err != nil {
 		t.Fatal(err)
 	}
