@@ -59,6 +59,9 @@ type probeEntry struct {
 	// which tell its changes of status and addresses, so that obs stands
 	// for eventsStand.
 	events int
+	// watched counts the observations watches kept (keep), so that a
+	// probe overtaken by a watch's newer read does not stand over it.
+	watched uint64
 }
 
 // eventsStand is how long the observation of a machine on an events
@@ -172,12 +175,18 @@ func (p *Prober) observe(ctx context.Context, tenant string, bundle []byte, m Ma
 		}
 		done := make(chan struct{})
 		e.inFlight = done
-		prev, have := e.obs, e.have
+		prev, have, watched := e.obs, e.have, e.watched
 		p.mu.Unlock()
 
 		obs := p.probe(ctx, tenant, bundle, m, prev, have, mode.inventory, mode.viaGateway)
 		p.mu.Lock()
-		obs = p.keepLocked(e, obs, ctx.Err() == nil)
+		if e.watched != watched && e.obs.At.After(obs.At) {
+			// A watch kept what it read after the probe began: the probe's
+			// older read does not stand over it.
+			obs = e.obs
+		} else {
+			obs = p.keepLocked(e, obs, ctx.Err() == nil)
+		}
 		e.inFlight = nil
 		close(done)
 		p.mu.Unlock()
@@ -247,6 +256,7 @@ func (p *Prober) keep(obs Observation) Observation {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.entryLocked(obs.Machine)
+	e.watched++
 	return p.keepLocked(e, obs, true)
 }
 

@@ -224,3 +224,57 @@ func TestPromptProbesAfterTheProbeInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeOvertakenByAWatchDoesNotStand: a probe that read the machine
+// before a watch kept a newer observation of it does not replace that
+// observation when it ends; one that read it after does. (A plane that
+// took a tenant over probed its unseen machines while their watches
+// opened, and a probe that ended last put the machine back as it was
+// before a change the watch had told.)
+func TestProbeOvertakenByAWatchDoesNotStand(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 0)
+	m := tr.ms[0]
+	for _, c := range []struct {
+		name        string
+		watchBefore bool // the watch's read began before the probe's
+		wantReady   bool
+	}{{"watch read after the probe's read", false, false}, {"watch read before the probe's read", true, true}} {
+		var (
+			mu      sync.Mutex
+			armed   bool
+			reading = make(chan time.Time)
+			resume  = make(chan struct{})
+		)
+		now := func() time.Time {
+			mu.Lock()
+			hold := armed
+			armed = false
+			mu.Unlock()
+			at := time.Now()
+			if hold { // the probe's read of the machine begins at at
+				reading <- at
+				<-resume
+			}
+			return at
+		}
+		p := NewProber(r.pool, ProberOptions{TTL: time.Hour, Timeout: 5 * time.Second, Now: now})
+		mu.Lock()
+		armed = true
+		mu.Unlock()
+		done := make(chan Observation)
+		go func() { done <- p.Fresh(context.Background(), "acme", tr.secrets, m) }()
+		at := <-reading
+		watched := at.Add(time.Millisecond)
+		if c.watchBefore {
+			watched = at.Add(-time.Millisecond)
+		}
+		p.keep(Observation{Machine: m.ID, At: watched, Connected: true, Ready: false, Error: "as a watch saw it"})
+		close(resume)
+		got := <-done
+		last, _ := p.Last(m.ID)
+		if last.Ready != c.wantReady || got.Ready != c.wantReady {
+			t.Errorf("%s: the standing observation says ready %v, Fresh returned ready %v; want %v", c.name, last.Ready, got.Ready, c.wantReady)
+		}
+	}
+}
