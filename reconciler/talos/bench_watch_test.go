@@ -6,12 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -36,6 +39,13 @@ import (
 // REZUSCLOUD_BENCH_HEAP_PROFILE=FILE writes the heap's profile to FILE
 // once the fleet is idle.
 //
+// As the server does at the end of its start-up, the benchmark returns the
+// heap's free memory to the system after the first pass. It also reports
+// the RSS before the observer starts, with the store and the fleet's
+// records open (base-rss-MiB). REZUSCLOUD_BENCH_MEMORY_LIMIT=SIZE (such as
+// 270MiB) gives the process the memory limit that the server's
+// --memory-limit would.
+//
 // The variants: "watch" follows every machine by watch (MaxWatched -1),
 // "watch-bounded" the first DefaultMaxWatched (the server's default) and
 // probes the others, "poll" probes every machine.
@@ -58,6 +68,10 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	}
 	defer st.Close()
 	putFleet(b, st, ms)
+	setBenchMemoryLimit(b)
+	runtime.GC()
+	debug.FreeOSMemory()
+	baseRSS := rssKiB()
 	pool := NewPool(PoolOptions{})
 	defer pool.Close()
 	pl, err := New(Options{Store: st, Pool: pool})
@@ -82,6 +96,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 		eventually(b, "the machines watched", func() bool { return pl.Watching() == want })
 	}
 	time.Sleep(5 * time.Second) // settle: the first pass's writes and garbage
+	debug.FreeOSMemory()
 	idleFor := 30 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("REZUSCLOUD_BENCH_IDLE_FOR")); err == nil {
 		idleFor = d
@@ -97,6 +112,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	stopProfile()
 	b.ReportMetric(100*(cpuTime()-cpu0).Seconds()/wall.Seconds(), "idle-cpu-%")
 	b.ReportMetric(float64(maxRSS)/1024, "rss-MiB")
+	b.ReportMetric(float64(baseRSS)/1024, "base-rss-MiB")
 	b.ReportMetric(float64(hostRSS)/1024, "host-rss-MiB")
 	b.ReportMetric(float64(pl.prober.Probes()-probes0)/wall.Seconds(), "probes/s")
 	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
@@ -119,6 +135,21 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	lat := benchLatency(b, simDir, ms, written, changes)
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
+}
+
+// setBenchMemoryLimit gives the process REZUSCLOUD_BENCH_MEMORY_LIMIT as
+// its memory limit, when set.
+func setBenchMemoryLimit(b *testing.B) {
+	spec := os.Getenv("REZUSCLOUD_BENCH_MEMORY_LIMIT")
+	if spec == "" {
+		return
+	}
+	n, err := humanize.ParseBytes(spec)
+	if err != nil {
+		b.Fatalf("REZUSCLOUD_BENCH_MEMORY_LIMIT: %v", err)
+	}
+	was := debug.SetMemoryLimit(int64(n))
+	b.Cleanup(func() { debug.SetMemoryLimit(was) })
 }
 
 // benchLatency turns 40 workers unready, one at a time, through the

@@ -68,11 +68,12 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 		return nil, err
 	}
 	var (
-		mu           sync.Mutex
-		out, changed []Observed
-		errs         []error
-		bundleMu     sync.Mutex
-		wg           sync.WaitGroup
+		mu       sync.Mutex
+		parts    [][]Observed // by tenant, joined once at the end: appended one to another, 8,000 machines grew 30 MB of garbage a pass
+		changed  []Observed
+		errs     []error
+		bundleMu sync.Mutex
+		wg       sync.WaitGroup
 	)
 	sem := make(chan struct{}, pl.prober.opts.Concurrency)
 	for tenant, ms := range byTenant {
@@ -97,11 +98,12 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 			obs, ch, err := pl.observeTenant(ctx, tenant, b, ms)
 			mu.Lock()
 			defer mu.Unlock()
-			out, changed = append(out, obs...), append(changed, ch...)
+			parts, changed = append(parts, obs), append(changed, ch...)
 			errs = append(errs, err)
 		})
 	}
 	wg.Wait()
+	out := slices.Concat(parts...)
 	if ctx.Err() != nil {
 		return out, ctx.Err()
 	}
@@ -111,6 +113,15 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 	slices.SortFunc(changed, func(a, b Observed) int { return strings.Compare(a.Key, b.Key) })
 	pl.verified.keepOnly(byTenant) // a machine gone, or now another replica's, is let go of
 	return out, pl.writeStatus(changed)
+}
+
+// machineCount is the number of machines of byTenant.
+func machineCount(byTenant map[string][]Machine) int {
+	n := 0
+	for _, ms := range byTenant {
+		n += len(ms)
+	}
+	return n
 }
 
 // observeTenant observes a tenant's machines ms and returns their
@@ -129,6 +140,7 @@ func (pl *Plane) observeTenant(ctx context.Context, tenant string, b []byte, ms 
 	if err != nil {
 		return nil, nil, err
 	}
+	out = make([]Observed, 0, len(ms))
 	for i, o := range obs {
 		m := ms[i]
 		p, found := prev[m.ID]

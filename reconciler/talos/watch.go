@@ -238,7 +238,7 @@ const DefaultMaxWatched = 256
 // bound: each tenant's first control plane, the other control planes,
 // then the workers, each by tenant and machine id.
 func watchOrder(byTenant map[string][]Machine, bundle func(string) []byte) []tenantMachine {
-	var out []tenantMachine
+	out := make([]tenantMachine, 0, machineCount(byTenant))
 	for tenant, ms := range byTenant {
 		b := bundle(tenant)
 		if b == nil {
