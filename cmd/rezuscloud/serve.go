@@ -39,6 +39,7 @@ type serveFlags struct {
 	logLevel        string
 	logFormat       string
 	pprofListen     string
+	memoryLimit     string
 
 	// store is the engine of the store: engineBolt, in the data dir, or
 	// engineEtcd, in the etcd that etcd says.
@@ -240,6 +241,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.talos.simTimings, "sim-timings", "", "stage durations of the simulated nodes (--sim-cloud), e.g. boot=200ms,reboot=400ms,upgrade=300ms,fallback=2s (also install, reset, log); default: the nodes' own")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	addMemoryLimitFlag(fs, f)
 	fs.StringVar(&f.pprofListen, "pprof-listen", "", "loopback `ADDR` (e.g. 127.0.0.1:6060) to serve Go's runtime profiles on, at /debug/pprof/, apart from the API; no authentication, so other addresses are refused; default: off")
 }
 
@@ -313,6 +315,9 @@ func newLogger(f *serveFlags, w io.Writer) (*slog.Logger, error) {
 func runServe(ctx context.Context, f *serveFlags, stderr io.Writer) error {
 	log, err := newLogger(f, stderr)
 	if err != nil {
+		return err
+	}
+	if err := setMemoryLimit(f.memoryLimit, log); err != nil {
 		return err
 	}
 	m := NewMain(f, log)
