@@ -327,7 +327,7 @@ func TestReplicasMigrateFromBbolt(t *testing.T) {
 	e.data = filepath.Join(t.TempDir(), "single")
 	single := newE2EServer(t, servertest.Options{Data: e.data, Repo: e.repo, Path: e2eManifests, Args: []string{
 		"--sim-world", world, "--poll-interval", "300ms", "--debounce", "0s",
-		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s", "--drift-interval", "0"}})
+		"--probe-ttl", "300ms", "--talos-timeout", "5s", "--talos-wait", "30s", "--drift-interval", "0", "--workers", "4"}})
 	start := time.Now()
 	single.Start()
 	single.waitFleetApplied(e.first)
