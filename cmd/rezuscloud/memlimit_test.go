@@ -18,7 +18,7 @@ func TestSetMemoryLimit(t *testing.T) {
 		spec string
 		want int64
 	}{{"270MiB", 270 << 20}, {"300MB", 300_000_000}, {"off", math.MaxInt64}, {"1GiB", 1 << 30}} {
-		if err := setMemoryLimit(c.spec, log); err != nil {
+		if err := setMemoryLimit(c.spec, 2, log); err != nil {
 			t.Fatalf("%s: %v", c.spec, err)
 		}
 		if got := debug.SetMemoryLimit(-1); got != c.want {
@@ -26,7 +26,7 @@ func TestSetMemoryLimit(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"lots", "-5MiB", "0"} {
-		err := setMemoryLimit(bad, log)
+		err := setMemoryLimit(bad, 2, log)
 		if err == nil || !strings.Contains(err.Error(), "--memory-limit") {
 			t.Errorf("--memory-limit %s: err %v, want one that names the flag", bad, err)
 		}
@@ -35,10 +35,28 @@ func TestSetMemoryLimit(t *testing.T) {
 	// auto leaves a limit given by GOMEMLIMIT alone.
 	debug.SetMemoryLimit(123 << 20)
 	t.Setenv("GOMEMLIMIT", "123MiB")
-	if err := setMemoryLimit("auto", log); err != nil {
+	if err := setMemoryLimit("auto", 2, log); err != nil {
 		t.Fatal(err)
 	}
 	if got := debug.SetMemoryLimit(-1); got != 123<<20 {
 		t.Errorf("auto with GOMEMLIMIT set: the limit is %d, want GOMEMLIMIT's %d", got, 123<<20)
+	}
+}
+
+func TestServerShare(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		limit   uint64
+		workers int
+		want    uint64
+	}{
+		{1024 * mib, 2, 784 * mib},  // the chart's limit and workers
+		{2048 * mib, 4, 1568 * mib}, // 4 × 120 MiB for tofu
+		{300 * mib, 2, 150 * mib},   // never more than half for tofu
+		{1024 * mib, 0, 1024 * mib},
+	} {
+		if got := serverShare(c.limit, c.workers); got != c.want {
+			t.Errorf("serverShare(%d MiB, %d workers) = %d MiB, want %d MiB", c.limit/mib, c.workers, got/mib, c.want/mib)
+		}
 	}
 }

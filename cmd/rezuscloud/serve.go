@@ -317,7 +317,7 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := setMemoryLimit(f.memoryLimit, log); err != nil {
+	if err := setMemoryLimit(f.memoryLimit, f.workers, log); err != nil {
 		return err
 	}
 	m := NewMain(f, log)
