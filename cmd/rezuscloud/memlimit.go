@@ -45,10 +45,8 @@ func addMemoryLimitFlag(fs *pflag.FlagSet, f *serveFlags) {
 // its container's memory at the cost of more collections near it.
 func setMemoryLimit(spec string, workers int, log *slog.Logger) error {
 	switch strings.TrimSpace(spec) {
-	case "off":
-		if os.Getenv("GOMEMLIMIT") == "" {
-			debug.SetMemoryLimit(math.MaxInt64)
-		}
+	case "off": // as a size, over GOMEMLIMIT
+		debug.SetMemoryLimit(math.MaxInt64)
 		return nil
 	case "auto", "":
 		if os.Getenv("GOMEMLIMIT") != "" {

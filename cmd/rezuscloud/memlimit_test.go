@@ -41,6 +41,13 @@ func TestSetMemoryLimit(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != 123<<20 {
 		t.Errorf("auto with GOMEMLIMIT set: the limit is %d, want GOMEMLIMIT's %d", got, 123<<20)
 	}
+	// A size or off given to the flag goes over GOMEMLIMIT.
+	if err := setMemoryLimit("off", 2, log); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("off with GOMEMLIMIT set: the limit is %d, want none", got)
+	}
 }
 
 func TestServerShare(t *testing.T) {
