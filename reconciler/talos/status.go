@@ -115,15 +115,6 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 	return out, pl.writeStatus(changed)
 }
 
-// machineCount is the number of machines of byTenant.
-func machineCount(byTenant map[string][]Machine) int {
-	n := 0
-	for _, ms := range byTenant {
-		n += len(ms)
-	}
-	return n
-}
-
 // observeTenant observes a tenant's machines ms and returns their
 // observations, and those whose stored status they change. A machine
 // whose stored status was found at the same stored version to be what

@@ -233,6 +233,15 @@ func (pl *Plane) Probes() int64 { return pl.prober.Probes() }
 // by their tenant's events stream (events.go).
 const DefaultMaxWatched = 256
 
+// machineCount is the number of machines of byTenant.
+func machineCount(byTenant map[string][]Machine) int {
+	n := 0
+	for _, ms := range byTenant {
+		n += len(ms)
+	}
+	return n
+}
+
 // watchOrder returns the machines of byTenant whose tenant's bundle is
 // known, in the order they get watches while there are fewer than the
 // bound: each tenant's first control plane, the other control planes,
