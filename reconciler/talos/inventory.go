@@ -92,22 +92,22 @@ func readHardware(ctx context.Context, st state.CoreState) (*schema.MachineHardw
 	procs, s1, err1 := listKind[*hardware.Processor](ctx, st, hardware.NamespaceName, hardware.ProcessorType)
 	for _, p := range procs {
 		sp := p.TypedSpec()
-		h.Processors = append(h.Processors, schema.Processor{Manufacturer: sp.Manufacturer, ProductName: sp.ProductName,
+		h.Processors = append(h.Processors, schema.Processor{Manufacturer: intern(sp.Manufacturer), ProductName: intern(sp.ProductName),
 			CoreCount: int(sp.CoreCount), ThreadCount: int(sp.ThreadCount), MaxSpeedMHz: int(sp.MaxSpeed)})
 		h.CPUs += int(max(sp.ThreadCount, sp.CoreCount))
 	}
 	mems, s2, err2 := listKind[*hardware.MemoryModule](ctx, st, hardware.NamespaceName, hardware.MemoryModuleType)
 	for _, m := range mems {
 		sp := m.TypedSpec()
-		h.MemoryModules = append(h.MemoryModules, schema.MemoryModule{Manufacturer: sp.Manufacturer,
-			Description: strings.TrimSpace(sp.DeviceLocator + " " + sp.BankLocator), SizeMiB: int(sp.Size)})
+		h.MemoryModules = append(h.MemoryModules, schema.MemoryModule{Manufacturer: intern(sp.Manufacturer),
+			Description: intern(strings.TrimSpace(sp.DeviceLocator + " " + sp.BankLocator)), SizeMiB: int(sp.Size)})
 		h.MemoryMiB += int(sp.Size)
 	}
 	sys, s3, err3 := listKind[*hardware.SystemInformation](ctx, st, hardware.NamespaceName, hardware.SystemInformationType)
 	for _, s := range sys {
 		sp := s.TypedSpec()
-		h.System = &schema.SystemInformation{Manufacturer: sp.Manufacturer, ProductName: sp.ProductName,
-			Version: sp.Version, SerialNumber: sp.SerialNumber, UUID: sp.UUID}
+		h.System = &schema.SystemInformation{Manufacturer: intern(sp.Manufacturer), ProductName: intern(sp.ProductName),
+			Version: intern(sp.Version), SerialNumber: sp.SerialNumber, UUID: sp.UUID}
 	}
 	disks, s4, err4 := readDisks(ctx, st)
 	h.BlockDevices = disks
@@ -142,8 +142,8 @@ func readDisks(ctx context.Context, st state.CoreState) ([]schema.BlockDevice, b
 			continue
 		}
 		name := d.Metadata().ID()
-		out = append(out, schema.BlockDevice{Name: name, Path: sp.DevPath, SizeBytes: sp.Size, Model: sp.Model,
-			Serial: sp.Serial, WWID: sp.WWID, Transport: sp.Transport, Rotational: sp.Rotational, SystemDisk: name == system})
+		out = append(out, schema.BlockDevice{Name: intern(name), Path: intern(sp.DevPath), SizeBytes: sp.Size, Model: intern(sp.Model),
+			Serial: sp.Serial, WWID: sp.WWID, Transport: intern(sp.Transport), Rotational: sp.Rotational, SystemDisk: name == system})
 	}
 	slices.SortFunc(out, func(a, b schema.BlockDevice) int { return strings.Compare(a.Name, b.Name) })
 	return out, true, nil
@@ -181,8 +181,8 @@ func readNetwork(ctx context.Context, st state.CoreState) (*schema.MachineNetwor
 		if !sp.Physical() {
 			continue
 		}
-		n.Links = append(n.Links, schema.NetworkLink{Name: l.Metadata().ID(), HardwareAddress: sp.HardwareAddr.String(),
-			SpeedMbps: max(sp.SpeedMegabits, 0), Up: sp.LinkState, OperationalState: sp.OperationalState.String()})
+		n.Links = append(n.Links, schema.NetworkLink{Name: intern(l.Metadata().ID()), HardwareAddress: sp.HardwareAddr.String(),
+			SpeedMbps: max(sp.SpeedMegabits, 0), Up: sp.LinkState, OperationalState: intern(sp.OperationalState.String())})
 	}
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return nil, err
@@ -211,10 +211,10 @@ func readSchematic(ctx context.Context, st state.CoreState) (*schema.MachineSche
 	for _, e := range exts {
 		md := e.TypedSpec().Metadata
 		if md.Name == schematicExtension {
-			s.ID = md.Version
+			s.ID = intern(md.Version)
 			continue
 		}
-		s.Extensions = append(s.Extensions, schema.Extension{Name: md.Name, Version: md.Version, Description: md.Description})
+		s.Extensions = append(s.Extensions, schema.Extension{Name: intern(md.Name), Version: intern(md.Version), Description: intern(md.Description)})
 	}
 	slices.SortFunc(s.Extensions, func(a, b schema.Extension) int { return strings.Compare(a.Name, b.Name) })
 	return s, nil

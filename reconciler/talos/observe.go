@@ -123,7 +123,7 @@ func observe(ctx context.Context, c *client.Client, m Machine, now time.Time, pa
 	var arch string
 	if msg := v.GetMessages(); len(msg) > 0 {
 		o.Hostname = msg[0].GetMetadata().GetHostname()
-		o.TalosVersion = msg[0].GetVersion().GetTag()
+		o.TalosVersion = intern(msg[0].GetVersion().GetTag())
 		arch = msg[0].GetVersion().GetArch()
 	}
 	var errs []string
@@ -190,7 +190,7 @@ func (o *Observation) readConfig(ctx context.Context, c *client.Client, known Ob
 		return fmt.Errorf("MachineConfig: %w", err)
 	}
 	if k := cfg.K8sKubeletConfig(); k != nil {
-		o.KubernetesVersion = imageTag(k.Image())
+		o.KubernetesVersion = intern(imageTag(k.Image()))
 	}
 	return nil
 }
@@ -221,7 +221,14 @@ func (o *Observation) readServices(ctx context.Context, c *client.Client) error 
 	if err != nil {
 		return errors.New(callError("ServiceList", err))
 	}
+	n := 0
+	for _, msg := range resp.GetMessages() {
+		n += len(msg.GetServices())
+	}
 	o.Services = nil
+	if n > 0 {
+		o.Services = make([]schema.MachineService, 0, n)
+	}
 	for _, msg := range resp.GetMessages() {
 		for _, s := range msg.GetServices() {
 			o.Services = append(o.Services, serviceOf(s))
@@ -246,7 +253,7 @@ const maxServiceMessage = 200
 // service's says nothing, and a message that changed alone would write
 // the status again).
 func serviceOf(s *machine.ServiceInfo) schema.MachineService {
-	ms := schema.MachineService{Name: s.GetId(), State: s.GetState()}
+	ms := schema.MachineService{Name: intern(s.GetId()), State: intern(s.GetState())}
 	switch h := s.GetHealth(); {
 	case h == nil || h.GetUnknown():
 	case h.GetHealthy():
