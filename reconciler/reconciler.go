@@ -163,7 +163,7 @@ type Reconciler struct {
 	log     *slog.Logger
 
 	// prepareValidation starts the throwaway bundle the Talos checks
-	// need, an RSA key of about a second of CPU: at New on a first start,
+	// need (its keys take milliseconds of CPU): at New on a first start,
 	// else at the first load, after the server is ready (a restart
 	// validates only the tenants that changed, often none).
 	prepareValidation sync.Once

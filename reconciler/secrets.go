@@ -84,7 +84,7 @@ func (c *secretsCache) put(tenant string, b []byte) {
 func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, dir string, initInputs []byte, creds tofu.Creds) (bundle []byte, fresh bool, err error) {
 	name := td.Tenant.Metadata.Name
 	if b := r.secrets.get(name); b != nil {
-		return b, false, nil
+		return b, false, keyAsAsked(td, b)
 	}
 	var raw []byte
 	if err := r.store.View(func(tx store.Tx) error {
@@ -100,14 +100,34 @@ func (r *Reconciler) secretsFor(ctx context.Context, td *schema.TenantDesired, d
 		}
 		if b != nil {
 			r.secrets.put(name, b)
-			return b, false, nil
+			return b, false, keyAsAsked(td, b)
 		}
 	}
-	b, err := talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, r.opts.Now())
+	b, err := talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, r.opts.Now(), td.Tenant.Spec.ServiceAccountKey)
 	if err != nil {
 		return nil, false, fmt.Errorf("generate secrets of %s: %w", name, err)
 	}
 	return b, true, nil
+}
+
+// keyAsAsked checks that the service-account key of the tenant's bundle
+// is of the kind its spec asks for, when it asks for one: the key is made
+// once, with the bundle, so a spec that asks for another kind later is an
+// error of the tenant's runs rather than a change that never happens.
+func keyAsAsked(td *schema.TenantDesired, bundle []byte) error {
+	want := td.Tenant.Spec.ServiceAccountKey
+	if want == "" {
+		return nil
+	}
+	have, err := talos.ServiceAccountKeyOf(bundle)
+	if err != nil {
+		return fmt.Errorf("secrets of %s: %w", td.Tenant.Metadata.Name, err)
+	}
+	if have != want {
+		return fmt.Errorf("tenant %s: spec.serviceAccountKey is %s, but the cluster's service-account key is %s: the key is made once, with the cluster's secrets at its first apply; set serviceAccountKey to %s or leave it out",
+			td.Tenant.Metadata.Name, want, have, have)
+	}
+	return nil
 }
 
 // storedSecrets reads the bundle from the tenant's stored state raw: as

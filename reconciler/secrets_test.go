@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func (r *rig) applyFormer(t *testing.T, repo fstest.MapFS) (bundle, initInputs [
 		t.Fatal(err)
 	}
 	td := desired.Tenant("staging")
-	bundle, err = talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, r.rec.opts.Now())
+	bundle, err = talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, r.rec.opts.Now(), td.Tenant.Spec.ServiceAccountKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,4 +305,60 @@ func addresses[V any](m map[string]V) []string {
 func str(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestServiceAccountKeyAsAsked: a tenant that asks for an ECDSA
+// service-account key gets its bundle made with one. A later commit that
+// asks for RSA fails the tenant's run, before tofu, with a message that
+// names both kinds, in the server that made the bundle and in a new one
+// that reads it from the state; nothing is applied and no machine goes.
+// Leaving the field out applies again.
+func TestServiceAccountKeyAsAsked(t *testing.T) {
+	r := newRig(t)
+	repo := stagingOnly(t)
+	tenant := string(repo["staging/tenant.yaml"].Data)
+	ask := func(key string) {
+		doc := tenant
+		if key != "" {
+			doc = strings.Replace(tenant, "spec:\n", "spec:\n  serviceAccountKey: "+key+"\n", 1)
+		}
+		repo["staging/tenant.yaml"] = &fstest.MapFile{Data: []byte(doc), Mode: 0o644}
+	}
+
+	ask(schema.ServiceAccountKeyECDSA)
+	if c := r.reconcile("r1", "staging with an ECDSA key", repo); c.Status.Phase != schema.CommitSucceeded {
+		t.Fatalf("first apply: %s %s", c.Status.Phase, c.Status.Message)
+	}
+	bundle, _, err := secretsFromStateFile([]byte(r.rawState("staging")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kind, err := talos.ServiceAccountKeyOf(bundle); err != nil || kind != schema.ServiceAccountKeyECDSA {
+		t.Fatalf("the stored bundle's service-account key: %q, %v; want ecdsa", kind, err)
+	}
+	machines := r.simIDs("staging")
+
+	ask(schema.ServiceAccountKeyRSA)
+	for i, restart := range []bool{false, true} {
+		if restart {
+			r.restartWith(t, nil, false)
+		}
+		c := r.reconcile(fmt.Sprintf("r%d", 2+i), "staging asks for an RSA key", repo)
+		tr := resultOf(t, c, "staging")
+		want := "spec.serviceAccountKey is rsa, but the cluster's service-account key is ecdsa"
+		if tr.Phase != schema.CommitFailed || !strings.Contains(tr.Error, want) {
+			t.Errorf("restarted %v: staging's result %s %q, want Failed saying %q", restart, tr.Phase, tr.Error, want)
+		}
+		if tr.Plan.Add+tr.Plan.Change+tr.Plan.Destroy != 0 {
+			t.Errorf("restarted %v: the refused run planned %+v", restart, tr.Plan)
+		}
+	}
+	if got := r.simIDs("staging"); !maps.Equal(got, machines) {
+		t.Errorf("machines after the refused runs: %v, want %v", got, machines)
+	}
+
+	ask("")
+	if c := r.reconcile("r4", "staging with the key it has", repo); c.Status.Phase != schema.CommitSucceeded {
+		t.Errorf("without serviceAccountKey: %s %s", c.Status.Phase, c.Status.Message)
+	}
 }

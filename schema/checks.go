@@ -31,6 +31,7 @@ func checkDocument(d *document, obj map[string]any, checkPatch func(string) stri
 		problems = append(problems, checkMaintenanceWindows(d, obj)...)
 		problems = append(problems, checkRollout(d, obj)...)
 		problems = append(problems, checkBackup(d, obj)...)
+		problems = append(problems, checkServiceAccountKey(d, obj)...)
 	}
 	if d.kind != KindConfigPatch {
 		problems = append(problems, checkDrain(d, obj)...)
@@ -62,6 +63,25 @@ func canonicalize(obj any) {
 // schema has already checked.
 func canonicalVersion(v string) string {
 	return strings.TrimPrefix(v, "v")
+}
+
+// checkServiceAccountKey checks that an RSA service-account key is asked
+// of a Talos version that makes one: Talos before 1.7 makes ECDSA keys
+// only.
+func checkServiceAccountKey(d *document, obj map[string]any) []Problem {
+	key, _ := lookup(obj, "/spec/serviceAccountKey").(string)
+	version, _ := lookup(obj, "/spec/talosVersion").(string)
+	if key != ServiceAccountKeyRSA {
+		return nil
+	}
+	major, rest, _ := strings.Cut(canonicalVersion(version), ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	maj, err1 := strconv.Atoi(major)
+	mnr, err2 := strconv.Atoi(minor)
+	if err1 != nil || err2 != nil || maj > 1 || maj == 1 && mnr >= 7 {
+		return nil // a version the schema refuses, or one new enough
+	}
+	return []Problem{d.problem("/spec/serviceAccountKey", "rsa needs Talos 1.7 or newer, and talosVersion is %s: Talos makes ECDSA service-account keys before 1.7 (leave the field out, or set ecdsa)", version)}
 }
 
 // checkEndpoint returns what is wrong with a control-plane endpoint, or "".

@@ -39,6 +39,7 @@ func decodeTenant(obj map[string]any) *Tenant {
 			Rollout:              decodeRollout(spec["rollout"]),
 			Backup:               decodeBackup(spec["backup"]),
 			Restore:              decodeRestore(spec["restore"]),
+			ServiceAccountKey:    asString(spec["serviceAccountKey"]),
 		},
 	}
 	plugins := asMap(spec["plugins"])

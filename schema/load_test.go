@@ -684,3 +684,21 @@ spec: {count: 1, providerClass: sim}
 	d, err := Load(mapFS(map[string]string{"t.yaml": string(bomb), "g.yaml": group}), ".", nil)
 	wantOneProblem(t, d, err, "t.yaml", "aliases expand to too many nodes")
 }
+
+// TestLoadServiceAccountKey: the kind of service-account key a tenant
+// asks for reaches its spec, and a tenant without the field has none.
+func TestLoadServiceAccountKey(t *testing.T) {
+	for _, want := range []string{"", ServiceAccountKeyECDSA, ServiceAccountKeyRSA} {
+		doc := validTenant
+		if want != "" {
+			doc = strings.Replace(doc, "spec:\n", "spec:\n  serviceAccountKey: "+want+"\n", 1)
+		}
+		d, err := Load(mapFS(map[string]string{"t.yaml": doc}), ".", nil)
+		if err != nil {
+			t.Fatalf("serviceAccountKey %q: %v", want, err)
+		}
+		if got := d.Tenants[0].Tenant.Spec.ServiceAccountKey; got != want {
+			t.Errorf("serviceAccountKey = %q, want %q", got, want)
+		}
+	}
+}

@@ -44,7 +44,20 @@ type TenantSpec struct {
 	// Restore names the backup the tenant's etcd is restored from, once
 	// per value, by a commit that carries Rezuscloud-Allow-Restore.
 	Restore *RestoreSpec `json:"restore,omitempty"`
+	// ServiceAccountKey is the kind of key the cluster's Kubernetes
+	// service-account tokens are signed with, ServiceAccountKeyRSA or
+	// ServiceAccountKeyECDSA; empty: the one Talos makes for the version
+	// (RSA since Talos 1.7). The key is made once, with the cluster's
+	// secrets at its first apply; a value that differs from the key the
+	// cluster has fails the tenant's runs.
+	ServiceAccountKey string `json:"serviceAccountKey,omitempty"`
 }
+
+// Kinds of service-account key.
+const (
+	ServiceAccountKeyRSA   = "rsa"   // RSA-4096, which every token consumer accepts
+	ServiceAccountKeyECDSA = "ecdsa" // ECDSA P-256, made in a millisecond instead of a second
+)
 
 // Plugins selects the cluster's network and storage plugins.
 type Plugins struct {

@@ -70,7 +70,7 @@ func talosClient(t *testing.T, bundle []byte, endpoint string) *client.Client {
 // on their own disks, and the node host serves each as a Talos node.
 func TestSimProviderMachinesAreTalosNodes(t *testing.T) {
 	w := newSimWorkspace(t, testenv.ProviderMirror(t), simNodesTF)
-	bundle, err := talos.GenerateSecrets("1.12.6", time.Now())
+	bundle, err := talos.GenerateSecrets("1.12.6", time.Now(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

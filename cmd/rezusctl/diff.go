@@ -357,7 +357,7 @@ func renderedDiff(ctx context.Context, c *client.Client, td *schema.TenantDesire
 	}
 	var proposed []byte
 	if td != nil {
-		bundle, err := talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, time.Now())
+		bundle, err := talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, time.Now(), td.Tenant.Spec.ServiceAccountKey)
 		if err != nil {
 			return "", &exitError{code: exitUsage, msg: err.Error()}
 		}

@@ -31,7 +31,7 @@ type Cluster struct {
 // Bundle returns a new secrets bundle and its parsed form.
 func Bundle(t testing.TB) ([]byte, *secrets.Bundle) {
 	t.Helper()
-	b, err := talos.GenerateSecrets("v1.12.6", time.Now())
+	b, err := talos.GenerateSecrets("v1.12.6", time.Now(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func bundle(t testing.TB, name string) []byte {
 	if b, ok := bundles[name]; ok {
 		return b
 	}
-	b, err := rtalos.GenerateSecrets("1.12.6", testNow)
+	b, err := rtalos.GenerateSecrets("1.12.6", testNow, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func running(h *talosnode.Host, key string) func() bool {
 // its config no longer takes one in maintenance mode.
 func TestApplyMaintenance(t *testing.T) {
 	h, addrs := metalHost(t, 1)
-	bundle, err := rtalos.GenerateSecrets("1.12.6", time.Now())
+	bundle, err := rtalos.GenerateSecrets("1.12.6", time.Now(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestApplyMaintenance(t *testing.T) {
 // comes back in maintenance mode.
 func TestResetRemovedLeavesEtcdFirst(t *testing.T) {
 	h, addrs := metalHost(t, 2)
-	bundle, err := rtalos.GenerateSecrets("1.12.6", time.Now())
+	bundle, err := rtalos.GenerateSecrets("1.12.6", time.Now(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

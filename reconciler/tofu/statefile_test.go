@@ -93,7 +93,7 @@ func applyExamples(t *testing.T) *applied {
 	}
 	for _, td := range desired.Tenants {
 		name := td.Tenant.Metadata.Name
-		bundle, err := talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, time.Now())
+		bundle, err := talos.GenerateSecrets(td.Tenant.Spec.TalosVersion, time.Now(), td.Tenant.Spec.ServiceAccountKey)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 func ExampleMachineConfig() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	// Once per tenant; the caller keeps the bundle and passes it back.
-	bundle, err := talos.GenerateSecrets("1.12.6", now)
+	bundle, err := talos.GenerateSecrets("1.12.6", now, "")
 	if err != nil {
 		log.Fatal(err)
 	}

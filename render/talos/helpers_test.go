@@ -24,7 +24,7 @@ var (
 func testSecrets(t testing.TB) []byte {
 	t.Helper()
 	bundleOnce.Do(func() {
-		bundleBytes, bundleErr = GenerateSecrets("1.12.6", testNow)
+		bundleBytes, bundleErr = GenerateSecrets("1.12.6", testNow, "")
 	})
 	if bundleErr != nil {
 		t.Fatalf("GenerateSecrets: %v", bundleErr)

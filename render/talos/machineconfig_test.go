@@ -171,7 +171,7 @@ func TestMachineConfigDeterministic(t *testing.T) {
 }
 
 func TestMachineConfigSecretsOnlyFromBundle(t *testing.T) {
-	other, err := GenerateSecrets("1.12.6", testNow)
+	other, err := GenerateSecrets("1.12.6", testNow, "")
 	if err != nil {
 		t.Fatal(err)
 	}

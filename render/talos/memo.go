@@ -17,7 +17,7 @@ import (
 )
 
 // Two pure functions of their bytes are the costly parts of MachineConfig
-// when a fleet is validated: parsing the secrets bundle (its RSA key above
+// when a fleet is validated: parsing the secrets bundle (an RSA key above
 // all) and loading a patch with Talos's config loader. Validation renders
 // thousands of configs from one throwaway bundle per Talos contract and
 // from patches that many node groups share, so MachineConfig keeps what

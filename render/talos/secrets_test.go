@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 func TestGenerateSecretsRoundTrip(t *testing.T) {
@@ -66,7 +68,7 @@ func TestCACertificatesStable(t *testing.T) {
 
 func TestGenerateSecretsDiffer(t *testing.T) {
 	a := testSecrets(t)
-	b, err := GenerateSecrets("v1.12.6", testNow)
+	b, err := GenerateSecrets("v1.12.6", testNow, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +109,46 @@ func TestGenerateSecretsVersions(t *testing.T) {
 		{"1.15.0", `talos version "1.15.0": newer than v1.14`},
 		{"v2.0.0", `talos version "v2.0.0": newer than v1.14`},
 	} {
-		_, err := GenerateSecrets(tc.version, testNow)
+		_, err := GenerateSecrets(tc.version, testNow, "")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("GenerateSecrets(%q) = %v, want an error containing %q", tc.version, err, tc.want)
 		}
+	}
+}
+
+// TestGenerateSecretsServiceAccountKey: the service-account key is the
+// kind asked for, or the one Talos makes for the version (RSA since 1.7,
+// ECDSA before); RSA of a version before 1.7, and an unknown kind, are
+// errors that say so.
+func TestGenerateSecretsServiceAccountKey(t *testing.T) {
+	for _, tc := range []struct {
+		version, ask, want string
+	}{
+		{"1.12.6", "", schema.ServiceAccountKeyRSA},
+		{"1.12.6", schema.ServiceAccountKeyECDSA, schema.ServiceAccountKeyECDSA},
+		{"1.7.0", schema.ServiceAccountKeyRSA, schema.ServiceAccountKeyRSA},
+		{"1.6.7", "", schema.ServiceAccountKeyECDSA},
+		{"1.6.7", schema.ServiceAccountKeyECDSA, schema.ServiceAccountKeyECDSA},
+	} {
+		b, err := GenerateSecrets(tc.version, testNow, tc.ask)
+		if err != nil {
+			t.Errorf("GenerateSecrets(%s, %q): %v", tc.version, tc.ask, err)
+			continue
+		}
+		if got, err := ServiceAccountKeyOf(b); err != nil || got != tc.want {
+			t.Errorf("GenerateSecrets(%s, %q): a key of kind %q (%v), want %q", tc.version, tc.ask, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ version, ask, want string }{
+		{"1.6.7", schema.ServiceAccountKeyRSA, "an RSA service-account key needs Talos 1.7 or newer, not 1.6.7"},
+		{"1.12.6", "ed25519", `service-account key "ed25519": want rsa or ecdsa`},
+	} {
+		if _, err := GenerateSecrets(tc.version, testNow, tc.ask); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("GenerateSecrets(%s, %q) = %v, want an error containing %q", tc.version, tc.ask, err, tc.want)
+		}
+	}
+	if _, err := ServiceAccountKeyOf([]byte("not: a bundle")); err == nil {
+		t.Error("ServiceAccountKeyOf of no bundle: no error")
 	}
 }
 

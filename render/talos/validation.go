@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/schema"
 )
 
 // validationBundles holds one throwaway secrets bundle per version contract.
@@ -19,9 +21,10 @@ type validationBundle struct {
 // checking machine configs before a tenant has secrets of its own: its keys
 // protect nothing and never reach a machine. A bundle depends only on the
 // version contract (the minor version), so one is made per contract, dated
-// at the Unix epoch, the first time it is asked for; that takes about a
-// second (an RSA-4096 key), and later calls return the same bytes, which
-// MachineConfig parses only once.
+// at the Unix epoch, the first time it is asked for, and later calls
+// return the same bytes, which MachineConfig parses only once. Its
+// service-account key is ECDSA, made in a millisecond where an RSA-4096
+// key takes about a second: Talos accepts either in every config.
 func ValidationSecrets(talosVersion string) ([]byte, error) {
 	contract, err := parseContract(talosVersion)
 	if err != nil {
@@ -30,7 +33,7 @@ func ValidationSecrets(talosVersion string) ([]byte, error) {
 	v, _ := validationBundles.LoadOrStore(contract.String(), &validationBundle{})
 	vb := v.(*validationBundle)
 	vb.once.Do(func() {
-		vb.b, vb.err = GenerateSecrets(talosVersion, time.Unix(0, 0).UTC())
+		vb.b, vb.err = GenerateSecrets(talosVersion, time.Unix(0, 0).UTC(), schema.ServiceAccountKeyECDSA)
 		if vb.err == nil {
 			rememberValidationBundle(vb.b)
 		}

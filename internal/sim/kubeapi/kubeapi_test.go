@@ -34,7 +34,7 @@ type tenant struct {
 
 func newTenant(t *testing.T) *tenant {
 	t.Helper()
-	bundle, err := talos.GenerateSecrets("v1.12.6", time.Now())
+	bundle, err := talos.GenerateSecrets("v1.12.6", time.Now(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

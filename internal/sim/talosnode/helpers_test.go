@@ -41,7 +41,7 @@ func bundle(t testing.TB, name string) []byte {
 	if b, ok := bundles[name]; ok {
 		return b
 	}
-	b, err := talos.GenerateSecrets("1.12.6", testNow)
+	b, err := talos.GenerateSecrets("1.12.6", testNow, "")
 	if err != nil {
 		t.Fatal(err)
 	}
