@@ -319,7 +319,10 @@ func TestReplicasMigrateFromBbolt(t *testing.T) {
 	world := filepath.Join(t.TempDir(), "world")
 	startSimWorld(t, world, "--sim-timings", planeTimings)
 	e := newRepo(t)
-	fleet := manifestfleet.Options{Tenants: migrateTenants, ControlPlanes: 1, Dir: e2eManifests}
+	// ECDSA service-account keys: each tenant's secrets take a millisecond
+	// instead of an RSA key's second of CPU (several under the race
+	// detector), which the migration has nothing to do with.
+	fleet := manifestfleet.Options{Tenants: migrateTenants, ControlPlanes: 1, Dir: e2eManifests, ServiceAccountKey: schema.ServiceAccountKeyECDSA}
 	if err := fleet.WriteDir(e.work.Dir()); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,9 @@ func (t Tenant) tenantDocument(comment bool) string {
 	if t.CNI != "" {
 		fmt.Fprintf(&b, "  plugins:\n    cni: {type: %s}\n", t.CNI)
 	}
+	if t.ServiceAccountKey != "" {
+		fmt.Fprintf(&b, "  serviceAccountKey: %s\n", t.ServiceAccountKey)
+	}
 	writeInline(&b, t.Patches)
 	return b.String()
 }

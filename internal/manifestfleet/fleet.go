@@ -44,6 +44,9 @@ type Options struct {
 	// SchemaComment starts every Tenant document with the comment that
 	// points editors at the Tenant's JSON Schema, as users' files do.
 	SchemaComment bool
+	// ServiceAccountKey is every Tenant's spec.serviceAccountKey; empty,
+	// the field is left out (an RSA key, about a second of CPU each).
+	ServiceAccountKey string
 	// Edit, when set, changes each tenant after Options made it and
 	// before it is written.
 	Edit func(*Tenant)
@@ -68,6 +71,8 @@ type Tenant struct {
 	PodNetwork, ServiceNetwork []string
 	// CNI is spec.plugins.cni.type.
 	CNI string
+	// ServiceAccountKey is spec.serviceAccountKey.
+	ServiceAccountKey string
 	// Patches are the Tenant's own spec.configPatches.
 	Patches []Patch
 	// Groups are the tenant's NodeGroups: Groups[0] its control planes,
@@ -138,6 +143,7 @@ func (o Options) Tenant(i int) Tenant {
 		KubernetesVersion: "1.34.1",
 		TalosVersion:      "1.12.6",
 		Endpoint:          "https://" + name + ".example.internal:6443",
+		ServiceAccountKey: o.ServiceAccountKey,
 		PodNetwork:        []string{"10.244.0.0/16"},
 		ServiceNetwork:    []string{"10.96.0.0/12"},
 		CNI:               "flannel",

@@ -120,7 +120,8 @@ func TestLayouts(t *testing.T) {
 	}
 }
 
-// Names, directory, machines, provider and patches are the options'.
+// Names, directory, machines, provider, patches and the service-account
+// key are the options'.
 func TestOptions(t *testing.T) {
 	for _, c := range []struct {
 		o    Options
@@ -140,13 +141,13 @@ func TestOptions(t *testing.T) {
 		}
 	}
 	o := Options{Tenants: 4, ControlPlanes: 3, Workers: 0, Patches: 1, Provider: "openstack",
-		ProviderConfig: "cloud: rezus-openstack\nflavor: m1.medium\nimage: talos-1.12.6\nnetworks:\n  - tenant-net\n"}
+		ProviderConfig: "cloud: rezus-openstack\nflavor: m1.medium\nimage: talos-1.12.6\nnetworks:\n  - tenant-net\n", ServiceAccountKey: "ecdsa"}
 	d := load(t, o)
 	for _, td := range d.Tenants {
 		cp, w := td.NodeGroups[0].Spec, td.NodeGroups[1].Spec
 		if cp.Count != 3 || w.Count != 0 || cp.ProviderClass != "openstack" || w.ProviderConfig["flavor"] != "m1.medium" ||
-			len(td.Patches) != 1 || td.Patches[0].Spec.Patch != PatchText(0) {
-			t.Errorf("%s: control planes %+v, workers %+v, %d patches", td.Tenant.Metadata.Name, cp, w, len(td.Patches))
+			len(td.Patches) != 1 || td.Patches[0].Spec.Patch != PatchText(0) || td.Tenant.Spec.ServiceAccountKey != "ecdsa" {
+			t.Errorf("%s: control planes %+v, workers %+v, %d patches, service-account key %q", td.Tenant.Metadata.Name, cp, w, len(td.Patches), td.Tenant.Spec.ServiceAccountKey)
 		}
 	}
 	if o.Machines() != 12 {
