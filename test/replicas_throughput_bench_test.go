@@ -1,7 +1,9 @@
 package test
 
 import (
+	"bytes"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -9,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/rezuscloud/rezuscloud/backend/api"
 	"github.com/rezuscloud/rezuscloud/internal/etcdtest"
@@ -29,7 +34,8 @@ import (
 // bootstrapped. It reports each side's seconds and tenants per minute, the
 // tofu processes each replica started, the machine's busy cores and
 // CPU-seconds a tenant over the timed window, and speedup, one replica's
-// time over three's.
+// time over three's; and it logs, for each replica, the mean time of each
+// tofu command and of a tenant's reconcile, from its /metrics.
 //
 // Each tenant's first run makes its secrets, whose RSA-4096
 // service-account key (Talos's default) takes about a second of CPU, half
@@ -130,10 +136,43 @@ func applyTenants(b *testing.B, replicas, n int) (time.Duration, float64) {
 		if st.Reconciler != nil {
 			runs = st.Reconciler.TofuRuns
 		}
-		b.Logf("replicas=%d: r%d started %d tofu processes", replicas, i, runs)
+		b.Logf("replicas=%d: r%d started %d tofu processes; %s", replicas, i, runs, meanTimes(b, s))
 	}
 	b.StartTimer()
 	return took, busy
+}
+
+// meanTimes reads the server's /metrics and says how long, on average,
+// each tofu command and each tenant's reconcile took on it: where the
+// time of a run goes.
+func meanTimes(b *testing.B, s *servertest.Server) string {
+	code, page := s.Request(http.MethodGet, "/metrics", nil, nil)
+	if code != http.StatusOK {
+		b.Fatalf("GET /metrics: %d", code)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(page))
+	if err != nil {
+		b.Fatalf("GET /metrics: %v", err)
+	}
+	var out []string
+	for _, name := range []string{"rezuscloud_tofu_duration_seconds", "rezuscloud_reconcile_duration_seconds"} {
+		for _, m := range families[name].GetMetric() {
+			h := m.GetHistogram()
+			if h.GetSampleCount() == 0 {
+				continue
+			}
+			var labels []string
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "replica" {
+					labels = append(labels, l.GetValue())
+				}
+			}
+			out = append(out, fmt.Sprintf("%s %s %.2f s × %d", strings.TrimSuffix(strings.TrimPrefix(name, "rezuscloud_"), "_duration_seconds"),
+				strings.Join(labels, ","), h.GetSampleSum()/float64(h.GetSampleCount()), h.GetSampleCount()))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // machineBusy returns the CPU-seconds every core of the machine has spent
