@@ -67,9 +67,11 @@ vet:
 	$(GO) vet ./...
 	$(DEPLOY) $(GO) vet ./...
 
+# The end-to-end package ./test starts first, beside the others
+# (scripts/gotest.sh).
 test: tools kube s3 chromium build openstack-provider vet
-	TOFU=$(TOFU_BIN) REZUSCLOUD_KUBE_BIN=$(KUBE_BIN) REZUSCLOUD_S3_BIN=$(S3_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) CGO_ENABLED=1 \
-		$(GO) test -race -timeout 30m ./...
+	TOFU=$(TOFU_BIN) REZUSCLOUD_KUBE_BIN=$(KUBE_BIN) REZUSCLOUD_S3_BIN=$(S3_BIN) REZUSCLOUD_PROVIDER_MIRROR=$(abspath $(MIRROR)) CGO_ENABLED=1 GO=$(GO) \
+		bash scripts/gotest.sh -race -timeout 30m
 	$(DEPLOY) $(GO) test -timeout 10m ./...
 
 lint: vet
