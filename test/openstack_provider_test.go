@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,15 @@ func newOSRig(t *testing.T, block string) *osRig {
 	return r
 }
 
+// hookEvents returns the cloud's hook events so far. The hook runs in the
+// cloud's HTTP handlers, on requests from tofu, another process, so
+// nothing but r.mu orders its writes before the test's reads.
+func (r *osRig) hookEvents() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
 // tofuIn runs tofu with args in dir and returns its output; it fails the
 // test when tofu fails, unless mayFail.
 func (r *osRig) tofuIn(dir string, mayFail bool, args ...string) (string, error) {
@@ -126,7 +136,7 @@ func TestOpenStackProviderApplyDestroy(t *testing.T) {
 	if err != nil || !netip.MustParsePrefix("127.2.0.0/24").Contains(ip) {
 		t.Fatalf("access_ip_v4 = %q, want an address of 127.2.0.0/24", out)
 	}
-	if got := strings.Join(r.events, "; "); got != "created "+ip.String()+" machine:\n  type: worker\n" {
+	if got := strings.Join(r.hookEvents(), "; "); got != "created "+ip.String()+" machine:\n  type: worker\n" {
 		t.Errorf("hook events = %q, want the server's creation with its address and user data", got)
 	}
 	state, err := os.ReadFile(filepath.Join(r.dir, "state.json"))
@@ -146,8 +156,8 @@ func TestOpenStackProviderApplyDestroy(t *testing.T) {
 			t.Errorf("journal has no %q:\n%s", want, j)
 		}
 	}
-	if len(r.events) != 2 || !strings.HasPrefix(r.events[1], "deleted "+ip.String()) {
-		t.Errorf("hook events after destroy = %q", r.events)
+	if events := r.hookEvents(); len(events) != 2 || !strings.HasPrefix(events[1], "deleted "+ip.String()) {
+		t.Errorf("hook events after destroy = %q", events)
 	}
 	state, _ = os.ReadFile(filepath.Join(r.dir, "state.json"))
 	var st struct {
