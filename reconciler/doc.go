@@ -25,8 +25,9 @@
 // (preview.go) have workers of their own, and the queue (queue.go) runs
 // tenants in parallel, each tenant's runs one after the other, retrying
 // with backoff. Among replicas (Options.Owners), a tenant's run happens on
-// the replica that owns it: the leader hands it over and records the
-// result it gets back (remote.go).
+// the replica that owns it: the leader hands it over as it leaves the
+// queue, without waiting for a worker of its own, and records the result
+// it gets back (remote.go).
 //
 // # Errors
 //

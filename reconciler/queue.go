@@ -25,10 +25,13 @@ type preemptible interface {
 }
 
 // An offloaded job runs elsewhere (on another replica) and only waits
-// here: it does not take one of the queue's workers while it waits.
-// Offloaded is asked once, as the job leaves the queue; the key stays
-// busy until its Run returns.
+// here: it does not take one of the queue's workers while it waits, and
+// it leaves the queue while every worker is busy. Elsewhere says, taking
+// nothing, whether the job would run elsewhere now; Offloaded decides,
+// once, as the job leaves the queue. The key stays busy until its Run
+// returns.
 type offloaded interface {
+	Elsewhere() bool
 	Offloaded() bool
 }
 
@@ -44,7 +47,8 @@ func DefaultWorkers() int { return max(1, runtime.GOMAXPROCS(0)) }
 
 // QueueOptions configure a Queue.
 type QueueOptions struct {
-	// Workers is how many keys run at once. Default DefaultWorkers.
+	// Workers is how many keys run here at once; offloaded jobs, which
+	// only wait here, do not count. Default DefaultWorkers.
 	Workers int
 	// Debounce is how long a key stays quiet before its newest job runs,
 	// so that bursts of revisions coalesce into one run. Default 0.
@@ -66,6 +70,7 @@ type Queue struct {
 	pending map[string]*entry
 	order   []string // keys with a pending job, oldest first
 	running map[string]Job
+	local   int // running jobs that run here, not offloaded
 	stopped bool
 
 	runCtx    context.Context
@@ -98,7 +103,7 @@ func NewQueue(opts QueueOptions) *Queue {
 	return q
 }
 
-// Start launches the workers.
+// Start launches the queue.
 func (q *Queue) Start() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -106,10 +111,8 @@ func (q *Queue) Start() {
 		return
 	}
 	q.started = true
-	for i := 0; i < q.opts.Workers; i++ {
-		q.wg.Add(1)
-		go q.worker()
-	}
+	q.wg.Add(1)
+	go q.dispatch()
 }
 
 // Enqueue adds job for key. A job of key that has not started yet is
@@ -180,8 +183,17 @@ func (q *Queue) Running() int {
 	return len(q.running)
 }
 
-// next blocks until a job may run, and returns it with its key; ok is
-// false once the queue stops.
+// Wake has the queue look again at which of its jobs would run
+// elsewhere: a change of the replicas or of the shards they hold.
+func (q *Queue) Wake() {
+	q.mu.Lock()
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+// next blocks until a job may run, and returns it with its key: the
+// oldest ready job while a worker is free, else the oldest ready one
+// that would run elsewhere. ok is false once the queue stops.
 func (q *Queue) next() (string, Job, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -191,6 +203,7 @@ func (q *Queue) next() (string, Job, bool) {
 		}
 		now := time.Now()
 		var wake time.Time
+		full := q.local >= q.opts.Workers
 		for i, key := range q.order {
 			if q.running[key] != nil {
 				continue
@@ -200,6 +213,9 @@ func (q *Queue) next() (string, Job, bool) {
 				if wake.IsZero() || e.readyAt.Before(wake) {
 					wake = e.readyAt
 				}
+				continue
+			}
+			if o, ok := e.job.(offloaded); full && (!ok || !o.Elsewhere()) {
 				continue
 			}
 			q.order = slices.Delete(q.order, i, i+1)
@@ -221,26 +237,39 @@ func (q *Queue) next() (string, Job, bool) {
 	}
 }
 
-func (q *Queue) worker() {
+// dispatch starts each job as it leaves the queue: an offloaded one at
+// once, one that runs here once a worker is free. A job taken to run
+// elsewhere whose tenant came to this replica the instant it left runs
+// here beside the workers.
+func (q *Queue) dispatch() {
 	defer q.wg.Done()
 	for {
 		key, job, ok := q.next()
 		if !ok {
 			return
 		}
+		local := true
 		if o, ok := job.(offloaded); ok && o.Offloaded() {
-			q.wg.Go(func() { q.run(key, job) })
-			continue
+			local = false
 		}
-		q.run(key, job)
+		if local {
+			q.mu.Lock()
+			q.local++
+			q.mu.Unlock()
+		}
+		q.wg.Go(func() { q.run(key, job, local) })
 	}
 }
 
-// run runs key's job and marks key free.
-func (q *Queue) run(key string, job Job) {
+// run runs key's job and marks key free, and a worker too when the job
+// ran here.
+func (q *Queue) run(key string, job Job, local bool) {
 	job.Run(q.runCtx)
 	q.mu.Lock()
 	delete(q.running, key)
+	if local {
+		q.local--
+	}
 	q.cond.Broadcast()
 	q.mu.Unlock()
 }

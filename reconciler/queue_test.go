@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -324,5 +325,55 @@ func TestTenantJobNewerRevision(t *testing.T) {
 	early.Preempt(&tenantJob{run: runOf("r2"), tenant: "acme"})
 	if !closed(early.newerRevision()) {
 		t.Fatal("not closed when preempted before it was asked for")
+	}
+}
+
+// awayJob is a probeJob whose tenant another replica owns while away is
+// set: it is then offloaded.
+type awayJob struct {
+	probeJob
+	away atomic.Bool
+}
+
+func (j *awayJob) Elsewhere() bool { return j.away.Load() }
+func (j *awayJob) Offloaded() bool { return j.away.Load() }
+
+// TestQueueOffloadsWhileWorkersAreBusy: a job that runs on another
+// replica leaves the queue while every worker runs a job here, also one
+// whose tenant moved away while it waited (Wake), and the jobs that run
+// here still wait for a worker.
+func TestQueueOffloadsWhileWorkersAreBusy(t *testing.T) {
+	log := newEventLog()
+	q := NewQueue(QueueOptions{Workers: 1})
+	q.Start()
+	defer q.Stop()
+	holdA, holdAway := make(chan struct{}), make(chan struct{})
+	defer close(holdAway)
+	jobs := map[string]*awayJob{}
+	for _, key := range []string{"a", "b", "c", "d"} {
+		j := &awayJob{probeJob: probeJob{key: key, rev: "1", log: log, hold: holdAway}}
+		if key == "a" {
+			j.hold = holdA
+		}
+		j.away.Store(key == "c")
+		jobs[key] = j
+		q.Enqueue(key, j)
+	}
+	waitFor(t, "a here and c elsewhere running", func() bool { return q.Running() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if q.Running() != 2 || q.Depth() != 2 {
+		t.Fatalf("running %d, waiting %d; want a and c running, b and d waiting: %v", q.Running(), q.Depth(), log.snapshot())
+	}
+	jobs["d"].away.Store(true)
+	q.Wake()
+	waitFor(t, "d, moved away, running", func() bool { return q.Running() == 3 })
+	if q.Depth() != 1 {
+		t.Fatalf("waiting %d, want b alone: %v", q.Depth(), log.snapshot())
+	}
+	close(holdA)
+	waitFor(t, "b running once a ended", func() bool { return q.Depth() == 0 })
+	events := log.snapshot()
+	if ia, ib := slices.Index(events, "end a 1"), slices.Index(events, "start b 1"); ia < 0 || ib < ia {
+		t.Fatalf("b started before a ended with one worker: %v", events)
 	}
 }

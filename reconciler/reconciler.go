@@ -255,6 +255,9 @@ func New(st store.Store, runner *tofu.Runner, modules render.Modules, opts Optio
 	r.previews.Start()
 	r.drift = newDriftState(r)
 	r.backups = newBackupState(r, opts.Backups)
+	if opts.Owners != nil {
+		go r.wakeOnShards()
+	}
 	if err := r.putProviders(); err != nil {
 		return nil, err
 	}

@@ -32,6 +32,8 @@ type Owners interface {
 	// does not own the tenant now. The context ends when the replica
 	// fences itself or hands the tenant over.
 	Acquire(tenant string) (ctx context.Context, done func(), ok bool)
+	// Owns reports, taking nothing, whether Acquire would succeed now.
+	Owns(tenant string) bool
 	// Run has the replica that owns req's tenant run it (its RunFor),
 	// and returns its result. It fails when no live replica owns the
 	// tenant, or the owner stopped or did not answer.
@@ -178,6 +180,12 @@ func (j *tenantJob) Offloaded() bool {
 	return !ok
 }
 
+// Elsewhere reports whether the job would run on another replica now.
+func (j *tenantJob) Elsewhere() bool {
+	o := j.run.r.opts.Owners
+	return o != nil && j.run.deliver == nil && j.held == nil && !o.Owns(j.tenant)
+}
+
 // inShard returns ctx, ended also when the job's shard is handed over
 // or its replica fences itself, and the function that ends it and lets
 // the shard go.
@@ -249,6 +257,26 @@ func (j *tenantJob) runElsewhere(ctx context.Context) {
 			j.held = &heldShard{ctx: actx, done: done}
 			j.runHere(ctx)
 			return
+		}
+	}
+}
+
+// wakeOnShards has the queues look again at which of their jobs would
+// run elsewhere at each change of the shards, so that a job of a tenant
+// that moved away need not wait for a worker here; it returns when the
+// apply queue stops.
+func (r *Reconciler) wakeOnShards() {
+	for {
+		changed := r.opts.Owners.Changed()
+		select {
+		case <-r.queue.stopping.Done():
+			return
+		case <-changed:
+		}
+		r.queue.Wake()
+		r.drift.queue.Wake()
+		if r.backups != nil {
+			r.backups.queue.Wake()
 		}
 	}
 }

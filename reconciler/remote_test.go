@@ -79,6 +79,12 @@ func (v replicaView) Acquire(tenant string) (context.Context, func(), bool) {
 	return ctx, cancel, true
 }
 
+func (v replicaView) Owns(tenant string) bool {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	return v.s.owner[tenant] == v.self
+}
+
 func (v replicaView) Changed() <-chan struct{} {
 	v.s.mu.Lock()
 	defer v.s.mu.Unlock()

@@ -40,6 +40,17 @@ func (j *driftJob) Offloaded() bool {
 	return offload(j.d.r.opts.Owners, j.tenant, j.given != nil, &j.held)
 }
 
+// Elsewhere reports whether the check would run on another replica now.
+func (j *driftJob) Elsewhere() bool {
+	return elsewhere(j.d.r.opts.Owners, j.tenant, j.given != nil, j.held)
+}
+
+// elsewhere is the Elsewhere of a job of tenant: what offload would
+// answer now, taking nothing.
+func elsewhere(o Owners, tenant string, given bool, held *heldShard) bool {
+	return o != nil && !given && held == nil && !o.Owns(tenant)
+}
+
 // offload is the Offloaded of a job of tenant: false when this replica
 // owns the tenant (*held is then its shard) or there are no Owners, and
 // also for a job given to this replica, which never goes on elsewhere.
@@ -118,6 +129,12 @@ func (r *Reconciler) checkFor(ctx context.Context, req RemoteRun) (RemoteResult,
 	case <-ctx.Done():
 		return RemoteResult{}, ctx.Err()
 	}
+}
+
+// Elsewhere reports whether the backup would be taken by another
+// replica now.
+func (j *backupJob) Elsewhere() bool {
+	return elsewhere(j.b.r.opts.Owners, j.tenant, j.given, j.held)
 }
 
 // Offloaded reports whether the backup is taken by the replica that owns

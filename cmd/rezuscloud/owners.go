@@ -43,6 +43,8 @@ func (o replicaOwners) Acquire(tenant string) (context.Context, func(), bool) {
 	return o.m.replica.Acquire(tenant)
 }
 
+func (o replicaOwners) Owns(tenant string) bool { return o.m.replica.Owns(tenant) }
+
 func (o replicaOwners) Changed() <-chan struct{} { return o.m.replica.Changed() }
 
 // Spread weighs the shards by the tenants in them (replica.Spread).
