@@ -129,6 +129,7 @@ func applyTenants(b *testing.B, replicas, n int) (time.Duration, float64) {
 	if c.Status.Phase != schema.CommitSucceeded {
 		b.Fatalf("the commit of %d tenants ended %s: %s", n, c.Status.Phase, c.Status.Message)
 	}
+	b.Logf("replicas=%d: %s", replicas, workersBusy(c, replicas*runtime.NumCPU(), took))
 	for i, s := range servers {
 		var st api.Status
 		s.Get("/api/v1/status", &st)
@@ -140,6 +141,22 @@ func applyTenants(b *testing.B, replicas, n int) (time.Duration, float64) {
 	}
 	b.StartTimer()
 	return took, busy
+}
+
+// workersBusy says how long a tenant's run took on average, from the
+// commit's record, and what share of the time the replicas' workers
+// (workers in all) spent running them over took: what is left is time
+// when a worker had no run to start.
+func workersBusy(c schema.Commit, workers int, took time.Duration) string {
+	var sum time.Duration
+	for _, r := range c.Status.Tenants {
+		sum += r.FinishedAt.Sub(r.StartedAt)
+	}
+	if len(c.Status.Tenants) == 0 {
+		return "no tenant result recorded"
+	}
+	return fmt.Sprintf("a tenant's run took %.2f s on average; the %d workers ran tenants %.0f %% of the time",
+		(sum / time.Duration(len(c.Status.Tenants))).Seconds(), workers, 100*sum.Seconds()/(float64(workers)*took.Seconds()))
 }
 
 // meanTimes reads the server's /metrics and says how long, on average,
