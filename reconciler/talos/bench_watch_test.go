@@ -49,6 +49,7 @@ import (
 // The variants: "watch" follows every machine by watch (MaxWatched -1),
 // "watch-bounded" the first DefaultMaxWatched (the server's default) and
 // probes the others, "poll" probes every machine.
+// REZUSCLOUD_BENCH_MAX_WATCHED=N bounds "watch-bounded" at N instead.
 func BenchmarkObserveWatchVsPoll(b *testing.B) {
 	for _, v := range []struct {
 		name       string
@@ -59,6 +60,9 @@ func BenchmarkObserveWatchVsPoll(b *testing.B) {
 }
 
 func benchObserve(b *testing.B, watch bool, maxWatched int) {
+	if n, err := strconv.Atoi(os.Getenv("REZUSCLOUD_BENCH_MAX_WATCHED")); err == nil && maxWatched > 0 {
+		maxWatched = n
+	}
 	secrets := bundle(b, "fleet")
 	simDir := filepath.Join(b.TempDir(), "sim")
 	ms := startBenchHostIn(b, simDir, secrets, nil)

@@ -13,11 +13,12 @@ import (
 
 // TestEventsBringMachinesBeyondTheBound: with one machine watched (the
 // tenant's control plane) and the probe TTL an hour, the workers beyond
-// the bound follow by one events stream through the control plane: a
-// worker's turn to unready and back, and a new address, reach the store
-// within a second, each by one probe of that worker; a worker that goes
-// down shows as not connected at once, and once it is back it joins the
-// stream again, so that its next change comes as soon.
+// the bound follow by one events stream through the control plane, on the
+// connection its watch keeps open: a worker's turn to unready and back,
+// and a new address, reach the store within a second, each by one probe
+// of that worker; a worker that goes down shows as not connected at once,
+// and once it is back it joins the stream again, so that its next change
+// comes as soon.
 func TestEventsBringMachinesBeyondTheBound(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 1, 3)
@@ -33,6 +34,9 @@ func TestEventsBringMachinesBeyondTheBound(t *testing.T) {
 		}
 		return r.plane.eventsOpen("acme")
 	})
+	if !r.plane.eventsShared("acme") {
+		t.Fatal("the events stream has a connection of its own; want the watched control plane's")
+	}
 	w := workers[1]
 	for i, fault := range []talosnode.Fault{{Unhealthy: "kubelet"}, {}} {
 		probes := r.plane.Probes()
@@ -75,6 +79,15 @@ func (pl *Plane) eventsOpen(tenant string) bool {
 	pl.watches.mu.Lock()
 	defer pl.watches.mu.Unlock()
 	return pl.watches.events[tenant] != nil
+}
+
+// eventsShared reports whether the tenant's events stream shares its
+// gateway's connection.
+func (pl *Plane) eventsShared(tenant string) bool {
+	pl.watches.mu.Lock()
+	defer pl.watches.mu.Unlock()
+	ev := pl.watches.events[tenant]
+	return ev != nil && ev.shared
 }
 
 // TestEventsStandInForTimedProbes: with the probe TTL 100 ms, the workers
@@ -121,8 +134,9 @@ func (pl *Plane) onEventsNow(id string) bool { return pl.prober.onStream(id) }
 // TestEventsWithoutAWatchedControlPlane: with one machine watched, the
 // first tenant's control plane, the second tenant has none watched; its
 // events stream goes through its control plane anyway and covers that
-// control plane too, so a change of either of its machines reaches the
-// store within a second with the probe TTL an hour.
+// control plane too, on a connection of its own, so a change of either
+// of its machines reaches the store within a second with the probe TTL an
+// hour.
 func TestEventsWithoutAWatchedControlPlane(t *testing.T) {
 	r := newRig(t)
 	acme, beta := r.formed("acme", 1, 1), r.formed("beta", 1, 2)
@@ -146,6 +160,9 @@ func TestEventsWithoutAWatchedControlPlane(t *testing.T) {
 		}
 		took := within(t, time.Second, "the unhealthy "+m.ID+" in the store", func() bool { return !beta.storedStatus(m.ID).Ready })
 		t.Logf("%s unready in the store after %s", m.ID, took)
+	}
+	if r.plane.eventsShared("beta") {
+		t.Fatal("beta's events stream shares a connection; no watch keeps one open")
 	}
 }
 

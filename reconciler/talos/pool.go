@@ -60,6 +60,10 @@ const DefaultMaxIdle = 32
 //   - Maintenance: a connection of its own to a machine in maintenance
 //     mode, which has no identity yet: TLS without verification, or
 //     pinned to the machine's certificate (see Maintenance).
+//   - Events: a connection of its own, with the credentials of Client,
+//     for a tenant's events stream, which stays open for as long as the
+//     plane observes the tenant: plain HTTP/2 speaking gRPC's protocol,
+//     without the goroutines and buffers of a gRPC channel (see Events).
 //
 // A Pool is safe for concurrent use.
 type Pool struct {
@@ -80,6 +84,7 @@ type tenantCreds struct {
 	bundleSum [32]byte
 	cfg       *clientconfig.Config
 	madeAt    time.Time
+	tls       *tls.Config // of Events, made at its first use
 }
 
 type connKey struct {

@@ -173,9 +173,12 @@ func (ws *watchSet) gatewaysFor(tenant string, m Machine) []gateway {
 	return gws[:1]
 }
 
-// kept is the address of a control plane of tenant, other than m, whose
-// own watch, or the tenant's events stream, keeps its connection open, so
-// that a probe of m through it dials nothing: "" when there is none.
+// kept is the address of a control plane of tenant, other than m,
+// through which a probe of m goes: one whose own watch keeps its
+// connection open, so that the probe dials nothing; else the one that
+// carries the tenant's events stream, so that the probes of the tenant's
+// machines that come due together, or that its events prompt, share one
+// connection for as long as the pool keeps it; "" when there is none.
 func (ws *watchSet) kept(tenant string, m Machine) string {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
