@@ -28,7 +28,8 @@ import (
 // probe per machine per 15 s TTL). After the first pass and a settling
 // time it reports the plane's idle CPU (percent of one core) and RSS over
 // REZUSCLOUD_BENCH_IDLE_FOR (default 30 s), its goroutines, its heap and
-// stacks per machine, and then, for 40 machines (8 when polling) turned
+// stacks per machine (the heap's spans in use, and the live objects in
+// them), and then, for 40 machines (8 when polling) turned
 // unready by the faults file one after the other, the
 // p50 and p99 latency from the faults file's write to the store's commit
 // of the machine's status (which includes the node host's 20 ms
@@ -127,6 +128,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	runtime.ReadMemStats(&mem)
 	b.ReportMetric(float64(mem.HeapInuse+mem.StackInuse)/float64(len(ms))/1024, "heap+stack-KiB/machine")
 	b.ReportMetric(float64(mem.StackInuse)/float64(len(ms))/1024, "stack-KiB/machine")
+	b.ReportMetric(float64(mem.HeapAlloc)/float64(len(ms))/1024, "live-heap-KiB/machine")
 	if path := os.Getenv("REZUSCLOUD_BENCH_HEAP_PROFILE"); path != "" {
 		writeHeapProfile(b, path)
 		writeGoroutines(b, path+".goroutines")
