@@ -26,9 +26,10 @@ import (
 // idle is most of the plane's memory. A gRPC channel keeps six goroutines
 // (three callback serializers, its reader, its writer and its keepalive)
 // and a stream two more. An HTTP/2 connection keeps one, its reader, and a
-// stream one, its request's: so the stream speaks gRPC's wire protocol
-// (connect's gRPC client) over an HTTP/2 connection of its own, which it
-// closes when it ends. Nothing else uses the connection: the probes that
+// stream one, its request's: so a stream that no watch's connection
+// carries (events.go) speaks gRPC's wire protocol (connect's gRPC client)
+// over an HTTP/2 connection of its own, which it closes when it ends.
+// Nothing else uses the connection: the probes that
 // the stream's events prompt go through the pool's shared clients, which
 // close when idle as for any probe.
 
