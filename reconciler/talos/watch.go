@@ -230,10 +230,12 @@ func (pl *Plane) Probes() int64 { return pl.prober.Probes() }
 
 // DefaultMaxWatched is how many machines the plane follows with watches
 // unless ObserverOptions.MaxWatched says otherwise. A watched machine
-// keeps its streams open (and a tenant's first control plane its
-// connection), about 155 KiB of the server's memory (docs/scaling.md), so
-// the default bounds that to about 40 MiB; the machines beyond it follow
-// by their tenant's events stream (events.go).
+// keeps its streams open, and a tenant's first control plane its
+// connection too: at 1,000 tenants, where the bound watches the first
+// control planes of 256 of them, about 205 KiB each beyond what their
+// tenants' events streams would cost without (docs/scaling.md), so the
+// default bounds that to about 50 MiB; the machines beyond it follow by
+// their tenant's events stream (events.go).
 const DefaultMaxWatched = 256
 
 // machineCount is the number of machines of byTenant.
