@@ -12,7 +12,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -22,13 +21,11 @@ import (
 // through a control plane (the first that answers), which its apid fans
 // out to the tenant's machines that have no watch, the control plane
 // itself among them when it has none (the "nodes" header, as `talosctl
-// events -n a,b` sends it): one stream for all of them. When the
-// control plane is the tenant's first and watched, the stream shares the
-// connection that its watch keeps open (two goroutines more: the plane's
-// reader and gRPC's own). Otherwise it opens an HTTP/2 connection of its
-// own (Pool.Events), which keeps three goroutines (its reader, its
-// request's and the plane's reader) where a gRPC channel of its own would
-// keep eight. A machine status or
+// events -n a,b` sends it): one stream for all of them. It runs on the
+// tenant's stream connection to that control plane (Pool.Streams), which
+// the watches through it share: two goroutines (its request's and the
+// plane's reader), and the connection's reader while nothing else holds
+// it, where a gRPC channel of its own would keep eight. A machine status or
 // address event probes its machine at once, through the gateway; so does
 // a machine leaving the stream (it went down), and every machine of a
 // stream opened again (what changed in between). While a machine is on
@@ -39,9 +36,8 @@ import (
 
 // tenantEvents is a tenant's events stream.
 type tenantEvents struct {
-	key    [32]byte // the gateway and its connection, the bundle and the machines it covers
+	key    [32]byte // the gateway, the bundle and the machines it covers
 	gw     gateway
-	shared bool // on the gateway's shared connection, which its watch keeps open
 	cancel context.CancelFunc
 }
 
@@ -67,8 +63,7 @@ func (ws *watchSet) syncEvents(ctx context.Context, unwatched []tenantMachine) {
 			delete(byTenant, tenant)
 			continue
 		}
-		shared := ws.watchedDirect(tenant, gw)
-		key := eventsKey(gw, shared, tms)
+		key := eventsKey(gw, tms)
 		if ev := ws.events[tenant]; ev != nil {
 			if ev.key == key {
 				continue
@@ -76,7 +71,7 @@ func (ws *watchSet) syncEvents(ctx context.Context, unwatched []tenantMachine) {
 			ev.cancel()
 		}
 		ectx, cancel := context.WithCancel(ctx)
-		ws.events[tenant] = &tenantEvents{key: key, gw: gw, shared: shared, cancel: cancel}
+		ws.events[tenant] = &tenantEvents{key: key, gw: gw, cancel: cancel}
 		ms := make([]Machine, len(tms))
 		for i, tm := range tms {
 			ms[i] = tm.m
@@ -84,7 +79,7 @@ func (ws *watchSet) syncEvents(ctx context.Context, unwatched []tenantMachine) {
 		ws.wg.Add(1)
 		go func() {
 			defer ws.wg.Done()
-			ws.pl.followEvents(ectx, tenant, tms[0].bundle, gw, shared, ms)
+			ws.pl.followEvents(ectx, tenant, tms[0].bundle, gw, ms)
 		}()
 	}
 	for tenant, ev := range ws.events {
@@ -107,19 +102,10 @@ func (ws *watchSet) eventsGateway(tenant string) (gateway, bool) {
 	return gateway{}, false
 }
 
-// watchedDirect reports whether gw is its tenant's first control plane
-// and watched, so that its watch, which is direct, keeps its connection
-// open. Called with ws.mu held.
-func (ws *watchSet) watchedDirect(tenant string, gw gateway) bool {
-	gws := ws.gateways[tenant]
-	return len(gws) > 0 && gws[0] == gw && ws.byID[gw.id] != nil
-}
-
-// eventsKey identifies what an events stream covers, and whether it
-// shares its gateway's connection.
-func eventsKey(gw gateway, shared bool, tms []tenantMachine) [32]byte {
+// eventsKey identifies what an events stream covers.
+func eventsKey(gw gateway, tms []tenantMachine) [32]byte {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%t\x00%x\x00", gw.id, gw.address, shared, tms[0].sum)
+	fmt.Fprintf(h, "%s\x00%s\x00%x\x00", gw.id, gw.address, tms[0].sum)
 	for _, tm := range tms {
 		fmt.Fprintf(h, "%s\x00%s\x00", tm.m.ID, tm.m.Address)
 	}
@@ -131,16 +117,15 @@ func eventsKey(gw gateway, shared bool, tms []tenantMachine) [32]byte {
 var errRejoin = errors.New("the events stream opens again for the machines that left it")
 
 // followEvents keeps the events stream of a tenant's machines ms through
-// gateway gw, on its shared connection when shared is set, until ctx
-// ends: opened again at once when machines left it
+// gateway gw until ctx ends: opened again at once when machines left it
 // (after a backoff from watchRetryMin up to watchRetryMax, so that a
 // machine that stays down costs little), and after that backoff when it
 // broke.
-func (pl *Plane) followEvents(ctx context.Context, tenant string, bundle []byte, gw gateway, shared bool, ms []Machine) {
+func (pl *Plane) followEvents(ctx context.Context, tenant string, bundle []byte, gw gateway, ms []Machine) {
 	retry := time.Duration(0)
 	for again := false; ctx.Err() == nil; again = true {
 		began := time.Now()
-		err := pl.eventsOnce(ctx, tenant, bundle, gw, shared, ms, again, max(retry, watchRetryMin))
+		err := pl.eventsOnce(ctx, tenant, bundle, gw, ms, again, max(retry, watchRetryMin))
 		if ctx.Err() != nil {
 			return
 		}
@@ -160,7 +145,7 @@ func (pl *Plane) followEvents(ctx context.Context, tenant string, bundle []byte,
 // a machine left it, for rejoin more (errRejoin). With again, every
 // machine is probed as it joins: the stream opens again, and what changed
 // meanwhile came by no event.
-func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, gw gateway, shared bool, ms []Machine, again bool, rejoin time.Duration) error {
+func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, gw gateway, ms []Machine, again bool, rejoin time.Duration) error {
 	pctx := ctx // the prompts outlive the stream
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -176,11 +161,11 @@ func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, g
 	}
 	slices.Sort(nodes)
 	var (
-		stream      eventStream
+		stream      connectEvents
 		closeStream func()
 		err         error
 	)
-	onFreshStack(func() { stream, closeStream, err = pl.openEvents(ctx, tenant, bundle, gw, shared, nodes) })
+	onFreshStack(func() { stream, closeStream, err = pl.openEvents(ctx, tenant, bundle, gw, nodes) })
 	if err != nil {
 		return err
 	}
@@ -234,45 +219,24 @@ func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, g
 	}
 }
 
-// eventStream is an events stream as the plane reads it.
-type eventStream interface {
-	Recv() (*machine.Event, error)
-}
-
-// openEvents opens the events stream of nodes through gw, on gw's shared
-// connection when shared is set, else on a connection of its own, and
-// returns the function that closes what it opened.
-func (pl *Plane) openEvents(ctx context.Context, tenant string, bundle []byte, gw gateway, shared bool, nodes []string) (eventStream, func(), error) {
-	if shared {
-		c, release, err := pl.pool.Client(tenant, bundle, gw.address)
-		if err != nil {
-			return nil, nil, err
-		}
-		s, err := c.MachineClient.Events(client.WithNodes(ctx, nodes...), &machine.EventsRequest{})
-		if err != nil {
-			release()
-			return nil, nil, err
-		}
-		return s, release, nil
-	}
-	c, release, err := pl.pool.Events(tenant, bundle, gw.address)
+// openEvents opens the events stream of nodes through gw, on the
+// tenant's stream connection to it, and returns the function that closes
+// what it opened.
+func (pl *Plane) openEvents(ctx context.Context, tenant string, bundle []byte, gw gateway, nodes []string) (connectEvents, func(), error) {
+	sc, release, err := pl.pool.Streams(tenant, bundle, gw.address)
 	if err != nil {
-		return nil, nil, err
+		return connectEvents{}, nil, err
 	}
-	req := connect.NewRequest(&machine.EventsRequest{})
-	for _, n := range nodes {
-		req.Header().Add("nodes", n) // as client.WithNodes sends them
-	}
-	s, err := c.CallServerStream(ctx, req)
+	s, err := sc.Events(ctx, nodes)
 	if err != nil {
 		release()
-		return nil, nil, err
+		return connectEvents{}, nil, err
 	}
 	return connectEvents{s}, func() { s.Close(); release() }, nil
 }
 
-// connectEvents reads a stream of Pool.Events as gRPC's clients read
-// theirs: io.EOF once it ended cleanly.
+// connectEvents reads an events stream of a StreamConn as gRPC's clients
+// read theirs: io.EOF once it ended cleanly.
 type connectEvents struct {
 	s *connect.ServerStreamForClient[machine.Event]
 }

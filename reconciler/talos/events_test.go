@@ -14,7 +14,7 @@ import (
 // TestEventsBringMachinesBeyondTheBound: with one machine watched (the
 // tenant's control plane) and the probe TTL an hour, the workers beyond
 // the bound follow by one events stream through the control plane, on the
-// connection its watch keeps open: a worker's turn to unready and back,
+// stream connection that its watch holds: a worker's turn to unready and back,
 // and a new address, reach the store within a second, each by one probe
 // of that worker; a worker that goes down shows as not connected at once,
 // and once it is back it joins the stream again, so that its next change
@@ -26,16 +26,16 @@ func TestEventsBringMachinesBeyondTheBound(t *testing.T) {
 	tr.putTenant()
 	workers := tr.ms[1:]
 	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
-	within(t, 5*time.Second, "every worker probed and written ready, and the events stream open", func() bool {
+	within(t, 5*time.Second, "every worker probed and written ready, and on the events stream", func() bool {
 		for _, w := range workers {
-			if st := tr.storedStatus(w.ID); !st.Connected || !st.Ready || r.plane.watchedNow(w.ID) {
+			if st := tr.storedStatus(w.ID); !st.Connected || !st.Ready || r.plane.watchedNow(w.ID) || !r.plane.onEventsNow(w.ID) {
 				return false
 			}
 		}
 		return r.plane.eventsOpen("acme")
 	})
-	if !r.plane.eventsShared("acme") {
-		t.Fatal("the events stream has a connection of its own; want the watched control plane's")
+	if n := r.pool.StreamConns(); n != 1 {
+		t.Fatalf("%d stream connections; want the watched control plane's alone, which the events stream shares", n)
 	}
 	w := workers[1]
 	for i, fault := range []talosnode.Fault{{Unhealthy: "kubelet"}, {}} {
@@ -79,15 +79,6 @@ func (pl *Plane) eventsOpen(tenant string) bool {
 	pl.watches.mu.Lock()
 	defer pl.watches.mu.Unlock()
 	return pl.watches.events[tenant] != nil
-}
-
-// eventsShared reports whether the tenant's events stream shares its
-// gateway's connection.
-func (pl *Plane) eventsShared(tenant string) bool {
-	pl.watches.mu.Lock()
-	defer pl.watches.mu.Unlock()
-	ev := pl.watches.events[tenant]
-	return ev != nil && ev.shared
 }
 
 // TestEventsStandInForTimedProbes: with the probe TTL 100 ms, the workers
@@ -134,7 +125,7 @@ func (pl *Plane) onEventsNow(id string) bool { return pl.prober.onStream(id) }
 // TestEventsWithoutAWatchedControlPlane: with one machine watched, the
 // first tenant's control plane, the second tenant has none watched; its
 // events stream goes through its control plane anyway and covers that
-// control plane too, on a connection of its own, so a change of either
+// control plane too, on a stream connection of its own, so a change of either
 // of its machines reaches the store within a second with the probe TTL an
 // hour.
 func TestEventsWithoutAWatchedControlPlane(t *testing.T) {
@@ -161,8 +152,8 @@ func TestEventsWithoutAWatchedControlPlane(t *testing.T) {
 		took := within(t, time.Second, "the unhealthy "+m.ID+" in the store", func() bool { return !beta.storedStatus(m.ID).Ready })
 		t.Logf("%s unready in the store after %s", m.ID, took)
 	}
-	if r.plane.eventsShared("beta") {
-		t.Fatal("beta's events stream shares a connection; no watch keeps one open")
+	if n := r.pool.StreamConns(); n != 2 {
+		t.Fatalf("%d stream connections; want one for each tenant's control plane", n)
 	}
 }
 

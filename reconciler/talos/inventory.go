@@ -15,7 +15,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/rezuscloud/rezuscloud/schema"
 )
@@ -76,7 +75,7 @@ func listKind[T resource.Resource](ctx context.Context, st state.CoreState, ns r
 // unserved reports whether err is a machine's answer that it serves no
 // resources of a kind.
 func unserved(err error) bool {
-	switch status.Code(err) {
+	switch codeOf(err) {
 	case codes.NotFound, codes.Unimplemented:
 		return true
 	case codes.PermissionDenied:

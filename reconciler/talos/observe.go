@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/protobuf"
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -296,13 +297,25 @@ func callError(call string, err error) string {
 	if s, ok := status.FromError(err); ok {
 		return fmt.Sprintf("%s: %s", call, s.Message())
 	}
+	if ce := new(connect.Error); errors.As(err, &ce) {
+		return fmt.Sprintf("%s: %s", call, ce.Message())
+	}
 	return fmt.Sprintf("%s: %v", call, err)
+}
+
+// codeOf is the gRPC code of err, from a call of a gRPC client or of a
+// StreamConn's (connect's codes are gRPC's).
+func codeOf(err error) codes.Code {
+	if ce := new(connect.Error); errors.As(err, &ce) {
+		return codes.Code(ce.Code())
+	}
+	return status.Code(err)
 }
 
 // unreachable reports whether err means no answer came from the machine,
 // rather than a refusal by it.
 func unreachable(err error) bool {
-	switch status.Code(err) {
+	switch codeOf(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		return true
 	}

@@ -60,20 +60,24 @@ const DefaultMaxIdle = 32
 //   - Maintenance: a connection of its own to a machine in maintenance
 //     mode, which has no identity yet: TLS without verification, or
 //     pinned to the machine's certificate (see Maintenance).
-//   - Events: a connection of its own, with the credentials of Client,
-//     for a tenant's events stream, which stays open for as long as the
-//     plane observes the tenant: plain HTTP/2 speaking gRPC's protocol,
-//     without the goroutines and buffers of a gRPC channel (see Events).
+//   - Streams: shared, one per tenant and machine address, with the
+//     credentials of Client, for the plane's streams that stay open for
+//     as long as it observes the tenant (its events stream, the watches
+//     of its watched machines): plain HTTP/2 speaking gRPC's protocol,
+//     without the goroutines and buffers of a gRPC channel, closed when
+//     the last stream ends (see Streams).
 //
 // A Pool is safe for concurrent use.
 type Pool struct {
 	opts PoolOptions
 
-	mu     sync.Mutex
-	creds  map[string]*tenantCreds // by tenant
-	conns  map[connKey]*pooled
-	idle   *list.List // of *pooled with no users, least recently used first
-	closed bool
+	mu    sync.Mutex
+	creds map[string]*tenantCreds // by tenant
+	conns map[connKey]*pooled
+	// streams are the stream connections in use (streams.go).
+	streams map[connKey]*StreamConn
+	idle    *list.List // of *pooled with no users, least recently used first
+	closed  bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -84,13 +88,19 @@ type tenantCreds struct {
 	bundleSum [32]byte
 	cfg       *clientconfig.Config
 	madeAt    time.Time
-	tls       *tls.Config // of Events, made at its first use
+	tls       *tls.Config // of Streams, made at its first use
 }
 
 type connKey struct {
 	tenant    string
 	bundleSum [32]byte
 	address   string
+}
+
+// keyOf is the key of the connections to tenant's machine at address
+// with the secrets bundle bundle.
+func keyOf(tenant string, bundle []byte, address string) connKey {
+	return connKey{tenant: tenant, bundleSum: sha256.Sum256(bundle), address: address}
 }
 
 type pooled struct {
@@ -115,7 +125,7 @@ func NewPool(opts PoolOptions) *Pool {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	p := &Pool{opts: opts, creds: map[string]*tenantCreds{}, conns: map[connKey]*pooled{}, idle: list.New(),
+	p := &Pool{opts: opts, creds: map[string]*tenantCreds{}, conns: map[connKey]*pooled{}, streams: map[connKey]*StreamConn{}, idle: list.New(),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go p.janitor()
 	return p
@@ -129,9 +139,9 @@ var connectParams = grpc.ConnectParams{
 	MinConnectTimeout: 5 * time.Second,
 }
 
-// sharedDialOptions are the gRPC options of the shared clients, which a
-// watch keeps open for as long as it watches (watch.go), so that each
-// costs little while idle:
+// sharedDialOptions are the gRPC options of the shared clients, which
+// the machines that a rollout or a bootstrap talks to keep open for
+// minutes, so that each costs little while idle:
 //
 //   - no read buffer of gRPC's own (32 KiB by default): the framer reads
 //     from the TLS connection, which holds the record it decrypts, so a
@@ -142,7 +152,7 @@ var connectParams = grpc.ConnectParams{
 //     machine are a few KiB;
 //   - a keepalive ping after 6 idle minutes, which finds a machine that
 //     vanished without closing its connections (a powered-off VM) while
-//     it is only watched. gRPC servers refuse pings more often than every
+//     nothing is asked of it. gRPC servers refuse pings more often than every
 //     5 minutes by default (keepalive.EnforcementPolicy), the simulated
 //     nodes' among them, and close the connection of a client that sends
 //     them.
@@ -162,8 +172,7 @@ var ErrPoolClosed = errors.New("talos client pool: closed")
 // client must not be used after that. The connection is made at the first
 // call, not here.
 func (p *Pool) Client(tenant string, bundle []byte, address string) (*client.Client, func(), error) {
-	sum := sha256.Sum256(bundle)
-	key := connKey{tenant: tenant, bundleSum: sum, address: address}
+	key := keyOf(tenant, bundle, address)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -171,7 +180,7 @@ func (p *Pool) Client(tenant string, bundle []byte, address string) (*client.Cli
 	}
 	pc := p.conns[key]
 	if pc == nil {
-		cfg, err := p.configLocked(tenant, sum, bundle)
+		cfg, err := p.configLocked(tenant, key.bundleSum, bundle)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -332,7 +341,7 @@ func (p *Pool) dropLocked(pc *pooled) {
 // Client dials afresh instead of waiting out the failed connection's
 // backoff. Users of the old client keep it until they hand it back.
 func (p *Pool) Drop(tenant string, bundle []byte, address string) {
-	key := connKey{tenant: tenant, bundleSum: sha256.Sum256(bundle), address: address}
+	key := keyOf(tenant, bundle, address)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pc := p.conns[key]
@@ -347,11 +356,17 @@ func (p *Pool) Drop(tenant string, bundle []byte, address string) {
 }
 
 // Forget closes the idle clients of a tenant and forgets its certificate,
-// for a tenant that was destroyed; clients in use close when handed back.
+// for a tenant that was destroyed; clients and stream connections in use
+// close when handed back.
 func (p *Pool) Forget(tenant string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.creds, tenant)
+	for key := range p.streams {
+		if key.tenant == tenant {
+			delete(p.streams, key)
+		}
+	}
 	for key, pc := range p.conns {
 		if key.tenant != tenant {
 			continue

@@ -2,6 +2,7 @@ package talos
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -80,4 +81,17 @@ func TestPoolOwnConnections(t *testing.T) {
 	if _, _, err := pool.Client("acme", secrets, addr); !errors.Is(err, ErrPoolClosed) {
 		t.Errorf("Client of a closed pool: %v", err)
 	}
+}
+
+// openAddresses returns the addresses of the shared clients the pool
+// holds, in use or idle, sorted.
+func (p *Pool) openAddresses() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var addrs []string
+	for key := range p.conns {
+		addrs = append(addrs, key.address)
+	}
+	slices.Sort(addrs)
+	return addrs
 }

@@ -38,10 +38,10 @@ type Prober struct {
 	watching int                    // entries with an open watch
 
 	probes atomic.Int64
-	// gateway, when set, names a control plane of the tenant whose
-	// connection is kept open (by its watch), through which a timed
-	// probe of another machine goes (its apid forwards it) instead of
-	// dialing the machine: "" when there is none.
+	// gateway, when set, names a control plane of the tenant that
+	// answers (its watch or the tenant's events stream is open through
+	// it), through which a timed probe of another machine goes (its apid
+	// forwards it) instead of dialing the machine: "" when there is none.
 	gateway atomic.Pointer[func(tenant string, m Machine) string]
 }
 
@@ -401,8 +401,8 @@ func (p *Prober) gatewayOf(tenant string, m Machine, viaGateway bool) string {
 	return ""
 }
 
-// probeThrough probes m through the kept connection of the control plane
-// at gateway, in half the probe's time, so that a direct probe has the
+// probeThrough probes m through the pool's shared client of the control
+// plane at gateway, in half the probe's time, so that a direct probe has the
 // other half when it does not answer.
 func (p *Prober) probeThrough(ctx context.Context, tenant string, bundle []byte, m Machine, gateway string, prev Observation, have bool, inventory inventoryPart) Observation {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout/2)

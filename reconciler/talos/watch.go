@@ -14,8 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
+	"github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
@@ -25,19 +26,21 @@ import (
 )
 
 // A tenant's first control plane, watched, costs on the server's side
-// one shared pooled connection (kept open while watched: the watch holds
-// it as a user, so the pool's idle timeout never closes it) and a fixed
-// budget of goroutines: per stream, the COSI client's reader and gRPC's
-// own (which ends the stream with its context), per connection gRPC's
-// reader, writer and keepalive, and the plane's follow: 2×5+3+1 = 14.
-// The tenant's other machines' watches go through that control plane,
-// whose apid forwards their streams (the "node" header, as talosctl -n
-// sends it), so they share its connection: 2×5+1 = 11 goroutines for
-// another control plane, 2×4+1 = 9 for a worker, and no connection of
-// their own. A worker may go through any control plane of its tenant,
-// another control plane only through the first, whose watch is always
-// direct. A watch opens directly while no gateway answers, and moves
-// back to one once one does (ObserverOptions.RegateInterval).
+// one stream connection (Pool.Streams: HTTP/2 speaking gRPC's protocol,
+// shared with the tenant's events stream through it, whose reader is one
+// goroutine) and a fixed budget of goroutines: per stream, the request's
+// and the plane's reader (readKind), and the plane's follow: 2×5+1 = 11.
+// Its reads (in full when the watch opens, then the parts that its
+// events say changed) go through the pool's shared client, held only
+// while it reads, so that no gRPC channel stays open for a watch. The
+// tenant's other machines' watches go through that control plane, whose
+// apid forwards their streams (the "node" header, as talosctl -n sends
+// it), so they share its connection: 2×5+1 = 11 goroutines for another
+// control plane, 2×4+1 = 9 for a worker, and no connection of their own.
+// A worker may go through any control plane of its tenant, another
+// control plane only through the first, whose watch is always direct. A
+// watch opens directly while no gateway answers, and moves back to one
+// once one does (ObserverOptions.RegateInterval).
 //
 // watchedKinds are the COSI kinds watched on every machine, and the part
 // of the observation each refreshes: MachineStatus (stage, readiness,
@@ -174,11 +177,11 @@ func (ws *watchSet) gatewaysFor(tenant string, m Machine) []gateway {
 }
 
 // kept is the address of a control plane of tenant, other than m,
-// through which a probe of m goes: one whose own watch keeps its
-// connection open, so that the probe dials nothing; else the one that
-// carries the tenant's events stream, so that the probes of the tenant's
-// machines that come due together, or that its events prompt, share one
-// connection for as long as the pool keeps it; "" when there is none.
+// through which a probe of m goes: one whose own watch is open directly
+// (it answers), else the one that carries the tenant's events stream; so
+// that the probes of the tenant's machines that come due together, or
+// that its events prompt, share one connection for as long as the pool
+// keeps it; "" when there is none.
 func (ws *watchSet) kept(tenant string, m Machine) string {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -230,12 +233,11 @@ func (pl *Plane) Probes() int64 { return pl.prober.Probes() }
 
 // DefaultMaxWatched is how many machines the plane follows with watches
 // unless ObserverOptions.MaxWatched says otherwise. A watched machine
-// keeps its streams open, and a tenant's first control plane its
-// connection too: at 1,000 tenants, where the bound watches the first
-// control planes of 256 of them, about 205 KiB each beyond what their
-// tenants' events streams would cost without (docs/scaling.md), so the
-// default bounds that to about 50 MiB; the machines beyond it follow by
-// their tenant's events stream (events.go).
+// keeps its streams open: at 1,000 tenants, where the bound watches the
+// first control planes of 256 of them, about 125 KiB each beyond what
+// their tenants' events streams would cost without (docs/scaling.md), so
+// the default bounds that to about 30 MiB; the machines beyond it follow
+// by their tenant's events stream (events.go).
 const DefaultMaxWatched = 256
 
 // machineCount is the number of machines of byTenant.
@@ -409,11 +411,15 @@ func pause(ctx context.Context, d time.Duration) bool {
 // follows its events until the watch breaks. A machine whose watch cannot
 // be opened is probed instead (Prober.Fresh).
 //
+// The watch's streams run on the tenant's stream connection to through
+// (Pool.Streams); its reads go through the pool's shared client of
+// through, which it holds only while it reads.
+//
 // A worker's watch that opened directly looks for a gateway to move to
 // (via): every watchRetryMin when it went direct for want of one, every
 // RegateInterval when its last open through one failed (failedGateway).
 func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m Machine, through string, failedGateway bool) error {
-	c, release, err := pl.pool.Client(tenant, bundle, through)
+	sc, release, err := pl.pool.Streams(tenant, bundle, through)
 	if err != nil {
 		return err
 	}
@@ -421,9 +427,8 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the streams
 	own := ctx
-	ctx = throughNode(ctx, m, through)
-	events := make(chan state.Event, watchEvents)
-	if err := pl.openWatch(ctx, c, m, events); err != nil {
+	notes := make(chan watchNote, watchEvents)
+	if err := pl.openWatch(ctx, sc, m, through, notes); err != nil {
 		release()
 		if through == m.Address {
 			pl.pool.Drop(tenant, bundle, m.Address)
@@ -434,7 +439,8 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 		}
 		return err
 	}
-	obs, err := pl.readWatched(ctx, c, m)
+	read := machineReader{pl: pl, tenant: tenant, bundle: bundle, through: through, m: m}
+	obs, err := read.all(ctx)
 	if err != nil {
 		return err
 	}
@@ -468,26 +474,24 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 				return errRegate
 			}
 			continue
-		case ev := <-events:
-			p, err := partOf(ev)
-			if err != nil {
-				return err
+		case n := <-notes:
+			if n.err != nil {
+				return n.err
 			}
-			parts |= p
+			parts |= n.part
 		}
 		for drained := false; !drained; { // what else came meanwhile
 			select {
-			case ev := <-events:
-				p, err := partOf(ev)
-				if err != nil {
-					return err
+			case n := <-notes:
+				if n.err != nil {
+					return n.err
 				}
-				parts |= p
+				parts |= n.part
 			default:
 				drained = true
 			}
 		}
-		if err := pl.refresh(ctx, c, m, parts); err != nil {
+		if err := read.refresh(ctx, parts); err != nil {
 			return err
 		}
 	}
@@ -513,63 +517,146 @@ func answeredAs(o Observation, m Machine) bool {
 // gateway.
 var errRegate = errors.New("the watch moves to a control plane that forwards it")
 
-// partOf is the part of the observation an event refreshes; an Errored
-// event (a stream ended or failed) ends the watch.
-func partOf(ev state.Event) (refreshPart, error) {
-	switch ev.Type {
-	case state.Errored:
-		if ev.Error == nil {
-			return 0, errors.New("watch ended")
-		}
-		return 0, ev.Error
-	case state.Created, state.Updated, state.Destroyed:
-		typ := ev.Resource.Metadata().Type()
-		for _, k := range append(watchedKinds, controlPlaneKinds...) {
-			if k.typ == typ {
-				return k.part, nil
-			}
-		}
-	}
-	return 0, nil
+// watchNote is what a watch's stream tells: the part of the observation
+// that changed, or the error that ended the stream.
+type watchNote struct {
+	part refreshPart
+	err  error
 }
 
-// openWatch opens the streams of the machine's watched kinds, all
-// sending to events, within the prober's timeout. A kind the machine
-// does not serve is not watched.
-func (pl *Plane) openWatch(ctx context.Context, c *client.Client, m Machine, events chan<- state.Event) error {
+// openWatch opens the streams of the machine's watched kinds through
+// sc, of m through a gateway when through is not m's address, all sending
+// to notes, within the prober's timeout. A kind the machine does not
+// serve is not watched.
+func (pl *Plane) openWatch(ctx context.Context, sc *StreamConn, m Machine, through string, notes chan<- watchNote) error {
 	kinds := watchedKinds
 	if m.ControlPlane {
 		kinds = append(append([]watchedKind(nil), watchedKinds...), controlPlaneKinds...)
+	}
+	node := ""
+	if through != m.Address {
+		node = m.Address
 	}
 	// A stream opens in ctx, which it outlives; a machine that does not
 	// answer would hold the open forever, so the timer cancels them all.
 	opening, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(pl.prober.opts.Timeout, cancel)
 	defer timer.Stop()
+	type open struct {
+		s    *connect.ServerStreamForClient[v1alpha1.WatchResponse]
+		kind watchedKind
+	}
+	var opened []open
 	for _, k := range kinds {
-		err := c.COSI.WatchKind(opening, resource.NewMetadata(k.ns, k.typ, "", resource.VersionUndefined), events)
+		s, err := openKind(opening, sc, node, k)
 		if unserved(err) {
 			continue
 		}
 		if err != nil {
 			cancel()
+			for _, o := range opened {
+				o.s.Close()
+			}
 			return errors.New(callError("watch "+k.typ, err))
 		}
+		opened = append(opened, open{s, k})
 	}
 	if !timer.Stop() {
+		for _, o := range opened {
+			o.s.Close()
+		}
 		return errors.New("watch: the machine did not answer in time")
+	}
+	for _, o := range opened {
+		go readKind(ctx, o.s, o.kind, notes)
 	}
 	return nil
 }
 
-// readWatched reads the machine in full, as a probe does with its whole
+// openKind opens the watch of kind k, and reads its first answer, which
+// says that the watch is open.
+func openKind(ctx context.Context, sc *StreamConn, node string, k watchedKind) (*connect.ServerStreamForClient[v1alpha1.WatchResponse], error) {
+	s, err := sc.Watch(ctx, node, k.ns, k.typ)
+	if err != nil {
+		return nil, err
+	}
+	if !s.Receive() {
+		err := s.Err()
+		s.Close()
+		if err == nil {
+			err = errors.New("the stream ended as it opened")
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// readKind sends to notes the part of the observation that k refreshes
+// for each change s tells, and the error that ends s, until ctx ends.
+func readKind(ctx context.Context, s *connect.ServerStreamForClient[v1alpha1.WatchResponse], k watchedKind, notes chan<- watchNote) {
+	defer s.Close()
+	send := func(n watchNote) bool {
+		select {
+		case notes <- n:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for s.Receive() {
+		for _, ev := range s.Msg().GetEvent() {
+			switch ev.GetEventType() {
+			case v1alpha1.EventType_ERRORED:
+				send(watchNote{err: fmt.Errorf("watch %s: %s", k.typ, ev.GetError())})
+				return
+			case v1alpha1.EventType_CREATED, v1alpha1.EventType_UPDATED, v1alpha1.EventType_DESTROYED:
+				if !send(watchNote{part: k.part}) {
+					return
+				}
+			}
+		}
+	}
+	err := s.Err()
+	if err == nil {
+		err = errors.New("ended")
+	}
+	send(watchNote{err: fmt.Errorf("watch %s: %w", k.typ, err)})
+}
+
+// machineReader reads a watched machine through the pool's shared client
+// of through, which it holds only while it reads: a watch's connection
+// carries its streams alone.
+type machineReader struct {
+	pl      *Plane
+	tenant  string
+	bundle  []byte
+	through string
+	m       Machine
+}
+
+// client is the shared client of r's machine, with the context of calls
+// to it, and the function that hands it back.
+func (r machineReader) client(ctx context.Context) (*client.Client, context.Context, func(), error) {
+	c, release, err := r.pl.pool.Client(r.tenant, r.bundle, r.through)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c, throughNode(ctx, r.m, r.through), release, nil
+}
+
+// all reads the machine in full, as a probe does with its whole
 // inventory, within the prober's timeout, and keeps the observation. It
 // fails when the machine does not answer.
-func (pl *Plane) readWatched(ctx context.Context, c *client.Client, m Machine) (Observation, error) {
-	ctx, cancel := context.WithTimeout(ctx, pl.prober.opts.Timeout)
+func (r machineReader) all(ctx context.Context) (Observation, error) {
+	c, ctx, release, err := r.client(ctx)
+	if err != nil {
+		return Observation{}, err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, r.pl.prober.opts.Timeout)
 	defer cancel()
-	prev, _ := pl.prober.Last(m.ID)
-	o := observe(ctx, c, m, pl.prober.opts.Now(), allInventory, prev)
+	prev, _ := r.pl.prober.Last(r.m.ID)
+	o := observe(ctx, c, r.m, r.pl.prober.opts.Now(), allInventory, prev)
 	if !o.Connected {
 		return o, errors.New(o.Error)
 	}
@@ -578,15 +665,21 @@ func (pl *Plane) readWatched(ctx context.Context, c *client.Client, m Machine) (
 
 // refresh reads the parts of the machine's observation that changed,
 // starting from its standing observation, and keeps the result.
-func (pl *Plane) refresh(ctx context.Context, c *client.Client, m Machine, parts refreshPart) error {
+func (r machineReader) refresh(ctx context.Context, parts refreshPart) error {
+	pl, m := r.pl, r.m
 	prev, ok := pl.prober.Last(m.ID)
 	if !ok || !prev.Connected {
-		o, err := pl.readWatched(ctx, c, m)
+		o, err := r.all(ctx)
 		if err == nil {
 			pl.probed(o)
 		}
 		return err
 	}
+	c, ctx, release, err := r.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, pl.prober.opts.Timeout)
 	defer cancel()
 	o := prev

@@ -1,0 +1,260 @@
+package talos
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"golang.org/x/net/http2"
+)
+
+// The plane's long-lived streams (a tenant's events stream, the COSI
+// watches of its watched machines) stay open for as long as the plane
+// observes the tenant, so at a thousand tenants what they cost while idle
+// is most of the plane's memory. A gRPC channel keeps six goroutines
+// (three callback serializers, its reader, its writer and its keepalive)
+// and each stream two more (the client's reader, and gRPC's own that ends
+// the stream with its context). An HTTP/2 connection keeps one, its
+// reader, and a stream two (its request's, and the plane's reader). So
+// the streams speak gRPC's wire protocol (connect's gRPC client) over one
+// HTTP/2 connection per tenant and machine address (Pool.Streams), shared
+// by every stream through that address and closed when the last ends.
+// Nothing else uses it: the calls that the streams prompt (probes, the
+// reads of a watched machine) go through the pool's shared clients, which
+// close when idle.
+
+// StreamConn is a tenant's connection to one machine address for the
+// plane's long-lived streams.
+type StreamConn struct {
+	key    connKey
+	users  int
+	conn   *streamDialer
+	events *connect.Client[machine.EventsRequest, machine.Event]
+	watch  *connect.Client[v1alpha1.WatchRequest, v1alpha1.WatchResponse]
+}
+
+// streamsKeepalive is how long a stream connection may stay silent before
+// it is pinged, and streamsPingTimeout how long the answer may take: the
+// connection finds a machine that vanished without closing it as a
+// shared client does (sharedDialOptions), and pings no more often than
+// gRPC servers allow by default.
+const (
+	streamsKeepalive   = 6 * time.Minute
+	streamsPingTimeout = 20 * time.Second
+)
+
+// streamsDialTimeout bounds the dial and handshake of a stream
+// connection, as connectParams bound a shared client's.
+const streamsDialTimeout = 5 * time.Second
+
+// streamsMaxMessage bounds a message as gRPC's clients bound one by
+// default.
+const streamsMaxMessage = 4 << 20
+
+// Streams returns the stream connection of the machine at address for
+// tenant, whose secrets bundle is bundle, with the credentials that
+// Client uses, and the function that hands it back: once every user
+// handed it back, it closes, its streams end, and it dials no more. The
+// connection is made at the first stream, not here.
+func (p *Pool) Streams(tenant string, bundle []byte, address string) (*StreamConn, func(), error) {
+	key := keyOf(tenant, bundle, address)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, nil, ErrPoolClosed
+	}
+	sc := p.streams[key]
+	if sc == nil {
+		cfg, err := p.streamsTLSLocked(tenant, key.bundleSum, bundle)
+		if err != nil {
+			return nil, nil, err
+		}
+		sc = newStreamConn(key, cfg)
+		p.streams[key] = sc
+	}
+	sc.users++
+	var once sync.Once
+	return sc, func() { once.Do(func() { p.releaseStreams(sc) }) }, nil
+}
+
+// releaseStreams hands a stream connection back, and closes it when
+// nobody else uses it.
+func (p *Pool) releaseStreams(sc *StreamConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sc.users--
+	if sc.users > 0 {
+		return
+	}
+	if p.streams[sc.key] == sc {
+		delete(p.streams, sc.key)
+	}
+	sc.conn.close()
+}
+
+// StreamConns returns how many stream connections the pool holds.
+func (p *Pool) StreamConns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.streams)
+}
+
+func newStreamConn(key connKey, cfg *tls.Config) *StreamConn {
+	sc := &StreamConn{key: key, conn: &streamDialer{}}
+	tr := &http2.Transport{
+		TLSClientConfig:    cfg,
+		DialTLSContext:     sc.conn.dial,
+		ReadIdleTimeout:    streamsKeepalive,
+		PingTimeout:        streamsPingTimeout,
+		DisableCompression: true,
+		// A connection carries a handful of requests, each for hours: a
+		// table of their headers would only hold them for its life.
+		MaxEncoderHeaderTableSize: 1,
+	}
+	hc := &http.Client{Transport: tr}
+	base := "https://" + apidAddress(key.address)
+	opts := []connect.ClientOption{connect.WithGRPC(), connect.WithReadMaxBytes(streamsMaxMessage)}
+	sc.events = connect.NewClient[machine.EventsRequest, machine.Event](hc, base+machine.MachineService_Events_FullMethodName, opts...)
+	sc.watch = connect.NewClient[v1alpha1.WatchRequest, v1alpha1.WatchResponse](hc, base+v1alpha1.State_Watch_FullMethodName, opts...)
+	return sc
+}
+
+// Events opens the events stream of nodes (the "nodes" header, as
+// client.WithNodes sends it) for as long as ctx lasts.
+func (sc *StreamConn) Events(ctx context.Context, nodes []string) (*connect.ServerStreamForClient[machine.Event], error) {
+	req := connect.NewRequest(&machine.EventsRequest{})
+	for _, n := range nodes {
+		req.Header().Add("nodes", n)
+	}
+	return sc.events.CallServerStream(ctx, req)
+}
+
+// Watch opens the COSI watch of the resources of type typ in namespace ns
+// for as long as ctx lasts, of node when it is not "" (the "node" header,
+// as client.WithNode sends it): the kind's changes, without its current
+// contents, as COSI's client asks for them.
+func (sc *StreamConn) Watch(ctx context.Context, node, ns, typ string) (*connect.ServerStreamForClient[v1alpha1.WatchResponse], error) {
+	req := connect.NewRequest(&v1alpha1.WatchRequest{Namespace: ns, Type: typ, Options: &v1alpha1.WatchOptions{}, ApiVersion: 1})
+	if node != "" {
+		req.Header().Set("node", node)
+	}
+	return sc.watch.CallServerStream(ctx, req)
+}
+
+// streamsTLSLocked is the TLS of a tenant's stream connections: that of
+// its talosconfig, made once for the tenant's credentials. Called with
+// p.mu held.
+func (p *Pool) streamsTLSLocked(tenant string, sum [32]byte, bundle []byte) (*tls.Config, error) {
+	if _, err := p.configLocked(tenant, sum, bundle); err != nil {
+		return nil, err
+	}
+	tc := p.creds[tenant]
+	if tc.tls == nil {
+		cfg, err := talosconfigTLS(tc)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %s: talosconfig: %w", tenant, err)
+		}
+		tc.tls = cfg
+	}
+	return tc.tls, nil
+}
+
+// talosconfigTLS is the TLS that machinery's client makes of the current
+// context of a talosconfig: its CA as the only root, its certificate as
+// the client's.
+func talosconfigTLS(tc *tenantCreds) (*tls.Config, error) {
+	ctx := tc.cfg.Contexts[tc.cfg.Context]
+	if ctx == nil {
+		return nil, fmt.Errorf("no context %q", tc.cfg.Context)
+	}
+	ca, err := base64.StdEncoding.DecodeString(ctx.CA)
+	if err != nil {
+		return nil, fmt.Errorf("its CA: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		return nil, errors.New("its CA holds no certificate")
+	}
+	crt, err := client.CertificateFromConfigContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if crt == nil {
+		return nil, errors.New("it has no client certificate")
+	}
+	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{*crt}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// apidAddress is address with the Talos API's port when it has none.
+func apidAddress(address string) string {
+	if _, _, err := net.SplitHostPort(address); err == nil {
+		return address
+	}
+	return net.JoinHostPort(address, strconv.Itoa(constants.ApidPort))
+}
+
+// streamDialer dials the connections of one StreamConn: closing it ends
+// their streams, and a dial after that fails. A connection that HTTP/2
+// closes (its machine went away) leaves it.
+type streamDialer struct {
+	mu     sync.Mutex
+	conns  map[*dialedConn]struct{}
+	closed bool
+}
+
+// dialedConn is a connection of a streamDialer.
+type dialedConn struct {
+	*tls.Conn
+	sd *streamDialer
+}
+
+func (c *dialedConn) Close() error {
+	c.sd.mu.Lock()
+	delete(c.sd.conns, c)
+	c.sd.mu.Unlock()
+	return c.Conn.Close()
+}
+
+func (sd *streamDialer) dial(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: streamsDialTimeout}, Config: cfg}
+	nc, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &dialedConn{Conn: nc.(*tls.Conn), sd: sd}
+	sd.mu.Lock()
+	defer sd.mu.Unlock()
+	if sd.closed {
+		nc.Close()
+		return nil, net.ErrClosed
+	}
+	if sd.conns == nil {
+		sd.conns = map[*dialedConn]struct{}{}
+	}
+	sd.conns[c] = struct{}{}
+	return c, nil
+}
+
+func (sd *streamDialer) close() {
+	sd.mu.Lock()
+	sd.closed = true
+	conns := sd.conns
+	sd.conns = nil
+	sd.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+}

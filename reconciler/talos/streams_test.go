@@ -1,0 +1,164 @@
+package talos
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
+)
+
+// TestPoolStreams: the stream connection of a tenant's machine is one
+// for all its users; over gRPC's wire protocol, with the tenant's
+// credentials, it streams the machine's events and a COSI watch that
+// tells a change of the machine's status; its streams end once every
+// user handed it back, and it dials no more; the credentials of another
+// cluster fail the handshake (the tenant's CA did not sign the machine's
+// certificate); a closed pool makes no connection.
+func TestPoolStreams(t *testing.T) {
+	r := newRig(t)
+	secrets := bundle(t, "a")
+	ms := r.cluster("acme", 1, 0, renderConfig(t, "acme", secrets, "controlplane"), nil)
+	addr := ms[0].Address
+	node, _ := hostAddr(addr)
+	pool := NewPool(PoolOptions{})
+	defer pool.Close()
+
+	sc, release, err := pool.Streams("acme", secrets, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, releaseAgain, err := pool.Streams("acme", secrets, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != sc || pool.StreamConns() != 1 {
+		t.Fatalf("two Streams of one machine: the same %v, %d held; want the same, 1", again == sc, pool.StreamConns())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := sc.Events(ctx, []string{node.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Close()
+	if !events.Receive() {
+		t.Fatalf("the first event: %v", events.Err())
+	}
+	if got := events.Msg().GetMetadata().GetHostname(); got != node.String() {
+		t.Fatalf("the first event is of %q, want %q", got, node)
+	}
+	watch, err := sc.Watch(ctx, "", runtime.NamespaceName, runtime.MachineStatusType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	if !watch.Receive() || len(watch.Msg().GetEvent()) != 0 {
+		t.Fatalf("the watch's first answer: %v, %v; want none, no events", watch.Err(), watch.Msg().GetEvent())
+	}
+	if err := r.host.SetFault(ms[0].ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	if !watch.Receive() {
+		t.Fatalf("the watch after the machine turned unhealthy: %v", watch.Err())
+	}
+	if evs := watch.Msg().GetEvent(); len(evs) != 1 || evs[0].GetEventType() != v1alpha1.EventType_UPDATED || evs[0].GetResource().GetMetadata().GetType() != runtime.MachineStatusType {
+		t.Fatalf("the watch after the machine turned unhealthy told %v, want MachineStatus updated", evs)
+	}
+
+	ended := make(chan error, 1)
+	go func() {
+		for events.Receive() {
+		}
+		ended <- events.Err()
+	}()
+	release()
+	release() // a second hand-back does nothing
+	select {
+	case err := <-ended:
+		t.Fatalf("the stream ended while a user still held its connection: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	releaseAgain()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the stream ended without an error once its connection was handed back")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream still runs 5 s after its connection was handed back")
+	}
+	if n := pool.StreamConns(); n != 0 {
+		t.Fatalf("%d stream connections held once handed back, want 0", n)
+	}
+	after, err := sc.Events(ctx, []string{node.String()})
+	if err == nil {
+		defer after.Close()
+		if after.Receive() {
+			t.Fatal("a stream of a connection handed back received")
+		}
+		err = after.Err()
+	}
+	if !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("a stream of a connection handed back: %v, want its dial refused", err)
+	}
+
+	// Another cluster's credentials: its CA signed neither side.
+	other, releaseOther, err := pool.Streams("other", bundle(t, "b"), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseOther()
+	refused, err := other.Events(ctx, []string{node.String()})
+	if err == nil {
+		defer refused.Close()
+		refused.Receive()
+		err = refused.Err()
+	}
+	var unknown *tls.CertificateVerificationError
+	if !errors.As(err, &unknown) {
+		t.Fatalf("events of a machine of another cluster: %v, want its certificate refused", err)
+	}
+
+	pool.Close()
+	if _, _, err := pool.Streams("acme", secrets, addr); !errors.Is(err, ErrPoolClosed) {
+		t.Fatalf("Streams of a closed pool: %v, want ErrPoolClosed", err)
+	}
+}
+
+// TestUnservedStreamError: a kind that a machine does not serve, refused
+// on a StreamConn's stream, reads as unserved, with its message.
+func TestUnservedStreamError(t *testing.T) {
+	err := connect.NewError(connect.CodeUnimplemented, errors.New("no such resource"))
+	if !unserved(err) || codeOf(err) != 12 {
+		t.Fatalf("unserved(%v) = %v, code %v; want true, Unimplemented", err, unserved(err), codeOf(err))
+	}
+	if got := callError("watch Disks", err); got != "watch Disks: no such resource" {
+		t.Fatalf("callError = %q", got)
+	}
+	if unserved(connect.NewError(connect.CodeUnavailable, errors.New("down"))) {
+		t.Fatal("an unavailable machine reads as not serving the kind")
+	}
+}
+
+// TestAPIDAddress: an address without a port takes the Talos API's.
+func TestAPIDAddress(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.1.0.5":       "127.1.0.5:50000",
+		"127.1.0.5:50001": "127.1.0.5:50001",
+		"::1":             "[::1]:50000",
+		"[::1]:50001":     "[::1]:50001",
+		"node-1.example":  "node-1.example:50000",
+	} {
+		if got := apidAddress(in); got != want {
+			t.Errorf("apidAddress(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
