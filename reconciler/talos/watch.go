@@ -234,9 +234,9 @@ func (pl *Plane) Probes() int64 { return pl.prober.Probes() }
 // DefaultMaxWatched is how many machines the plane follows with watches
 // unless ObserverOptions.MaxWatched says otherwise. A watched machine
 // keeps its streams open: at 1,000 tenants, where the bound watches the
-// first control planes of 256 of them, about 125 KiB each beyond what
+// first control planes of 256 of them, about 130 KiB each beyond what
 // their tenants' events streams would cost without (docs/scaling.md), so
-// the default bounds that to about 30 MiB; the machines beyond it follow
+// the default bounds that to about 33 MB; the machines beyond it follow
 // by their tenant's events stream (events.go).
 const DefaultMaxWatched = 256
 
