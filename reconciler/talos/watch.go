@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -425,10 +426,12 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 	}
 	defer release()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends the streams
+	var readers sync.WaitGroup
+	defer readers.Wait()
+	defer cancel() // ends the streams, and their readers with them
 	own := ctx
 	notes := make(chan watchNote, watchEvents)
-	if err := pl.openWatch(ctx, sc, m, through, notes); err != nil {
+	if err := pl.openWatch(ctx, sc, m, through, notes, &readers); err != nil {
 		release()
 		if through == m.Address {
 			pl.pool.Drop(tenant, bundle, m.Address)
@@ -526,9 +529,9 @@ type watchNote struct {
 
 // openWatch opens the streams of the machine's watched kinds through
 // sc, of m through a gateway when through is not m's address, all sending
-// to notes, within the prober's timeout. A kind the machine does not
-// serve is not watched.
-func (pl *Plane) openWatch(ctx context.Context, sc *StreamConn, m Machine, through string, notes chan<- watchNote) error {
+// to notes until ctx ends, within the prober's timeout; their readers
+// join readers. A kind the machine does not serve is not watched.
+func (pl *Plane) openWatch(ctx context.Context, sc *StreamConn, m Machine, through string, notes chan<- watchNote, readers *sync.WaitGroup) error {
 	kinds := watchedKinds
 	if m.ControlPlane {
 		kinds = append(append([]watchedKind(nil), watchedKinds...), controlPlaneKinds...)
@@ -568,7 +571,7 @@ func (pl *Plane) openWatch(ctx context.Context, sc *StreamConn, m Machine, throu
 		return errors.New("watch: the machine did not answer in time")
 	}
 	for _, o := range opened {
-		go readKind(ctx, o.s, o.kind, notes)
+		readers.Go(func() { readKind(ctx, o.s, o.kind, notes) })
 	}
 	return nil
 }
@@ -592,7 +595,9 @@ func openKind(ctx context.Context, sc *StreamConn, node string, k watchedKind) (
 }
 
 // readKind sends to notes the part of the observation that k refreshes
-// for each change s tells, and the error that ends s, until ctx ends.
+// for each change s tells, and the error that ends s, until ctx ends. It
+// reads into one message, emptied after each, so that a watch keeps no
+// resource it was told of (a machine config is tens of KiB).
 func readKind(ctx context.Context, s *connect.ServerStreamForClient[v1alpha1.WatchResponse], k watchedKind, notes chan<- watchNote) {
 	defer s.Close()
 	send := func(n watchNote) bool {
@@ -603,8 +608,13 @@ func readKind(ctx context.Context, s *connect.ServerStreamForClient[v1alpha1.Wat
 			return false
 		}
 	}
-	for s.Receive() {
-		for _, ev := range s.Msg().GetEvent() {
+	conn, err := s.Conn()
+	var msg v1alpha1.WatchResponse
+	for err == nil {
+		if err = conn.Receive(&msg); err != nil {
+			break
+		}
+		for _, ev := range msg.GetEvent() {
 			switch ev.GetEventType() {
 			case v1alpha1.EventType_ERRORED:
 				send(watchNote{err: fmt.Errorf("watch %s: %s", k.typ, ev.GetError())})
@@ -615,9 +625,9 @@ func readKind(ctx context.Context, s *connect.ServerStreamForClient[v1alpha1.Wat
 				}
 			}
 		}
+		msg.Reset()
 	}
-	err := s.Err()
-	if err == nil {
+	if errors.Is(err, io.EOF) {
 		err = errors.New("ended")
 	}
 	send(watchNote{err: fmt.Errorf("watch %s: %w", k.typ, err)})
