@@ -154,6 +154,12 @@ func (sc *StreamConn) Watch(ctx context.Context, node, ns, typ string) (*connect
 	return sc.watch.CallServerStream(ctx, req)
 }
 
+// Reset closes the connections sc has made, and ends their streams, so
+// that the next stream dials afresh: for a connection that stopped
+// answering without closing (a machine that came back after a network
+// partition, while the old connection waits for its keepalive).
+func (sc *StreamConn) Reset() { sc.conn.closeConns() }
+
 // streamsTLSLocked is the TLS of a tenant's stream connections: that of
 // its talosconfig, made once for the tenant's credentials. Called with
 // p.mu held.
@@ -251,6 +257,13 @@ func (sd *streamDialer) dial(ctx context.Context, network, addr string, cfg *tls
 func (sd *streamDialer) close() {
 	sd.mu.Lock()
 	sd.closed = true
+	sd.mu.Unlock()
+	sd.closeConns()
+}
+
+// closeConns closes the connections dialed so far.
+func (sd *streamDialer) closeConns() {
+	sd.mu.Lock()
 	conns := sd.conns
 	sd.conns = nil
 	sd.mu.Unlock()

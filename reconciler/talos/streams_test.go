@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,6 +160,129 @@ func TestAPIDAddress(t *testing.T) {
 	} {
 		if got := apidAddress(in); got != want {
 			t.Errorf("apidAddress(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestWatchOpensAfreshPastAStalledConnection: when the connection that a
+// control plane's watch would open on has stopped answering without
+// closing (the machine answers on new ones, as after a network
+// partition), the open that times out closes it, and the next opens on a
+// new connection at once, rather than wait for the old one's keepalive.
+// The stream that the stalled connection carried ends with it.
+func TestWatchOpensAfreshPastAStalledConnection(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 0)
+	cp := &tr.ms[0]
+	proxy := newStallProxy(t, apidAddress(cp.Address))
+	cp.Address = proxy.addr()
+	tr.putMachines()
+	tr.putTenant()
+	sc, release, err := r.pool.Streams("acme", tr.secrets, cp.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	events, err := sc.Events(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Close()
+	if !events.Receive() {
+		t.Fatalf("the first event through the proxy: %v", events.Err())
+	}
+	proxy.stall()
+	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, Bundle: func(string) []byte { return tr.secrets }})
+	// The first open waits out the prober's timeout (2 s) on the stalled
+	// connection; the second, at once, dials. Without that, every open
+	// would wait on it until its keepalive, minutes later.
+	within(t, 10*time.Second, "the control plane watched on a new connection", func() bool { return r.plane.watchedNow(cp.ID) })
+	if events.Receive() || events.Err() == nil {
+		t.Fatalf("the stream on the stalled connection: %v, want it ended with an error", events.Err())
+	}
+}
+
+// stallProxy forwards TCP connections to a target until stall, after which
+// the connections it forwarded so far carry nothing more, without
+// closing; those it accepts later are forwarded.
+type stallProxy struct {
+	t      *testing.T
+	ln     net.Listener
+	target string
+
+	mu      sync.Mutex
+	stalled chan struct{} // closed by stall, for the connections so far
+	done    chan struct{}
+}
+
+// newStallProxy listens on target's host, so that the target's
+// certificate, made for its address, holds for the proxy's too.
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{t: t, ln: ln, target: target, stalled: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { close(p.done); ln.Close() })
+	go p.serve()
+	return p
+}
+
+func (p *stallProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *stallProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.stalled)
+	p.stalled = make(chan struct{})
+}
+
+func (p *stallProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		stalled := p.stalled
+		p.mu.Unlock()
+		go p.pipe(u, c, stalled)
+		go p.pipe(c, u, stalled)
+	}
+}
+
+// pipe copies src to dst until either fails, or, once stalled, holds
+// what it read until the test ends.
+func (p *stallProxy) pipe(dst, src net.Conn, stalled <-chan struct{}) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-stalled:
+			<-p.done
+			return
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
 		}
 	}
 }

@@ -432,10 +432,13 @@ func (pl *Plane) followOnce(ctx context.Context, tenant string, bundle []byte, m
 	own := ctx
 	notes := make(chan watchNote, watchEvents)
 	if err := pl.openWatch(ctx, sc, m, through, notes, &readers); err != nil {
-		release()
 		if through == m.Address {
 			pl.pool.Drop(tenant, bundle, m.Address)
+			if errors.Is(err, errNoAnswer) {
+				sc.Reset() // the next open dials afresh
+			}
 		}
+		release()
 		prev, had := pl.prober.Last(m.ID)
 		if o := pl.prober.StandIn(own, tenant, bundle, m); !had || !sameObservation(prev, o) {
 			pl.Wake()
@@ -555,26 +558,37 @@ func (pl *Plane) openWatch(ctx context.Context, sc *StreamConn, m Machine, throu
 		if unserved(err) {
 			continue
 		}
-		if err != nil {
-			cancel()
-			for _, o := range opened {
-				o.s.Close()
-			}
-			return errors.New(callError("watch "+k.typ, err))
+		if err == nil && opening.Err() == nil {
+			opened = append(opened, open{s, k})
+			continue
 		}
-		opened = append(opened, open{s, k})
+		cancel()
+		for _, o := range opened {
+			o.s.Close()
+		}
+		if err == nil {
+			s.Close()
+		}
+		if !timer.Stop() && ctx.Err() == nil {
+			return errNoAnswer
+		}
+		return errors.New(callError("watch "+k.typ, err))
 	}
 	if !timer.Stop() {
 		for _, o := range opened {
 			o.s.Close()
 		}
-		return errors.New("watch: the machine did not answer in time")
+		return errNoAnswer
 	}
 	for _, o := range opened {
 		readers.Go(func() { readKind(ctx, o.s, o.kind, notes) })
 	}
 	return nil
 }
+
+// errNoAnswer is openWatch's error when the machine did not answer within
+// the prober's timeout.
+var errNoAnswer = errors.New("watch: the machine did not answer in time")
 
 // openKind opens the watch of kind k, and reads its first answer, which
 // says that the watch is open.
