@@ -112,6 +112,10 @@ func eventsKey(gw gateway, tms []tenantMachine) [32]byte {
 	return [32]byte(h.Sum(nil))
 }
 
+// errNoEvents ends an events stream whose first message did not come in
+// time.
+var errNoEvents = errors.New("the events stream did not answer in time")
+
 // errRejoin ends an events stream to open it again with the machines that
 // left it.
 var errRejoin = errors.New("the events stream opens again for the machines that left it")
@@ -165,6 +169,11 @@ func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, g
 		closeStream func()
 		err         error
 	)
+	// A stream whose first message does not come within the prober's
+	// timeout is on a connection that stopped answering: closed, the
+	// next opens on a new one.
+	answered := time.AfterFunc(pl.prober.opts.Timeout, func() { cancel(errNoEvents) })
+	defer answered.Stop()
 	onFreshStack(func() { stream, closeStream, err = pl.openEvents(ctx, tenant, bundle, gw, nodes) })
 	if err != nil {
 		return err
@@ -180,11 +189,16 @@ func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, g
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
-			if cause := context.Cause(ctx); errors.Is(cause, errRejoin) {
+			switch cause := context.Cause(ctx); {
+			case errors.Is(cause, errRejoin):
 				return cause
+			case errors.Is(cause, errNoEvents):
+				stream.sc.Reset()
+				return fmt.Errorf("through %s: %w", gw.address, cause)
 			}
 			return err
 		}
+		answered.Stop()
 		node := msg.GetMetadata().GetHostname()
 		m, ok := byNode[node]
 		if !ok {
@@ -229,16 +243,20 @@ func (pl *Plane) openEvents(ctx context.Context, tenant string, bundle []byte, g
 	}
 	s, err := sc.Events(ctx, nodes)
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errNoEvents) {
+			sc.Reset()
+		}
 		release()
 		return connectEvents{}, nil, err
 	}
-	return connectEvents{s}, func() { s.Close(); release() }, nil
+	return connectEvents{s, sc}, func() { s.Close(); release() }, nil
 }
 
 // connectEvents reads an events stream of a StreamConn as gRPC's clients
 // read theirs: io.EOF once it ended cleanly.
 type connectEvents struct {
-	s *connect.ServerStreamForClient[machine.Event]
+	s  *connect.ServerStreamForClient[machine.Event]
+	sc *StreamConn // the connection it runs on
 }
 
 func (c connectEvents) Recv() (*machine.Event, error) {

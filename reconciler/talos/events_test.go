@@ -172,3 +172,46 @@ func (r *rig) observeWith(t *testing.T, ttl time.Duration, oo ObserverOptions) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
+
+// TestEventsOpenAfreshPastAStalledConnection: a tenant's events stream
+// that would open on a connection that has stopped answering without
+// closing (its control plane answers on new ones) gets no first message
+// within the prober's timeout; that connection is closed, and the stream
+// opens on a new one, which brings the worker's change.
+func TestEventsOpenAfreshPastAStalledConnection(t *testing.T) {
+	r := newRig(t)
+	acme, beta := r.formed("acme", 1, 0), r.formed("beta", 1, 1)
+	cp := &beta.ms[0]
+	proxy := newStallProxy(t, apidAddress(cp.Address))
+	cp.Address = proxy.addr()
+	for _, tr := range []*tenantRig{acme, beta} {
+		tr.putMachines()
+		tr.putTenant()
+	}
+	sc, release, err := r.pool.Streams("beta", beta.secrets, cp.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	held, err := sc.Events(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if !held.Receive() {
+		t.Fatalf("the first event through the proxy: %v", held.Err())
+	}
+	proxy.stall()
+	bundles := map[string][]byte{"acme": acme.secrets, "beta": beta.secrets}
+	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(t string) []byte { return bundles[t] }})
+	w := beta.ms[1]
+	// Without the closing, the stream would wait on the stalled
+	// connection until its keepalive, minutes later.
+	within(t, 10*time.Second, "beta's worker on its events stream", func() bool { return r.plane.onEventsNow(w.ID) })
+	if err := beta.host.SetFault(w.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "the unhealthy worker in the store", func() bool { return !beta.storedStatus(w.ID).Ready })
+}
