@@ -181,29 +181,11 @@ func (r *rig) observeWith(t *testing.T, ttl time.Duration, oo ObserverOptions) {
 func TestEventsOpenAfreshPastAStalledConnection(t *testing.T) {
 	r := newRig(t)
 	acme, beta := r.formed("acme", 1, 0), r.formed("beta", 1, 1)
-	cp := &beta.ms[0]
-	proxy := newStallProxy(t, apidAddress(cp.Address))
-	cp.Address = proxy.addr()
+	stalledStreams(t, r, "beta", beta.secrets, &beta.ms[0].Address)
 	for _, tr := range []*tenantRig{acme, beta} {
 		tr.putMachines()
 		tr.putTenant()
 	}
-	sc, release, err := r.pool.Streams("beta", beta.secrets, cp.Address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	held, err := sc.Events(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	if !held.Receive() {
-		t.Fatalf("the first event through the proxy: %v", held.Err())
-	}
-	proxy.stall()
 	bundles := map[string][]byte{"acme": acme.secrets, "beta": beta.secrets}
 	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(t string) []byte { return bundles[t] }})
 	w := beta.ms[1]

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
@@ -174,26 +175,9 @@ func TestWatchOpensAfreshPastAStalledConnection(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 1, 0)
 	cp := &tr.ms[0]
-	proxy := newStallProxy(t, apidAddress(cp.Address))
-	cp.Address = proxy.addr()
+	events := stalledStreams(t, r, "acme", tr.secrets, &cp.Address)
 	tr.putMachines()
 	tr.putTenant()
-	sc, release, err := r.pool.Streams("acme", tr.secrets, cp.Address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	events, err := sc.Events(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer events.Close()
-	if !events.Receive() {
-		t.Fatalf("the first event through the proxy: %v", events.Err())
-	}
-	proxy.stall()
 	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, Bundle: func(string) []byte { return tr.secrets }})
 	// The first open waits out the prober's timeout (2 s) on the stalled
 	// connection; the second, at once, dials. Without that, every open
@@ -202,6 +186,34 @@ func TestWatchOpensAfreshPastAStalledConnection(t *testing.T) {
 	if events.Receive() || events.Err() == nil {
 		t.Fatalf("the stream on the stalled connection: %v, want it ended with an error", events.Err())
 	}
+}
+
+// stalledStreams puts a stallProxy in front of the machine at *address
+// and points *address at it, holds the tenant's stream connection to it
+// for the test's life, with an events stream that received its first
+// message, and stalls that connection: the machine answers new ones only.
+// It returns the stream.
+func stalledStreams(t *testing.T, r *rig, tenant string, secrets []byte, address *string) *connect.ServerStreamForClient[machine.Event] {
+	t.Helper()
+	proxy := newStallProxy(t, apidAddress(*address))
+	*address = proxy.addr()
+	sc, release, err := r.pool.Streams(tenant, secrets, *address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	events, err := sc.Events(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { events.Close() })
+	if !events.Receive() {
+		t.Fatalf("the first event through the proxy: %v", events.Err())
+	}
+	proxy.stall()
+	return events
 }
 
 // stallProxy forwards TCP connections to a target until stall, after which
