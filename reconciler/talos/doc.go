@@ -23,10 +23,11 @@
 //   - observes machines for their status: stage, readiness, versions,
 //     the hash of the running config and the inventory (hardware, network,
 //     schematic), either by following each machine with COSI watches over
-//     its pooled connection, with probes only while a watch is broken
-//     (watch.go), or by one probe per machine per TTL (Prober), with
-//     bounded concurrency either way; a machine that waits in maintenance
-//     mode shows stage maintenance. What it observes, and where a
+//     its tenant's stream connection (streams.go), with probes only while
+//     a watch is broken (watch.go), the machines past the bound on watches
+//     by their tenant's events stream (events.go), or by one probe per
+//     machine per TTL (Prober), with bounded concurrency either way; a
+//     machine that waits in maintenance mode shows stage maintenance. What it observes, and where a
 //     rollout stands, is recorded through package reconciler/status, the
 //     one writer of status (RunObserver); the watched machines' gauges
 //     (load, memory, etcd) are sampled every minute for the caller to

@@ -47,7 +47,7 @@ const DefaultMaxIdle = 32
 
 // Pool makes every connection of the server to a machine's Talos API: it
 // owns their dialing, their TLS, how long they are kept, and their
-// closing. It hands out three kinds of client:
+// closing. It hands out four kinds of client:
 //
 //   - Client: shared, one per tenant and machine address, authenticated
 //     with an os:admin certificate issued from the tenant's secrets
