@@ -73,7 +73,7 @@ func quorum(ms []member) (bool, *node) {
 func (h *Host) notifyCluster(n *node) {
 	for m := range h.clusters[n.cluster()] {
 		if m != n {
-			m.notify()
+			h.notify(m)
 		}
 	}
 }

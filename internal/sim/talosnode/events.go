@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -20,11 +21,11 @@ import (
 // metadata, and a node that cannot be reached, or goes down, sends one
 // message with the error in its metadata and leaves the stream, which
 // goes on for the others and ends when none is left. Each node's part
-// begins with an empty event, as machined's does, then sends a
+// begins with an empty event, as machined's does, then sends the past
+// events that the request's tail options ask for (tailOf), then a
 // MachineStatusEvent whenever the node's stage or readiness changes and
-// an AddressEvent whenever its host name or addresses do. The request's
-// tail options are not kept: no past events are sent.
-func (a *machineAPI) Events(_ *machine.EventsRequest, srv machine.MachineService_EventsServer) error {
+// an AddressEvent whenever its host name or addresses do.
+func (a *machineAPI) Events(req *machine.EventsRequest, srv machine.MachineService_EventsServer) error {
 	c := callOf(srv.Context())
 	var mu sync.Mutex
 	send := func(ev *machine.Event) error {
@@ -33,7 +34,7 @@ func (a *machineAPI) Events(_ *machine.EventsRequest, srv machine.MachineService
 		return srv.Send(ev)
 	}
 	if c.targets == nil {
-		return a.nodeEvents(srv.Context(), c.n, "", c.proxied, send)
+		return a.nodeEvents(srv.Context(), c.n, "", c.proxied, req, send)
 	}
 	g, ctx := errgroup.WithContext(srv.Context())
 	for _, t := range c.targets {
@@ -41,7 +42,7 @@ func (a *machineAPI) Events(_ *machine.EventsRequest, srv machine.MachineService
 			if t.n == nil {
 				return send(&machine.Event{Metadata: &common.Metadata{Hostname: t.name, Error: "connection error: dial tcp " + t.name + ":50000: connect: connection refused"}})
 			}
-			return a.nodeEvents(ctx, t.n, t.name, true, send)
+			return a.nodeEvents(ctx, t.n, t.name, true, req, send)
 		})
 	}
 	return g.Wait()
@@ -50,7 +51,7 @@ func (a *machineAPI) Events(_ *machine.EventsRequest, srv machine.MachineService
 // nodeEvents sends n's part of an events stream until ctx ends or, for a
 // stream that apid forwards (forwarded), n goes down. name is n's name in
 // the messages' metadata, "" for a stream of the node it reached.
-func (a *machineAPI) nodeEvents(ctx context.Context, n *node, name string, forwarded bool, send func(*machine.Event) error) error {
+func (a *machineAPI) nodeEvents(ctx context.Context, n *node, name string, forwarded bool, req *machine.EventsRequest, send func(*machine.Event) error) error {
 	var md *common.Metadata
 	if name != "" {
 		md = &common.Metadata{Hostname: name}
@@ -60,12 +61,18 @@ func (a *machineAPI) nodeEvents(ctx context.Context, n *node, name string, forwa
 	}
 	var last nodeEvent
 	for first := true; ; first = false {
-		wait, cur, down := a.eventState(n)
+		wait, cur, down, past := a.eventState(n, req, first)
 		if down && forwarded {
 			if name == "" {
 				return errProxyBroken
 			}
 			return send(&machine.Event{Metadata: &common.Metadata{Hostname: name, Error: errProxyBroken.Error()}})
+		}
+		for _, le := range past {
+			// Logged events are shared by the streams: each sends its own.
+			if err := send(&machine.Event{Metadata: md, Data: le.ev.Data, Id: le.ev.Id}); err != nil {
+				return err
+			}
 		}
 		for _, ev := range cur.since(last, first) {
 			ev.Metadata = md
@@ -90,16 +97,91 @@ type nodeEvent struct {
 	addresses []netip.Prefix
 }
 
-// eventState returns n's state for its events, whether it is down, and
-// the channel that closes at its next change.
-func (a *machineAPI) eventState(n *node) (<-chan struct{}, nodeEvent, bool) {
+// eventState returns n's state for its events, whether it is down, the
+// channel that closes at its next change, and, on the first look, the
+// logged events that req's tail options ask for.
+func (a *machineAPI) eventState(n *node, req *machine.EventsRequest, first bool) (<-chan struct{}, nodeEvent, bool, []loggedEvent) {
 	h := a.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
+	ev, down := h.eventAt(n, now)
+	var past []loggedEvent
+	if first {
+		past = tailOf(n.events, req, now)
+	}
+	return n.changed, ev, down, past
+}
+
+// eventAt is n's state for its events at now, and whether it is down.
+// Called with h.mu held.
+func (h *Host) eventAt(n *node, now time.Time) (nodeEvent, bool) {
 	ev := nodeEvent{status: h.machineStatus(n, now), hostname: n.hostname(), addresses: n.inventory().Addresses}
 	down := n.gone.Load() || n.fault.Refuse || n.viewAt(now).Down
-	return n.changed, ev, down
+	return ev, down
+}
+
+// eventsKept is how many of its latest events a node keeps for the tail
+// options of events streams, as machined keeps its latest in a ring.
+const eventsKept = 32
+
+// loggedEvent is an event a node keeps, with when it happened. Its event
+// has no metadata and is never changed.
+type loggedEvent struct {
+	at time.Time
+	ev *machine.Event
+}
+
+// notify wakes the streams that wait for a change of n and logs the
+// events the change makes. Called with h.mu held.
+func (h *Host) notify(n *node) {
+	n.notify()
+	h.logEvents(n)
+}
+
+// logEvents keeps the events that tell how n changed since it last
+// logged, the last eventsKept of them. The first time, that is its whole
+// state, as the events of a boot tell it. Called with h.mu held.
+func (h *Host) logEvents(n *node) {
+	if n.gone.Load() {
+		return
+	}
+	now := h.now()
+	h.logging = true
+	cur, _ := h.eventAt(n, now)
+	h.logging = false
+	for _, ev := range cur.since(n.logged, false) {
+		n.events = append(n.events, loggedEvent{at: now, ev: ev})
+	}
+	if over := len(n.events) - eventsKept; over > 0 {
+		n.events = slices.Delete(n.events, 0, over)
+	}
+	n.logged = cur
+}
+
+// tailOf returns the events of log (oldest first) that an events
+// request's tail options ask for, as machined reads them: those of the
+// last tail_seconds when it is set, and of those the last tail_events
+// when it is positive (all that are kept for -1). With neither, none.
+// tail_id is not kept: a request with it alone gets none.
+func tailOf(log []loggedEvent, req *machine.EventsRequest, now time.Time) []loggedEvent {
+	seconds, count := req.GetTailSeconds(), int(req.GetTailEvents())
+	if seconds <= 0 && count == 0 {
+		return nil
+	}
+	out := log
+	if seconds > 0 {
+		from := now.Add(-time.Duration(seconds) * time.Second)
+		i := len(log)
+		for i > 0 && !log[i-1].at.Before(from) {
+			i--
+		}
+		out = log[i:]
+	}
+	if count > 0 && len(out) > count {
+		out = out[len(out)-count:]
+	}
+	return slices.Clone(out)
 }
 
 // since returns the events that tell what changed from last to e: on the

@@ -2,8 +2,10 @@ package talosnode
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,5 +119,116 @@ func TestEventsFanOutToTheNodesItNames(t *testing.T) {
 	msg = next("the ready worker's machine status", func(m *machine.Event) bool { return m.GetMetadata().GetHostname() == w1 })
 	if ev, err := client.UnmarshalEvent(msg); err != nil || !ev.Payload.(*machine.MachineStatusEvent).GetStatus().GetReady() {
 		t.Fatalf("the worker ready again sent %v (%v), want a MachineStatusEvent ready", msg, err)
+	}
+}
+
+// TestEventsReplayTheirTail: a node keeps its latest events, which an
+// events stream's tail options replay after its first, empty message and
+// before what happens next: tail_seconds those of the last seconds by
+// the node's clock (not its boot's, an hour earlier), tail_events the
+// last ones; without them, none.
+func TestEventsReplayTheirTail(t *testing.T) {
+	var mu sync.Mutex
+	ahead := time.Duration(0)
+	h, err := Open(Options{Dir: t.TempDir(), Timings: testTimings, PollInterval: 100 * time.Millisecond, Now: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Now().Add(ahead)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	secrets := bundle(t, "a")
+	cps, workers := bootCluster(t, h, secrets, 1, 1)
+	cp, w := cps[0], workers[0]
+	waitRunning(t, h, cp)
+	waitRunning(t, h, w)
+	mu.Lock()
+	ahead = time.Hour
+	mu.Unlock()
+	for _, f := range []Fault{{Unhealthy: "kubelet"}, {}} {
+		if err := h.SetFault(w, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := adminClient(t, secrets, cp)
+	// open opens w's events stream through cp with req and returns its
+	// messages after the first, empty one.
+	open := func(req *machine.EventsRequest) <-chan *machine.Event {
+		t.Helper()
+		ctx, cancel := context.WithCancel(ctxT(t))
+		t.Cleanup(cancel)
+		stream, err := c.MachineClient.Events(client.WithNodes(ctx, w), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := stream.Recv(); err != nil || msg.GetData() != nil {
+			t.Fatalf("first message %v (%v), want an empty one", msg, err)
+		}
+		msgs := make(chan *machine.Event, 16)
+		go func() {
+			defer close(msgs)
+			for msg, err := stream.Recv(); err == nil; msg, err = stream.Recv() {
+				msgs <- msg
+			}
+		}()
+		return msgs
+	}
+	// next returns the payload of msgs' next message.
+	next := func(msgs <-chan *machine.Event, what string) any {
+		t.Helper()
+		select {
+		case msg, ok := <-msgs:
+			if !ok {
+				t.Fatalf("the stream ended before %s", what)
+			}
+			ev, err := client.UnmarshalEvent(msg)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			return ev.Payload
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s within 5 s", what)
+		}
+		return nil
+	}
+	ready := func(p any) string {
+		if ms, ok := p.(*machine.MachineStatusEvent); ok {
+			return fmt.Sprintf("ready %v", ms.GetStatus().GetReady())
+		}
+		return fmt.Sprintf("%T", p)
+	}
+
+	bySeconds := open(&machine.EventsRequest{TailSeconds: 60})
+	none := open(&machine.EventsRequest{})
+	for _, want := range []string{"ready false", "ready true"} {
+		if got := ready(next(bySeconds, "a replayed event")); got != want {
+			t.Fatalf("tail_seconds 60: replayed %s, want MachineStatusEvents ready false then true (and none of the boot's)", got)
+		}
+	}
+	extra := netip.MustParsePrefix("127.200.0.2/8")
+	if err := h.SetInventory(w, func(inv *Inventory) { inv.Addresses = append(inv.Addresses, extra) }); err != nil {
+		t.Fatal(err)
+	}
+	for name, msgs := range map[string]<-chan *machine.Event{"tail_seconds 60": bySeconds, "no tail": none} {
+		if ae, ok := next(msgs, "the new address").(*machine.AddressEvent); !ok || !slices.Contains(ae.GetAddresses(), extra.Addr().String()) {
+			t.Fatalf("%s: got %v after the replay, want the AddressEvent with %s", name, ae, extra.Addr())
+		}
+	}
+	byCount := open(&machine.EventsRequest{TailEvents: 2})
+	if got := ready(next(byCount, "the next to last event")); got != "ready true" {
+		t.Fatalf("tail_events 2: first replayed %s, want the MachineStatusEvent ready", got)
+	}
+	if _, ok := next(byCount, "the last event").(*machine.AddressEvent); !ok {
+		t.Fatal("tail_events 2: the last replayed is not the AddressEvent")
+	}
+	if err := h.SetFault(w, Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, msgs := range map[string]<-chan *machine.Event{"tail_events 2": byCount, "no tail": none} {
+		if got := ready(next(msgs, "the unready worker's status")); got != "ready false" {
+			t.Fatalf("%s: got %s, want the MachineStatusEvent not ready", name, got)
+		}
 	}
 }

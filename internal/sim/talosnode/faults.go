@@ -175,7 +175,7 @@ func (h *Host) applyFaults(all Faults) {
 				wipe = append(wipe, n.st.ID)
 			}
 			n.fault = f
-			n.notify()
+			h.notify(n)
 			h.syncListener(n)
 		}
 	}

@@ -82,10 +82,13 @@ type Host struct {
 	byID     map[string]*node
 	byAddr   map[netip.Addr]*node
 	clusters map[string]map[*node]struct{}
-	trustd   map[string][]byte // cluster, token and CA → CA key
-	faults   Faults
-	checked  map[string]checkedConfig
-	sched    *scheduler
+	// logging is set while logEvents reads a node's state: advance then
+	// leaves every node as it stands, so that logging moves none on.
+	logging bool
+	trustd  map[string][]byte // cluster, token and CA → CA key
+	faults  Faults
+	checked map[string]checkedConfig
+	sched   *scheduler
 	// checkedOut appends to the sim dir's file of checked configs; nil
 	// when it cannot be written. parsed counts the configs this host
 	// loaded and validated itself.

@@ -154,7 +154,7 @@ func (h *Host) changed(n *node) func() error {
 // held.
 func (h *Host) touch(n *node) {
 	n.seq++
-	n.notify()
+	h.notify(n)
 	h.notifyMembers(n)
 	h.syncListener(n)
 	h.reschedule(n)
@@ -165,6 +165,9 @@ func (h *Host) touch(n *node) {
 // Nothing needs saving: the same state follows from the saved one. Called
 // with h.mu held.
 func (h *Host) advance(n *node, now time.Time) {
+	if h.logging {
+		return
+	}
 	st := &n.st
 	changed := false
 	for begun := st.Plan.begun(now); st.Plan.Done < begun; st.Plan.Done++ {
@@ -187,7 +190,7 @@ func (h *Host) advance(n *node, now time.Time) {
 		changed = true
 	}
 	if changed {
-		n.notify()
+		h.notify(n)
 		h.notifyMembers(n)
 	}
 }

@@ -123,6 +123,11 @@ type node struct {
 	// versions are the resource versions of the node's inventory
 	// resources, by type and id (see stamp); nil until they are read.
 	versions map[string]resourceVersion
+	// events are the node's latest events, which the tail options of an
+	// events stream replay, and logged the state they tell of (see
+	// Host.logEvents).
+	events []loggedEvent
+	logged nodeEvent
 	// gone is set when the machine is removed: nothing is saved for it
 	// any more.
 	gone atomic.Bool

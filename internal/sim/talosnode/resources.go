@@ -227,7 +227,7 @@ func (h *Host) notifyMembers(n *node) {
 	for _, cl := range []string{was, n.filedUnder} {
 		for m := range h.clusters[cl] {
 			if m != n {
-				m.notify()
+				h.notify(m)
 			}
 		}
 		if was == n.filedUnder {

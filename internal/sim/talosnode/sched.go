@@ -99,7 +99,7 @@ func (h *Host) tick(n *node) {
 	}
 	n.schedAt = time.Time{}
 	h.advance(n, h.now())
-	n.notify()
+	h.notify(n)
 	h.syncListener(n)
 	h.reschedule(n)
 }
