@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -28,7 +29,10 @@ import (
 // it, where a gRPC channel of its own would keep eight. A machine status or
 // address event probes its machine at once, through the gateway; so does
 // a machine leaving the stream (it went down), and every machine of a
-// stream opened again (what changed in between). While a machine is on
+// stream opened again (what changed in between). A stream's first open
+// asks for the events since its machines' oldest standing observation
+// (tail_seconds, up to eventsStand), so that a change between their
+// reads and the stream comes too. While a machine is on
 // the stream its timed probe waits eventsStand (5 minutes) rather than the
 // probe TTL: it only catches what the events do not tell (the config's
 // hash, the disks, the etcd members), and the stream tells when the
@@ -174,7 +178,11 @@ func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, g
 	// next opens on a new one.
 	answered := time.AfterFunc(pl.prober.opts.Timeout, func() { cancel(errNoEvents) })
 	defer answered.Stop()
-	onFreshStack(func() { stream, closeStream, err = pl.openEvents(ctx, tenant, bundle, gw, nodes) })
+	tail := int32(0)
+	if !again {
+		tail = pl.eventsTail(ms)
+	}
+	onFreshStack(func() { stream, closeStream, err = pl.openEvents(ctx, tenant, bundle, gw, nodes, tail) })
 	if err != nil {
 		return err
 	}
@@ -233,15 +241,35 @@ func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, g
 	}
 }
 
+// eventsTail is the tail_seconds of the first open of ms's events
+// stream: back to the oldest of their standing observations, rounded up
+// with a second to spare, so that the events of what changed since it
+// was read come first; at most eventsStand, past which an observation
+// no longer stands and its machine is probed anyway. 0 when none of them
+// was observed yet.
+func (pl *Plane) eventsTail(ms []Machine) int32 {
+	now := pl.prober.opts.Now()
+	oldest := time.Duration(0)
+	for _, m := range ms {
+		if o, ok := pl.prober.Last(m.ID); ok {
+			oldest = max(oldest, now.Sub(o.At))
+		}
+	}
+	if oldest <= 0 {
+		return 0
+	}
+	return int32(math.Ceil(min(oldest, eventsStand).Seconds())) + 1
+}
+
 // openEvents opens the events stream of nodes through gw, on the
-// tenant's stream connection to it, and returns the function that closes
-// what it opened.
-func (pl *Plane) openEvents(ctx context.Context, tenant string, bundle []byte, gw gateway, nodes []string) (connectEvents, func(), error) {
+// tenant's stream connection to it, from the events of their last
+// tailSeconds, and returns the function that closes what it opened.
+func (pl *Plane) openEvents(ctx context.Context, tenant string, bundle []byte, gw gateway, nodes []string, tailSeconds int32) (connectEvents, func(), error) {
 	sc, release, err := pl.pool.Streams(tenant, bundle, gw.address)
 	if err != nil {
 		return connectEvents{}, nil, err
 	}
-	s, err := sc.Events(ctx, nodes)
+	s, err := sc.Events(ctx, nodes, tailSeconds)
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errNoEvents) {
 			sc.Reset()

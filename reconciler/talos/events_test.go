@@ -74,6 +74,41 @@ func TestEventsBringMachinesBeyondTheBound(t *testing.T) {
 	within(t, time.Second, "the rejoined worker's change in the store", func() bool { return !tr.storedStatus(w.ID).Ready })
 }
 
+// TestEventsReplayWhatChangedBeforeTheStream: a worker that changed
+// after its probe and before its tenant's events stream first opened
+// (here, while the control plane that carries the stream refused) shows
+// that change in the store as soon as it joins the stream, by the
+// stream's tail, with the probe TTL an hour.
+func TestEventsReplayWhatChangedBeforeTheStream(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 2)
+	tr.putMachines()
+	tr.putTenant()
+	cp, w := tr.ms[0], tr.ms[1]
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.observeWith(t, time.Hour, ObserverOptions{Interval: 50 * time.Millisecond, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
+	within(t, 5*time.Second, "the workers probed and written ready, with no events stream", func() bool {
+		for _, w := range tr.ms[1:] {
+			if st := tr.storedStatus(w.ID); !st.Connected || !st.Ready || r.plane.onEventsNow(w.ID) {
+				return false
+			}
+		}
+		return !r.plane.eventsOpen("acme")
+	})
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	// The control plane's watch opens again after its backoff.
+	within(t, 2*watchRetryMax, "the worker on the events stream", func() bool { return r.plane.onEventsNow(w.ID) })
+	took := within(t, time.Second, "the worker's change in the store", func() bool { return !tr.storedStatus(w.ID).Ready })
+	t.Logf("in the store %s after it joined the stream", took)
+}
+
 // eventsOpen reports whether the tenant has an events stream.
 func (pl *Plane) eventsOpen(tenant string) bool {
 	pl.watches.mu.Lock()

@@ -133,9 +133,10 @@ func newStreamConn(key connKey, cfg *tls.Config) *StreamConn {
 }
 
 // Events opens the events stream of nodes (the "nodes" header, as
-// client.WithNodes sends it) for as long as ctx lasts.
-func (sc *StreamConn) Events(ctx context.Context, nodes []string) (*connect.ServerStreamForClient[machine.Event], error) {
-	req := connect.NewRequest(&machine.EventsRequest{})
+// client.WithNodes sends it) for as long as ctx lasts, from the events of
+// their last tailSeconds (talosctl events --duration) when it is not 0.
+func (sc *StreamConn) Events(ctx context.Context, nodes []string, tailSeconds int32) (*connect.ServerStreamForClient[machine.Event], error) {
+	req := connect.NewRequest(&machine.EventsRequest{TailSeconds: tailSeconds})
 	for _, n := range nodes {
 		req.Header().Add("nodes", n)
 	}

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
@@ -20,7 +23,8 @@ import (
 // TestPoolStreams: the stream connection of a tenant's machine is one
 // for all its users; over gRPC's wire protocol, with the tenant's
 // credentials, it streams the machine's events and a COSI watch that
-// tells a change of the machine's status; its streams end once every
+// tells a change of the machine's status, and an events stream with a
+// tail replays the change that came before it; its streams end once every
 // user handed it back, and it dials no more; the credentials of another
 // cluster fail the handshake (the tenant's CA did not sign the machine's
 // certificate); a closed pool makes no connection.
@@ -46,7 +50,7 @@ func TestPoolStreams(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	events, err := sc.Events(ctx, []string{node.String()})
+	events, err := sc.Events(ctx, []string{node.String()}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +78,22 @@ func TestPoolStreams(t *testing.T) {
 	if evs := watch.Msg().GetEvent(); len(evs) != 1 || evs[0].GetEventType() != v1alpha1.EventType_UPDATED || evs[0].GetResource().GetMetadata().GetType() != runtime.MachineStatusType {
 		t.Fatalf("the watch after the machine turned unhealthy told %v, want MachineStatus updated", evs)
 	}
+	tail, err := sc.Events(ctx, []string{node.String()}, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tail.Close()
+	for replayed := false; !replayed; {
+		if !tail.Receive() {
+			t.Fatalf("a stream with a tail of 60 s ended before the unhealthy machine's status: %v", tail.Err())
+		}
+		if ev, err := client.UnmarshalEvent(tail.Msg()); err == nil {
+			ms, ok := ev.Payload.(*machine.MachineStatusEvent)
+			replayed = ok && slices.ContainsFunc(ms.GetStatus().GetUnmetConditions(), func(c *machine.MachineStatusEvent_MachineStatus_UnmetCondition) bool {
+				return strings.Contains(c.GetReason(), "kubelet not healthy")
+			})
+		}
+	}
 
 	ended := make(chan error, 1)
 	go func() {
@@ -100,7 +120,7 @@ func TestPoolStreams(t *testing.T) {
 	if n := pool.StreamConns(); n != 0 {
 		t.Fatalf("%d stream connections held once handed back, want 0", n)
 	}
-	after, err := sc.Events(ctx, []string{node.String()})
+	after, err := sc.Events(ctx, []string{node.String()}, 0)
 	if err == nil {
 		defer after.Close()
 		if after.Receive() {
@@ -118,7 +138,7 @@ func TestPoolStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer releaseOther()
-	refused, err := other.Events(ctx, []string{node.String()})
+	refused, err := other.Events(ctx, []string{node.String()}, 0)
 	if err == nil {
 		defer refused.Close()
 		refused.Receive()
@@ -204,7 +224,7 @@ func stalledStreams(t *testing.T, r *rig, tenant string, secrets []byte, address
 	t.Cleanup(release)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	events, err := sc.Events(ctx, nil)
+	events, err := sc.Events(ctx, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
