@@ -154,20 +154,12 @@ func (pl *Plane) followEvents(ctx context.Context, tenant string, bundle []byte,
 // machine is probed as it joins: the stream opens again, and what changed
 // meanwhile came by no event.
 func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, gw gateway, ms []Machine, again bool, rejoin time.Duration) error {
-	pctx := ctx // the prompts outlive the stream
+	run := &eventsRun{pl: pl, ctx: ctx, tenant: tenant, bundle: bundle, gw: gw, again: again, left: map[string]bool{}, on: map[string]func(){}}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	byNode := map[string]Machine{}
-	nodes := make([]string, 0, len(ms))
-	for _, m := range ms {
-		name := m.Address
-		if a, ok := hostAddr(m.Address); ok {
-			name = a.String()
-		}
-		byNode[name] = m
-		nodes = append(nodes, name)
-	}
-	slices.Sort(nodes)
+	run.leaving = func() { time.AfterFunc(rejoin, func() { cancel(errRejoin) }) }
+	var nodes []string
+	run.byNode, nodes = eventsNodes(ms)
 	var (
 		stream      connectEvents
 		closeStream func()
@@ -187,13 +179,7 @@ func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, g
 		return err
 	}
 	defer closeStream()
-	left := map[string]bool{}
-	on := map[string]func(){} // the machines on the stream
-	defer func() {
-		for _, off := range on {
-			off()
-		}
-	}()
+	defer run.leave()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
@@ -207,37 +193,88 @@ func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, g
 			return err
 		}
 		answered.Stop()
-		node := msg.GetMetadata().GetHostname()
-		m, ok := byNode[node]
-		if !ok {
-			continue
+		if err := run.handle(msg); err != nil {
+			return err
 		}
-		switch {
-		case msg.GetMetadata().GetError() != "":
-			if !left[node] {
-				left[node] = true
-				if off := on[node]; off != nil {
-					off()
-					delete(on, node)
-				}
-				pl.prompt(pctx, tenant, bundle, m, 0)
-			}
-			if len(left) == 1 {
-				time.AfterFunc(rejoin, func() { cancel(errRejoin) })
-			}
-			if len(left) == len(ms) {
-				return fmt.Errorf("every machine left the events stream through %s: %s", gw.address, strings.TrimSpace(msg.GetMetadata().GetError()))
-			}
-		case msg.GetData() == nil: // the node's part of the stream began
-			if on[node] == nil {
-				on[node] = pl.prober.onEvents(m.ID)
-			}
-			if again {
-				pl.prompt(pctx, tenant, bundle, m, 0)
-			}
-		default:
-			pl.promptFor(pctx, tenant, bundle, m, msg)
+	}
+}
+
+// eventsNodes are ms by their node names in an events stream (their
+// addresses, as the "nodes" header names them), and those names, sorted.
+func eventsNodes(ms []Machine) (map[string]Machine, []string) {
+	byNode := make(map[string]Machine, len(ms))
+	nodes := make([]string, 0, len(ms))
+	for _, m := range ms {
+		name := m.Address
+		if a, ok := hostAddr(m.Address); ok {
+			name = a.String()
 		}
+		byNode[name] = m
+		nodes = append(nodes, name)
+	}
+	slices.Sort(nodes)
+	return byNode, nodes
+}
+
+// eventsRun is an open events stream's machines and what it did of them.
+type eventsRun struct {
+	pl     *Plane
+	ctx    context.Context // the prompts', which outlive the stream
+	tenant string
+	bundle []byte
+	gw     gateway
+	again  bool
+	byNode map[string]Machine
+	left   map[string]bool   // the machines that left the stream
+	on     map[string]func() // the machines on it, and how each leaves
+	// leaving is called when the first machine leaves.
+	leaving func()
+}
+
+// handle acts on a message of the stream: a node's first joins it to the
+// stream (and probes it, with again), an error says that the node left
+// it (and probes it), any other probes the node if the event says it
+// changed. The error it returns ends the stream: every machine left.
+func (r *eventsRun) handle(msg *machine.Event) error {
+	node := msg.GetMetadata().GetHostname()
+	m, ok := r.byNode[node]
+	if !ok {
+		return nil
+	}
+	switch {
+	case msg.GetMetadata().GetError() != "":
+		if r.left[node] {
+			return nil
+		}
+		r.left[node] = true
+		if off := r.on[node]; off != nil {
+			off()
+			delete(r.on, node)
+		}
+		r.pl.prompt(r.ctx, r.tenant, r.bundle, m, 0)
+		if len(r.left) == 1 {
+			r.leaving()
+		}
+		if len(r.left) == len(r.byNode) {
+			return fmt.Errorf("every machine left the events stream through %s: %s", r.gw.address, strings.TrimSpace(msg.GetMetadata().GetError()))
+		}
+	case msg.GetData() == nil: // the node's part of the stream began
+		if r.on[node] == nil {
+			r.on[node] = r.pl.prober.onEvents(m.ID)
+		}
+		if r.again {
+			r.pl.prompt(r.ctx, r.tenant, r.bundle, m, 0)
+		}
+	default:
+		r.pl.promptFor(r.ctx, r.tenant, r.bundle, m, msg)
+	}
+	return nil
+}
+
+// leave takes the machines still on the stream off it.
+func (r *eventsRun) leave() {
+	for _, off := range r.on {
+		off()
 	}
 }
 
