@@ -43,7 +43,10 @@ import (
 // As the server does at the end of its start-up, the benchmark returns the
 // heap's free memory to the system after the first pass. It also reports
 // the RSS before the observer starts, with the store and the fleet's
-// records open (base-rss-MiB). REZUSCLOUD_BENCH_MEMORY_LIMIT=SIZE (such as
+// records open (base-rss-MiB), and how far the anonymous RSS grew past
+// its own at base (anon-rss-over-base-MiB): the RSS growth but for the
+// pages of mapped files, such as the store's file, whose pages the
+// plane's status writes bring in. REZUSCLOUD_BENCH_MEMORY_LIMIT=SIZE (such as
 // 270MiB) gives the process the memory limit that the server's
 // --memory-limit would.
 //
@@ -76,7 +79,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	setBenchMemoryLimit(b)
 	runtime.GC()
 	debug.FreeOSMemory()
-	baseRSS := rssKiB()
+	baseRSS, baseAnon := rssKiB(), anonRSSKiB()
 	pool := NewPool(PoolOptions{})
 	defer pool.Close()
 	pl, err := New(Options{Store: st, Pool: pool})
@@ -108,9 +111,10 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	}
 	stopProfile := startIdleProfile(b, os.Getenv("REZUSCLOUD_BENCH_IDLE_CPU_PROFILE"))
 	start, cpu0, probes0 := time.Now(), cpuTime(), pl.prober.Probes()
-	maxRSS, hostRSS := 0, 0
+	maxRSS, maxAnon, hostRSS := 0, 0, 0
 	for time.Since(start) < idleFor {
 		maxRSS, hostRSS = max(maxRSS, rssKiB()), max(hostRSS, rssKiBOf(strconv.Itoa(benchHostPID)))
+		maxAnon = max(maxAnon, anonRSSKiB())
 		time.Sleep(time.Second)
 	}
 	wall := time.Since(start)
@@ -118,6 +122,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	b.ReportMetric(100*(cpuTime()-cpu0).Seconds()/wall.Seconds(), "idle-cpu-%")
 	b.ReportMetric(float64(maxRSS)/1024, "rss-MiB")
 	b.ReportMetric(float64(baseRSS)/1024, "base-rss-MiB")
+	b.ReportMetric(float64(maxAnon-baseAnon)/1024, "anon-rss-over-base-MiB")
 	b.ReportMetric(float64(hostRSS)/1024, "host-rss-MiB")
 	b.ReportMetric(float64(pl.prober.Probes()-probes0)/wall.Seconds(), "probes/s")
 	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")

@@ -253,10 +253,17 @@ var benchHostPID int
 func rssKiB() int { return rssKiBOf("self") }
 
 // rssKiBOf is the RSS of process pid ("self" for this one).
-func rssKiBOf(pid string) int {
+func rssKiBOf(pid string) int { return statusKiB(pid, "VmRSS") }
+
+// anonRSSKiB is this process's anonymous RSS: its RSS but for the pages
+// of mapped files (its binary, the store's file).
+func anonRSSKiB() int { return statusKiB("self", "RssAnon") }
+
+// statusKiB is the field (in KiB) of process pid's /proc status.
+func statusKiB(pid, field string) int {
 	data, _ := os.ReadFile("/proc/" + pid + "/status")
 	for _, l := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field+":" {
 			n, _ := strconv.Atoi(f[1])
 			return n
 		}
