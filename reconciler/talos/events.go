@@ -279,23 +279,22 @@ func (r *eventsRun) leave() {
 }
 
 // eventsTail is the tail_seconds of the first open of ms's events
-// stream: back to the oldest of their standing observations, rounded up
-// with a second to spare, so that the events of what changed since it
-// was read come first; at most eventsStand, past which an observation
-// no longer stands and its machine is probed anyway. 0 when none of them
-// was observed yet.
+// stream: back to the oldest of their standing observations, and further
+// by the prober's timeout, the longest the stream may take to open (its
+// first message comes within it, or it opens again), rounded up with a
+// second to spare. So the events of what changed since a machine was
+// read, before the stream opened or while it did, come first. At most
+// eventsStand, past which an observation no longer stands and its
+// machine is probed anyway.
 func (pl *Plane) eventsTail(ms []Machine) int32 {
-	now := pl.prober.opts.Now()
-	oldest := time.Duration(0)
+	now, opening := pl.prober.opts.Now(), pl.prober.opts.Timeout
+	back := opening
 	for _, m := range ms {
 		if o, ok := pl.prober.Last(m.ID); ok {
-			oldest = max(oldest, now.Sub(o.At))
+			back = max(back, now.Sub(o.At)+opening)
 		}
 	}
-	if oldest <= 0 {
-		return 0
-	}
-	return int32(math.Ceil(min(oldest, eventsStand).Seconds())) + 1
+	return int32(math.Ceil(min(back, eventsStand).Seconds())) + 1
 }
 
 // openEvents opens the events stream of nodes through gw, on the
@@ -380,8 +379,11 @@ func (pl *Plane) promptFor(ctx context.Context, tenant string, bundle []byte, m 
 // during one waits for it.
 func (pl *Plane) prompt(ctx context.Context, tenant string, bundle []byte, m Machine, inventory inventoryPart) {
 	pl.watches.wg.Add(1)
+	pl.watches.prompts.Add(1)
+	pl.watches.prompting.Add(1)
 	go func() {
 		defer pl.watches.wg.Done()
+		defer pl.watches.prompting.Add(-1)
 		prev, had := pl.prober.Last(m.ID)
 		o := pl.prober.Prompt(ctx, tenant, bundle, m, inventory)
 		if ctx.Err() == nil && (!had || !sameObservation(prev, o)) {

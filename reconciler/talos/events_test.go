@@ -37,6 +37,7 @@ func TestEventsBringMachinesBeyondTheBound(t *testing.T) {
 	if n := r.pool.StreamConns(); n != 1 {
 		t.Fatalf("%d stream connections; want the watched control plane's alone, which the events stream shares", n)
 	}
+	r.plane.promptsSettle(t)
 	w := workers[1]
 	for i, fault := range []talosnode.Fault{{Unhealthy: "kubelet"}, {}} {
 		probes := r.plane.Probes()
@@ -109,6 +110,20 @@ func TestEventsReplayWhatChangedBeforeTheStream(t *testing.T) {
 	t.Logf("in the store %s after it joined the stream", took)
 }
 
+// promptsSettle waits until the plane's events have prompted no probe
+// for 200 ms and none is in flight: the replay of the events a stream's
+// first open asked for (its tail: those of the machines' boot, here)
+// comes right after each machine's first message, and its prompts are
+// done.
+func (pl *Plane) promptsSettle(t *testing.T) {
+	t.Helper()
+	within(t, 10*time.Second, "the events' prompts done", func() bool {
+		n := pl.watches.prompts.Load()
+		time.Sleep(200 * time.Millisecond)
+		return pl.watches.prompts.Load() == n && pl.watches.prompting.Load() == 0
+	})
+}
+
 // eventsOpen reports whether the tenant has an events stream.
 func (pl *Plane) eventsOpen(tenant string) bool {
 	pl.watches.mu.Lock()
@@ -135,6 +150,7 @@ func TestEventsStandInForTimedProbes(t *testing.T) {
 		}
 		return true
 	})
+	r.plane.promptsSettle(t)
 	probes := r.plane.Probes()
 	time.Sleep(time.Second)
 	if n := r.plane.Probes() - probes; n != 0 {

@@ -114,6 +114,9 @@ type watchSet struct {
 	// events are the events streams of the machines the bound leaves
 	// unwatched, by tenant (events.go).
 	events map[string]*tenantEvents
+	// prompts counts the probes that events prompted, and prompting those
+	// not done yet.
+	prompts, prompting atomic.Int64
 }
 
 // machineWatch is one machine's watch.
