@@ -279,22 +279,28 @@ func (r *eventsRun) leave() {
 }
 
 // eventsTail is the tail_seconds of the first open of ms's events
-// stream: back to the oldest of their standing observations, and further
-// by the prober's timeout, the longest the stream may take to open (its
-// first message comes within it, or it opens again), rounded up with a
-// second to spare. So the events of what changed since a machine was
-// read, before the stream opened or while it did, come first. At most
-// eventsStand, past which an observation no longer stands and its
-// machine is probed anyway.
+// stream: back to the oldest of their standing observations, rounded up
+// with a second to spare, so that the events of what changed since a
+// machine was read come first; at most eventsStand, past which an
+// observation no longer stands and its machine is probed anyway. 0 when
+// none of them was read yet, as at the server's start, when a stream
+// opens beside its machines' first probes: a tail then would replay the
+// changes of every machine that booted lately, each a probe more than
+// those first probes need. (A machine first read while its stream opens
+// may miss a change between that read and its joining the stream, until
+// its probe at eventsStand.)
 func (pl *Plane) eventsTail(ms []Machine) int32 {
-	now, opening := pl.prober.opts.Now(), pl.prober.opts.Timeout
-	back := opening
+	now := pl.prober.opts.Now()
+	oldest := time.Duration(-1)
 	for _, m := range ms {
 		if o, ok := pl.prober.Last(m.ID); ok {
-			back = max(back, now.Sub(o.At)+opening)
+			oldest = max(oldest, now.Sub(o.At))
 		}
 	}
-	return int32(math.Ceil(min(back, eventsStand).Seconds())) + 1
+	if oldest < 0 {
+		return 0
+	}
+	return int32(math.Ceil(min(oldest, eventsStand).Seconds())) + 1
 }
 
 // openEvents opens the events stream of nodes through gw, on the
