@@ -27,6 +27,14 @@ import (
 // an AddressEvent whenever its host name or addresses do.
 func (a *machineAPI) Events(req *machine.EventsRequest, srv machine.MachineService_EventsServer) error {
 	c := callOf(srv.Context())
+	a.h.mu.Lock()
+	delay := c.n.fault.EventsDelay
+	a.h.mu.Unlock()
+	select {
+	case <-srv.Context().Done():
+		return nil
+	case <-time.After(delay):
+	}
 	var mu sync.Mutex
 	send := func(ev *machine.Event) error {
 		mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"time"
 )
 
 // FaultsFile is the file of a sim dir that injects faults into its nodes.
@@ -49,6 +50,11 @@ type Fault struct {
 	// with Unavailable and new ones are refused, while every unary call
 	// (Version, COSI Get and List, MachineService) keeps working.
 	WatchBroken bool `json:"watchBroken,omitempty"`
+	// EventsDelay holds an events stream that reaches the node (directly,
+	// or as the apid that fans it out) for that long before its first
+	// message, as a loaded apid does. It applies to streams that start
+	// while it is set.
+	EventsDelay time.Duration `json:"eventsDelay,omitempty"`
 	// Disks, when not empty, replace the node's disks (the first is the
 	// system disk), as after swapping them: its block resources change
 	// and their watches fire.
