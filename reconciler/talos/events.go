@@ -173,6 +173,7 @@ func (pl *Plane) eventsOnce(ctx context.Context, tenant string, bundle []byte, g
 	tail := int32(0)
 	if !again {
 		tail = pl.eventsTail(ms)
+		run.untailed = tail == 0
 	}
 	onFreshStack(func() { stream, closeStream, err = pl.openEvents(ctx, tenant, bundle, gw, nodes, tail) })
 	if err != nil {
@@ -224,15 +225,21 @@ type eventsRun struct {
 	bundle []byte
 	gw     gateway
 	again  bool
-	byNode map[string]Machine
-	left   map[string]bool   // the machines that left the stream
-	on     map[string]func() // the machines on it, and how each leaves
+	// untailed is set when the stream opened without a tail, since none
+	// of its machines had been read: one read while it opened is probed
+	// as it joins, since a change between that read and its joining came
+	// by no event.
+	untailed bool
+	byNode   map[string]Machine
+	left     map[string]bool   // the machines that left the stream
+	on       map[string]func() // the machines on it, and how each leaves
 	// leaving is called when the first machine leaves.
 	leaving func()
 }
 
 // handle acts on a message of the stream: a node's first joins it to the
-// stream (and probes it, with again), an error says that the node left
+// stream (and probes it, with again, or when it was read while an
+// untailed stream opened), an error says that the node left
 // it (and probes it), any other probes the node if the event says it
 // changed. The error it returns ends the stream: every machine left.
 func (r *eventsRun) handle(msg *machine.Event) error {
@@ -262,13 +269,19 @@ func (r *eventsRun) handle(msg *machine.Event) error {
 		if r.on[node] == nil {
 			r.on[node] = r.pl.prober.onEvents(m.ID)
 		}
-		if r.again {
+		if r.again || r.untailed && r.read(m) {
 			r.pl.prompt(r.ctx, r.tenant, r.bundle, m, 0)
 		}
 	default:
 		r.pl.promptFor(r.ctx, r.tenant, r.bundle, m, msg)
 	}
 	return nil
+}
+
+// read reports whether m has been read.
+func (r *eventsRun) read(m Machine) bool {
+	_, ok := r.pl.prober.Last(m.ID)
+	return ok
 }
 
 // leave takes the machines still on the stream off it.
@@ -286,9 +299,8 @@ func (r *eventsRun) leave() {
 // none of them was read yet, as at the server's start, when a stream
 // opens beside its machines' first probes: a tail then would replay the
 // changes of every machine that booted lately, each a probe more than
-// those first probes need. (A machine first read while its stream opens
-// may miss a change between that read and its joining the stream, until
-// its probe at eventsStand.)
+// those first probes need. A machine read while such a stream opens is
+// probed as it joins instead (eventsRun.untailed).
 func (pl *Plane) eventsTail(ms []Machine) int32 {
 	now := pl.prober.opts.Now()
 	oldest := time.Duration(-1)

@@ -82,13 +82,8 @@ func TestEventsBringMachinesBeyondTheBound(t *testing.T) {
 // stream's tail, with the probe TTL an hour.
 func TestEventsReplayWhatChangedBeforeTheStream(t *testing.T) {
 	r := newRig(t)
-	tr := r.formed("acme", 1, 2)
-	tr.putMachines()
-	tr.putTenant()
+	tr := acmeWithFaultyControlPlane(t, r, talosnode.Fault{Refuse: true})
 	cp, w := tr.ms[0], tr.ms[1]
-	if err := tr.host.SetFault(cp.ID, talosnode.Fault{Refuse: true}); err != nil {
-		t.Fatal(err)
-	}
 	r.observeWith(t, time.Hour, ObserverOptions{Interval: 50 * time.Millisecond, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
 	within(t, 5*time.Second, "the workers probed and written ready, with no events stream", func() bool {
 		for _, w := range tr.ms[1:] {
@@ -108,6 +103,44 @@ func TestEventsReplayWhatChangedBeforeTheStream(t *testing.T) {
 	within(t, 2*watchRetryMax, "the worker on the events stream", func() bool { return r.plane.onEventsNow(w.ID) })
 	took := within(t, time.Second, "the worker's change in the store", func() bool { return !tr.storedStatus(w.ID).Ready })
 	t.Logf("in the store %s after it joined the stream", took)
+}
+
+// TestEventsProbeAMachineReadWhileTheirStreamOpened: a tenant's events
+// stream that opens before any of its machines was read (as at the
+// server's start) asks for no tail; its control plane's apid holds it
+// 1.5 s, during which the first pass reads a worker, which then turns
+// unready before it joins the stream. As it joins, it is probed, so the
+// change shows in the store, with the probe TTL an hour.
+func TestEventsProbeAMachineReadWhileTheirStreamOpened(t *testing.T) {
+	r := newRig(t)
+	tr := acmeWithFaultyControlPlane(t, r, talosnode.Fault{EventsDelay: 1500 * time.Millisecond})
+	w := tr.ms[1]
+	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
+	within(t, 5*time.Second, "the worker read", func() bool {
+		_, ok := r.plane.prober.Last(w.ID)
+		return ok
+	})
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	if r.plane.onEventsNow(w.ID) {
+		t.Log("the worker joined its stream before it changed: its event brings the change")
+	}
+	within(t, 5*time.Second, "the worker on the events stream", func() bool { return r.plane.onEventsNow(w.ID) })
+	within(t, time.Second, "the worker's change in the store", func() bool { return !tr.storedStatus(w.ID).Ready })
+}
+
+// acmeWithFaultyControlPlane forms tenant acme, a control plane and two
+// workers, stored, with fault f on its control plane.
+func acmeWithFaultyControlPlane(t *testing.T, r *rig, f talosnode.Fault) *tenantRig {
+	t.Helper()
+	tr := r.formed("acme", 1, 2)
+	tr.putMachines()
+	tr.putTenant()
+	if err := tr.host.SetFault(tr.ms[0].ID, f); err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }
 
 // promptsSettle waits until the plane's events have prompted no probe
