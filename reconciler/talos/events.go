@@ -32,7 +32,9 @@ import (
 // stream opened again (what changed in between). A stream's first open
 // asks for the events since its machines' oldest standing observation
 // (tail_seconds, up to eventsStand), so that a change between their
-// reads and the stream comes too. While a machine is on
+// reads and the stream comes too; while none of them was read yet (as at
+// the start), it asks for none, and a machine read while it opened is
+// probed as it joins. While a machine is on
 // the stream its timed probe waits eventsStand (5 minutes) rather than the
 // probe TTL: it only catches what the events do not tell (the config's
 // hash, the disks, the etcd members), and the stream tells when the
