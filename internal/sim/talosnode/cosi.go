@@ -4,11 +4,13 @@ import (
 	"context"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	cosistate "github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	machineryconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -64,14 +66,37 @@ func (s *cosiState) list(c *call, ptr resource.Pointer) ([]resource.Resource, er
 }
 
 func (s *cosiState) Get(ctx context.Context, ptr resource.Pointer, _ ...cosistate.GetOption) (resource.Resource, error) {
-	rs, err := s.list(callOf(ctx), ptr)
+	c := callOf(ctx)
+	rs, err := s.list(c, ptr)
 	if err != nil {
 		return nil, err
+	}
+	if ptr.Type() == runtime.MachineStatusType {
+		if err := s.statusDelay(ctx, c.n); err != nil {
+			return nil, err
+		}
 	}
 	if len(rs) == 0 {
 		return nil, inmem.ErrNotFound(ptr)
 	}
 	return rs[0], nil
+}
+
+// statusDelay holds a read of n's MachineStatus for its fault's
+// StatusDelay, or until ctx ends.
+func (s *cosiState) statusDelay(ctx context.Context, n *node) error {
+	s.h.mu.Lock()
+	delay := n.fault.StatusDelay
+	s.h.mu.Unlock()
+	if delay <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-time.After(delay):
+		return nil
+	}
 }
 
 func (s *cosiState) List(ctx context.Context, kind resource.Kind, _ ...cosistate.ListOption) (resource.List, error) {

@@ -55,6 +55,11 @@ type Fault struct {
 	// message, as a loaded apid does. It applies to streams that start
 	// while it is set.
 	EventsDelay time.Duration `json:"eventsDelay,omitempty"`
+	// StatusDelay holds each COSI Get of the node's MachineStatus for that
+	// long after the node read it, as a loaded node answers late: the
+	// answer tells the machine as it was when read. It applies to reads
+	// that start while it is set.
+	StatusDelay time.Duration `json:"statusDelay,omitempty"`
 	// Disks, when not empty, replace the node's disks (the first is the
 	// system disk), as after swapping them: its block resources change
 	// and their watches fire.

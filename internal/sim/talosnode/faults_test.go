@@ -223,3 +223,49 @@ func TestStateSurvivesARestartOfTheHost(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStatusDelayFault: a read of the MachineStatus of a node with a
+// StatusDelay answers after the delay, with the node as it was when read:
+// ready, although it turned unready meanwhile. The next read, started
+// without the fault, answers at once and unready.
+func TestStatusDelayFault(t *testing.T) {
+	h := openHost(t, "")
+	secrets := bundle(t, "a")
+	cps, workers := bootCluster(t, h, secrets, 1, 1)
+	waitRunning(t, h, cps[0])
+	w := workers[0]
+	waitRunning(t, h, w)
+	c := adminClient(t, secrets, w)
+	eventually(t, "the worker ready", func() bool {
+		ms, err := machineStatus(ctxT(t), c)
+		return err == nil && ms.Status.Ready
+	})
+	const delay = 2 * time.Second
+	if err := h.SetFault(w, Fault{StatusDelay: delay}); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		ms    *runtime.MachineStatusSpec
+		err   error
+		after time.Duration
+	}
+	held := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		ms, err := machineStatus(ctxT(t), c)
+		held <- answer{ms, err, time.Since(start)}
+	}()
+	time.Sleep(delay / 2)
+	if err := h.SetFault(w, Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	a := <-held
+	if a.err != nil || a.after < delay || !a.ms.Status.Ready {
+		t.Fatalf("the held read: %+v after %s (%v), want ready after at least %s", a.ms, a.after, a.err, delay)
+	}
+	start = time.Now()
+	ms, err := machineStatus(ctxT(t), c)
+	if err != nil || ms.Status.Ready || time.Since(start) >= delay {
+		t.Fatalf("the read after: %+v after %s (%v), want unready at once", ms, time.Since(start), err)
+	}
+}
