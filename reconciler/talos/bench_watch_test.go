@@ -29,7 +29,9 @@ import (
 // time it reports the plane's idle CPU (percent of one core) and RSS over
 // REZUSCLOUD_BENCH_IDLE_FOR (default 30 s), its goroutines, its heap and
 // stacks per machine (the heap's spans in use, and the live objects in
-// them), and then, for 40 machines (8 when polling) turned
+// them), the probes that events prompted from the start until then
+// (prompted-before-idle: the events of changes, and the machines read
+// while their stream opened), and then, for 40 machines (8 when polling) turned
 // unready by the faults file one after the other, the
 // p50 and p99 latency from the faults file's write to the store's commit
 // of the machine's status (which includes the node host's 20 ms
@@ -111,6 +113,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	}
 	stopProfile := startIdleProfile(b, os.Getenv("REZUSCLOUD_BENCH_IDLE_CPU_PROFILE"))
 	start, cpu0, probes0 := time.Now(), cpuTime(), pl.prober.Probes()
+	prompted := pl.watches.prompts.Load()
 	maxRSS, maxAnon, hostRSS := 0, 0, 0
 	for time.Since(start) < idleFor {
 		maxRSS, hostRSS = max(maxRSS, rssKiB()), max(hostRSS, rssKiBOf(strconv.Itoa(benchHostPID)))
@@ -125,6 +128,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 	b.ReportMetric(float64(maxAnon-baseAnon)/1024, "anon-rss-over-base-MiB")
 	b.ReportMetric(float64(hostRSS)/1024, "host-rss-MiB")
 	b.ReportMetric(float64(pl.prober.Probes()-probes0)/wall.Seconds(), "probes/s")
+	b.ReportMetric(float64(prompted), "prompted-before-idle")
 	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
 	b.ReportMetric(float64(openFDs()), "fds")
 
