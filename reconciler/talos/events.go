@@ -228,9 +228,9 @@ type eventsRun struct {
 	gw     gateway
 	again  bool
 	// untailed is set when the stream opened without a tail, since none
-	// of its machines had been read: one read while it opened is probed
-	// as it joins, since a change between that read and its joining came
-	// by no event.
+	// of its machines had been read: one read while it opened, or being
+	// read as it joins, is probed as it joins (after that probe), since a
+	// change between that read and its joining came by no event.
 	untailed bool
 	byNode   map[string]Machine
 	left     map[string]bool   // the machines that left the stream
@@ -240,8 +240,8 @@ type eventsRun struct {
 }
 
 // handle acts on a message of the stream: a node's first joins it to the
-// stream (and probes it, with again, or when it was read while an
-// untailed stream opened), an error says that the node left
+// stream (and probes it, with again, or when it was read, or is being
+// read, while an untailed stream opened), an error says that the node left
 // it (and probes it), any other probes the node if the event says it
 // changed. The error it returns ends the stream: every machine left.
 func (r *eventsRun) handle(msg *machine.Event) error {
@@ -271,19 +271,13 @@ func (r *eventsRun) handle(msg *machine.Event) error {
 		if r.on[node] == nil {
 			r.on[node] = r.pl.prober.onEvents(m.ID)
 		}
-		if r.again || r.untailed && r.read(m) {
+		if r.again || r.untailed && r.pl.prober.readOrReading(m.ID) {
 			r.pl.prompt(r.ctx, r.tenant, r.bundle, m, 0)
 		}
 	default:
 		r.pl.promptFor(r.ctx, r.tenant, r.bundle, m, msg)
 	}
 	return nil
-}
-
-// read reports whether m has been read.
-func (r *eventsRun) read(m Machine) bool {
-	_, ok := r.pl.prober.Last(m.ID)
-	return ok
 }
 
 // leave takes the machines still on the stream off it.
@@ -301,8 +295,8 @@ func (r *eventsRun) leave() {
 // none of them was read yet, as at the server's start, when a stream
 // opens beside its machines' first probes: a tail then would replay the
 // changes of every machine that booted lately, each a probe more than
-// those first probes need. A machine read while such a stream opens is
-// probed as it joins instead (eventsRun.untailed).
+// those first probes need. A machine read, or being read, while such a
+// stream opens is probed as it joins instead (eventsRun.untailed).
 func (pl *Plane) eventsTail(ms []Machine) int32 {
 	now := pl.prober.opts.Now()
 	oldest := time.Duration(-1)

@@ -130,6 +130,44 @@ func TestEventsProbeAMachineReadWhileTheirStreamOpened(t *testing.T) {
 	within(t, time.Second, "the worker's change in the store", func() bool { return !tr.storedStatus(w.ID).Ready })
 }
 
+// TestEventsProbeAMachineBeingReadAsItJoins: the control plane's apid
+// holds the events stream a second, and the worker's first probe reads
+// its MachineStatus, which the worker answers 3 s later (StatusDelay).
+// Meanwhile the worker turns unready and joins the stream, which opened
+// without a tail since none of its machines had been read: that change
+// came by no event, and the probe in flight tells the worker ready. The
+// worker is probed again after that probe, which brings the change.
+func TestEventsProbeAMachineBeingReadAsItJoins(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	tr.putMachines()
+	tr.putTenant()
+	cp, w := tr.ms[0], tr.ms[1]
+	const held = 3 * time.Second
+	for id, f := range map[string]talosnode.Fault{cp.ID: {EventsDelay: time.Second}, w.ID: {StatusDelay: held}} {
+		if err := tr.host.SetFault(id, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.observeProbing(t, ProberOptions{TTL: time.Hour, Timeout: 10 * time.Second}, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, Bundle: func(string) []byte { return tr.secrets }})
+	within(t, 5*time.Second, "the worker's first probe", func() bool { return r.plane.prober.readOrReading(w.ID) })
+	time.Sleep(held / 4) // the probe's read of the worker's status is held
+	if err := tr.host.SetFault(w.ID, talosnode.Fault{Unhealthy: "kubelet"}); err != nil {
+		t.Fatal(err)
+	}
+	if r.plane.onEventsNow(w.ID) {
+		t.Log("the worker joined its stream before it changed: its event brings the change")
+	}
+	within(t, 5*time.Second, "the worker on the events stream", func() bool { return r.plane.onEventsNow(w.ID) })
+	if _, read := r.plane.prober.Last(w.ID); read {
+		t.Log("the worker's first probe answered before it joined its stream: it is probed as it joins")
+	}
+	within(t, held+time.Second, "the worker's change in the store", func() bool {
+		st := tr.storedStatus(w.ID)
+		return st.Connected && !st.Ready
+	})
+}
+
 // acmeWithFaultyControlPlane forms tenant acme, a control plane and two
 // workers, stored, with fault f on its control plane.
 func acmeWithFaultyControlPlane(t *testing.T, r *rig, f talosnode.Fault) *tenantRig {
@@ -245,8 +283,14 @@ func TestEventsWithoutAWatchedControlPlane(t *testing.T) {
 // with oo, until the test ends.
 func (r *rig) observeWith(t *testing.T, ttl time.Duration, oo ObserverOptions) {
 	t.Helper()
+	r.observeProbing(t, ProberOptions{TTL: ttl, Timeout: 2 * time.Second}, oo)
+}
+
+// observeProbing is observeWith with the prober's options po.
+func (r *rig) observeProbing(t *testing.T, po ProberOptions, oo ObserverOptions) {
+	t.Helper()
 	opts := r.opts
-	opts.Prober = NewProber(r.pool, ProberOptions{TTL: ttl, Timeout: 2 * time.Second})
+	opts.Prober = NewProber(r.pool, po)
 	r.plane = r.newPlane(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

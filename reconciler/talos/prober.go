@@ -429,6 +429,15 @@ func (p *Prober) Last(id string) (Observation, bool) {
 	return e.obs, true
 }
 
+// readOrReading reports whether machine id has been read, or a probe of
+// it is in flight.
+func (p *Prober) readOrReading(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[id]
+	return e != nil && (e.have || e.inFlight != nil)
+}
+
 // Forget drops the observations of machines that are gone.
 func (p *Prober) Forget(ids ...string) {
 	p.mu.Lock()
