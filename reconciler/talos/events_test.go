@@ -162,7 +162,7 @@ func TestEventsProbeAMachineBeingReadAsItJoins(t *testing.T) {
 	if _, read := r.plane.prober.Last(w.ID); read {
 		t.Log("the worker's first probe answered before it joined its stream: it is probed as it joins")
 	}
-	within(t, held+time.Second, "the worker's change in the store", func() bool {
+	within(t, held+3*time.Second, "the worker's change in the store", func() bool {
 		st := tr.storedStatus(w.ID)
 		return st.Connected && !st.Ready
 	})
