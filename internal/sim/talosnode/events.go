@@ -2,15 +2,21 @@ package talosnode
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
+	"github.com/rs/xid"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -18,8 +24,9 @@ import (
 // Events streams the machine status and address events of the node the
 // call reached, or, with a "nodes" header, of each node it names, as apid
 // fans the stream out: every message then carries the node's name in its
-// metadata, and a node that cannot be reached, or goes down, sends one
-// message with the error in its metadata and leaves the stream, which
+// metadata, and a node that cannot be reached, goes down, or refuses the
+// request's tail options, sends one message with the error in its
+// metadata and leaves the stream, which
 // goes on for the others and ends when none is left. Each node's part
 // begins with an empty event, as machined's does, then sends the past
 // events that the request's tail options ask for (tailOf), then a
@@ -69,12 +76,12 @@ func (a *machineAPI) nodeEvents(ctx context.Context, n *node, name string, forwa
 	}
 	var last nodeEvent
 	for first := true; ; first = false {
-		wait, cur, down, past := a.eventState(n, req, first)
+		wait, cur, down, past, err := a.eventState(n, req, first)
+		if err != nil {
+			return leave(name, status.Error(codes.Unknown, err.Error()), send)
+		}
 		if down && forwarded {
-			if name == "" {
-				return errProxyBroken
-			}
-			return send(&machine.Event{Metadata: &common.Metadata{Hostname: name, Error: errProxyBroken.Error()}})
+			return leave(name, errProxyBroken, send)
 		}
 		for _, le := range past {
 			// Logged events are shared by the streams: each sends its own.
@@ -82,7 +89,7 @@ func (a *machineAPI) nodeEvents(ctx context.Context, n *node, name string, forwa
 				return err
 			}
 		}
-		for _, ev := range cur.since(last, first) {
+		for _, ev := range cur.since(last, first, a.h.now()) {
 			ev.Metadata = md
 			if err := send(ev); err != nil {
 				return err
@@ -97,6 +104,16 @@ func (a *machineAPI) nodeEvents(ctx context.Context, n *node, name string, forwa
 	}
 }
 
+// leave ends a node's part of an events stream with err: the stream's
+// error for the node it reached (name ""), else a message with the error
+// in its metadata, as apid sends for a node whose stream failed.
+func leave(name string, err error, send func(*machine.Event) error) error {
+	if name == "" {
+		return err
+	}
+	return send(&machine.Event{Metadata: &common.Metadata{Hostname: name, Error: err.Error()}})
+}
+
 // nodeEvent is what a node's events report: its machine status and its
 // host name and addresses.
 type nodeEvent struct {
@@ -107,18 +124,20 @@ type nodeEvent struct {
 
 // eventState returns n's state for its events, whether it is down, the
 // channel that closes at its next change, and, on the first look, the
-// logged events that req's tail options ask for.
-func (a *machineAPI) eventState(n *node, req *machine.EventsRequest, first bool) (<-chan struct{}, nodeEvent, bool, []loggedEvent) {
+// logged events that req's tail options ask for, or what is wrong with
+// them.
+func (a *machineAPI) eventState(n *node, req *machine.EventsRequest, first bool) (<-chan struct{}, nodeEvent, bool, []loggedEvent, error) {
 	h := a.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
 	ev, down := h.eventAt(n, now)
 	var past []loggedEvent
+	var err error
 	if first {
-		past = tailOf(n.events, req, now)
+		past, err = tailOf(n.events, req, now)
 	}
-	return n.changed, ev, down, past
+	return n.changed, ev, down, past, err
 }
 
 // eventAt is n's state for its events at now, and whether it is down.
@@ -133,10 +152,11 @@ func (h *Host) eventAt(n *node, now time.Time) (nodeEvent, bool) {
 // options of events streams, as machined keeps its latest in a ring.
 const eventsKept = 32
 
-// loggedEvent is an event a node keeps, with when it happened. Its event
-// has no metadata and is never changed.
+// loggedEvent is an event a node keeps, with its ID, which tells when
+// it happened (to the second) and orders it, as machined's xid IDs do.
+// Its event has no metadata and is never changed.
 type loggedEvent struct {
-	at time.Time
+	id xid.ID
 	ev *machine.Event
 }
 
@@ -158,8 +178,9 @@ func (h *Host) logEvents(n *node) {
 	h.logging = true
 	cur, _ := h.eventAt(n, now)
 	h.logging = false
-	for _, ev := range cur.since(n.logged, false) {
-		n.events = append(n.events, loggedEvent{at: now, ev: ev})
+	for _, ev := range cur.since(n.logged, false, now) {
+		id, _ := xid.FromString(ev.Id)
+		n.events = append(n.events, loggedEvent{id: id, ev: ev})
 	}
 	if over := len(n.events) - eventsKept; over > 0 {
 		n.events = slices.Delete(n.events, 0, over)
@@ -168,33 +189,51 @@ func (h *Host) logEvents(n *node) {
 }
 
 // tailOf returns the events of log (oldest first) that an events
-// request's tail options ask for, as machined reads them: those of the
-// last tail_seconds when it is set, and of those the last tail_events
-// when it is positive (all that are kept for -1). With neither, none.
-// tail_id is not kept: a request with it alone gets none.
-func tailOf(log []loggedEvent, req *machine.EventsRequest, now time.Time) []loggedEvent {
-	seconds, count := req.GetTailSeconds(), int(req.GetTailEvents())
-	if seconds <= 0 && count == 0 {
-		return nil
-	}
-	out := log
-	if seconds > 0 {
-		from := now.Add(-time.Duration(seconds) * time.Second)
-		i := len(log)
-		for i > 0 && !log[i-1].at.Before(from) {
-			i--
+// request's tail options ask for, as machined reads its ring: the last
+// tail_events (all that are kept for -1), those after the event tail_id
+// names, or those of the last tail_seconds, by their IDs' time; none
+// without an option. The options exclude each other, and the error says
+// so in machined's words.
+func tailOf(log []loggedEvent, req *machine.EventsRequest, now time.Time) ([]loggedEvent, error) {
+	count, seconds := int(req.GetTailEvents()), req.GetTailSeconds()
+	var after xid.ID
+	if req.GetTailId() != "" {
+		id, err := xid.FromString(req.GetTailId())
+		if err != nil {
+			return nil, fmt.Errorf("error parsing tail_id: %w", err)
 		}
-		out = log[i:]
+		after = id
 	}
-	if count > 0 && len(out) > count {
-		out = out[len(out)-count:]
+	switch {
+	case count != 0 && !after.IsNil():
+		return nil, errors.New("WithTailID can't be specified at the same time with WithTailEvents or WithTailDuration")
+	case seconds != 0 && (count != 0 || !after.IsNil()):
+		return nil, errors.New("WithTailDuration can't be specified at the same time with WithTailEvents or WithTailID")
 	}
-	return slices.Clone(out)
+	from := len(log)
+	switch {
+	case count < 0:
+		from = 0
+	case count > 0:
+		from = max(len(log)-count, 0)
+	case !after.IsNil():
+		from = firstOf(log, func(e loggedEvent) bool { return e.id.Compare(after) > 0 })
+	case seconds != 0:
+		since := now.Add(-time.Duration(seconds) * time.Second)
+		from = firstOf(log, func(e loggedEvent) bool { return e.id.Time().After(since) })
+	}
+	return slices.Clone(log[from:]), nil
 }
 
-// since returns the events that tell what changed from last to e: on the
-// first look, none (the stream sends no past events).
-func (e nodeEvent) since(last nodeEvent, first bool) []*machine.Event {
+// firstOf is the index of the first event of log for which after holds,
+// which then holds for every later one; len(log) when there is none.
+func firstOf(log []loggedEvent, after func(loggedEvent) bool) int {
+	return sort.Search(len(log), func(i int) bool { return after(log[i]) })
+}
+
+// since returns the events that tell what changed from last to e, with
+// IDs of now: on the first look, none (the stream sends no past events).
+func (e nodeEvent) since(last nodeEvent, first bool, now time.Time) []*machine.Event {
 	if first {
 		return nil
 	}
@@ -207,24 +246,24 @@ func (e nodeEvent) since(last nodeEvent, first bool) []*machine.Event {
 		for _, u := range e.status.Status.UnmetConditions {
 			ms.Status.UnmetConditions = append(ms.Status.UnmetConditions, &machine.MachineStatusEvent_MachineStatus_UnmetCondition{Name: u.Name, Reason: u.Reason})
 		}
-		out = append(out, event(ms))
+		out = append(out, event(ms, now))
 	}
 	if e.hostname != last.hostname || !slices.Equal(e.addresses, last.addresses) {
 		ae := &machine.AddressEvent{Hostname: e.hostname}
 		for _, p := range e.addresses {
 			ae.Addresses = append(ae.Addresses, p.Addr().String())
 		}
-		out = append(out, event(ae))
+		out = append(out, event(ae, now))
 	}
 	return out
 }
 
 // event wraps a payload as machined does, with the type URL that
-// machinery's client decodes.
-func event(payload proto.Message) *machine.Event {
+// machinery's client decodes and an xid of now.
+func event(payload proto.Message, now time.Time) *machine.Event {
 	b, _ := proto.Marshal(payload)
 	return &machine.Event{
 		Data: &anypb.Any{TypeUrl: "talos/runtime/" + string(payload.ProtoReflect().Descriptor().FullName()), Value: b},
-		Id:   actorID(),
+		Id:   xid.NewWithTime(now).String(),
 	}
 }

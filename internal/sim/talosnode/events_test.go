@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,7 +127,9 @@ func TestEventsFanOutToTheNodesItNames(t *testing.T) {
 // events stream's tail options replay after its first, empty message and
 // before what happens next: tail_seconds those of the last seconds by
 // the node's clock (not its boot's, an hour earlier), tail_events the
-// last ones; without them, none.
+// last ones, tail_id those after the event it names; without them, none.
+// As machined's, the options exclude each other: a request with two, or
+// a tail_id that is no event ID, gets the node's error.
 func TestEventsReplayTheirTail(t *testing.T) {
 	var mu sync.Mutex
 	ahead := time.Duration(0)
@@ -175,23 +178,31 @@ func TestEventsReplayTheirTail(t *testing.T) {
 		}()
 		return msgs
 	}
-	// next returns the payload of msgs' next message.
-	next := func(msgs <-chan *machine.Event, what string) any {
+	// nextMsg returns msgs' next message.
+	nextMsg := func(msgs <-chan *machine.Event, what string) *machine.Event {
 		t.Helper()
 		select {
 		case msg, ok := <-msgs:
 			if !ok {
 				t.Fatalf("the stream ended before %s", what)
 			}
-			ev, err := client.UnmarshalEvent(msg)
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			return ev.Payload
+			return msg
 		case <-time.After(5 * time.Second):
 			t.Fatalf("no %s within 5 s", what)
 		}
 		return nil
+	}
+	lastID := ""
+	// next returns the payload of msgs' next message, and keeps its ID.
+	next := func(msgs <-chan *machine.Event, what string) any {
+		t.Helper()
+		msg := nextMsg(msgs, what)
+		lastID = msg.GetId()
+		ev, err := client.UnmarshalEvent(msg)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return ev.Payload
 	}
 	ready := func(p any) string {
 		if ms, ok := p.(*machine.MachineStatusEvent); ok {
@@ -220,6 +231,7 @@ func TestEventsReplayTheirTail(t *testing.T) {
 	if got := ready(next(byCount, "the next to last event")); got != "ready true" {
 		t.Fatalf("tail_events 2: first replayed %s, want the MachineStatusEvent ready", got)
 	}
+	readyID := lastID
 	if _, ok := next(byCount, "the last event").(*machine.AddressEvent); !ok {
 		t.Fatal("tail_events 2: the last replayed is not the AddressEvent")
 	}
@@ -229,6 +241,26 @@ func TestEventsReplayTheirTail(t *testing.T) {
 	for name, msgs := range map[string]<-chan *machine.Event{"tail_events 2": byCount, "no tail": none} {
 		if got := ready(next(msgs, "the unready worker's status")); got != "ready false" {
 			t.Fatalf("%s: got %s, want the MachineStatusEvent not ready", name, got)
+		}
+	}
+	afterReady := open(&machine.EventsRequest{TailId: readyID})
+	if _, ok := next(afterReady, "the event after the tail_id").(*machine.AddressEvent); !ok {
+		t.Fatal("tail_id of the ready status: the first replayed is not the AddressEvent after it")
+	}
+	if got := ready(next(afterReady, "the last event")); got != "ready false" {
+		t.Fatalf("tail_id of the ready status: then replayed %s, want the MachineStatusEvent not ready", got)
+	}
+	for _, c := range []struct {
+		req  *machine.EventsRequest
+		want string
+	}{
+		{&machine.EventsRequest{TailSeconds: 60, TailEvents: 2}, "WithTailDuration can't be specified at the same time with WithTailEvents or WithTailID"},
+		{&machine.EventsRequest{TailEvents: 2, TailId: readyID}, "WithTailID can't be specified at the same time with WithTailEvents or WithTailDuration"},
+		{&machine.EventsRequest{TailId: "not-an-id"}, "error parsing tail_id"},
+	} {
+		msg := nextMsg(open(c.req), "the node's error")
+		if msg.GetMetadata().GetHostname() != w || !strings.Contains(msg.GetMetadata().GetError(), c.want) {
+			t.Errorf("%v: got %v, want the worker's error %q", c.req, msg, c.want)
 		}
 	}
 }
