@@ -100,11 +100,10 @@ type callKey struct{}
 func callOf(ctx context.Context) *call { return ctx.Value(callKey{}).(*call) }
 
 func (h *Host) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := h.authorize(ctx, info.FullMethod)
-	if err != nil {
-		return nil, err
+	if resp, ok, err := h.fanOutUnary(ctx, req, info, handler); ok {
+		return resp, err
 	}
-	return handler(ctx, req)
+	return h.unaryOne(ctx, req, info, handler)
 }
 
 func (h *Host) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
