@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -29,8 +30,20 @@ const idleRSSTarget = 300
 // `-args -idle D`, at least a few probe intervals.
 var idleFor = time.Minute
 
+// settleFor is how long BenchmarkServeIdleRSS waits, once every machine
+// has been observed, before it samples (`-args -settle D`): on a fleet
+// whose machines were observed by an earlier server, they count as
+// observed while the new server's first probes still run.
+var settleFor time.Duration
+
+// simApart makes BenchmarkServeIdleRSS serve the fleet's simulated nodes
+// from a process of their own (`-args -sim-apart`).
+var simApart bool
+
 func init() {
 	flag.DurationVar(&idleFor, "idle", idleFor, "how long BenchmarkServeIdleRSS samples the idle server")
+	flag.DurationVar(&settleFor, "settle", 0, "how long BenchmarkServeIdleRSS waits before it samples, once every machine is observed")
+	flag.BoolVar(&simApart, "sim-apart", false, "BenchmarkServeIdleRSS: serve the simulated nodes from 'rezuscloud sim serve' in a process of their own (the server on --sim-world), so that the server's RSS is its own")
 }
 
 // BenchmarkServeIdleRSS measures the resident memory of the real
@@ -45,7 +58,9 @@ func init() {
 // server), then samples VmRSS once a second for -idle (default 1m,
 // 4 probe intervals of 15 s). idle-RSS-MB is the highest sample; the log
 // also has the peak (VmHWM) of the whole run, which includes the
-// bootstrap of every tenant.
+// bootstrap of every tenant. With -sim-apart the nodes run in a process of
+// their own (`rezuscloud sim serve`, the server on --sim-world), as
+// machines do, and the server's RSS is its own.
 func BenchmarkServeIdleRSS(b *testing.B) {
 	if keepDir == "" {
 		b.Skip("needs -keep DIR holding a fleet applied by BenchmarkFleet")
@@ -74,12 +89,19 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	simDir := filepath.Join(keepDir, "sim")
+	if simApart {
+		startSimWorld(b, ctx, simDir)
+	}
 	for range b.N {
-		args := []string{"--sim-dir", filepath.Join(keepDir, "sim"), "--debounce", "0"}
+		args := []string{"--sim-dir", simDir, "--debounce", "0"}
+		if simApart {
+			args = []string{"--sim-world", simDir, "--debounce", "0"}
+		}
 		if profileDir != "" {
 			args = append(args, "--pprof-listen", "127.0.0.1:0")
 		}
-		srv := newServe(b, servertest.Options{Data: filepath.Join(keepDir, "data"), Dir: repo, SimCloud: true, Args: args})
+		srv := newServe(b, servertest.Options{Data: filepath.Join(keepDir, "data"), Dir: repo, SimCloud: !simApart, Args: args})
 		dropCache(b, db)
 		start := time.Now()
 		srv.Start()
@@ -90,6 +112,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 			b.Fatalf("the server has %d machines, want %d", first.machines, fleet.Machines())
 		}
 		observed := srv.waitObserved(b, ctx, fleet.Machines(), start)
+		time.Sleep(settleFor)
 		idle := srv.sampleRSS(b, idleFor, db)
 		if profileDir != "" {
 			srv.saveIdleProfile(b, ctx, profileDir)
@@ -101,10 +124,14 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		b.ReportMetric(peak, "peak-RSS-MB")
 		b.ReportMetric(float64(first.tofuRuns), "tofu-runs")
 		b.ReportMetric(ready.Seconds(), "ready-s")
-		b.Logf("rezuscloud serve on %d tenants × %d machines (%d simulated Talos nodes in the server's process): ready (/readyz 200) after %v, first commit applied in %v (%d tofu processes: %s), every machine observed connected after %v",
-			fleet.Tenants, fleet.perTenant(), fleet.Machines(), ready.Round(time.Millisecond), applied.Round(time.Millisecond), first.tofuRuns, tofuRuns, observed.Round(time.Millisecond))
-		b.Logf("idle for %v: VmRSS %.1f–%.1f MB (mean %.1f; at the end %.1f MB anonymous, %.1f MB of the store file mapped), peak of the run (VmHWM) %.1f MB; Go heap in use %.1f MiB of %.1f MiB from the OS; target < %d MB idle",
-			idleFor, idle.minMB, idle.maxMB, idle.meanMB, idle.anonMB, idle.dbMB, peak, heap, sys, idleRSSTarget)
+		where := "in the server's process"
+		if simApart {
+			where = "in a process of their own"
+		}
+		b.Logf("rezuscloud serve on %d tenants × %d machines (%d simulated Talos nodes %s): ready (/readyz 200) after %v, first commit applied in %v (%d tofu processes: %s), every machine observed connected after %v",
+			fleet.Tenants, fleet.perTenant(), fleet.Machines(), where, ready.Round(time.Millisecond), applied.Round(time.Millisecond), first.tofuRuns, tofuRuns, observed.Round(time.Millisecond))
+		b.Logf("idle for %v after %v more: VmRSS %.1f–%.1f MB (mean %.1f; at the end %.1f MB anonymous, %.1f MB of the store file mapped), peak of the run (VmHWM) %.1f MB; Go heap in use %.1f MiB of %.1f MiB from the OS; target < %d MB idle",
+			idleFor, settleFor, idle.minMB, idle.maxMB, idle.meanMB, idle.anonMB, idle.dbMB, peak, heap, sys, idleRSSTarget)
 		if first.tofuRuns != 0 {
 			b.Errorf("the restarted server ran tofu %d times on an applied fleet, want 0", first.tofuRuns)
 		}
@@ -112,6 +139,29 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 			b.Errorf("idle RSS %.1f MB, want < %d MB", idle.maxMB, idleRSSTarget)
 		}
 	}
+}
+
+// startSimWorld runs `rezuscloud sim serve` on dir until the benchmark
+// ends, and returns once its machines have booted.
+func startSimWorld(b *testing.B, ctx context.Context, dir string) {
+	b.Helper()
+	cmd := exec.CommandContext(ctx, servertest.Binary(b), "sim", "serve", "--sim-dir", dir, "--log-format", "json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "simulated world serving") {
+			go io.Copy(io.Discard, stderr)
+			return
+		}
+	}
+	b.Fatalf("rezuscloud sim serve on %s ended before its machines booted", dir)
 }
 
 // waitObserved waits until every one of want machines has been probed and
