@@ -31,7 +31,8 @@ import (
 // stacks per machine (the heap's spans in use, and the live objects in
 // them), the probes that events prompted from the start until then
 // (prompted-before-idle: the events of changes, and the machines read
-// while their stream opened), and then, for 40 machines (8 when polling) turned
+// while their stream opened), one sample of every machine's gauges (the
+// machines that answered, its wall time and the plane's CPU), and then, for 40 machines (8 when polling) turned
 // unready by the faults file one after the other, the
 // p50 and p99 latency from the faults file's write to the store's commit
 // of the machine's status (which includes the node host's 20 ms
@@ -142,6 +143,7 @@ func benchObserve(b *testing.B, watch bool, maxWatched int) {
 		writeHeapProfile(b, path)
 		writeGoroutines(b, path+".goroutines")
 	}
+	benchSample(b, ctx, pl)
 
 	changes := 40
 	if !watch || maxWatched > 0 && maxWatched < len(ms) {
@@ -290,4 +292,17 @@ func writeGoroutines(b *testing.B, path string) {
 	if err := pprof.Lookup("goroutine").WriteTo(f, 1); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// benchSample samples the fleet's gauges once, as the sampler does every
+// minute, and reports how many machines answered and what that took.
+func benchSample(b *testing.B, ctx context.Context, pl *Plane) {
+	cpu0, start := cpuTime(), time.Now()
+	n := 0
+	for _, byID := range pl.Sample(ctx) {
+		n += len(byID)
+	}
+	b.ReportMetric(float64(n), "sampled-machines")
+	b.ReportMetric(float64(time.Since(start).Milliseconds()), "sample-ms")
+	b.ReportMetric(float64((cpuTime() - cpu0).Milliseconds()), "sample-cpu-ms")
 }

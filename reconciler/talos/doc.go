@@ -29,9 +29,9 @@
 //     machine per TTL (Prober), with bounded concurrency either way; a
 //     machine that waits in maintenance mode shows stage maintenance. What it observes, and where a
 //     rollout stands, is recorded through package reconciler/status, the
-//     one writer of status (RunObserver); the watched machines' gauges
-//     (load, memory, etcd) are sampled every minute for the caller to
-//     keep (sampler.go);
+//     one writer of status (RunObserver); the gauges (load, memory,
+//     etcd) of the machines that follow by watch or events stream are
+//     sampled every minute for the caller to keep (sampler.go);
 //   - gives bare-metal machines their config in maintenance mode and
 //     resets those a node group no longer uses (metal.go);
 //   - streams etcd snapshots from the first control plane by stable order

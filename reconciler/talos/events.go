@@ -44,6 +44,8 @@ import (
 type tenantEvents struct {
 	key    [32]byte // the gateway, the bundle and the machines it covers
 	gw     gateway
+	bundle []byte
+	ms     []Machine // the machines it covers
 	cancel context.CancelFunc
 }
 
@@ -77,11 +79,11 @@ func (ws *watchSet) syncEvents(ctx context.Context, unwatched []tenantMachine) {
 			ev.cancel()
 		}
 		ectx, cancel := context.WithCancel(ctx)
-		ws.events[tenant] = &tenantEvents{key: key, gw: gw, cancel: cancel}
 		ms := make([]Machine, len(tms))
 		for i, tm := range tms {
 			ms[i] = tm.m
 		}
+		ws.events[tenant] = &tenantEvents{key: key, gw: gw, bundle: tms[0].bundle, ms: ms, cancel: cancel}
 		ws.wg.Add(1)
 		go func() {
 			defer ws.wg.Done()

@@ -19,6 +19,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // The plane's long-lived streams (a tenant's events stream, the COSI
@@ -32,9 +33,11 @@ import (
 // the streams speak gRPC's wire protocol (connect's gRPC client) over one
 // HTTP/2 connection per tenant and machine address (Pool.Streams), shared
 // by every stream through that address and closed when the last ends.
-// Nothing else uses it: the calls that the streams prompt (probes, the
-// reads of a watched machine) go through the pool's shared clients, which
-// close when idle.
+// Besides them it carries only the gauges' samples of the machines on the
+// tenant's events stream, a minute apart, which would otherwise dial each
+// time (unary): the calls that the streams prompt (probes, the reads of a
+// watched machine) go through the pool's shared clients, which close when
+// idle.
 
 // StreamConn is a tenant's connection to one machine address for the
 // plane's long-lived streams.
@@ -42,6 +45,8 @@ type StreamConn struct {
 	key    connKey
 	users  int
 	conn   *streamDialer
+	hc     *http.Client
+	base   string // the URL of the machine's apid
 	events *connect.Client[machine.EventsRequest, machine.Event]
 	watch  *connect.Client[v1alpha1.WatchRequest, v1alpha1.WatchResponse]
 }
@@ -124,12 +129,32 @@ func newStreamConn(key connKey, cfg *tls.Config) *StreamConn {
 		// table of their headers would only hold them for its life.
 		MaxEncoderHeaderTableSize: 1,
 	}
-	hc := &http.Client{Transport: tr}
-	base := "https://" + apidAddress(key.address)
-	opts := []connect.ClientOption{connect.WithGRPC(), connect.WithReadMaxBytes(streamsMaxMessage)}
-	sc.events = connect.NewClient[machine.EventsRequest, machine.Event](hc, base+machine.MachineService_Events_FullMethodName, opts...)
-	sc.watch = connect.NewClient[v1alpha1.WatchRequest, v1alpha1.WatchResponse](hc, base+v1alpha1.State_Watch_FullMethodName, opts...)
+	sc.hc, sc.base = &http.Client{Transport: tr}, "https://"+apidAddress(key.address)
+	sc.events = connect.NewClient[machine.EventsRequest, machine.Event](sc.hc, sc.base+machine.MachineService_Events_FullMethodName, streamsClientOptions...)
+	sc.watch = connect.NewClient[v1alpha1.WatchRequest, v1alpha1.WatchResponse](sc.hc, sc.base+v1alpha1.State_Watch_FullMethodName, streamsClientOptions...)
 	return sc
+}
+
+// streamsClientOptions are the options of the calls over a stream
+// connection.
+var streamsClientOptions = []connect.ClientOption{connect.WithGRPC(), connect.WithReadMaxBytes(streamsMaxMessage)}
+
+// fanOutCall makes the unary call method (a machine API method without
+// arguments, such as LoadAvg) of nodes over sc's connection, with their
+// addresses in the "nodes" header (talosctl -n a,b), so that the machine
+// that sc reaches fans it out: one message a node in the answer, or one
+// with the error in its metadata.
+func fanOutCall[Res any](ctx context.Context, sc *StreamConn, method string, nodes []string) (*Res, error) {
+	c := connect.NewClient[emptypb.Empty, Res](sc.hc, sc.base+method, streamsClientOptions...)
+	req := connect.NewRequest(&emptypb.Empty{})
+	for _, n := range nodes {
+		req.Header().Add("nodes", n)
+	}
+	resp, err := c.CallUnary(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
 }
 
 // Events opens the events stream of nodes (the "nodes" header, as

@@ -363,6 +363,58 @@ func TestSamplerGivesTheGauges(t *testing.T) {
 	}
 }
 
+// TestSamplerGivesTheGaugesOfMachinesOnEventsStreams: with one machine
+// watched, the first control plane, the tenant's other control plane and
+// its workers follow by its events stream; the sampler asks them for
+// their gauges through it, in one call of each that it fans out, and
+// gives those of each that answers: the second control plane's etcd facts
+// too, and none for the worker that refuses.
+func TestSamplerGivesTheGaugesOfMachinesOnEventsStreams(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 2, 2)
+	tr.putMachines()
+	tr.putTenant()
+	refusing := tr.ms[3]
+	if err := tr.host.SetFault(refusing.ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
+	batches := make(chan map[string]schema.MachineSample, 16)
+	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, SampleInterval: 50 * time.Millisecond,
+		Bundle: func(string) []byte { return tr.secrets },
+		OnSamples: func(s map[string]map[string]schema.MachineSample) {
+			select {
+			case batches <- s["acme"]:
+			default:
+			}
+		}})
+	var got map[string]schema.MachineSample
+	eventually(t, "samples of the three answering machines", func() bool {
+		select {
+		case got = <-batches:
+		default:
+		}
+		return len(got) == 3
+	})
+	if !r.plane.onEventsNow(tr.ms[1].ID) || !r.plane.onEventsNow(tr.ms[2].ID) {
+		t.Fatal("the second control plane and the answering worker are not on the events stream")
+	}
+	if _, ok := got[refusing.ID]; ok {
+		t.Errorf("a sample of the machine that refuses: %+v", got)
+	}
+	for i, m := range tr.ms[:3] {
+		s, ok := got[m.ID]
+		if !ok || s.At.IsZero() || s.MemoryTotalBytes == 0 || s.MemoryUsedBytes == 0 || s.MemoryUsedBytes >= s.MemoryTotalBytes {
+			t.Errorf("machine %d (%s): sample %+v", i, m.ID, s)
+		}
+		if m.ControlPlane != (s.EtcdDBSizeBytes > 0) {
+			t.Errorf("machine %d (%s, control plane %v): etcd DB size %d", i, m.ID, m.ControlPlane, s.EtcdDBSizeBytes)
+		}
+	}
+	if got[tr.ms[0].ID].EtcdLeader == got[tr.ms[1].ID].EtcdLeader {
+		t.Errorf("etcd leadership: %v and %v, want one leader of the two control planes", got[tr.ms[0].ID].EtcdLeader, got[tr.ms[1].ID].EtcdLeader)
+	}
+}
+
 // TestWatchCountAcrossReplacement: a machine whose watch is replaced (its
 // address or bundle changed) briefly has two, which end in either order;
 // the count of watched machines holds the machine while either is open,

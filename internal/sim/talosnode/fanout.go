@@ -15,8 +15,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
-// fanOutUnary answers a unary call whose "nodes" header names several
-// nodes as apid does (talosctl -n a,b): the call goes to each node, as if
+// fanOutUnary answers a unary call with a "nodes" header as apid does
+// (talosctl -n a,b), even when it names one node: the call goes to each
+// node, as if
 // its "node" header named that node alone, and their answers' messages
 // come in one response, each with the node's name, as the client gave
 // it, in its metadata; a node that fails adds a message with only its
@@ -25,7 +26,7 @@ import (
 func (h *Host) fanOutUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, ok bool, err error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	names := md.Get("nodes")
-	if len(names) < 2 {
+	if len(names) == 0 {
 		return nil, false, nil
 	}
 	out, err := newResponse(info.FullMethod)

@@ -36,6 +36,11 @@ func TestUnaryFanOut(t *testing.T) {
 	if len(load.GetMessages()) != len(names) || len(mem.GetMessages()) != len(names) {
 		t.Fatalf("%d LoadAvg and %d Memory messages, want %d of each:\n%v\n%v", len(load.GetMessages()), len(mem.GetMessages()), len(names), load, mem)
 	}
+	// One node named alone is fanned out too: its failure is a message.
+	one, err := c.MachineClient.LoadAvg(client.WithNodes(ctxT(t), workers[1]), &emptypb.Empty{})
+	if err != nil || len(one.GetMessages()) != 1 || one.GetMessages()[0].GetMetadata().GetHostname() != workers[1] || one.GetMessages()[0].GetMetadata().GetError() == "" {
+		t.Errorf("LoadAvg of the refusing worker alone: %v (%v), want one message with its error", one, err)
+	}
 	for i, name := range names {
 		l, m := load.GetMessages()[i], mem.GetMessages()[i]
 		answers := i < 2
