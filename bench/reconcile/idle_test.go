@@ -33,7 +33,8 @@ var idleFor = time.Minute
 // settleFor is how long BenchmarkServeIdleRSS waits, once every machine
 // has been observed, before it samples (`-args -settle D`): on a fleet
 // whose machines were observed by an earlier server, they count as
-// observed while the new server's first probes still run.
+// observed while the new server's first probes still run. Meanwhile it
+// logs any machine that is no longer connected, and why.
 var settleFor time.Duration
 
 // simApart makes BenchmarkServeIdleRSS serve the fleet's simulated nodes
@@ -112,7 +113,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 			b.Fatalf("the server has %d machines, want %d", first.machines, fleet.Machines())
 		}
 		observed := srv.waitObserved(b, ctx, fleet.Machines(), start)
-		time.Sleep(settleFor)
+		srv.settle(b, ctx, fleet.Machines(), settleFor)
 		idle := srv.sampleRSS(b, idleFor, db)
 		if profileDir != "" {
 			srv.saveIdleProfile(b, ctx, profileDir)
@@ -173,28 +174,12 @@ func (p *serveProc) waitObserved(b *testing.B, ctx context.Context, want int, st
 	b.Helper()
 	last := -1
 	for {
-		connected := 0
-		var err error
-		for offset := 0; err == nil; offset += 1000 {
-			var page struct {
-				Items []schema.Machine `json:"items"`
-				Total int              `json:"total"`
-			}
-			err = p.getJSON(ctx, fmt.Sprintf("/api/v1/machines?limit=1000&offset=%d", offset), &page)
-			for _, m := range page.Items {
-				if m.Status.Connected {
-					connected++
-				}
-			}
-			if err == nil && offset+1000 >= page.Total {
-				break
-			}
-		}
+		connected, why, err := p.connected(ctx)
 		if err == nil && connected >= want {
 			return time.Since(start)
 		}
 		if connected != last {
-			b.Logf("%v: %d of %d machines observed connected", time.Since(start).Round(time.Second), connected, want)
+			b.Logf("%v: %d of %d machines observed connected; not: %q", time.Since(start).Round(time.Second), connected, want, why)
 			last = connected
 		}
 		select {
@@ -203,6 +188,42 @@ func (p *serveProc) waitObserved(b *testing.B, ctx context.Context, want int, st
 		case <-p.Done():
 			b.Fatalf("rezuscloud serve exited\n%s", p.Tail(40))
 		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// connected counts the machines whose stored status is connected, and
+// says why the first few of the others are not.
+func (p *serveProc) connected(ctx context.Context) (n int, why []string, err error) {
+	for offset := 0; ; offset += 1000 {
+		var page struct {
+			Items []schema.Machine `json:"items"`
+			Total int              `json:"total"`
+		}
+		if err := p.getJSON(ctx, fmt.Sprintf("/api/v1/machines?limit=1000&offset=%d", offset), &page); err != nil {
+			return n, why, err
+		}
+		for _, m := range page.Items {
+			switch {
+			case m.Status.Connected:
+				n++
+			case len(why) < 3:
+				why = append(why, m.Metadata.Name+": "+m.Status.LastError)
+			}
+		}
+		if offset+1000 >= page.Total {
+			return n, why, nil
+		}
+	}
+}
+
+// settle waits d, and logs every 5 s when machines observed before are
+// not connected, and why: a restart should not turn any.
+func (p *serveProc) settle(b *testing.B, ctx context.Context, want int, d time.Duration) {
+	b.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Second) {
+		if n, why, err := p.connected(ctx); err == nil && n < want {
+			b.Logf("settling: %d of %d machines connected; not: %q", n, want, why)
 		}
 	}
 }
