@@ -166,7 +166,10 @@ func (o *Observation) readMachineStatus(ctx context.Context, c *client.Client) e
 // The config is hashed as the node serves it, and parsed (for the
 // Kubernetes version) only when its hash differs from known's, the
 // machine's observation before, whose Kubernetes version it keeps
-// otherwise: the parse was most of a timed probe's CPU.
+// otherwise: the parse was most of a timed probe's CPU. A read that fails
+// keeps known's hash and version: a config the machine did not tell is
+// not a config that differs (a machine that goes away during a probe
+// would otherwise show as drifted).
 func (o *Observation) readConfig(ctx context.Context, c *client.Client, known Observation) error {
 	o.ConfigSHA256, o.KubernetesVersion = "", ""
 	r, err := c.COSI.Get(ctx, config.NewMachineConfig(nil).Metadata(), state.WithGetUnmarshalOptions(state.WithSkipProtobufUnmarshal()))
@@ -174,6 +177,7 @@ func (o *Observation) readConfig(ctx context.Context, c *client.Client, known Ob
 		return nil
 	}
 	if err != nil {
+		o.ConfigSHA256, o.KubernetesVersion = known.ConfigSHA256, known.KubernetesVersion
 		return errors.New(callError("MachineConfig", err))
 	}
 	b, err := configBytes(r)

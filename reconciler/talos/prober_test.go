@@ -181,6 +181,16 @@ func TestReadConfigParsesOnlyAChangedConfig(t *testing.T) {
 	if o.KubernetesVersion != "v1.34.1" {
 		t.Errorf("changed config: Kubernetes %q, want the config's own v1.34.1", o.KubernetesVersion)
 	}
+	// A read that fails (here, its call is cancelled) tells nothing of the
+	// config: the hash and version known before stand.
+	failing, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := o.readConfig(failing, c, known); err == nil {
+		t.Fatal("a cancelled read of the config: no error")
+	}
+	if o.ConfigSHA256 != known.ConfigSHA256 || o.KubernetesVersion != known.KubernetesVersion {
+		t.Errorf("failed read: hash %s, Kubernetes %q; want those known before", o.ConfigSHA256, o.KubernetesVersion)
+	}
 }
 
 // TestPromptProbesAfterTheProbeInFlight: a prompt (an event said the
