@@ -121,6 +121,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		tofuRuns, heap, sys := srv.scrape(b, ctx)
 		peak := srv.mb("VmHWM")
 		srv.Stop()
+		srv.logStopped(b)
 		b.ReportMetric(idle.maxMB, "idle-RSS-MB")
 		b.ReportMetric(peak, "peak-RSS-MB")
 		b.ReportMetric(float64(first.tofuRuns), "tofu-runs")
@@ -189,6 +190,22 @@ func (p *serveProc) waitObserved(b *testing.B, ctx context.Context, want int, st
 			b.Fatalf("rezuscloud serve exited\n%s", p.Tail(40))
 		case <-time.After(5 * time.Second):
 		}
+	}
+}
+
+// logStopped logs the server's lines about machines that stopped
+// answering, which a restart of a large fleet should have none of: the
+// fleet's machines all run.
+func (p *serveProc) logStopped(b *testing.B) {
+	b.Helper()
+	var lines []string
+	for _, line := range strings.Split(p.LogWithoutRequests(), "\n") {
+		if strings.Contains(line, "machine stopped answering") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > 0 {
+		b.Logf("%d machines stopped answering while the server ran; the first:\n%s", len(lines), strings.Join(lines[:min(len(lines), 10)], "\n"))
 	}
 }
 

@@ -147,6 +147,7 @@ func (pl *Plane) observeTenant(ctx context.Context, tenant string, b []byte, ms 
 		out = append(out, ob)
 		switch {
 		case found && !status.SameMachine(p.status, st):
+			pl.logConnection(tenant, m, p.status, st)
 			changed = append(changed, ob)
 		case found:
 			seen[i].rv = p.rv
@@ -154,6 +155,18 @@ func (pl *Plane) observeTenant(ctx context.Context, tenant string, b []byte, ms 
 		}
 	}
 	return out, changed, nil
+}
+
+// logConnection logs a machine that stopped answering, with why, or
+// that answers again: the status keeps only the last error, and the
+// history no error at all.
+func (pl *Plane) logConnection(tenant string, m Machine, was, is schema.MachineStatus) {
+	switch {
+	case was.Connected && !is.Connected:
+		pl.log.Info("machine stopped answering", "tenant", tenant, "machine", m.ID, "address", m.Address, "err", is.LastError)
+	case !was.Connected && is.Connected && !was.LastSeen.IsZero():
+		pl.log.Info("machine answers again", "tenant", tenant, "machine", m.ID, "address", m.Address)
+	}
 }
 
 // verifiedStatus is what a pass last found of a machine whose stored
