@@ -235,7 +235,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.DurationVar(&f.talos.wait, "talos-wait", 5*time.Minute, "how long a tenant's run waits for a machine or etcd to be ready (bootstrap, rollout gates) before it retries later")
 	fs.DurationVar(&f.talos.probeTTL, "probe-ttl", 15*time.Second, "how often each machine is asked for its status over the Talos API, at most")
 	fs.IntVar(&f.talos.probeConcurrency, "probe-concurrency", 32, "machines probed at the same time")
-	fs.DurationVar(&f.talos.probeTimeout, "probe-timeout", 3*time.Second, "how long a probe waits for a machine; one that does not answer is shown as not connected")
+	fs.DurationVar(&f.talos.probeTimeout, "probe-timeout", 3*time.Second, "how long a probe waits for a machine; one that does not answer within it is asked once more, and shown as not connected when it does not answer then either")
 	addHistoryFlags(fs, &f.history)
 	addOIDCFlags(fs, &f.oidc)
 	fs.StringVar(&f.talos.simTimings, "sim-timings", "", "stage durations of the simulated nodes (--sim-cloud), e.g. boot=200ms,reboot=400ms,upgrade=300ms,fallback=2s (also install, reset, log); default: the nodes' own")

@@ -2,6 +2,7 @@ package talos
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,8 +19,9 @@ type ProberOptions struct {
 	TTL time.Duration
 	// Concurrency is how many probes run at once. Default 32.
 	Concurrency int
-	// Timeout bounds one probe: a machine that does not answer within it
-	// is observed as not connected. Default 3 s.
+	// Timeout bounds one attempt of a probe: a machine that does not
+	// answer within it is asked once more, and observed as not connected
+	// when it does not answer then either. Default 3 s.
 	Timeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -27,7 +29,8 @@ type ProberOptions struct {
 
 // Prober observes machines through a Pool, at most once per machine per
 // TTL, with a bounded number of probes at a time, so that a machine that
-// does not answer costs one probe slot for Timeout and slows no other.
+// does not answer costs one probe slot for twice Timeout at most and slows
+// no other.
 type Prober struct {
 	pool *Pool
 	opts ProberOptions
@@ -205,10 +208,15 @@ func (p *Prober) entryLocked(id string) *probeEntry {
 	return e
 }
 
-// stands reports whether e's observation stands without a probe. Called
-// with p.mu held.
+// stands reports whether e's observation stands without a probe: a
+// machine that did not answer stands for the TTL, whatever follows it,
+// since a watch or an events stream tells a machine's changes, not that
+// it answers again. Called with p.mu held.
 func (p *Prober) stands(e *probeEntry) bool {
 	age := p.opts.Now().Sub(e.obs.At)
+	if !e.obs.Connected {
+		return age < p.opts.TTL
+	}
 	return e.watches > 0 || age < p.opts.TTL || e.events > 0 && age < eventsStand
 }
 
@@ -345,6 +353,13 @@ func (o Observation) archOf() string {
 // The inventory is read when the machine connects or changed its stage
 // since prev, the standing observation (have: there is one), and carried
 // over from prev otherwise: never on a timer.
+//
+// A machine that does not answer within the timeout is asked once more,
+// directly and on a new connection, before it shows as not connected (or
+// not ready, when only its status came late): a late answer is as often a
+// loaded machine, or a loaded server (a restart probes the whole fleet at
+// once), as a machine gone, and a machine gone stays silent twice. One
+// that refuses is not asked again.
 func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool, inventory inventoryPart, viaGateway bool) Observation {
 	select {
 	case p.sem <- struct{}{}:
@@ -353,27 +368,41 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 	}
 	defer func() { <-p.sem }()
 	p.probes.Add(1)
+	obs, late := p.attempt(ctx, tenant, bundle, m, prev, have, inventory, viaGateway)
+	if late && ctx.Err() == nil {
+		p.pool.Drop(tenant, bundle, m.Address)
+		obs, _ = p.attempt(ctx, tenant, bundle, m, prev, have, inventory, false)
+	}
+	return obs
+}
+
+// attempt asks the machine once, within the timeout: through the gateway
+// first when viaGateway and there is one. late reports that the machine
+// did not answer all that it was asked within the timeout: not Version,
+// which would show it as not connected, or not its status, which would
+// show it as not ready.
+func (p *Prober) attempt(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool, inventory inventoryPart, viaGateway bool) (obs Observation, late bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	if g := p.gatewayOf(tenant, m, viaGateway); g != "" {
 		if obs := p.probeThrough(ctx, tenant, bundle, m, g, prev, have, inventory); obs.Connected {
-			return obs
+			return obs, false
 		}
 		// The machine, or the gateway's way to it, did not answer: the
 		// machine is asked directly, as without a gateway.
 	}
 	c, release, err := p.pool.Client(tenant, bundle, m.Address)
 	if err != nil {
-		return Observation{Machine: m.ID, At: p.opts.Now(), Error: err.Error()}
+		return Observation{Machine: m.ID, At: p.opts.Now(), Error: err.Error()}, false
 	}
 	defer release()
 	parts := inventoryParts(prev, have) | inventory
-	obs := withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts, prev), prev, parts)
+	obs = withInventory(ctx, c, observe(ctx, c, m, p.opts.Now(), parts, prev), prev, parts)
 	if !obs.Connected && ctx.Err() == nil {
 		p.pool.Drop(tenant, bundle, m.Address)
 		obs = p.pool.maintenanceInventory(ctx, p.pool.withMaintenance(ctx, obs, m.Address), prev, m.Address)
 	}
-	return obs
+	return obs, obs.Error != "" && errors.Is(ctx.Err(), context.DeadlineExceeded)
 }
 
 // forwards reports whether the standing observation of control plane id

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/internal/sim/talosnode"
 	"github.com/rezuscloud/rezuscloud/schema"
 )
 
@@ -286,5 +287,100 @@ func TestProbeOvertakenByAWatchDoesNotStand(t *testing.T) {
 		if last.Ready != c.wantReady || got.Ready != c.wantReady {
 			t.Errorf("%s: the standing observation says ready %v, Fresh returned ready %v; want %v", c.name, last.Ready, got.Ready, c.wantReady)
 		}
+	}
+}
+
+// TestProberAsksALateMachineOnceMore: a machine whose answer comes after
+// the timeout (its MachineStatus read is held, as a loaded node's is) is
+// asked once more before it shows as not ready, and shows as connected
+// and ready when the second answer comes in time; one that stays late
+// shows as not ready after two timeouts, and one that refuses as not
+// connected after one attempt.
+func TestProberAsksALateMachineOnceMore(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 2)
+	const timeout = 2 * time.Second
+	p := NewProber(r.pool, ProberOptions{Timeout: timeout})
+	ctx := ctxT(t)
+	late, gone := tr.ms[1], tr.ms[2]
+	if err := r.host.SetFault(late.ID, talosnode.Fault{StatusDelay: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	// The first attempt's read began well before its timeout, and is
+	// held; the fault goes before the second attempt can begin.
+	time.AfterFunc(3*timeout/4, func() {
+		if err := r.host.SetFault(late.ID, talosnode.Fault{}); err != nil {
+			t.Error(err)
+		}
+	})
+	start := time.Now()
+	o := p.Fresh(ctx, "acme", tr.secrets, late)
+	if took := time.Since(start); !o.Connected || !o.Ready || took < timeout {
+		t.Fatalf("a machine late once: connected %v, ready %v, error %q, after %v; want connected and ready after its first attempt's %v", o.Connected, o.Ready, o.Error, took, timeout)
+	}
+
+	if err := r.host.SetFault(late.ID, talosnode.Fault{StatusDelay: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	o = p.Fresh(ctx, "acme", tr.secrets, late)
+	if took := time.Since(start); o.Ready || !strings.Contains(o.Error, "MachineStatus") || took < 2*timeout {
+		t.Fatalf("a machine late twice: ready %v, error %q, after %v; want not ready, for want of its status, after %v", o.Ready, o.Error, took, 2*timeout)
+	}
+
+	if err := r.host.SetFault(gone.ID, talosnodeRefuse); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	o = p.Fresh(ctx, "acme", tr.secrets, gone)
+	if took := time.Since(start); o.Connected || took >= timeout {
+		t.Fatalf("a machine that refuses: connected %v, error %q, after %v; want not connected at once", o.Connected, o.Error, took)
+	}
+}
+
+// TestAFailedObservationStandsOnlyForTheTTL: an observation of a machine
+// that did not answer stands for the TTL, even while the machine is on an
+// events stream (whose observations stand 5 minutes) or watched: neither
+// tells that it answers again.
+func TestAFailedObservationStandsOnlyForTheTTL(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	p := NewProber(r.pool, ProberOptions{TTL: 15 * time.Second, Now: clock})
+	ctx := ctxT(t)
+	w := tr.ms[1]
+	for _, follow := range []struct {
+		name string
+		on   func(id string) func()
+	}{{"on an events stream", p.onEvents}, {"watched", p.watchOpen}} {
+		off := follow.on(w.ID)
+		if o := p.Fresh(ctx, "acme", tr.secrets, w); !o.Connected {
+			t.Fatalf("%s: %+v", follow.name, o)
+		}
+		advance(time.Minute)
+		if o := p.Observe(ctx, "acme", tr.secrets, []Machine{w}); !o[0].Connected {
+			t.Fatalf("%s, a minute on: the standing observation is %+v, want the connected one", follow.name, o[0])
+		}
+		if err := r.host.SetFault(w.ID, talosnodeRefuse); err != nil {
+			t.Fatal(err)
+		}
+		if o := p.Fresh(ctx, "acme", tr.secrets, w); o.Connected {
+			t.Fatalf("%s, refusing: %+v", follow.name, o)
+		}
+		if err := r.host.SetFault(w.ID, talosnode.Fault{}); err != nil {
+			t.Fatal(err)
+		}
+		probes := p.Probes()
+		if o := p.Observe(ctx, "acme", tr.secrets, []Machine{w}); o[0].Connected || p.Probes() != probes {
+			t.Fatalf("%s, within the TTL: connected %v after %d probes more; want the failed observation standing", follow.name, o[0].Connected, p.Probes()-probes)
+		}
+		advance(16 * time.Second)
+		if o := p.Observe(ctx, "acme", tr.secrets, []Machine{w}); !o[0].Connected || p.Probes() != probes+1 {
+			t.Fatalf("%s, past the TTL: connected %v (%s) after %d probes more; want it probed again, and connected", follow.name, o[0].Connected, o[0].Error, p.Probes()-probes)
+		}
+		off()
 	}
 }
