@@ -23,24 +23,32 @@ const DefaultSampleInterval = time.Minute
 // opts.SampleInterval and hands each batch to opts.OnSamples, until ctx
 // ends or the returned function is called (which waits for it).
 func (pl *Plane) startSampler(ctx context.Context, opts ObserverOptions) (stop func()) {
-	every := opts.SampleInterval
-	if every <= 0 {
-		every = DefaultSampleInterval
+	interval := opts.SampleInterval
+	if interval <= 0 {
+		interval = DefaultSampleInterval
 	}
+	return every(ctx, interval, func(ctx context.Context) {
+		if batch := pl.Sample(ctx); len(batch) > 0 && ctx.Err() == nil {
+			opts.OnSamples(batch)
+		}
+	})
+}
+
+// every calls f every d, on a goroutine of its own, until ctx ends or the
+// returned function is called, which returns once f no longer runs.
+func every(ctx context.Context, d time.Duration, f func(ctx context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(every)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-			}
-			if batch := pl.Sample(ctx); len(batch) > 0 && ctx.Err() == nil {
-				opts.OnSamples(batch)
+				f(ctx)
 			}
 		}
 	}()

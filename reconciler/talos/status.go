@@ -44,7 +44,8 @@ type Observed struct {
 // ObserveMachines probes the store's machines that have a Talos API (a
 // management address) through the prober, at most once each per TTL, and
 // records the status of those whose observed facts changed, in one
-// transaction (status.Recorder.MachineObserved). bundle returns a tenant's secrets bundle, or nil when it is
+// transaction (status.Recorder.MachineObserved), or one a second while a
+// long pass lasts. bundle returns a tenant's secrets bundle, or nil when it is
 // not known yet (its machines are then left as they are); it is called
 // by one goroutine at a time. It returns the observations, for the
 // tenants' status.
@@ -75,6 +76,19 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 		bundleMu sync.Mutex
 		wg       sync.WaitGroup
 	)
+	// A long pass (a restart's, which reads every machine) writes what
+	// it found every passWrite, as it goes.
+	stopWriting := every(ctx, passWrite, func(context.Context) {
+		mu.Lock()
+		batch := changed
+		changed = nil
+		mu.Unlock()
+		if err := pl.writeStatus(batch); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	})
 	sem := make(chan struct{}, pl.prober.opts.Concurrency)
 	for tenant, ms := range byTenant {
 		select {
@@ -103,6 +117,7 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 		})
 	}
 	wg.Wait()
+	stopWriting()
 	out := slices.Concat(parts...)
 	if ctx.Err() != nil {
 		return out, ctx.Err()
@@ -110,10 +125,13 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 	if err := errors.Join(errs...); err != nil {
 		return out, err
 	}
-	slices.SortFunc(changed, func(a, b Observed) int { return strings.Compare(a.Key, b.Key) })
 	pl.verified.keepOnly(byTenant) // a machine gone, or now another replica's, is let go of
 	return out, pl.writeStatus(changed)
 }
+
+// passWrite is how long a pass keeps the changes it found before it
+// writes them, when it lasts longer than that.
+const passWrite = time.Second
 
 // observeTenant observes a tenant's machines ms and returns their
 // observations, and those whose stored status they change. A machine
@@ -387,6 +405,7 @@ func (pl *Plane) writeStatus(changed []Observed) error {
 	if len(changed) == 0 {
 		return nil
 	}
+	slices.SortFunc(changed, func(a, b Observed) int { return strings.Compare(a.Key, b.Key) })
 	return pl.store.Update(func(tx store.Tx) error {
 		rec := status.Record(tx, pl.opts.Now())
 		for _, o := range changed {

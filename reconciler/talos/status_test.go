@@ -189,6 +189,47 @@ func TestObserveMachinesStopsWhenCancelled(t *testing.T) {
 	}
 }
 
+// TestALongPassWritesAsItGoes: a pass held up by a machine that answers
+// late (here a tenant's control plane whose status reads are held past
+// both of its probe's attempts) writes the other tenants' statuses while
+// it lasts, rather than all at its end.
+func TestALongPassWritesAsItGoes(t *testing.T) {
+	r := newRig(t)
+	acme, slow := r.formed("acme", 1, 1), r.formed("slow", 1, 0)
+	acme.putMachines()
+	slow.putMachines()
+	if err := r.host.SetFault(slow.ms[0].ID, talosnode.Fault{StatusDelay: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	bundles := map[string][]byte{"acme": acme.secrets, "slow": slow.secrets}
+	pl := r.newPlane(r.opts) // a server's first pass: no machine read yet
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := pl.ObserveMachines(ctxT(t), func(tenant string) []byte { return bundles[tenant] })
+		done <- err
+	}()
+	eventually(t, "acme's machines written", func() bool {
+		for _, m := range acme.ms {
+			if st := acme.storedStatus(m.ID); !st.Connected || !st.Ready {
+				return false
+			}
+		}
+		return true
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the pass ended (%v) after %v, before acme's machines were found written", err, time.Since(start))
+	default:
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := slow.storedStatus(slow.ms[0].ID); st.Ready || !strings.Contains(st.LastError, "MachineStatus") {
+		t.Errorf("the late control plane: ready %v, error %q; want not ready, for want of its status", st.Ready, st.LastError)
+	}
+}
+
 // TestObservePassHoldsNoStoredMachines: a pass through the fleet keeps
 // of each stored Machine only where its Talos API is, not the decoded
 // object: while the pass asks for the last tenant's bundle, the heap
