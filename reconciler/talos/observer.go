@@ -94,12 +94,16 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 		stop := pl.startSampler(ctx, opts)
 		defer stop()
 	}
+	start := time.Now()
 	for first := true; ; first = false {
 		if err := pl.observeOnce(ctx, opts); err != nil && ctx.Err() == nil {
 			pl.log.Debug("observe machines", "err", err)
 		}
-		if first && opts.AfterFirstPass != nil && ctx.Err() == nil {
-			opts.AfterFirstPass()
+		if first && ctx.Err() == nil {
+			pl.log.Info("observed every machine once", "took", time.Since(start).Round(time.Millisecond))
+			if opts.AfterFirstPass != nil {
+				opts.AfterFirstPass()
+			}
 		}
 		next := interval
 		if opts.Interval <= 0 && pl.watches.leftOut.Load() {

@@ -78,7 +78,10 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 	)
 	// A long pass (a restart's, which reads every machine) writes what
 	// it found every passWrite, as it goes.
-	stopWriting := every(ctx, passWrite, func(context.Context) {
+	stopWriting := every(ctx, passWrite, func(ctx context.Context) {
+		if ctx.Err() != nil {
+			return // what is left is dropped, as at the end of a pass cut short
+		}
 		mu.Lock()
 		batch := changed
 		changed = nil
@@ -141,6 +144,10 @@ const passWrite = time.Second
 func (pl *Plane) observeTenant(ctx context.Context, tenant string, b []byte, ms []Machine) (out, changed []Observed, err error) {
 	targets := pl.configTargets(tenant)
 	obs := pl.prober.Observe(ctx, tenant, b, ms)
+	if err := ctx.Err(); err != nil {
+		// Stopping: a probe cut short says nothing of its machine.
+		return nil, nil, err
+	}
 	seen := make([]verifiedStatus, len(ms))
 	for i, o := range obs {
 		seen[i] = verifiedStatus{at: o.At, want: targets.configSHA256(ms[i])}

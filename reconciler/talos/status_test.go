@@ -3,9 +3,11 @@ package talos
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,6 +230,65 @@ func TestALongPassWritesAsItGoes(t *testing.T) {
 	if st := slow.storedStatus(slow.ms[0].ID); st.Ready || !strings.Contains(st.LastError, "MachineStatus") {
 		t.Errorf("the late control plane: ready %v, error %q; want not ready, for want of its status", st.Ready, st.LastError)
 	}
+}
+
+// TestAPassCutShortWritesNothingOfItsCutProbes: a server that stops
+// while a pass probes a machine (here the control plane, whose status read
+// is held) or waits to probe one (the worker, with one probe at a time)
+// leaves their stored status as it was, and logs neither as a machine
+// that stopped answering: a probe cut short says nothing of the machine.
+func TestAPassCutShortWritesNothingOfItsCutProbes(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 1)
+	tr.putMachines()
+	bundles := func(string) []byte { return tr.secrets }
+	if _, err := r.newPlane(r.opts).ObserveMachines(ctxT(t), bundles); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range tr.ms {
+		if st := tr.storedStatus(m.ID); !st.Connected || !st.Ready {
+			t.Fatalf("before, %s: %+v", m.ID, st)
+		}
+	}
+	if err := r.host.SetFault(tr.ms[0].ID, talosnode.Fault{StatusDelay: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	time.AfterFunc(3*passWrite/2, cancel) // after a write of the pass
+	var logged lockedLog
+	opts := r.opts
+	opts.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	opts.Prober = NewProber(r.pool, ProberOptions{Concurrency: 1, Timeout: time.Minute})
+	if _, err := r.newPlane(opts).ObserveMachines(ctx, bundles); err == nil {
+		t.Fatal("a pass cut short: no error")
+	}
+	time.Sleep(passWrite) // any write that was to come
+	for _, m := range tr.ms {
+		if st := tr.storedStatus(m.ID); !st.Connected || !st.Ready || st.LastError != "" {
+			t.Errorf("after a pass cut short, %s: connected %v, ready %v, error %q; want it as it was", m.ID, st.Connected, st.Ready, st.LastError)
+		}
+	}
+	if l := logged.String(); strings.Contains(l, "stopped answering") {
+		t.Errorf("a probe cut short was logged as a machine that stopped answering:\n%s", l)
+	}
+}
+
+// lockedLog is a log that goroutines write to at once.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // TestObservePassHoldsNoStoredMachines: a pass through the fleet keeps
