@@ -339,3 +339,58 @@ func TestObserverMachineListFollowsTheStore(t *testing.T) {
 		t.Errorf("after a deleted Machine: %v, want [b]", got)
 	}
 }
+
+// TestAnAPIThatDoesNotAnswerIsLookedAtLessOften: a tenant whose control
+// plane runs kube-apiserver, as Talos says, but whose API does not answer
+// (nothing listens at its endpoint) is looked at every interval six times
+// in a row, then after twice as long at each look, up to kubeRetryMax.
+func TestAnAPIThatDoesNotAnswerIsLookedAtLessOften(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 0)
+	tr.putMachines()
+	tr.putTenant()
+	err := r.store.Update(func(tx store.Tx) error {
+		var tn schema.Tenant
+		if err := tx.GetObject(schema.KindTenant, "acme", &tn); err != nil {
+			return err
+		}
+		tn.Spec.ControlPlaneEndpoint = "https://" + tr.ms[0].Address + ":6443"
+		_, err := tx.PutObject(schema.KindTenant, "acme", &tn)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	now := start
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	opts := r.opts
+	opts.Now = clock
+	pl := r.newPlane(opts)
+	ctx := ctxT(t)
+	const every = 10 * time.Second
+	var looks []time.Duration
+	for range 60 {
+		o := ObserverOptions{Bundle: func(string) []byte { return tr.secrets }, KubernetesInterval: every}
+		if err := pl.observeOnce(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		pl.kube.mu.Lock()
+		last := pl.kube.last["acme"]
+		pl.kube.mu.Unlock()
+		if at := last.Sub(start); len(looks) == 0 || looks[len(looks)-1] != at {
+			looks = append(looks, at)
+		}
+		mu.Lock()
+		now = now.Add(every)
+		mu.Unlock()
+	}
+	want := []time.Duration{0, 10, 20, 30, 40, 50, 60, 80, 120, 200, 320, 440, 560}
+	for i := range want {
+		want[i] *= time.Second
+	}
+	if fmt.Sprint(looks) != fmt.Sprint(want) {
+		t.Errorf("looks at an API that does not answer, over 10 minutes: %v, want %v", looks, want)
+	}
+}
