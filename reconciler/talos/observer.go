@@ -3,10 +3,14 @@ package talos
 import (
 	"cmp"
 	"context"
+	"reflect"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/reconciler/status"
 	"github.com/rezuscloud/rezuscloud/schema"
+	"github.com/rezuscloud/rezuscloud/store"
 )
 
 // ObserverOptions configure Plane.RunObserver.
@@ -178,8 +182,12 @@ func (pl *Plane) observeOnce(ctx context.Context, opts ObserverOptions) error {
 // writeTenants records what the observer saw of the observed tenants
 // (status.TenantObserved): whether their Kubernetes API answers, and
 // where their rollouts stand. A read pass comes first, and a write
-// transaction only when something differs.
+// transaction only when something differs. A tenant is left out when
+// neither what the observer saw of it nor any Tenant, NodeGroup or
+// Machine in the store changed since it was last recorded: its status,
+// which only those make, is as recorded then.
 func (pl *Plane) writeTenants(observed, api map[string]bool) error {
+	inputs := pl.tenants.inputs.Load()
 	obs := map[string]status.Observation{}
 	for tenant := range observed {
 		o := status.Observation{APIAnswers: api[tenant]}
@@ -193,9 +201,13 @@ func (pl *Plane) writeTenants(observed, api map[string]bool) error {
 		}
 		obs[tenant] = o
 	}
+	due := pl.tenants.due(inputs, obs)
+	if len(due) == 0 {
+		return nil
+	}
 	_, err := status.WriteChanged(pl.store, pl.opts.Now(), func(rec status.Recorder) (bool, error) {
 		changed := false
-		for tenant, o := range obs {
+		for tenant, o := range due {
 			c, err := rec.TenantObserved(tenant, o)
 			if err != nil {
 				return false, err
@@ -204,5 +216,55 @@ func (pl *Plane) writeTenants(observed, api map[string]bool) error {
 		}
 		return changed, nil
 	})
+	if err == nil {
+		pl.tenants.recorded(inputs, obs)
+	}
 	return err
+}
+
+// tenantsWritten is what the observer last recorded of the tenants, and
+// whether the store's Tenants, NodeGroups or Machines changed since.
+type tenantsWritten struct {
+	// inputs counts the commits that changed a Tenant, NodeGroup or
+	// Machine.
+	inputs atomic.Uint64
+	mu     sync.Mutex
+	at     uint64                        // inputs when last recorded
+	obs    map[string]status.Observation // by tenant, as last recorded
+}
+
+// follow counts a commit that changes what a tenant's status is made of.
+func (w *tenantsWritten) follow(changes []store.Change) {
+	for _, c := range changes {
+		switch c.Resource.Kind {
+		case schema.KindTenant, schema.KindNodeGroup, schema.KindMachine:
+			w.inputs.Add(1)
+			return
+		}
+	}
+}
+
+// due returns the tenants of obs to record: all of them when the store's
+// inputs changed since the last record, else those whose observation
+// did.
+func (w *tenantsWritten) due(inputs uint64, obs map[string]status.Observation) map[string]status.Observation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.obs == nil || inputs != w.at {
+		return obs
+	}
+	due := map[string]status.Observation{}
+	for tenant, o := range obs {
+		if last, ok := w.obs[tenant]; !ok || !reflect.DeepEqual(last, o) {
+			due[tenant] = o
+		}
+	}
+	return due
+}
+
+// recorded notes that obs was recorded with the store's inputs at inputs.
+func (w *tenantsWritten) recorded(inputs uint64, obs map[string]status.Observation) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.at, w.obs = inputs, obs
 }

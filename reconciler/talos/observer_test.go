@@ -340,6 +340,37 @@ func TestObserverMachineListFollowsTheStore(t *testing.T) {
 	}
 }
 
+// TestTenantsAreRecordedAgainOnlyWhenSomethingOfThemChanged: the
+// observer records a tenant's status again when what it saw of the tenant
+// changed, or when a commit changed any Tenant, NodeGroup or Machine; a
+// commit of anything else changes nothing of a tenant's status.
+func TestTenantsAreRecordedAgainOnlyWhenSomethingOfThemChanged(t *testing.T) {
+	var w tenantsWritten
+	obs := map[string]status.Observation{"acme": {APIAnswers: true}, "beta": {}}
+	if due := w.due(w.inputs.Load(), obs); len(due) != 2 {
+		t.Fatalf("nothing recorded yet: %d due, want both", len(due))
+	}
+	w.recorded(w.inputs.Load(), obs)
+	if due := w.due(w.inputs.Load(), obs); len(due) != 0 {
+		t.Errorf("nothing changed: %v due", due)
+	}
+	moved := map[string]status.Observation{"acme": {APIAnswers: true}, "beta": {Rollout: status.Rollout{Machine: "m1"}}}
+	if due := w.due(w.inputs.Load(), moved); len(due) != 1 || due["beta"].Rollout.Machine != "m1" {
+		t.Errorf("beta's rollout moved: %v due, want beta alone", due)
+	}
+	w.follow([]store.Change{{Resource: store.Resource{Kind: "Commit", Name: "0123"}}})
+	if due := w.due(w.inputs.Load(), obs); len(due) != 0 {
+		t.Errorf("a commit of a Commit: %v due, want none", due)
+	}
+	for _, kind := range []string{schema.KindTenant, schema.KindNodeGroup, schema.KindMachine} {
+		w.recorded(w.inputs.Load(), obs)
+		w.follow([]store.Change{{Resource: store.Resource{Kind: "Commit"}}, {Resource: store.Resource{Kind: kind}}})
+		if due := w.due(w.inputs.Load(), obs); len(due) != 2 {
+			t.Errorf("a commit that changed a %s: %d due, want both", kind, len(due))
+		}
+	}
+}
+
 // TestAnAPIThatDoesNotAnswerIsLookedAtLessOften: a tenant whose control
 // plane runs kube-apiserver, as Talos says, but whose API does not answer
 // (nothing listens at its endpoint) is looked at every interval six times

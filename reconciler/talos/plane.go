@@ -93,6 +93,7 @@ type Plane struct {
 	kube     *kubeWatch       // what the observer knows of the tenants' Kubernetes APIs
 	watches  *watchSet        // the machines' watches, while the observer watches
 	watching atomic.Bool      // the observer runs with Watch: a changed Machine wakes it
+	tenants  tenantsWritten   // what the observer last recorded of the tenants
 }
 
 // New returns a plane.
@@ -129,6 +130,7 @@ func New(opts Options) (*Plane, error) {
 	pl.watches = newWatchSet(pl)
 	kept := pl.watches.kept
 	pl.prober.gateway.Store(&kept)
+	opts.Store.OnCommit(pl.tenants.follow)
 	opts.Store.OnCommit(func(changes []store.Change) {
 		// A new Machine is watched at once, and a rollout's progress,
 		// which another replica's plane may have saved, is written at once.
