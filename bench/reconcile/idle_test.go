@@ -114,7 +114,9 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		}
 		observed := srv.waitObserved(b, ctx, fleet.Machines(), start)
 		srv.settle(b, ctx, fleet.Machines(), settleFor)
+		cpu0, idleStart := srv.cpuTime(b), time.Now()
 		idle := srv.sampleRSS(b, idleFor, db)
+		idleCPU := (srv.cpuTime(b) - cpu0).Seconds() / time.Since(idleStart).Seconds()
 		if profileDir != "" {
 			srv.saveIdleProfile(b, ctx, profileDir)
 		}
@@ -123,6 +125,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		srv.Stop()
 		srv.logStopped(b)
 		b.ReportMetric(idle.maxMB, "idle-RSS-MB")
+		b.ReportMetric(100*idleCPU, "idle-cpu-%")
 		b.ReportMetric(peak, "peak-RSS-MB")
 		b.ReportMetric(float64(first.tofuRuns), "tofu-runs")
 		b.ReportMetric(ready.Seconds(), "ready-s")
@@ -132,8 +135,8 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		}
 		b.Logf("rezuscloud serve on %d tenants × %d machines (%d simulated Talos nodes %s): ready (/readyz 200) after %v, first commit applied in %v (%d tofu processes: %s), every machine observed connected after %v",
 			fleet.Tenants, fleet.perTenant(), fleet.Machines(), where, ready.Round(time.Millisecond), applied.Round(time.Millisecond), first.tofuRuns, tofuRuns, observed.Round(time.Millisecond))
-		b.Logf("idle for %v after %v more: VmRSS %.1f–%.1f MB (mean %.1f; at the end %.1f MB anonymous, %.1f MB of the store file mapped), peak of the run (VmHWM) %.1f MB; Go heap in use %.1f MiB of %.1f MiB from the OS; target < %d MB idle",
-			idleFor, settleFor, idle.minMB, idle.maxMB, idle.meanMB, idle.anonMB, idle.dbMB, peak, heap, sys, idleRSSTarget)
+		b.Logf("idle for %v after %v more: VmRSS %.1f–%.1f MB (mean %.1f; at the end %.1f MB anonymous, %.1f MB of the store file mapped), peak of the run (VmHWM) %.1f MB; Go heap in use %.1f MiB of %.1f MiB from the OS; CPU %.2f %% of a core; target < %d MB idle",
+			idleFor, settleFor, idle.minMB, idle.maxMB, idle.meanMB, idle.anonMB, idle.dbMB, peak, heap, sys, 100*idleCPU, idleRSSTarget)
 		if first.tofuRuns != 0 {
 			b.Errorf("the restarted server ran tofu %d times on an applied fleet, want 0", first.tofuRuns)
 		}
@@ -207,6 +210,25 @@ func (p *serveProc) logStopped(b *testing.B) {
 	if len(lines) > 0 {
 		b.Logf("%d machines stopped answering while the server ran; the first:\n%s", len(lines), strings.Join(lines[:min(len(lines), 10)], "\n"))
 	}
+}
+
+// fetchProfile gets a profile from the server's pprof endpoint at url.
+func fetchProfile(b *testing.B, ctx context.Context, url string) []byte {
+	b.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("%s: %s %v", url, resp.Status, err)
+	}
+	return data
 }
 
 // connected counts the machines whose stored status is connected, and
@@ -308,33 +330,24 @@ func dropCache(b *testing.B, file string) {
 }
 
 // saveIdleProfile writes the server's heap profile (after a garbage
-// collection, from its --pprof-listen) and its /proc/PID/smaps to dir as
-// serve-idle.heap.pprof and serve-idle.smaps; read the profile with
-// `go tool pprof -sample_index=inuse_space -top BIN FILE`.
+// collection, from its --pprof-listen), a profile of its CPU over 30 s
+// and its /proc/PID/smaps to dir as serve-idle.heap.pprof,
+// serve-idle.cpu.pprof and serve-idle.smaps; read the profiles with
+// `go tool pprof -sample_index=inuse_space -top BIN FILE` and
+// `go tool pprof -top BIN FILE`.
 func (p *serveProc) saveIdleProfile(b *testing.B, ctx context.Context, dir string) {
 	b.Helper()
 	base := p.PprofURL()
 	if base == "" {
 		b.Fatal("the server did not log its pprof address")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/pprof/heap?gc=1", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	heap, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		b.Fatalf("heap profile: %s %v", resp.Status, err)
-	}
+	heap := fetchProfile(b, ctx, base+"/debug/pprof/heap?gc=1")
+	cpu := fetchProfile(b, ctx, base+"/debug/pprof/profile?seconds=30")
 	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.Pid()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"serve-idle.heap.pprof": heap, "serve-idle.smaps": smaps} {
+	for name, data := range map[string][]byte{"serve-idle.heap.pprof": heap, "serve-idle.cpu.pprof": cpu, "serve-idle.smaps": smaps} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			b.Fatal(err)
 		}
