@@ -23,9 +23,9 @@ const DefaultKubernetesInterval = 10 * time.Second
 type kubeWatch struct {
 	clients *kube.Clients
 	mu      sync.Mutex
-	last    map[string]time.Time     // the last look at each tenant's API
-	ready   map[string]bool          // its /readyz, for the tenants whose API answered once
-	missed  map[string]int           // the looks in a row that found no answer, by tenant
+	last    map[string]time.Time // the last look at each tenant's API
+	ready   map[string]bool      // its /readyz, for the tenants whose API answered once
+	missed  map[string]int       // the looks in a row that found no answer, by tenant
 }
 
 func newKubeWatch() *kubeWatch {
