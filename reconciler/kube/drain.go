@@ -73,7 +73,7 @@ func (c *Clients) with(ctx context.Context, t Target, fn func(kubernetes.Interfa
 	}
 	var tried []string
 	for _, u := range tc.order(urls) {
-		cs, err := c.client(tc, u)
+		cs, err := c.client(ctx, tc, u)
 		if err == nil {
 			if err = fn(cs); err == nil || !connectionError(err) || ctx.Err() != nil {
 				c.mu.Lock()

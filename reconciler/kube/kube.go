@@ -113,6 +113,7 @@ type tenantClients struct {
 	bundle  [32]byte
 	issued  time.Time
 	cred    *talos.KubernetesCredential
+	tls     *tls.Config // the credential's, parsed once: a client made again reuses it
 	byURL   map[string]kubernetes.Interface
 	lastURL string // the URL that answered last, tried first
 }
@@ -151,7 +152,7 @@ func (c *Clients) Observe(ctx context.Context, t Target) Observation {
 	}
 	var tried []string
 	for _, u := range tc.order(urls) {
-		cs, err := c.client(tc, u)
+		cs, err := c.client(ctx, tc, u)
 		if err == nil {
 			var o Observation
 			if o, err = c.observe(ctx, cs, u); err == nil {
@@ -232,7 +233,11 @@ func (c *Clients) tenant(t Target) (*tenantClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc = &tenantClients{bundle: sum, issued: now, cred: cred, byURL: map[string]kubernetes.Interface{}}
+	tlsConfig, err := tlsConfigOf(cred)
+	if err != nil {
+		return nil, err
+	}
+	tc = &tenantClients{bundle: sum, issued: now, cred: cred, tls: tlsConfig, byURL: map[string]kubernetes.Interface{}}
 	c.mu.Lock()
 	c.byTenant[t.Tenant] = tc
 	c.mu.Unlock()
@@ -249,8 +254,21 @@ func (tc *tenantClients) order(urls []string) []string {
 	return urls
 }
 
-// client returns the tenant's client for one URL.
-func (c *Clients) client(tc *tenantClients, u string) (kubernetes.Interface, error) {
+// client returns the tenant's client for one URL. A client is built only
+// for a URL that takes a TCP connection: a client costs its transport and
+// client-go's typed clients, and forgetURL drops it when its API does not
+// answer, so an API that refuses (a control plane whose kube-apiserver is
+// not up) would cost a new one at every look.
+func (c *Clients) client(ctx context.Context, tc *tenantClients, u string) (kubernetes.Interface, error) {
+	c.mu.Lock()
+	cs, ok := tc.byURL[u]
+	c.mu.Unlock()
+	if ok {
+		return cs, nil
+	}
+	if err := c.dialable(ctx, u); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cs, ok := tc.byURL[u]; ok {
@@ -259,16 +277,26 @@ func (c *Clients) client(tc *tenantClients, u string) (kubernetes.Interface, err
 	// A transport of the tenant's own rather than one of client-go's
 	// shared cache, which keeps every TLS configuration it ever saw: a
 	// tenant's clients go with it (Forget, or a new credential).
-	hc, err := httpClient(tc.cred, c.opts.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := kubernetes.NewForConfigAndClient(&rest.Config{Host: u, Timeout: c.opts.Timeout, QPS: 20, Burst: 40}, hc)
+	cs, err := kubernetes.NewForConfigAndClient(&rest.Config{Host: u, Timeout: c.opts.Timeout, QPS: 20, Burst: 40}, httpClient(tc.tls, c.opts.Timeout))
 	if err != nil {
 		return nil, err
 	}
 	tc.byURL[u] = cs
 	return cs, nil
+}
+
+// dialable reports whether the host of URL u takes a TCP connection
+// within the timeout.
+func (c *Clients) dialable(ctx context.Context, u string) error {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return err
+	}
+	conn, err := (&net.Dialer{Timeout: c.opts.Timeout}).DialContext(ctx, "tcp", parsed.Host)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // forgetURL drops the tenant's client of a URL that did not answer, so
@@ -284,9 +312,9 @@ func (c *Clients) forgetURL(tc *tenantClients, u string) {
 	}
 }
 
-// httpClient is an HTTP client that trusts the cluster's CA and presents
-// the credential.
-func httpClient(cred *talos.KubernetesCredential, timeout time.Duration) (*http.Client, error) {
+// tlsConfigOf is the TLS configuration of a credential: it trusts the
+// cluster's CA and presents the credential.
+func tlsConfigOf(cred *talos.KubernetesCredential) (*tls.Config, error) {
 	pair, err := tls.X509KeyPair(cred.Crt, cred.Key)
 	if err != nil {
 		return nil, err
@@ -295,11 +323,17 @@ func httpClient(cred *talos.KubernetesCredential, timeout time.Duration) (*http.
 	if !pool.AppendCertsFromPEM(cred.CA) {
 		return nil, errors.New("the bundle's Kubernetes CA is not PEM")
 	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// httpClient is an HTTP client with a transport of its own on a copy of
+// tlsConfig (a transport sets its protocols in it).
+func httpClient(tlsConfig *tls.Config, timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     tlsConfig.Clone(),
 		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
 		TLSHandshakeTimeout: timeout, IdleConnTimeout: 30 * time.Second, ForceAttemptHTTP2: true,
-	}}, nil
+	}}
 }
 
 func nodeOf(n *corev1.Node) Node {
