@@ -384,6 +384,7 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 func (p *Prober) attempt(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool, inventory inventoryPart, viaGateway bool) (obs Observation, late bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	if g := p.gatewayOf(tenant, m, viaGateway); g != "" {
 		if obs := p.probeThrough(ctx, tenant, bundle, m, g, prev, have, inventory); obs.Connected {
 			return obs, false
@@ -402,7 +403,9 @@ func (p *Prober) attempt(ctx context.Context, tenant string, bundle []byte, m Ma
 		p.pool.Drop(tenant, bundle, m.Address)
 		obs = p.pool.maintenanceInventory(ctx, p.pool.withMaintenance(ctx, obs, m.Address), prev, m.Address)
 	}
-	return obs, obs.Error != "" && errors.Is(ctx.Err(), context.DeadlineExceeded)
+	// A call can fail for the deadline a hair before ctx says so: the
+	// node's side of it, which has the deadline too, may end it first.
+	return obs, obs.Error != "" && (errors.Is(ctx.Err(), context.DeadlineExceeded) || time.Until(deadline) < p.opts.Timeout/20)
 }
 
 // forwards reports whether the standing observation of control plane id
