@@ -37,6 +37,11 @@ var idleFor = time.Minute
 // logs any machine that is no longer connected, and why.
 var settleFor time.Duration
 
+// serveArgs are more flags of the server that BenchmarkServeIdleRSS
+// starts (`-args -serve-args '--talos-watch=false --probe-ttl 24h'`): for
+// a baseline whose plane keeps no connection open, say.
+var serveArgs string
+
 // simApart makes BenchmarkServeIdleRSS serve the fleet's simulated nodes
 // from a process of their own (`-args -sim-apart`).
 var simApart bool
@@ -44,6 +49,7 @@ var simApart bool
 func init() {
 	flag.DurationVar(&idleFor, "idle", idleFor, "how long BenchmarkServeIdleRSS samples the idle server")
 	flag.DurationVar(&settleFor, "settle", 0, "how long BenchmarkServeIdleRSS waits before it samples, once every machine is observed")
+	flag.StringVar(&serveArgs, "serve-args", "", "BenchmarkServeIdleRSS: more flags of the server, separated by spaces")
 	flag.BoolVar(&simApart, "sim-apart", false, "BenchmarkServeIdleRSS: serve the simulated nodes from 'rezuscloud sim serve' in a process of their own (the server on --sim-world), so that the server's RSS is its own")
 }
 
@@ -102,6 +108,7 @@ func BenchmarkServeIdleRSS(b *testing.B) {
 		if profileDir != "" {
 			args = append(args, "--pprof-listen", "127.0.0.1:0")
 		}
+		args = append(args, strings.Fields(serveArgs)...)
 		srv := newServe(b, servertest.Options{Data: filepath.Join(keepDir, "data"), Dir: repo, SimCloud: !simApart, Args: args})
 		dropCache(b, db)
 		start := time.Now()
@@ -329,12 +336,13 @@ func dropCache(b *testing.B, file string) {
 	}
 }
 
-// saveIdleProfile writes the server's heap profile (after a garbage
-// collection, from its --pprof-listen), a profile of its CPU over 30 s
-// and its /proc/PID/smaps to dir as serve-idle.heap.pprof,
-// serve-idle.cpu.pprof and serve-idle.smaps; read the profiles with
-// `go tool pprof -sample_index=inuse_space -top BIN FILE` and
-// `go tool pprof -top BIN FILE`.
+// saveIdleProfile writes to dir the server's heap profile (after a
+// garbage collection, from its --pprof-listen) and its runtime.MemStats
+// right after, its goroutines' stacks, a profile of its CPU over 30 s and
+// its /proc/PID/smaps, as serve-idle.heap.pprof, serve-idle.heap.txt,
+// serve-idle.goroutines.txt, serve-idle.cpu.pprof and serve-idle.smaps;
+// read the profiles with `go tool pprof -sample_index=inuse_space -top BIN
+// FILE` and `go tool pprof -top BIN FILE`.
 func (p *serveProc) saveIdleProfile(b *testing.B, ctx context.Context, dir string) {
 	b.Helper()
 	base := p.PprofURL()
@@ -342,12 +350,19 @@ func (p *serveProc) saveIdleProfile(b *testing.B, ctx context.Context, dir strin
 		b.Fatal("the server did not log its pprof address")
 	}
 	heap := fetchProfile(b, ctx, base+"/debug/pprof/heap?gc=1")
+	memStats := fetchProfile(b, ctx, base+"/debug/pprof/heap?debug=1")
+	goroutines := fetchProfile(b, ctx, base+"/debug/pprof/goroutine?debug=1")
 	cpu := fetchProfile(b, ctx, base+"/debug/pprof/profile?seconds=30")
 	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.Pid()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"serve-idle.heap.pprof": heap, "serve-idle.cpu.pprof": cpu, "serve-idle.smaps": smaps} {
+	files := map[string][]byte{
+		"serve-idle.heap.pprof": heap, "serve-idle.heap.txt": memStats,
+		"serve-idle.goroutines.txt": goroutines, "serve-idle.cpu.pprof": cpu,
+		"serve-idle.smaps": smaps,
+	}
+	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			b.Fatal(err)
 		}

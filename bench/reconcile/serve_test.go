@@ -141,12 +141,12 @@ type serveProc struct{ *servertest.Server }
 // newServe prepares the server as o says, with its log in JSON; Start
 // runs it.
 //
-// The server runs with the benchmark's GOGC and GOMEMLIMIT, when they are
+// The server runs with the benchmark's GOGC, GOMEMLIMIT and GODEBUG, when they are
 // set, so that a run can measure the server with the runtime tuned.
 func newServe(b *testing.B, o servertest.Options) *serveProc {
 	b.Helper()
 	o.Args = append([]string{"--log-format", "json"}, o.Args...)
-	for _, name := range []string{"GOGC", "GOMEMLIMIT"} {
+	for _, name := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG"} {
 		if v, ok := os.LookupEnv(name); ok {
 			o.Env = append(o.Env, name+"="+v)
 		}

@@ -67,13 +67,14 @@ func (c *Clients) with(ctx context.Context, t Target, fn func(kubernetes.Interfa
 	if len(urls) == 0 {
 		return "", &UnreachableError{Problem: "no address to dial: the endpoint names no IP address and no control plane has one"}
 	}
-	tc, err := c.tenant(t)
-	if err != nil {
-		return "", fmt.Errorf("no credential for the API: %w", err)
-	}
+	tc := c.tenant(t)
 	var tried []string
 	for _, u := range tc.order(urls) {
-		cs, err := c.client(ctx, tc, u)
+		cs, err := c.client(ctx, tc, t.Bundle, u)
+		var ce *credentialError
+		if errors.As(err, &ce) {
+			return "", ce
+		}
 		if err == nil {
 			if err = fn(cs); err == nil || !connectionError(err) || ctx.Err() != nil {
 				c.mu.Lock()

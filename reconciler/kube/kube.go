@@ -108,11 +108,14 @@ type Clients struct {
 	byTenant map[string]*tenantClients
 }
 
-// tenantClients are the clients of one tenant, for one bundle.
+// tenantClients are the clients of one tenant, for one bundle. Its
+// credential is issued, and parsed, at the first URL that takes a
+// connection: a tenant whose API refuses (its control planes not up yet)
+// costs neither the signature nor the memory of a credential it cannot
+// use.
 type tenantClients struct {
 	bundle  [32]byte
 	issued  time.Time
-	cred    *talos.KubernetesCredential
 	tls     *tls.Config // the credential's, parsed once: a client made again reuses it
 	byURL   map[string]kubernetes.Interface
 	lastURL string // the URL that answered last, tried first
@@ -146,13 +149,14 @@ func (c *Clients) Observe(ctx context.Context, t Target) Observation {
 	if len(urls) == 0 {
 		return Observation{Problem: "no address to dial: the endpoint names no IP address and no control plane has one"}
 	}
-	tc, err := c.tenant(t)
-	if err != nil {
-		return Observation{Problem: "no credential for the API: " + err.Error()}
-	}
+	tc := c.tenant(t)
 	var tried []string
 	for _, u := range tc.order(urls) {
-		cs, err := c.client(ctx, tc, u)
+		cs, err := c.client(ctx, tc, t.Bundle, u)
+		var ce *credentialError
+		if errors.As(err, &ce) {
+			return Observation{Problem: ce.Error()}
+		}
 		if err == nil {
 			var o Observation
 			if o, err = c.observe(ctx, cs, u); err == nil {
@@ -217,31 +221,52 @@ func URLs(endpoint string, controlPlanes []netip.Addr) []string {
 	return out
 }
 
-// tenant returns the tenant's clients, issuing a credential when there is
-// none for its bundle or half of its validity has passed.
-func (c *Clients) tenant(t Target) (*tenantClients, error) {
+// tenant returns the tenant's clients, new ones when it has none for its
+// bundle or half of its credential's validity has passed.
+func (c *Clients) tenant(t Target) *tenantClients {
 	sum := sha256.Sum256(t.Bundle)
 	now := c.opts.Now()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	tc := c.byTenant[t.Tenant]
-	c.mu.Unlock()
-	if tc != nil && tc.bundle == sum && now.Sub(tc.issued) < c.opts.Validity/2 {
-		return tc, nil
+	if tc != nil && tc.bundle == sum && (tc.tls == nil || now.Sub(tc.issued) < c.opts.Validity/2) {
+		return tc
 	}
-	// Backdated a minute, so that a clock a little behind ours accepts it.
-	cred, err := talos.KubernetesAdmin(t.Bundle, c.opts.Validity, now.Add(-time.Minute))
-	if err != nil {
-		return nil, err
-	}
-	tlsConfig, err := tlsConfigOf(cred)
-	if err != nil {
-		return nil, err
-	}
-	tc = &tenantClients{bundle: sum, issued: now, cred: cred, tls: tlsConfig, byURL: map[string]kubernetes.Interface{}}
-	c.mu.Lock()
+	tc = &tenantClients{bundle: sum, byURL: map[string]kubernetes.Interface{}}
 	c.byTenant[t.Tenant] = tc
+	return tc
+}
+
+// credentialError is a credential that could not be made from a bundle.
+type credentialError struct{ err error }
+
+func (e *credentialError) Error() string { return "no credential for the API: " + e.err.Error() }
+func (e *credentialError) Unwrap() error { return e.err }
+
+// tlsOf returns the TLS configuration of the tenant's credential, issued
+// from bundle at its first use.
+func (c *Clients) tlsOf(tc *tenantClients, bundle []byte) (*tls.Config, error) {
+	c.mu.Lock()
+	cfg := tc.tls
 	c.mu.Unlock()
-	return tc, nil
+	if cfg != nil {
+		return cfg, nil
+	}
+	now := c.opts.Now()
+	// Backdated a minute, so that a clock a little behind ours accepts it.
+	cred, err := talos.KubernetesAdmin(bundle, c.opts.Validity, now.Add(-time.Minute))
+	if err != nil {
+		return nil, &credentialError{err}
+	}
+	if cfg, err = tlsConfigOf(cred); err != nil {
+		return nil, &credentialError{err}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tc.tls == nil {
+		tc.tls, tc.issued = cfg, now
+	}
+	return tc.tls, nil
 }
 
 // order puts the URL that answered last first.
@@ -259,7 +284,7 @@ func (tc *tenantClients) order(urls []string) []string {
 // client-go's typed clients, and forgetURL drops it when its API does not
 // answer, so an API that refuses (a control plane whose kube-apiserver is
 // not up) would cost a new one at every look.
-func (c *Clients) client(ctx context.Context, tc *tenantClients, u string) (kubernetes.Interface, error) {
+func (c *Clients) client(ctx context.Context, tc *tenantClients, bundle []byte, u string) (kubernetes.Interface, error) {
 	c.mu.Lock()
 	cs, ok := tc.byURL[u]
 	c.mu.Unlock()
@@ -267,6 +292,10 @@ func (c *Clients) client(ctx context.Context, tc *tenantClients, u string) (kube
 		return cs, nil
 	}
 	if err := c.dialable(ctx, u); err != nil {
+		return nil, err
+	}
+	tlsConfig, err := c.tlsOf(tc, bundle)
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -277,7 +306,7 @@ func (c *Clients) client(ctx context.Context, tc *tenantClients, u string) (kube
 	// A transport of the tenant's own rather than one of client-go's
 	// shared cache, which keeps every TLS configuration it ever saw: a
 	// tenant's clients go with it (Forget, or a new credential).
-	cs, err := kubernetes.NewForConfigAndClient(&rest.Config{Host: u, Timeout: c.opts.Timeout, QPS: 20, Burst: 40}, httpClient(tc.tls, c.opts.Timeout))
+	cs, err = kubernetes.NewForConfigAndClient(&rest.Config{Host: u, Timeout: c.opts.Timeout, QPS: 20, Burst: 40}, httpClient(tlsConfig, c.opts.Timeout))
 	if err != nil {
 		return nil, err
 	}

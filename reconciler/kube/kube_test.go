@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -96,5 +97,53 @@ func TestObserve(t *testing.T) {
 	o = c.Observe(context.Background(), Target{Tenant: "stranger", Endpoint: cp.URL(), Bundle: other})
 	if o.Ready || o.URL != "" || !strings.Contains(o.Problem, "certificate") {
 		t.Errorf("another cluster's bundle: %+v", o)
+	}
+}
+
+// TestACredentialWaitsForAnAPIThatTakesConnections: a tenant whose API
+// refuses costs no credential; the first address that takes a connection
+// issues it, and a bundle that makes none says so.
+func TestACredentialWaitsForAnAPIThatTakesConnections(t *testing.T) {
+	bundle, _ := kubetest.Bundle(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "https://" + l.Addr().String()
+	l.Close() // refused from now on
+	c := NewClients(Options{Timeout: time.Second})
+	ctx := context.Background()
+	issued := func(tenant string) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		tc := c.byTenant[tenant]
+		return tc != nil && tc.tls != nil
+	}
+	if o := c.Observe(ctx, Target{Tenant: "acme", Endpoint: endpoint, Bundle: bundle}); !strings.HasPrefix(o.Problem, "no answer") || issued("acme") {
+		t.Fatalf("an API that refuses: %q, credential issued %v; want no answer and no credential", o.Problem, issued("acme"))
+	}
+
+	// An address that takes the connection, then closes it: no API, but
+	// the credential is needed to ask.
+	open, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	go func() {
+		for {
+			conn, err := open.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	endpoint = "https://" + open.Addr().String()
+	if o := c.Observe(ctx, Target{Tenant: "acme", Endpoint: endpoint, Bundle: bundle}); o.Ready || !issued("acme") {
+		t.Fatalf("an address that takes connections: %+v, credential issued %v; want not ready and a credential", o, issued("acme"))
+	}
+	if o := c.Observe(ctx, Target{Tenant: "bad", Endpoint: endpoint, Bundle: []byte("not a bundle")}); !strings.HasPrefix(o.Problem, "no credential for the API: ") {
+		t.Fatalf("a bundle that makes no credential: %q, want it said", o.Problem)
 	}
 }
