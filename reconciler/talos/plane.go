@@ -94,6 +94,9 @@ type Plane struct {
 	watches  *watchSet        // the machines' watches, while the observer watches
 	watching atomic.Bool      // the observer runs with Watch: a changed Machine wakes it
 	tenants  tenantsWritten   // what the observer last recorded of the tenants
+	// polled are the machines that the observer's last pass found
+	// followed by neither a watch nor an events stream, for the sampler.
+	polled atomic.Pointer[[]sampleTarget]
 }
 
 // New returns a plane.

@@ -237,6 +237,15 @@ func (p *Prober) onEvents(id string) (left func()) {
 	}
 }
 
+// followed reports whether a watch or an events stream follows the
+// machine now.
+func (p *Prober) followed(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[id]
+	return e != nil && (e.watches > 0 || e.events > 0)
+}
+
 // onStream reports whether an events stream brings the machine's changes.
 func (p *Prober) onStream(id string) bool {
 	p.mu.Lock()

@@ -55,12 +55,14 @@ func every(ctx context.Context, d time.Duration, f func(ctx context.Context)) (s
 	return func() { cancel(); <-done }
 }
 
-// sampleTarget is a watched machine to sample.
+// sampleTarget is a machine to sample on its own: a watched one, or one
+// that the observer probes on the TTL.
 type sampleTarget struct {
 	tenant string
 	bundle []byte
 	m      Machine
-	// through is the address whose connection the machine's watch uses.
+	// through is the address whose connection the machine's watch uses,
+	// or its own.
 	through string
 }
 
@@ -79,11 +81,13 @@ type streamTarget struct {
 // returns them by tenant and machine. A watched machine is asked through
 // its watch's address; the machines on a tenant's events stream are asked
 // together, one call of each gauge over the stream's connection that
-// their gateway fans out. A machine that does not answer, or whose watch
-// is broken, has no sample; a machine off both (its tenant's control
-// planes do not answer) has none either.
+// their gateway fans out. A machine that neither follows (the observer
+// does not watch, or its tenant's control planes do not answer) is asked
+// at its own address, as its probes are. A machine that does not answer,
+// or whose watch is broken, has no sample.
 func (pl *Plane) Sample(ctx context.Context) map[string]map[string]schema.MachineSample {
 	watched, streams := pl.watches.connected(pl.prober)
+	watched = append(watched, pl.polledConnected()...)
 	out := map[string]map[string]schema.MachineSample{}
 	var mu sync.Mutex
 	keep := func(tenant string, got map[string]schema.MachineSample) {
@@ -249,4 +253,44 @@ func (ws *watchSet) connected(p *Prober) ([]sampleTarget, []streamTarget) {
 		}
 	}
 	return watched, streams
+}
+
+// unfollowed returns the machines of byTenant, whose tenants' bundles
+// bundle gives, that neither a watch nor an events stream follows now.
+func (pl *Plane) unfollowed(byTenant map[string][]Machine, bundle func(string) []byte) *[]sampleTarget {
+	var out []sampleTarget
+	for tenant, ms := range byTenant {
+		var b []byte
+		for _, m := range ms {
+			if pl.prober.followed(m.ID) {
+				continue
+			}
+			if b == nil {
+				if b = bundle(tenant); b == nil {
+					break
+				}
+			}
+			out = append(out, sampleTarget{tenant: tenant, bundle: b, m: m})
+		}
+	}
+	return &out
+}
+
+// polledConnected returns the machines that the last pass found
+// unfollowed and that still are, connected and out of maintenance, each
+// to be asked as its timed probe is: through its tenant's gateway when
+// there is one, else at its own address.
+func (pl *Plane) polledConnected() []sampleTarget {
+	polled := pl.polled.Load()
+	if polled == nil {
+		return nil
+	}
+	var out []sampleTarget
+	for _, t := range *polled {
+		if o, ok := pl.prober.Last(t.m.ID); ok && o.Connected && !o.Maintenance && !pl.prober.followed(t.m.ID) {
+			t.through = cmp.Or(pl.prober.gatewayOf(t.tenant, t.m, true), t.m.Address)
+			out = append(out, t)
+		}
+	}
+	return out
 }

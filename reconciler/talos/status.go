@@ -129,6 +129,7 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 		return out, err
 	}
 	pl.verified.keepOnly(byTenant) // a machine gone, or now another replica's, is let go of
+	pl.polled.Store(pl.unfollowed(byTenant, bundle))
 	return out, pl.writeStatus(changed)
 }
 

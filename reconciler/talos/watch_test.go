@@ -415,6 +415,53 @@ func TestSamplerGivesTheGaugesOfMachinesOnEventsStreams(t *testing.T) {
 	}
 }
 
+// TestSamplerGivesTheGaugesOfPolledMachines: an observer that does not
+// watch probes every machine on the TTL, and follows none; the sampler
+// asks each machine that answers for its gauges all the same, and gives
+// none for the worker that refuses.
+func TestSamplerGivesTheGaugesOfPolledMachines(t *testing.T) {
+	r := newRig(t)
+	tr := r.formed("acme", 1, 2)
+	tr.putMachines()
+	tr.putTenant()
+	refusing := tr.ms[2]
+	if err := tr.host.SetFault(refusing.ID, talosnode.Fault{Refuse: true}); err != nil {
+		t.Fatal(err)
+	}
+	batches := make(chan map[string]schema.MachineSample, 16)
+	r.observeWith(t, time.Hour, ObserverOptions{Interval: 50 * time.Millisecond, SampleInterval: 50 * time.Millisecond,
+		Bundle: func(string) []byte { return tr.secrets },
+		OnSamples: func(s map[string]map[string]schema.MachineSample) {
+			select {
+			case batches <- s["acme"]:
+			default:
+			}
+		}})
+	var got map[string]schema.MachineSample
+	eventually(t, "samples of the two answering machines", func() bool {
+		select {
+		case got = <-batches:
+		default:
+		}
+		return len(got) == 2
+	})
+	if n := r.plane.Watched(); n != 0 {
+		t.Fatalf("%d machines watched by an observer that does not watch", n)
+	}
+	if _, ok := got[refusing.ID]; ok {
+		t.Errorf("a sample of the machine that refuses: %+v", got)
+	}
+	for i, m := range tr.ms[:2] {
+		s, ok := got[m.ID]
+		if !ok || s.At.IsZero() || s.MemoryTotalBytes == 0 || s.MemoryUsedBytes == 0 || s.MemoryUsedBytes >= s.MemoryTotalBytes {
+			t.Errorf("machine %d (%s): sample %+v", i, m.ID, s)
+		}
+		if m.ControlPlane != (s.EtcdDBSizeBytes > 0) {
+			t.Errorf("machine %d (%s, control plane %v): etcd DB size %d", i, m.ID, m.ControlPlane, s.EtcdDBSizeBytes)
+		}
+	}
+}
+
 // TestWatchCountAcrossReplacement: a machine whose watch is replaced (its
 // address or bundle changed) briefly has two, which end in either order;
 // the count of watched machines holds the machine while either is open,
