@@ -256,21 +256,19 @@ func (ws *watchSet) connected(p *Prober) ([]sampleTarget, []streamTarget) {
 }
 
 // unfollowed returns the machines of byTenant, whose tenants' bundles
-// bundle gives, that neither a watch nor an events stream follows now.
-func (pl *Plane) unfollowed(byTenant map[string][]Machine, bundle func(string) []byte) *[]sampleTarget {
+// the pass found in bundles, that neither a watch nor an events stream
+// follows now.
+func (pl *Plane) unfollowed(byTenant map[string][]Machine, bundles map[string][]byte) *[]sampleTarget {
 	var out []sampleTarget
 	for tenant, ms := range byTenant {
-		var b []byte
+		b := bundles[tenant]
+		if b == nil {
+			continue // not probed either
+		}
 		for _, m := range ms {
-			if pl.prober.followed(m.ID) {
-				continue
+			if !pl.prober.followed(m.ID) {
+				out = append(out, sampleTarget{tenant: tenant, bundle: b, m: m})
 			}
-			if b == nil {
-				if b = bundle(tenant); b == nil {
-					break
-				}
-			}
-			out = append(out, sampleTarget{tenant: tenant, bundle: b, m: m})
 		}
 	}
 	return &out

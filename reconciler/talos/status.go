@@ -74,6 +74,7 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 		changed  []Observed
 		errs     []error
 		bundleMu sync.Mutex
+		bundles  = map[string][]byte{} // what bundle gave, for the sampler
 		wg       sync.WaitGroup
 	)
 	// A long pass (a restart's, which reads every machine) writes what
@@ -107,6 +108,7 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 			var b []byte
 			if ctx.Err() == nil { // a tenant started as the pass ends asks for nothing
 				b = bundle(tenant)
+				bundles[tenant] = b
 			}
 			bundleMu.Unlock()
 			if b == nil {
@@ -129,7 +131,7 @@ func (pl *Plane) observeMachines(ctx context.Context, bundle func(tenant string)
 		return out, err
 	}
 	pl.verified.keepOnly(byTenant) // a machine gone, or now another replica's, is let go of
-	pl.polled.Store(pl.unfollowed(byTenant, bundle))
+	pl.polled.Store(pl.unfollowed(byTenant, bundles))
 	return out, pl.writeStatus(changed)
 }
 
