@@ -234,7 +234,7 @@ func addServeFlags(fs *pflag.FlagSet, f *serveFlags) {
 	fs.DurationVar(&f.talos.timeout, "talos-timeout", 10*time.Minute, "how long a machine may take to be back and ready after a config apply, upgrade or reboot; an upgraded machine that is not is rolled back and the rollout stops")
 	fs.DurationVar(&f.talos.wait, "talos-wait", 5*time.Minute, "how long a tenant's run waits for a machine or etcd to be ready (bootstrap, rollout gates) before it retries later")
 	fs.DurationVar(&f.talos.probeTTL, "probe-ttl", 15*time.Second, "how often each machine is asked for its status over the Talos API, at most")
-	fs.IntVar(&f.talos.probeConcurrency, "probe-concurrency", 32, "machines probed at the same time")
+	fs.IntVar(&f.talos.probeConcurrency, "probe-concurrency", 32, "machines probed at the same time, at most: a machine that answers in time only when asked again halves them, down to 4, and each run of as many probes in time adds one back")
 	fs.DurationVar(&f.talos.probeTimeout, "probe-timeout", 3*time.Second, "how long a probe waits for a machine; one that does not answer within it is asked once more, and shown as not connected when it does not answer then either")
 	addHistoryFlags(fs, &f.history)
 	addOIDCFlags(fs, &f.oidc)

@@ -17,7 +17,9 @@ type ProberOptions struct {
 	// TTL is how long an observation stands: a machine is probed at most
 	// once per TTL, however many callers ask. Default 15 s.
 	TTL time.Duration
-	// Concurrency is how many probes run at once. Default 32.
+	// Concurrency is how many probes run at once at most. Default 32.
+	// Fewer run while probes come late but answer when asked again
+	// (probeSlots).
 	Concurrency int
 	// Timeout bounds one attempt of a probe: a machine that does not
 	// answer within it is asked once more, and observed as not connected
@@ -32,9 +34,9 @@ type ProberOptions struct {
 // does not answer costs one probe slot for twice Timeout at most and slows
 // no other.
 type Prober struct {
-	pool *Pool
-	opts ProberOptions
-	sem  chan struct{}
+	pool  *Pool
+	opts  ProberOptions
+	slots *probeSlots
 
 	mu       sync.Mutex
 	entries  map[string]*probeEntry // by machine id
@@ -87,7 +89,7 @@ func NewProber(pool *Pool, opts ProberOptions) *Prober {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Prober{pool: pool, opts: opts, sem: make(chan struct{}, opts.Concurrency), entries: map[string]*probeEntry{}}
+	return &Prober{pool: pool, opts: opts, slots: newProbeSlots(opts.Concurrency), entries: map[string]*probeEntry{}}
 }
 
 // TTL returns how long an observation stands.
@@ -368,19 +370,21 @@ func (o Observation) archOf() string {
 // not ready, when only its status came late): a late answer is as often a
 // loaded machine, or a loaded server (a restart probes the whole fleet at
 // once), as a machine gone, and a machine gone stays silent twice. One
-// that refuses is not asked again.
+// that refuses is not asked again. One that answers in time when asked
+// again halves the probes that run at once (probeSlots).
 func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool, inventory inventoryPart, viaGateway bool) Observation {
-	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return Observation{Machine: m.ID, At: p.opts.Now(), Error: ctx.Err().Error()}
+	if err := p.slots.acquire(ctx); err != nil {
+		return Observation{Machine: m.ID, At: p.opts.Now(), Error: err.Error()}
 	}
-	defer func() { <-p.sem }()
+	slow := false
+	defer func() { p.slots.release(slow) }()
 	p.probes.Add(1)
 	obs, late := p.attempt(ctx, tenant, bundle, m, prev, have, inventory, viaGateway)
 	if late && ctx.Err() == nil {
 		p.pool.Drop(tenant, bundle, m.Address)
-		obs, _ = p.attempt(ctx, tenant, bundle, m, prev, have, inventory, false)
+		var lateAgain bool
+		obs, lateAgain = p.attempt(ctx, tenant, bundle, m, prev, have, inventory, false)
+		slow = obs.Connected && !lateAgain
 	}
 	return obs
 }

@@ -293,9 +293,10 @@ func TestProbeOvertakenByAWatchDoesNotStand(t *testing.T) {
 // TestProberAsksALateMachineOnceMore: a machine whose answer comes after
 // the timeout (its MachineStatus read is held, as a loaded node's is) is
 // asked once more before it shows as not ready, and shows as connected
-// and ready when the second answer comes in time; one that stays late
-// shows as not ready after two timeouts, and one that refuses as not
-// connected after one attempt.
+// and ready when the second answer comes in time, which halves the probe
+// slots; one that stays late shows as not ready after two timeouts, and
+// one that refuses as not connected after one attempt, neither changing
+// the slots.
 func TestProberAsksALateMachineOnceMore(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 1, 2)
@@ -318,6 +319,9 @@ func TestProberAsksALateMachineOnceMore(t *testing.T) {
 	if took := time.Since(start); !o.Connected || !o.Ready || took < timeout {
 		t.Fatalf("a machine late once: connected %v, ready %v, error %q, after %v; want connected and ready after its first attempt's %v", o.Connected, o.Ready, o.Error, took, timeout)
 	}
+	if n := p.slots.slots(); n != 16 {
+		t.Fatalf("after a machine answered in time when asked again: %d probe slots, want 32 halved", n)
+	}
 
 	if err := r.host.SetFault(late.ID, talosnode.Fault{StatusDelay: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -335,6 +339,9 @@ func TestProberAsksALateMachineOnceMore(t *testing.T) {
 	o = p.Fresh(ctx, "acme", tr.secrets, gone)
 	if took := time.Since(start); o.Connected || took >= timeout {
 		t.Fatalf("a machine that refuses: connected %v, error %q, after %v; want not connected at once", o.Connected, o.Error, took)
+	}
+	if n := p.slots.slots(); n != 16 {
+		t.Fatalf("after a machine late twice and one that refuses: %d probe slots, want 16 still", n)
 	}
 }
 
