@@ -373,11 +373,12 @@ func (o Observation) archOf() string {
 // that refuses is not asked again. One that answers in time when asked
 // again halves the probes that run at once (probeSlots).
 func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Machine, prev Observation, have bool, inventory inventoryPart, viaGateway bool) Observation {
-	if err := p.slots.acquire(ctx); err != nil {
+	epoch, err := p.slots.acquire(ctx)
+	if err != nil {
 		return Observation{Machine: m.ID, At: p.opts.Now(), Error: err.Error()}
 	}
 	slow := false
-	defer func() { p.slots.release(slow) }()
+	defer func() { p.slots.release(epoch, slow) }()
 	p.probes.Add(1)
 	obs, late := p.attempt(ctx, tenant, bundle, m, prev, have, inventory, viaGateway)
 	if late && ctx.Err() == nil {

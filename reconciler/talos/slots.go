@@ -14,12 +14,14 @@ const minProbeSlots = 4
 // probe that came late and answered when asked again, on a connection of
 // its own, tells of a machine that answers but not within the timeout
 // while so many probes run: a loaded server, or a loaded host of many
-// machines, at a restart that probes the whole fleet at once. Each such
+// machines, at a restart that probes the whole fleet at once. Such a
 // probe halves the slots, down to minProbeSlots, so that the probes after
-// it each get more of the CPU instead of all coming late; each run of as
-// many probes on time as there are slots adds one back, up to the
-// Concurrency. A machine that is gone stays silent on both attempts and
-// changes nothing: a fleet with dead machines is not probed more slowly.
+// it each get more of the CPU instead of all coming late; the probes that
+// began before the slots were last halved change nothing, as they ran
+// with as many beside them (they come late together). Each run of as many
+// probes on time as there are slots adds one back, up to the Concurrency.
+// A machine that is gone stays silent on both attempts and changes
+// nothing: a fleet with dead machines is not probed more slowly.
 type probeSlots struct {
 	// sem holds a token for each slot in use and each slot held out of
 	// use; its capacity is the Concurrency.
@@ -29,31 +31,38 @@ type probeSlots struct {
 	limit  int // the slots in use at most now
 	held   int // tokens in sem for slots out of use: cap(sem) - limit, once probes ended
 	onTime int // probes on time since the limit last changed
+	halved int // how many times the limit was halved: a probe's epoch
 }
 
 func newProbeSlots(n int) *probeSlots {
 	return &probeSlots{sem: make(chan struct{}, n), limit: n}
 }
 
-// acquire waits for a slot, or for ctx to end.
-func (s *probeSlots) acquire(ctx context.Context) error {
+// acquire waits for a slot, or for ctx to end, and returns the epoch
+// to release it with.
+func (s *probeSlots) acquire(ctx context.Context) (epoch int, err error) {
 	select {
 	case s.sem <- struct{}{}:
-		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.halved, nil
 }
 
-// release frees a slot; slow says that its probe came late and answered
-// when asked again.
-func (s *probeSlots) release(slow bool) {
+// release frees a slot taken at epoch; slow says that its probe came
+// late and answered when asked again.
+func (s *probeSlots) release(epoch int, slow bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case slow && epoch != s.halved:
+		// Begun before the last halving: it tells nothing of the slots now.
 	case slow:
 		s.limit = max(s.limit/2, min(minProbeSlots, cap(s.sem)))
 		s.onTime = 0
+		s.halved++
 	case s.limit < cap(s.sem):
 		if s.onTime++; s.onTime >= s.limit {
 			s.limit++
