@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"net"
 	"syscall"
 	"testing"
 	"time"
@@ -73,12 +72,7 @@ func BenchmarkObserve(b *testing.B) {
 //	go test -run '^$' -bench ObserveNoAnswer -benchtime 2000x -count 3 ./reconciler/kube/
 func BenchmarkObserveNoAnswer(b *testing.B) {
 	bundle, _ := kubetest.Bundle(b)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	endpoint := "https://" + l.Addr().String()
-	l.Close() // refused from now on
+	endpoint := refusedEndpoint(b)
 	c := NewClients(Options{})
 	target := Target{Tenant: "acme", Endpoint: endpoint, Bundle: bundle}
 	ctx := context.Background()

@@ -105,12 +105,7 @@ func TestObserve(t *testing.T) {
 // issues it, and a bundle that makes none says so.
 func TestACredentialWaitsForAnAPIThatTakesConnections(t *testing.T) {
 	bundle, _ := kubetest.Bundle(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := "https://" + l.Addr().String()
-	l.Close() // refused from now on
+	endpoint := refusedEndpoint(t)
 	c := NewClients(Options{Timeout: time.Second})
 	ctx := context.Background()
 	issued := func(tenant string) bool {
@@ -146,4 +141,15 @@ func TestACredentialWaitsForAnAPIThatTakesConnections(t *testing.T) {
 	if o := c.Observe(ctx, Target{Tenant: "bad", Endpoint: endpoint, Bundle: []byte("not a bundle")}); !strings.HasPrefix(o.Problem, "no credential for the API: ") {
 		t.Fatalf("a bundle that makes no credential: %q, want it said", o.Problem)
 	}
+}
+
+// refusedEndpoint is the URL of a loopback port that refuses connections.
+func refusedEndpoint(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close() // refused from now on
+	return "https://" + l.Addr().String()
 }

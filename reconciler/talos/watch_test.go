@@ -372,43 +372,9 @@ func TestSamplerGivesTheGauges(t *testing.T) {
 func TestSamplerGivesTheGaugesOfMachinesOnEventsStreams(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 2, 2)
-	tr.putMachines()
-	tr.putTenant()
-	refusing := tr.ms[3]
-	if err := tr.host.SetFault(refusing.ID, talosnode.Fault{Refuse: true}); err != nil {
-		t.Fatal(err)
-	}
-	batches := make(chan map[string]schema.MachineSample, 16)
-	r.observeWith(t, time.Hour, ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1, SampleInterval: 50 * time.Millisecond,
-		Bundle: func(string) []byte { return tr.secrets },
-		OnSamples: func(s map[string]map[string]schema.MachineSample) {
-			select {
-			case batches <- s["acme"]:
-			default:
-			}
-		}})
-	var got map[string]schema.MachineSample
-	eventually(t, "samples of the three answering machines", func() bool {
-		select {
-		case got = <-batches:
-		default:
-		}
-		return len(got) == 3
-	})
+	got := tr.sampledWith(t, tr.ms[3], ObserverOptions{Interval: time.Hour, Watch: true, MaxWatched: 1})
 	if !r.plane.onEventsNow(tr.ms[1].ID) || !r.plane.onEventsNow(tr.ms[2].ID) {
 		t.Fatal("the second control plane and the answering worker are not on the events stream")
-	}
-	if _, ok := got[refusing.ID]; ok {
-		t.Errorf("a sample of the machine that refuses: %+v", got)
-	}
-	for i, m := range tr.ms[:3] {
-		s, ok := got[m.ID]
-		if !ok || s.At.IsZero() || s.MemoryTotalBytes == 0 || s.MemoryUsedBytes == 0 || s.MemoryUsedBytes >= s.MemoryTotalBytes {
-			t.Errorf("machine %d (%s): sample %+v", i, m.ID, s)
-		}
-		if m.ControlPlane != (s.EtcdDBSizeBytes > 0) {
-			t.Errorf("machine %d (%s, control plane %v): etcd DB size %d", i, m.ID, m.ControlPlane, s.EtcdDBSizeBytes)
-		}
 	}
 	if got[tr.ms[0].ID].EtcdLeader == got[tr.ms[1].ID].EtcdLeader {
 		t.Errorf("etcd leadership: %v and %v, want one leader of the two control planes", got[tr.ms[0].ID].EtcdLeader, got[tr.ms[1].ID].EtcdLeader)
@@ -422,36 +388,50 @@ func TestSamplerGivesTheGaugesOfMachinesOnEventsStreams(t *testing.T) {
 func TestSamplerGivesTheGaugesOfPolledMachines(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 1, 2)
+	tr.sampledWith(t, tr.ms[2], ObserverOptions{Interval: 50 * time.Millisecond})
+	if n := r.plane.Watched(); n != 0 {
+		t.Fatalf("%d machines watched by an observer that does not watch", n)
+	}
+}
+
+// sampledWith stores the tenant's machines, of which refusing refuses,
+// observes them with oo and a sample every 50 ms, and returns the first
+// batch with a sample of every other machine, once it has checked them:
+// each with its memory, control planes with their etcd DB size, and none
+// for refusing.
+func (tr *tenantRig) sampledWith(t *testing.T, refusing Machine, oo ObserverOptions) map[string]schema.MachineSample {
+	t.Helper()
 	tr.putMachines()
 	tr.putTenant()
-	refusing := tr.ms[2]
 	if err := tr.host.SetFault(refusing.ID, talosnode.Fault{Refuse: true}); err != nil {
 		t.Fatal(err)
 	}
 	batches := make(chan map[string]schema.MachineSample, 16)
-	r.observeWith(t, time.Hour, ObserverOptions{Interval: 50 * time.Millisecond, SampleInterval: 50 * time.Millisecond,
-		Bundle: func(string) []byte { return tr.secrets },
-		OnSamples: func(s map[string]map[string]schema.MachineSample) {
-			select {
-			case batches <- s["acme"]:
-			default:
-			}
-		}})
+	oo.SampleInterval = 50 * time.Millisecond
+	oo.Bundle = func(string) []byte { return tr.secrets }
+	oo.OnSamples = func(s map[string]map[string]schema.MachineSample) {
+		select {
+		case batches <- s[tr.tenant]:
+		default:
+		}
+	}
+	tr.observeWith(t, time.Hour, oo)
+	answering := len(tr.ms) - 1
 	var got map[string]schema.MachineSample
-	eventually(t, "samples of the two answering machines", func() bool {
+	eventually(t, "samples of the answering machines", func() bool {
 		select {
 		case got = <-batches:
 		default:
 		}
-		return len(got) == 2
+		return len(got) == answering
 	})
-	if n := r.plane.Watched(); n != 0 {
-		t.Fatalf("%d machines watched by an observer that does not watch", n)
-	}
 	if _, ok := got[refusing.ID]; ok {
 		t.Errorf("a sample of the machine that refuses: %+v", got)
 	}
-	for i, m := range tr.ms[:2] {
+	for i, m := range tr.ms {
+		if m.ID == refusing.ID {
+			continue
+		}
 		s, ok := got[m.ID]
 		if !ok || s.At.IsZero() || s.MemoryTotalBytes == 0 || s.MemoryUsedBytes == 0 || s.MemoryUsedBytes >= s.MemoryTotalBytes {
 			t.Errorf("machine %d (%s): sample %+v", i, m.ID, s)
@@ -460,6 +440,7 @@ func TestSamplerGivesTheGaugesOfPolledMachines(t *testing.T) {
 			t.Errorf("machine %d (%s, control plane %v): etcd DB size %d", i, m.ID, m.ControlPlane, s.EtcdDBSizeBytes)
 		}
 	}
+	return got
 }
 
 // TestWatchCountAcrossReplacement: a machine whose watch is replaced (its
