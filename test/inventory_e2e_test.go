@@ -39,9 +39,15 @@ func inventoryMachine(t *testing.T, e *e2e, tenant, id string) schema.Machine {
 // machines.
 func inventoryWatched(t *testing.T, e *e2e) int {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^rezuscloud_talos_watched_machines (\d+)$`).FindStringSubmatch(metricsText(t, e))
+	return metricInt(t, e, "rezuscloud_talos_watched_machines")
+}
+
+// metricInt is the value of the server's metric name, one without labels.
+func metricInt(t *testing.T, e *e2e, name string) int {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\d+)$`).FindStringSubmatch(metricsText(t, e))
 	if m == nil {
-		t.Fatal("/metrics has no rezuscloud_talos_watched_machines")
+		t.Fatalf("/metrics has no %s", name)
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n
@@ -127,6 +133,9 @@ func TestInventoryFromTheNodes(t *testing.T) {
 	}
 	if n := inventoryWatched(t, e); n < len(ms) {
 		t.Fatalf("%d machines watched, want at least production's %d", n, len(ms))
+	}
+	if n := metricInt(t, e, "rezuscloud_talos_probe_slots"); n < 4 || n > 32 {
+		t.Errorf("%d probe slots, want from 4 to --probe-concurrency's 32", n)
 	}
 
 	// A swapped disk and a new address, with no probe due for an hour.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/backend"
 	"github.com/rezuscloud/rezuscloud/backend/api"
+	"github.com/rezuscloud/rezuscloud/internal/metrics"
 	"github.com/rezuscloud/rezuscloud/reconciler"
 	"github.com/rezuscloud/rezuscloud/reconciler/talos"
 	"github.com/rezuscloud/rezuscloud/schema"
@@ -60,10 +61,15 @@ func (m *Main) openObserver() (err error) {
 		}
 	})
 	m.bundles = bundles
-	mt := m.metrics
-	mt.GaugeFunc("rezuscloud_talos_watched_machines", "Machines the Talos plane follows with open COSI watches.", func() float64 { return float64(m.plane.Watching()) })
-	mt.CounterFunc("rezuscloud_talos_probes_total", "Probes of machines over the Talos API (machines without an open watch, and rollouts' checks).", func() float64 { return float64(m.plane.Probes()) })
+	planeMetrics(m.metrics, m.plane)
 	return nil
+}
+
+// planeMetrics registers the Talos plane's metrics on mt.
+func planeMetrics(mt *metrics.Metrics, plane *talos.Plane) {
+	mt.GaugeFunc("rezuscloud_talos_watched_machines", "Machines the Talos plane follows with open COSI watches.", func() float64 { return float64(plane.Watching()) })
+	mt.CounterFunc("rezuscloud_talos_probes_total", "Probes of machines over the Talos API (machines without an open watch, and rollouts' checks).", func() float64 { return float64(plane.Probes()) })
+	mt.GaugeFunc("rezuscloud_talos_probe_slots", "Probes the Talos plane runs at once at most now: --probe-concurrency, fewer while probes come late but answer when asked again.", func() float64 { return float64(plane.ProbeSlots()) })
 }
 
 // observe runs the replica's observer until ctx ends. It passes at once

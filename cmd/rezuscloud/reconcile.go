@@ -289,8 +289,7 @@ func (p *reconcilerPart) mount() (err error) {
 	m.GaugeFunc("rezuscloud_watch_subscribers", "Open watch streams.", func() float64 { return float64(srv.WatchSubscribers()) })
 	m.CounterFunc("rezuscloud_watch_cutoffs_total", "Watch streams cut off for not keeping up.", func() float64 { return float64(srv.Hub().CutOffs()) })
 	if p.m.plane == nil { // a replica counts its plane's from the start
-		m.GaugeFunc("rezuscloud_talos_watched_machines", "Machines the Talos plane follows with open COSI watches.", func() float64 { return float64(p.plane.Watching()) })
-		m.CounterFunc("rezuscloud_talos_probes_total", "Probes of machines over the Talos API (machines without an open watch, and rollouts' checks).", func() float64 { return float64(p.plane.Probes()) })
+		planeMetrics(m, p.plane)
 	}
 	srv.ServeTenantSecrets(rec, p.audit)
 	srv.ServeMachineLogs(rec, p.audit)

@@ -235,6 +235,9 @@ func (pl *Plane) Watching() int { return pl.prober.Watching() }
 // Probes counts the probes made so far.
 func (pl *Plane) Probes() int64 { return pl.prober.Probes() }
 
+// ProbeSlots returns how many probes may run at once now (probeSlots).
+func (pl *Plane) ProbeSlots() int { return pl.prober.slots.slots() }
+
 // DefaultMaxWatched is how many machines the plane follows with watches
 // unless ObserverOptions.MaxWatched says otherwise. A watched machine
 // keeps its streams open: at 1,000 tenants, where the bound watches the
