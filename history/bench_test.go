@@ -1,7 +1,9 @@
 package history_test
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,31 +103,77 @@ func BenchmarkTenantHistory24h(b *testing.B) {
 
 // BenchmarkSamplesFleet stores one minute's gauges of 1,000 tenants × 8
 // machines in one transaction, as the plane hands them over, into hour
-// chunks that already hold 30 minutes.
+// chunks that already hold 30 minutes: the fleet's first hour ("hour"),
+// and an hour after a full day, when each machine's 23 older hour chunks
+// lie between its chunk and the next machine's ("day").
 func BenchmarkSamplesFleet(b *testing.B) {
-	const tenants, machines = 1000, 8
-	s := open(b, b.TempDir())
-	batch := func(minute int) {
-		update(b, s, func(tx store.Tx) error {
-			for t := range tenants {
-				tenant := fmt.Sprintf("t%04d", t)
-				ms := map[string]schema.MachineSample{}
-				for m := range machines {
-					ms[fmt.Sprintf("%s-m-%d", tenant, m)] = schema.MachineSample{Load1: 0.4, MemoryUsedBytes: 1 << 30, MemoryTotalBytes: 4 << 30}
+	for _, c := range []struct {
+		name  string
+		hours int
+	}{{"hour", 0}, {"day", 23}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := open(b, b.TempDir())
+			start := t0.Add(-time.Duration(c.hours) * time.Hour)
+			if c.hours > 0 {
+				for i := range 60 {
+					recordFleetMinute(b, s, start.Add(time.Duration(i)*time.Minute))
 				}
-				if err := history.RecordSamples(tx, tenant, t0.Add(time.Duration(minute)*time.Minute), ms); err != nil {
+				copyHour(b, s, start, c.hours-1)
+			}
+			for i := range 30 {
+				recordFleetMinute(b, s, t0.Add(time.Duration(i)*time.Minute))
+			}
+			i := 30
+			for b.Loop() {
+				recordFleetMinute(b, s, t0.Add(time.Duration(i%60)*time.Minute))
+				i++
+			}
+		})
+	}
+}
+
+// recordFleetMinute stores the gauges of 1,000 tenants × 8 machines taken
+// at at, in one transaction.
+func recordFleetMinute(b *testing.B, s store.Store, at time.Time) {
+	const tenants, machines = 1000, 8
+	update(b, s, func(tx store.Tx) error {
+		for t := range tenants {
+			tenant := fmt.Sprintf("t%04d", t)
+			ms := map[string]schema.MachineSample{}
+			for m := range machines {
+				ms[fmt.Sprintf("%s-m-%d", tenant, m)] = schema.MachineSample{Load1: 0.4, MemoryUsedBytes: 1 << 30, MemoryTotalBytes: 4 << 30}
+			}
+			if err := history.RecordSamples(tx, tenant, at, ms); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// copyHour copies every machine's gauges of the hour from start to the n
+// hours after it: a chunk's entries are offsets from the start its key
+// names, so each copy reads as that hour's.
+func copyHour(b *testing.B, s store.Store, start time.Time, n int) {
+	from := fmt.Sprintf("/%010d", start.Unix())
+	chunks := map[string][]byte{}
+	view(b, s, func(tx store.Tx) error {
+		return tx.ScanSeries("h/", func(k string, data []byte) error {
+			if strings.Contains(k, "/s/") && strings.HasSuffix(k, from) {
+				chunks[strings.TrimSuffix(k, from)] = bytes.Clone(data)
+			}
+			return nil
+		})
+	})
+	for h := 1; h <= n; h++ {
+		to := fmt.Sprintf("/%010d", start.Add(time.Duration(h)*time.Hour).Unix())
+		update(b, s, func(tx store.Tx) error {
+			for k, data := range chunks {
+				if err := tx.PutSeries(k+to, data); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
-	}
-	for i := range 30 {
-		batch(i)
-	}
-	i := 30
-	for b.Loop() {
-		batch(i % 60)
-		i++
 	}
 }

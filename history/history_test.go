@@ -3,6 +3,8 @@ package history_test
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -326,6 +328,83 @@ func TestResample(t *testing.T) {
 		}
 		if h.Step != 900 || len(h.Samples) != 96 {
 			t.Errorf("step %d with %d samples, want 900 with 96", h.Step, len(h.Samples))
+		}
+		return nil
+	})
+}
+
+// TestSamplesWrittenInAnyOrderKeepTheSameBytes: a minute's sample after
+// the chunk's last is appended to its bytes, any other rewrites the chunk;
+// both give the bytes of the hour written in time order, and a second
+// sample of a minute replaces the first either way.
+func TestSamplesWrittenInAnyOrderKeepTheSameBytes(t *testing.T) {
+	gauge := func(i int) schema.MachineSample {
+		// The total and etcd's size change now and then, as the encoding
+		// writes them from the entry before.
+		return schema.MachineSample{Load1: float64(i%7) / 4, MemoryUsedBytes: uint64(1<<30 + i<<20),
+			MemoryTotalBytes: uint64(4+i/20) << 30, EtcdDBSizeBytes: int64(20<<20 - (i%3)*4096), EtcdLeader: i%2 == 0}
+	}
+	write := func(order []int) map[string]string {
+		s := open(t, t.TempDir())
+		defer checkMinuteFive(t, s, gauge(slices.Max(order)/60*60+5), order)
+		update(t, s, func(tx store.Tx) error {
+			for _, i := range order {
+				at := t0.Add(time.Duration(i%60)*time.Minute + time.Duration(i/60)*time.Second)
+				if err := history.RecordSamples(tx, "acme", at, map[string]schema.MachineSample{"cp-1": gauge(i)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		chunks := map[string]string{}
+		view(t, s, func(tx store.Tx) error {
+			return tx.ScanSeries("h/acme/s/", func(k string, data []byte) error {
+				chunks[k] = string(data)
+				return nil
+			})
+		})
+		return chunks
+	}
+	inOrder := make([]int, 60)
+	for i := range inOrder {
+		inOrder[i] = i
+	}
+	// 60+i is minute i again, a second later: it replaces i's sample.
+	replaced := append(slices.Clone(inOrder), 60+5, 60+59)
+	reversed := slices.Clone(inOrder)
+	slices.Reverse(reversed)
+	replacedLater := append(slices.Clone(reversed), 60+5, 60+59)
+	want := write(inOrder)
+	if len(want) != 1 {
+		t.Fatalf("%d chunks, want 1", len(want))
+	}
+	if got := write(reversed); !maps.Equal(got, want) {
+		t.Errorf("written backwards: %x, want %x", got, want)
+	}
+	if maps.Equal(write(replaced), want) {
+		t.Fatal("a replaced sample changed nothing")
+	}
+	if got, want := write(replacedLater), write(replaced); !maps.Equal(got, want) {
+		t.Errorf("replaced after writing backwards: %x, want %x", got, want)
+	}
+}
+
+// checkMinuteFive fails t unless cp-1's hour has a sample a minute, and
+// that of minute 5 is want, written at the second of its last writing in
+// order.
+func checkMinuteFive(t *testing.T, s store.Store, want schema.MachineSample, order []int) {
+	t.Helper()
+	view(t, s, func(tx store.Tx) error {
+		h, err := history.Machine(tx, "acme", "cp-1", history.Query{Since: t0, Until: t0.Add(time.Hour)})
+		if err != nil {
+			return err
+		}
+		if len(h.Samples) != 60 {
+			t.Fatalf("%d samples, want 60", len(h.Samples))
+		}
+		want.At = t0.Add(5*time.Minute + time.Duration(slices.Max(order)/60)*time.Second)
+		if got := h.Samples[5]; got != want {
+			t.Errorf("minute 5 after %v: %+v, want %+v", order[len(order)-2:], got, want)
 		}
 		return nil
 	})

@@ -1,6 +1,8 @@
 package history
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -111,20 +113,9 @@ func RecordSamples(tx store.Tx, tenant string, at time.Time, s map[string]schema
 		if err := checkName("machine", machine); err != nil {
 			return err
 		}
-		key := chunkKey(tenant, kindSamples, machine, start)
-		ss, err := load(tx, key, func(r *reader) schema.MachineSample { return getTimedSample(r, start) })
-		if err != nil {
-			return err
-		}
 		sample := s[machine]
 		sample.At = at
-		i := slices.IndexFunc(ss, func(x schema.MachineSample) bool { return x.At.Truncate(minute).Equal(at.Truncate(minute)) })
-		if i >= 0 {
-			ss[i] = sample
-		} else {
-			ss = insert(ss, sample, func(s schema.MachineSample) time.Time { return s.At })
-		}
-		if err := save(tx, key, nil, ss, func(w *writer, s schema.MachineSample) { putTimedSample(w, start, s) }); err != nil {
+		if err := recordSample(tx, chunkKey(tenant, kindSamples, machine, start), start, sample); err != nil {
 			return err
 		}
 	}
@@ -132,6 +123,44 @@ func RecordSamples(tx store.Tx, tenant string, at time.Time, s map[string]schema
 		return nil
 	}
 	return markTenant(tx, tenant)
+}
+
+// recordSample puts sample into the chunk under key, which starts at
+// start. A sample of a minute after the chunk's last, as every minute's
+// is, is appended to the chunk's bytes, from the state of its last entry:
+// the same bytes as the chunk written anew, without decoding its samples
+// into memory first, which at a fleet's minute was most of what storing
+// it allocated. Any other sample (a minute already there, or an earlier
+// one) rewrites the chunk in time order.
+func recordSample(tx store.Tx, key string, start time.Time, sample schema.MachineSample) error {
+	data, err := tx.Series(key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	r := &reader{b: data}
+	var last time.Time
+	for r.more() {
+		last = getTimedSample(r, start).At
+	}
+	if r.err != nil {
+		return fmt.Errorf("history %s: %w", key, r.err)
+	}
+	if len(data) == 0 || last.Truncate(minute).Before(sample.At.Truncate(minute)) {
+		w := &writer{b: append(make([]byte, 0, len(data)+maxSampleBytes), data...), total: r.total, db: r.db}
+		putTimedSample(w, start, sample)
+		return tx.PutSeries(key, w.b)
+	}
+	ss, err := decode(key, data, func(r *reader) schema.MachineSample { return getTimedSample(r, start) })
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(ss, func(x schema.MachineSample) bool { return x.At.Truncate(minute).Equal(sample.At.Truncate(minute)) })
+	if i >= 0 {
+		ss[i] = sample
+	} else {
+		ss = insert(ss, sample, func(s schema.MachineSample) time.Time { return s.At })
+	}
+	return save(tx, key, nil, ss, func(w *writer, s schema.MachineSample) { putTimedSample(w, start, s) })
 }
 
 func getTimedSample(r *reader, start time.Time) schema.MachineSample {
