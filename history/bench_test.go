@@ -104,8 +104,8 @@ func BenchmarkTenantHistory24h(b *testing.B) {
 // BenchmarkSamplesFleet stores one minute's gauges of 1,000 tenants × 8
 // machines in one transaction, as the plane hands them over, into hour
 // chunks that already hold 30 minutes: the fleet's first hour ("hour"),
-// and an hour after a full day, when each machine's 23 older hour chunks
-// lie between its chunk and the next machine's ("day").
+// and an hour after a full day, when each tenant's 23 older hours of
+// chunks lie between its chunks and the next tenant's ("day").
 func BenchmarkSamplesFleet(b *testing.B) {
 	for _, c := range []struct {
 		name  string
@@ -155,21 +155,21 @@ func recordFleetMinute(b *testing.B, s store.Store, at time.Time) {
 // hours after it: a chunk's entries are offsets from the start its key
 // names, so each copy reads as that hour's.
 func copyHour(b *testing.B, s store.Store, start time.Time, n int) {
-	from := fmt.Sprintf("/%010d", start.Unix())
+	from := fmt.Sprintf("/m/%010d/", start.Unix())
 	chunks := map[string][]byte{}
 	view(b, s, func(tx store.Tx) error {
 		return tx.ScanSeries("h/", func(k string, data []byte) error {
-			if strings.Contains(k, "/s/") && strings.HasSuffix(k, from) {
-				chunks[strings.TrimSuffix(k, from)] = bytes.Clone(data)
+			if strings.Contains(k, from) {
+				chunks[k] = bytes.Clone(data)
 			}
 			return nil
 		})
 	})
 	for h := 1; h <= n; h++ {
-		to := fmt.Sprintf("/%010d", start.Add(time.Duration(h)*time.Hour).Unix())
+		to := fmt.Sprintf("/m/%010d/", start.Add(time.Duration(h)*time.Hour).Unix())
 		update(b, s, func(tx store.Tx) error {
 			for k, data := range chunks {
-				if err := tx.PutSeries(k+to, data); err != nil {
+				if err := tx.PutSeries(strings.Replace(k, from, to, 1), data); err != nil {
 					return err
 				}
 			}

@@ -13,12 +13,24 @@ import (
 
 // Kinds of chunk, the letter in their keys.
 const (
-	kindTransitions  = "t"
-	kindSamples      = "s"
-	kindDownsampled  = "d"
-	kindAvailability = "a"
-	kindMarks        = "k"
+	kindTransitions = "t"
+	// kindSamples are the gauges at full resolution, keyed by their hour
+	// first, so that the chunks a minute's samples of a tenant append to
+	// lie side by side: keyed by machine first (kindMachineSamples), each
+	// machine's older hours lay between them, and a fleet's minute
+	// rewrote a page of the store for nearly every machine.
+	kindSamples = "m"
+	// kindMachineSamples are gauges at full resolution as they were
+	// written before, keyed by machine first: read and downsampled as
+	// kindSamples are, until they age out of Options.Full.
+	kindMachineSamples = "s"
+	kindDownsampled    = "d"
+	kindAvailability   = "a"
+	kindMarks          = "k"
 )
+
+// hourly says whether chunks of kind hold an hour (else a day).
+func hourly(kind string) bool { return kind == kindSamples || kind == kindMachineSamples }
 
 // tenantPrefix is the prefix of every chunk of tenant; indexPrefix that of
 // the index of tenants with history, which Tenants reads.
@@ -33,10 +45,14 @@ func tenantPrefix(tenant string) string { return chunkPrefix + tenant + "/" }
 // when the kind is a machine's.
 func chunkKey(tenant, kind, machine string, start time.Time) string {
 	k := tenantPrefix(tenant) + kind + "/"
-	if machine != "" {
-		k += machine + "/"
+	at := fmt.Sprintf("%010d", start.Unix())
+	switch {
+	case kind == kindSamples:
+		return k + at + "/" + machine
+	case machine != "":
+		return k + machine + "/" + at
 	}
-	return k + fmt.Sprintf("%010d", start.Unix())
+	return k + at
 }
 
 // parsedKey is a chunk key taken apart.
@@ -49,15 +65,18 @@ type parsedKey struct {
 func parseKey(tenant, key string) (parsedKey, error) {
 	parts := strings.Split(strings.TrimPrefix(key, tenantPrefix(tenant)), "/")
 	var p parsedKey
+	at := parts[len(parts)-1]
 	switch {
 	case len(parts) == 2:
 		p.kind = parts[0]
+	case len(parts) == 3 && parts[0] == kindSamples:
+		p.kind, at, p.machine = parts[0], parts[1], parts[2]
 	case len(parts) == 3:
 		p.kind, p.machine = parts[0], parts[1]
 	default:
 		return p, fmt.Errorf("history key %q: %w", key, errCorrupt)
 	}
-	sec, err := strconv.ParseInt(parts[len(parts)-1], 10, 64)
+	sec, err := strconv.ParseInt(at, 10, 64)
 	if err != nil {
 		return p, fmt.Errorf("history key %q: %w", key, errCorrupt)
 	}

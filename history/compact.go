@@ -80,13 +80,13 @@ func Compact(tx store.Tx, tenant string, now time.Time, o Options) error {
 			return err
 		}
 		span := day
-		if p.kind == kindSamples {
+		if hourly(p.kind) {
 			span = time.Hour
 		}
 		switch end := p.start.Add(span); {
 		case !end.After(keepFrom):
 			drop = append(drop, key)
-		case p.kind == kindSamples && !end.After(fullFrom):
+		case hourly(p.kind) && !end.After(fullFrom):
 			downsample = append(downsample, key)
 		}
 		return nil

@@ -10,12 +10,14 @@
 // under keys
 //
 //	h/TENANT/t/MACHINE/DAY   transitions of a machine, one chunk a day
-//	h/TENANT/s/MACHINE/HOUR  samples at full resolution, one chunk an hour
+//	h/TENANT/m/HOUR/MACHINE  samples at full resolution, one chunk an hour
 //	h/TENANT/d/MACHINE/DAY   downsampled samples, one chunk a day
 //	h/TENANT/a/DAY           the tenant's availability, one chunk a day
 //	h/TENANT/k/DAY           marks, one chunk a day
 //
 // where DAY and HOUR are the chunk's start in Unix seconds, ten digits.
+// Samples written before they were keyed by hour first, under
+// h/TENANT/s/MACHINE/HOUR, are read and downsampled as the others are.
 // Compact downsamples the samples older than Options.Full to
 // Options.Step and drops what is older than Options.Keep. The bytes a
 // machine takes a day are bounded (MaxMachineDayBytes): one sample a

@@ -1,10 +1,12 @@
 package history_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -358,7 +360,7 @@ func TestSamplesWrittenInAnyOrderKeepTheSameBytes(t *testing.T) {
 		})
 		chunks := map[string]string{}
 		view(t, s, func(tx store.Tx) error {
-			return tx.ScanSeries("h/acme/s/", func(k string, data []byte) error {
+			return tx.ScanSeries("h/acme/m/", func(k string, data []byte) error {
 				chunks[k] = string(data)
 				return nil
 			})
@@ -405,6 +407,87 @@ func checkMinuteFive(t *testing.T, s store.Store, want schema.MachineSample, ord
 		want.At = t0.Add(5*time.Minute + time.Duration(slices.Max(order)/60)*time.Second)
 		if got := h.Samples[5]; got != want {
 			t.Errorf("minute 5 after %v: %+v, want %+v", order[len(order)-2:], got, want)
+		}
+		return nil
+	})
+}
+
+// TestGaugesKeyedByMachineFirstAgeOutAsBefore: the gauges a server wrote
+// before their chunks were keyed by hour first are read, and downsampled
+// by retention, as if they had been written now; another machine's
+// chunks of the same hours stay out of a machine's history.
+func TestGaugesKeyedByMachineFirstAgeOutAsBefore(t *testing.T) {
+	record := func(machineFirst bool) store.Store {
+		s := open(t, t.TempDir())
+		recordDays(t, s, 2)
+		update(t, s, func(tx store.Tx) error {
+			at := t0.Add(30 * time.Hour)
+			return history.RecordSamples(tx, "acme", at, map[string]schema.MachineSample{"cp-2": sample(7)})
+		})
+		if machineFirst {
+			rekeyMachineFirst(t, s, "cp-1")
+		}
+		return s
+	}
+	machine := func(s store.Store) schema.MachineHistory {
+		var h schema.MachineHistory
+		view(t, s, func(tx store.Tx) error {
+			var err error
+			h, err = history.Machine(tx, "acme", "cp-1", history.Query{Since: t0, Until: t0.Add(2 * day)})
+			return err
+		})
+		return h
+	}
+	now, hourFirst, machineFirst := t0.Add(2*day), record(false), record(true)
+	want := machine(hourFirst)
+	if len(want.Samples) != 2*24*60 {
+		t.Fatalf("%d samples, want %d", len(want.Samples), 2*24*60)
+	}
+	if diff := cmp.Diff(want, machine(machineFirst)); diff != "" {
+		t.Errorf("keyed by machine first (-hour first +machine first):\n%s", diff)
+	}
+	o := history.Options{Full: 24 * time.Hour, Step: time.Hour, Keep: 30 * day}
+	for _, s := range []store.Store{hourFirst, machineFirst} {
+		update(t, s, func(tx store.Tx) error { return history.Compact(tx, "acme", now, o) })
+	}
+	want = machine(hourFirst)
+	if want.Step != 3600 || len(want.Samples) != 24+24*60 {
+		t.Fatalf("compacted: step %d with %d samples, want 3600 with %d", want.Step, len(want.Samples), 24+24*60)
+	}
+	if diff := cmp.Diff(want, machine(machineFirst)); diff != "" {
+		t.Errorf("compacted, keyed by machine first (-hour first +machine first):\n%s", diff)
+	}
+	if n := seriesBytes(t, machineFirst, "h/acme/s/cp-1/"); n == 0 {
+		t.Error("no chunk keyed by machine first is left within the full resolution's day")
+	}
+}
+
+// rekeyMachineFirst moves machine's hour chunks of tenant acme to the keys
+// they had before they were keyed by hour first.
+func rekeyMachineFirst(t *testing.T, s store.Store, machine string) {
+	t.Helper()
+	update(t, s, func(tx store.Tx) error {
+		moved := map[string][]byte{}
+		err := tx.ScanSeries("h/acme/m/", func(k string, data []byte) error {
+			hour, m, _ := strings.Cut(strings.TrimPrefix(k, "h/acme/m/"), "/")
+			if m == machine {
+				moved[k] = bytes.Clone(data)
+				moved["h/acme/s/"+m+"/"+hour] = bytes.Clone(data)
+			}
+			return nil
+		})
+		if err != nil || len(moved) == 0 {
+			return fmt.Errorf("no chunk of %s to move (%v)", machine, err)
+		}
+		for k, data := range moved {
+			if strings.HasPrefix(k, "h/acme/m/") {
+				err = tx.DeleteSeries(k)
+			} else {
+				err = tx.PutSeries(k, data)
+			}
+			if err != nil {
+				return err
+			}
 		}
 		return nil
 	})

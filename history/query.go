@@ -40,7 +40,7 @@ func Machine(tx store.Tx, tenant, machine string, q Query) (schema.MachineHistor
 	err := scanMachine(tx, tenant, machine, func(p parsedKey, key string, data []byte) error {
 		found = true
 		switch p.kind {
-		case kindSamples:
+		case kindSamples, kindMachineSamples:
 			if !w.overlaps(p.start, time.Hour) {
 				return nil
 			}
@@ -88,13 +88,19 @@ func Machine(tx store.Tx, tenant, machine string, q Query) (schema.MachineHistor
 }
 
 // scanMachine calls fn with each sample chunk of machine (full and
-// downsampled), in key order.
+// downsampled), kind by kind in key order. The full-resolution chunks
+// keyed by hour first are those of every machine of the tenant, and fn
+// is called with machine's alone.
 func scanMachine(tx store.Tx, tenant, machine string, fn func(p parsedKey, key string, data []byte) error) error {
-	for _, kind := range []string{kindDownsampled, kindSamples} {
-		err := tx.ScanSeries(tenantPrefix(tenant)+kind+"/"+machine+"/", func(key string, data []byte) error {
+	prefixes := []string{kindDownsampled + "/" + machine + "/", kindMachineSamples + "/" + machine + "/", kindSamples + "/"}
+	for _, prefix := range prefixes {
+		err := tx.ScanSeries(tenantPrefix(tenant)+prefix, func(key string, data []byte) error {
 			p, err := parseKey(tenant, key)
-			if err != nil {
+			switch {
+			case err != nil:
 				return err
+			case p.machine != machine:
+				return nil // an hour's chunk of another machine
 			}
 			return fn(p, key, data)
 		})
