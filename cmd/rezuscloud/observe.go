@@ -32,10 +32,11 @@ func (m *Main) openPlane(now func() time.Time) (*talos.Plane, error) {
 	tf := m.flags.talos
 	pool := talos.NewPool(talos.PoolOptions{})
 	m.onClose(pool.Close)
-	prober := talos.NewProber(pool, talos.ProberOptions{TTL: tf.probeTTL, Concurrency: tf.probeConcurrency, Timeout: tf.probeTimeout})
+	log := m.log.With("component", "talos")
+	prober := talos.NewProber(pool, talos.ProberOptions{TTL: tf.probeTTL, Concurrency: tf.probeConcurrency, Timeout: tf.probeTimeout, Log: log})
 	return talos.New(talos.Options{
 		Store: m.Server.Store(), Pool: pool, Prober: prober, Installer: tf.installer,
-		Timeout: tf.timeout, Wait: tf.wait, Logger: m.log.With("component", "talos"), Now: now,
+		Timeout: tf.timeout, Wait: tf.wait, Logger: log, Now: now,
 		Gate: m.replicaGate(),
 	})
 }

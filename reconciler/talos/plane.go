@@ -126,7 +126,7 @@ func New(opts Options) (*Plane, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Prober == nil {
-		opts.Prober = NewProber(opts.Pool, ProberOptions{Now: opts.Now, Timeout: opts.CallTimeout})
+		opts.Prober = NewProber(opts.Pool, ProberOptions{Now: opts.Now, Timeout: opts.CallTimeout, Log: opts.Logger})
 	}
 	pl := &Plane{opts: opts, store: opts.Store, pool: opts.Pool, prober: opts.Prober, log: opts.Logger,
 		lastProgress: map[string]status.Rollout{}, kick: make(chan struct{}, 1), machines: &machineList{stale: true}, kube: newKubeWatch()}

@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,9 @@ type ProberOptions struct {
 	Timeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Log tells when fewer probes run at once, and when as many as
+	// Concurrency run again; nil logs nothing.
+	Log *slog.Logger
 }
 
 // Prober observes machines through a Pool, at most once per machine per
@@ -88,6 +92,9 @@ func NewProber(pool *Pool, opts ProberOptions) *Prober {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Prober{pool: pool, opts: opts, slots: newProbeSlots(opts.Concurrency), entries: map[string]*probeEntry{}}
 }
@@ -378,7 +385,14 @@ func (p *Prober) probe(ctx context.Context, tenant string, bundle []byte, m Mach
 		return Observation{Machine: m.ID, At: p.opts.Now(), Error: err.Error()}
 	}
 	slow := false
-	defer func() { p.slots.release(epoch, slow) }()
+	defer func() {
+		switch change, n := p.slots.release(epoch, slow); change {
+		case slotsHalved:
+			p.opts.Log.Warn("fewer probes run at once: a machine answered late, then in time when asked again on its own", "probe_slots", n, "tenant", tenant, "machine", m.ID)
+		case slotsFull:
+			p.opts.Log.Info("as many probes run at once as --probe-concurrency allows again", "probe_slots", n)
+		}
+	}()
 	p.probes.Add(1)
 	obs, late := p.attempt(ctx, tenant, bundle, m, prev, have, inventory, viaGateway)
 	if late && ctx.Err() == nil {

@@ -2,6 +2,7 @@ package talos
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -301,7 +302,8 @@ func TestProberAsksALateMachineOnceMore(t *testing.T) {
 	r := newRig(t)
 	tr := r.formed("acme", 1, 2)
 	const timeout = 2 * time.Second
-	p := NewProber(r.pool, ProberOptions{Timeout: timeout})
+	var logged lockedLog
+	p := NewProber(r.pool, ProberOptions{Timeout: timeout, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	ctx := ctxT(t)
 	late, gone := tr.ms[1], tr.ms[2]
 	if err := r.host.SetFault(late.ID, talosnode.Fault{StatusDelay: time.Minute}); err != nil {
@@ -321,6 +323,9 @@ func TestProberAsksALateMachineOnceMore(t *testing.T) {
 	}
 	if n := p.slots.slots(); n != 16 {
 		t.Fatalf("after a machine answered in time when asked again: %d probe slots, want 32 halved", n)
+	}
+	if l := logged.String(); strings.Count(l, "fewer probes run at once") != 1 || !strings.Contains(l, "probe_slots=16 tenant=acme machine="+late.ID) {
+		t.Fatalf("the halving logged as %q, want once with the slots and the machine", l)
 	}
 
 	if err := r.host.SetFault(late.ID, talosnode.Fault{StatusDelay: time.Minute}); err != nil {
@@ -342,6 +347,9 @@ func TestProberAsksALateMachineOnceMore(t *testing.T) {
 	}
 	if n := p.slots.slots(); n != 16 {
 		t.Fatalf("after a machine late twice and one that refuses: %d probe slots, want 16 still", n)
+	}
+	if n := strings.Count(logged.String(), "probe_slots="); n != 1 {
+		t.Fatalf("%d lines of probe slots logged, want only the halving's:\n%s", n, logged.String())
 	}
 }
 

@@ -51,24 +51,48 @@ func (s *probeSlots) acquire(ctx context.Context) (epoch int, err error) {
 	return s.halved, nil
 }
 
+// slotsChange is what a release did to the slots.
+type slotsChange uint8
+
+const (
+	slotsKept   slotsChange = iota
+	slotsHalved             // a probe came late: fewer run at once
+	slotsFull               // back to the Concurrency after a halving
+)
+
 // release frees a slot taken at epoch; slow says that its probe came
-// late and answered when asked again.
-func (s *probeSlots) release(epoch int, slow bool) {
+// late and answered when asked again. It returns what that did to the
+// slots, and how many there are now.
+func (s *probeSlots) release(epoch int, slow bool) (slotsChange, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	change := slotsKept
 	switch {
 	case slow && epoch != s.halved:
 		// Begun before the last halving: it tells nothing of the slots now.
 	case slow:
-		s.limit = max(s.limit/2, min(minProbeSlots, cap(s.sem)))
+		if was := s.limit; was > min(minProbeSlots, cap(s.sem)) {
+			s.limit = max(was/2, minProbeSlots)
+			change = slotsHalved
+		}
 		s.onTime = 0
 		s.halved++
 	case s.limit < cap(s.sem):
 		if s.onTime++; s.onTime >= s.limit {
 			s.limit++
 			s.onTime = 0
+			if s.limit == cap(s.sem) {
+				change = slotsFull
+			}
 		}
 	}
+	s.returnLocked()
+	return change, s.limit
+}
+
+// returnLocked hands back the token of a released slot, or keeps it out
+// of use while the limit asks for fewer slots. Called with s.mu held.
+func (s *probeSlots) returnLocked() {
 	if s.held < cap(s.sem)-s.limit {
 		s.held++ // the slot goes out of use with its token
 		s.holdFreeLocked()

@@ -44,8 +44,12 @@ func TestProbeSlotsFollowHowProbesFare(t *testing.T) {
 	for i := range epochs {
 		epochs[i] = acquire()
 	}
-	s.release(epochs[0], true)
-	s.release(epochs[1], true)
+	if change, n := s.release(epochs[0], true); change != slotsHalved || n != 16 {
+		t.Fatalf("a slow probe: change %d to %d slots, want halved to 16", change, n)
+	}
+	if change, n := s.release(epochs[1], true); change != slotsKept || n != 16 {
+		t.Fatalf("a slow probe begun before the halving: change %d to %d slots, want none at 16", change, n)
+	}
 	for _, e := range epochs[2:] {
 		s.release(e, false)
 	}
@@ -67,12 +71,18 @@ func TestProbeSlotsFollowHowProbesFare(t *testing.T) {
 	}
 	takes(minProbeSlots, "at the fewest")
 
-	// Back up to the most, and no further.
+	// Back up to the most, and no further, told once.
+	full := 0
 	for range 2000 {
-		s.release(acquire(), false)
+		if change, n := s.release(acquire(), false); change == slotsFull {
+			full++
+			if n != 32 {
+				t.Fatalf("back to full at %d slots, want 32", n)
+			}
+		}
 	}
-	if n := s.slots(); n != 32 {
-		t.Fatalf("after many on time: %d slots, want 32", n)
+	if n := s.slots(); n != 32 || full != 1 {
+		t.Fatalf("after many on time: %d slots, told full %d times; want 32, once", n, full)
 	}
 	takes(32, "back at the most")
 
@@ -81,7 +91,9 @@ func TestProbeSlotsFollowHowProbesFare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	few.release(epoch, true)
+	if change, _ := few.release(epoch, true); change != slotsKept {
+		t.Fatalf("a prober of 2 slots after a slow probe: change %d, want none", change)
+	}
 	if n := few.slots(); n != 2 {
 		t.Fatalf("a prober of 2 slots after a slow probe: %d, want 2", n)
 	}
