@@ -63,7 +63,18 @@ type ObserverOptions struct {
 	// plane to forward it again (watch.go); default a minute. One that
 	// opened directly for want of such a control plane looks every 2 s.
 	RegateInterval time.Duration
+	// StreamQuiet is how long a stream connection (the watches' and
+	// events streams') may read nothing before its machine is asked
+	// whether it still answers (Pool.CheckQuietStreams); default
+	// DefaultStreamQuiet. It is looked for every third of it.
+	StreamQuiet time.Duration
 }
+
+// DefaultStreamQuiet is how long a stream connection may read nothing
+// before its machine is asked whether it answers: longer than the
+// minute between samples, which the connections of events streams carry,
+// so that only those without samples are asked.
+const DefaultStreamQuiet = 90 * time.Second
 
 // RunObserver keeps the status of machines, node groups and tenants in
 // the store up to date with what the machines say, until ctx ends: every
@@ -93,6 +104,8 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 		pl.watching.Store(true)
 		defer pl.watching.Store(false)
 		defer pl.watches.stop()
+		stop := pl.startQuietChecks(ctx, cmp.Or(opts.StreamQuiet, DefaultStreamQuiet))
+		defer stop()
 	}
 	if opts.OnSamples != nil {
 		stop := pl.startSampler(ctx, opts)
@@ -122,6 +135,22 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 		case <-pl.kick:
 		}
 	}
+}
+
+// startQuietChecks resets the stream connections that read nothing for
+// quiet and then do not answer a call in time either, every third of
+// quiet, until ctx ends or the returned function is called: their
+// watches and events streams end, and open again on new connections,
+// which a machine that stopped answering does not take, so that it shows
+// as not connected within about twice quiet instead of the keepalive's
+// minutes.
+func (pl *Plane) startQuietChecks(ctx context.Context, quiet time.Duration) (stop func()) {
+	return every(ctx, quiet/3, func(ctx context.Context) {
+		for _, q := range pl.pool.CheckQuietStreams(ctx, quiet, pl.prober.opts.Timeout) {
+			pl.log.Warn("a machine's stream connection read nothing and did not answer in time: closed, its streams open again",
+				"tenant", q.Tenant, "address", q.Address, "quiet", quiet)
+		}
+	})
 }
 
 // probePass is how often the observer passes while machines are probed:

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -180,6 +181,55 @@ func (sc *StreamConn) Watch(ctx context.Context, node, ns, typ string) (*connect
 	return sc.watch.CallServerStream(ctx, req)
 }
 
+// QuietStream is a stream connection that read nothing for a while and
+// did not answer a call in time either.
+type QuietStream struct {
+	Tenant, Address string
+}
+
+// CheckQuietStreams asks the machine at the end of each stream connection
+// that has read nothing for quiet for its version, over that connection,
+// within timeout. An idle stream connection is pinged only after 6
+// minutes (streamsKeepalive), as gRPC servers allow, so a machine gone
+// behind a network that drops its packets (without closing its
+// connections) would keep its streams open, silent, until then. One that
+// does not answer in time is reset, which ends its streams (they open
+// again afresh), and returned. A stream connection that reads, such as
+// one that carries the minute's samples, is not asked.
+func (p *Pool) CheckQuietStreams(ctx context.Context, quiet, timeout time.Duration) []QuietStream {
+	p.mu.Lock()
+	var quietOnes []*StreamConn
+	for _, sc := range p.streams {
+		if last, open := sc.conn.lastRead(); open && time.Since(last) >= quiet {
+			sc.users++
+			quietOnes = append(quietOnes, sc)
+		}
+	}
+	p.mu.Unlock()
+	var (
+		mu    sync.Mutex
+		reset []QuietStream
+		wg    sync.WaitGroup
+	)
+	for _, sc := range quietOnes {
+		wg.Go(func() {
+			defer p.releaseStreams(sc)
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			_, err := fanOutCall[machine.VersionResponse](cctx, sc, machine.MachineService_Version_FullMethodName, nil)
+			if err == nil || ctx.Err() != nil || !errors.Is(cctx.Err(), context.DeadlineExceeded) {
+				return // it answered, or failed in a way that tells it is there or gone
+			}
+			sc.Reset()
+			mu.Lock()
+			defer mu.Unlock()
+			reset = append(reset, QuietStream{Tenant: sc.key.tenant, Address: sc.key.address})
+		})
+	}
+	wg.Wait()
+	return reset
+}
+
 // Reset closes the connections sc has made, and ends their streams, so
 // that the next stream dials afresh: for a connection that stopped
 // answering without closing (a machine that came back after a network
@@ -247,10 +297,20 @@ type streamDialer struct {
 	closed bool
 }
 
-// dialedConn is a connection of a streamDialer.
+// dialedConn is a connection of a streamDialer. lastRead is when it
+// last read anything (Unix nanoseconds), or was dialed.
 type dialedConn struct {
 	*tls.Conn
-	sd *streamDialer
+	sd       *streamDialer
+	lastRead atomic.Int64
+}
+
+func (c *dialedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.lastRead.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 func (c *dialedConn) Close() error {
@@ -267,6 +327,7 @@ func (sd *streamDialer) dial(ctx context.Context, network, addr string, cfg *tls
 		return nil, err
 	}
 	c := &dialedConn{Conn: nc.(*tls.Conn), sd: sd}
+	c.lastRead.Store(time.Now().UnixNano())
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
 	if sd.closed {
@@ -285,6 +346,18 @@ func (sd *streamDialer) close() {
 	sd.closed = true
 	sd.mu.Unlock()
 	sd.closeConns()
+}
+
+// lastRead is when the connections dialed so far last read anything;
+// false when none is open.
+func (sd *streamDialer) lastRead() (time.Time, bool) {
+	sd.mu.Lock()
+	defer sd.mu.Unlock()
+	var last int64
+	for c := range sd.conns {
+		last = max(last, c.lastRead.Load())
+	}
+	return time.Unix(0, last), len(sd.conns) > 0
 }
 
 // closeConns closes the connections dialed so far.

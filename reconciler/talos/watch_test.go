@@ -309,6 +309,39 @@ func TestWatchBrokenKeepsStatusFresh(t *testing.T) {
 	}
 }
 
+// TestASilentMachineShowsAsNotConnectedWithoutTheKeepalive: a control
+// plane that stops answering without closing its connections (as behind
+// a network that drops its packets) keeps its watches open, silent; once
+// its stream connection has read nothing for StreamQuiet and does not
+// answer a call in time, it is reset, the watch breaks, and the probe
+// that follows shows the machine as not connected, minutes before the
+// connection's keepalive would. Once it answers again, its watch is back.
+func TestASilentMachineShowsAsNotConnectedWithoutTheKeepalive(t *testing.T) {
+	const quiet = time.Second
+	tr := watchRigWith(t, 1, 1, ObserverOptions{StreamQuiet: quiet})
+	cp := tr.ms[0]
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{Silent: true}); err != nil {
+		t.Fatal(err)
+	}
+	// quiet, a check within a third of it, the check's timeout (2 s), the
+	// watch's open again at once (its dial gives up after 5 s), and the
+	// probe's two attempts (2 s each): about 12 s, against the 6 minutes
+	// of the keepalive.
+	took := within(t, 20*time.Second, "the silent control plane not connected in the store", func() bool {
+		return !tr.storedStatus(cp.ID).Connected
+	})
+	t.Logf("not connected in the store after %s", took)
+	if err := tr.host.SetFault(cp.ID, talosnode.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 40*time.Second, "the control plane watched and connected again", func() bool {
+		return tr.plane.watchedNow(cp.ID) && tr.storedStatus(cp.ID).Connected
+	})
+	if !tr.storedStatus(tr.ms[1].ID).Connected {
+		t.Fatal("the worker, which answered throughout, shows as not connected")
+	}
+}
+
 // TestSamplerGivesTheGauges: every sample interval, OnSamples gets the
 // load and memory of every watched machine that answers, and the etcd DB
 // size and leadership of control planes; a machine that does not answer

@@ -60,6 +60,13 @@ type Fault struct {
 	// answer tells the machine as it was when read. It applies to reads
 	// that start while it is set.
 	StatusDelay time.Duration `json:"statusDelay,omitempty"`
+	// Silent makes the node's API stop answering without closing
+	// anything, as behind a network that drops its packets: its port
+	// still accepts connections, but nothing is read from or written to
+	// any of them (a TLS handshake hangs) while it holds; what was sent
+	// meanwhile goes through once it clears, as TCP delivers it after a
+	// partition.
+	Silent bool `json:"silent,omitempty"`
 	// Disks, when not empty, replace the node's disks (the first is the
 	// system disk), as after swapping them: its block resources change
 	// and their watches fire.
@@ -185,7 +192,7 @@ func (h *Host) applyFaults(all Faults) {
 			if f.WipeEtcd && !n.fault.WipeEtcd {
 				wipe = append(wipe, n.st.ID)
 			}
-			n.fault = f
+			n.setFault(f)
 			h.notify(n)
 			h.syncListener(n)
 		}

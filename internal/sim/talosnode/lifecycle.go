@@ -93,7 +93,7 @@ func (h *Host) check(b []byte, mode validationMode) (summary, error) {
 func (h *Host) insert(n *node) {
 	h.byID[n.st.ID] = n
 	h.byAddr[n.addr] = n
-	n.fault = h.faults.faultFor(n)
+	n.setFault(h.faults.faultFor(n))
 	h.index(n)
 }
 

@@ -106,6 +106,9 @@ type node struct {
 	tlsCAs   [][]byte // the CAs (PEM) of tls.ClientCAs
 
 	fault Fault
+	// silent is fault.Silent, which each connection's reads and writes
+	// look at without the host's mutex.
+	silent atomic.Bool
 	// filedUnder is the cluster h.clusters files n under; "" for none.
 	filedUnder string
 	// changed is closed and replaced whenever something observable
@@ -139,6 +142,12 @@ type node struct {
 
 func newNode(st state) *node {
 	return &node{st: st, addr: netip.MustParseAddr(st.Address), fd: -1, conns: map[net.Conn]struct{}{}, changed: make(chan struct{})}
+}
+
+// setFault gives n the fault f. Called with h.mu held.
+func (n *node) setFault(f Fault) {
+	n.fault = f
+	n.silent.Store(f.Silent)
 }
 
 func (n *node) hostname() string {

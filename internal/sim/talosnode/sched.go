@@ -176,9 +176,10 @@ func (l trackingListener) Accept() (net.Conn, error) {
 
 type trackedConn struct {
 	net.Conn
-	h    *Host
-	n    *node
-	once sync.Once
+	h      *Host
+	n      *node
+	once   sync.Once
+	closed chan struct{}
 }
 
 func (c *trackedConn) Close() error {
@@ -186,8 +187,54 @@ func (c *trackedConn) Close() error {
 		c.h.mu.Lock()
 		delete(c.n.conns, c)
 		c.h.mu.Unlock()
+		close(c.closed)
 	})
 	return c.Conn.Close()
+}
+
+// Read and Write wait while the node is silent (Fault.Silent): what came
+// in meanwhile is handed over once it speaks again.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	if err := c.speak(); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if err := c.speak(); err != nil {
+		return 0, err
+	}
+	return n, err
+}
+
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if err := c.speak(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+// speak returns once c's node is not silent, or at once when the host
+// closes (whose server says goodbye on every connection), or
+// net.ErrClosed once c was closed or dropped.
+func (c *trackedConn) speak() error {
+	for c.n.silent.Load() && c.h.ctx.Err() == nil {
+		c.h.mu.Lock()
+		_, open := c.n.conns[c]
+		changed, silent := c.n.changed, c.n.fault.Silent
+		c.h.mu.Unlock()
+		switch {
+		case !open:
+			return net.ErrClosed
+		case !silent:
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-c.closed:
+			return net.ErrClosed
+		case <-c.h.ctx.Done():
+		}
+	}
+	return nil
 }
 
 // track files c under the node it reached, or closes it when that node
@@ -201,7 +248,7 @@ func (h *Host) track(c net.Conn) net.Conn {
 		c.Close()
 		return nil
 	}
-	tc := &trackedConn{Conn: c, h: h, n: n}
+	tc := &trackedConn{Conn: c, h: h, n: n, closed: make(chan struct{})}
 	n.conns[tc] = struct{}{}
 	return tc
 }
