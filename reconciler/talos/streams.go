@@ -200,7 +200,7 @@ func (p *Pool) CheckQuietStreams(ctx context.Context, quiet, timeout time.Durati
 	p.mu.Lock()
 	var quietOnes []*StreamConn
 	for _, sc := range p.streams {
-		if last, open := sc.conn.lastRead(); open && time.Since(last) >= quiet {
+		if d, open := sc.conn.quietFor(); open && d >= quiet {
 			sc.users++
 			quietOnes = append(quietOnes, sc)
 		}
@@ -298,7 +298,7 @@ type streamDialer struct {
 }
 
 // dialedConn is a connection of a streamDialer. lastRead is when it
-// last read anything (Unix nanoseconds), or was dialed.
+// last read anything, or was dialed (sinceStart).
 type dialedConn struct {
 	*tls.Conn
 	sd       *streamDialer
@@ -308,10 +308,16 @@ type dialedConn struct {
 func (c *dialedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.lastRead.Store(time.Now().UnixNano())
+		c.lastRead.Store(int64(sinceStart()))
 	}
 	return n, err
 }
+
+// started is when the process started, from which sinceStart measures
+// on the monotonic clock, which a change of the wall clock does not move.
+var started = time.Now()
+
+func sinceStart() time.Duration { return time.Since(started) }
 
 func (c *dialedConn) Close() error {
 	c.sd.mu.Lock()
@@ -327,7 +333,7 @@ func (sd *streamDialer) dial(ctx context.Context, network, addr string, cfg *tls
 		return nil, err
 	}
 	c := &dialedConn{Conn: nc.(*tls.Conn), sd: sd}
-	c.lastRead.Store(time.Now().UnixNano())
+	c.lastRead.Store(int64(sinceStart()))
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
 	if sd.closed {
@@ -348,16 +354,16 @@ func (sd *streamDialer) close() {
 	sd.closeConns()
 }
 
-// lastRead is when the connections dialed so far last read anything;
+// quietFor is how long the connections dialed so far have read nothing;
 // false when none is open.
-func (sd *streamDialer) lastRead() (time.Time, bool) {
+func (sd *streamDialer) quietFor() (time.Duration, bool) {
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
 	var last int64
 	for c := range sd.conns {
 		last = max(last, c.lastRead.Load())
 	}
-	return time.Unix(0, last), len(sd.conns) > 0
+	return sinceStart() - time.Duration(last), len(sd.conns) > 0
 }
 
 // closeConns closes the connections dialed so far.
