@@ -210,9 +210,12 @@ func (p *Pool) CheckQuietStreams(ctx context.Context, quiet, timeout time.Durati
 		mu    sync.Mutex
 		reset []QuietStream
 		wg    sync.WaitGroup
+		sem   = make(chan struct{}, quietChecks)
 	)
 	for _, sc := range quietOnes {
+		sem <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-sem }()
 			defer p.releaseStreams(sc)
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
@@ -229,6 +232,9 @@ func (p *Pool) CheckQuietStreams(ctx context.Context, quiet, timeout time.Durati
 	wg.Wait()
 	return reset
 }
+
+// quietChecks bounds the calls of CheckQuietStreams at once.
+const quietChecks = 32
 
 // Reset closes the connections sc has made, and ends their streams, so
 // that the next stream dials afresh: for a connection that stopped

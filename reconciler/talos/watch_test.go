@@ -320,6 +320,14 @@ func TestASilentMachineShowsAsNotConnectedWithoutTheKeepalive(t *testing.T) {
 	const quiet = time.Second
 	tr := watchRigWith(t, 1, 1, ObserverOptions{StreamQuiet: quiet})
 	cp := tr.ms[0]
+	// A quiet connection whose machine answers is left open.
+	if q := tr.plane.pool.CheckQuietStreams(ctxT(t), 0, 2*time.Second); len(q) != 0 {
+		t.Fatalf("connections reset while their machines answer: %v", q)
+	}
+	time.Sleep(2 * quiet)
+	if n := tr.plane.pool.StreamConns(); n != 1 || !tr.plane.watchedNow(cp.ID) || !tr.plane.watchedNow(tr.ms[1].ID) {
+		t.Fatalf("%d stream connections, control plane watched %v, worker %v; want 1 and both watched", n, tr.plane.watchedNow(cp.ID), tr.plane.watchedNow(tr.ms[1].ID))
+	}
 	if err := tr.host.SetFault(cp.ID, talosnode.Fault{Silent: true}); err != nil {
 		t.Fatal(err)
 	}
