@@ -142,8 +142,9 @@ func (pl *Plane) RunObserver(ctx context.Context, opts ObserverOptions) {
 // quiet, until ctx ends or the returned function is called: their
 // watches and events streams end, and open again on new connections,
 // which a machine that stopped answering does not take, so that it shows
-// as not connected within about twice quiet instead of the keepalive's
-// minutes.
+// as not connected about quiet and a half after it fell silent (with the
+// timeouts of the call, the new connection and the probe) instead of
+// after the keepalive's 6 minutes.
 func (pl *Plane) startQuietChecks(ctx context.Context, quiet time.Duration) (stop func()) {
 	return every(ctx, quiet/3, func(ctx context.Context) {
 		for _, q := range pl.pool.CheckQuietStreams(ctx, quiet, pl.prober.opts.Timeout) {
